@@ -1,0 +1,214 @@
+//! How typed keys and values become the bytes of an event.
+//!
+//! Events carry bytes. Numbers are written as decimal text and strings as
+//! UTF-8, so that outputs are readable in a text sink and plugins written in
+//! any language agree on the encoding; [`Json`] wraps any serde type.
+
+use crate::Error;
+use serde::{Serialize, de::DeserializeOwned};
+
+/// A type that can be written as the key or value of an emitted event.
+pub trait Encode {
+    /// Appends the encoding of `self` to `out`.
+    fn encode(&self, out: &mut Vec<u8>);
+}
+
+/// A type that can be read from the key or value of an event.
+pub trait Decode: Sized {
+    /// Decodes `bytes`, or says what was expected.
+    fn decode(bytes: &[u8]) -> Result<Self, Error>;
+}
+
+/// Encodes and decodes any serde type as JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Json<T>(pub T);
+
+impl<T: Encode + ?Sized> Encode for &T {
+    fn encode(&self, out: &mut Vec<u8>) {
+        (**self).encode(out)
+    }
+}
+
+impl Encode for [u8] {
+    fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(self);
+    }
+}
+
+impl Encode for Vec<u8> {
+    fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(self);
+    }
+}
+
+impl Encode for str {
+    fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(self.as_bytes());
+    }
+}
+
+impl Encode for String {
+    fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(self.as_bytes());
+    }
+}
+
+impl Encode for u64 {
+    fn encode(&self, out: &mut Vec<u8>) {
+        write_u64(*self, out);
+    }
+}
+
+impl Encode for u32 {
+    fn encode(&self, out: &mut Vec<u8>) {
+        write_u64(u64::from(*self), out);
+    }
+}
+
+impl Encode for i64 {
+    fn encode(&self, out: &mut Vec<u8>) {
+        if *self < 0 {
+            out.push(b'-');
+        }
+        write_u64(self.unsigned_abs(), out);
+    }
+}
+
+impl Encode for f64 {
+    fn encode(&self, out: &mut Vec<u8>) {
+        use std::io::Write;
+        let _ = write!(out, "{self}");
+    }
+}
+
+impl<T: Serialize> Encode for Json<T> {
+    fn encode(&self, out: &mut Vec<u8>) {
+        // Serialising plain data into a Vec cannot fail.
+        let _ = serde_json::to_writer(out, &self.0);
+    }
+}
+
+impl Decode for Vec<u8> {
+    fn decode(bytes: &[u8]) -> Result<Self, Error> {
+        Ok(bytes.to_vec())
+    }
+}
+
+impl Decode for String {
+    fn decode(bytes: &[u8]) -> Result<Self, Error> {
+        String::from_utf8(bytes.to_vec()).map_err(|_| Error::input("expected UTF-8 text"))
+    }
+}
+
+impl Decode for u64 {
+    fn decode(bytes: &[u8]) -> Result<Self, Error> {
+        parse_u64(bytes).ok_or_else(|| not_a("an unsigned integer", bytes))
+    }
+}
+
+impl Decode for i64 {
+    fn decode(bytes: &[u8]) -> Result<Self, Error> {
+        match bytes.split_first() {
+            Some((b'-', digits)) => parse_u64(digits)
+                .and_then(|n| 0i64.checked_sub_unsigned(n))
+                .ok_or_else(|| not_a("an integer", bytes)),
+            _ => parse_u64(bytes)
+                .and_then(|n| i64::try_from(n).ok())
+                .ok_or_else(|| not_a("an integer", bytes)),
+        }
+    }
+}
+
+impl Decode for f64 {
+    fn decode(bytes: &[u8]) -> Result<Self, Error> {
+        std::str::from_utf8(bytes)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .ok_or_else(|| not_a("a number", bytes))
+    }
+}
+
+impl<T: DeserializeOwned> Decode for Json<T> {
+    fn decode(bytes: &[u8]) -> Result<Self, Error> {
+        serde_json::from_slice(bytes)
+            .map(Json)
+            .map_err(|e| Error::input(format!("expected JSON: {e}")))
+    }
+}
+
+fn not_a(what: &str, bytes: &[u8]) -> Error {
+    Error::input(format!("expected {what}, got {:?}", String::from_utf8_lossy(bytes)))
+}
+
+/// Writes `n` in decimal without going through `fmt` (this is on the hot path
+/// of every counting operator).
+fn write_u64(mut n: u64, out: &mut Vec<u8>) {
+    let mut digits = [0u8; 20];
+    let mut start = digits.len();
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[start..]);
+}
+
+fn parse_u64(bytes: &[u8]) -> Option<u64> {
+    if bytes.is_empty() || bytes.len() > 20 {
+        return None;
+    }
+    bytes.iter().try_fold(0u64, |n, &b| {
+        let digit = b.checked_sub(b'0').filter(|d| *d <= 9)?;
+        n.checked_mul(10)?.checked_add(u64::from(digit))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn encoded(value: impl Encode) -> String {
+        let mut out = Vec::new();
+        value.encode(&mut out);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn numbers_are_decimal_text() {
+        assert_eq!(encoded(0u64), "0");
+        assert_eq!(encoded(u64::MAX), "18446744073709551615");
+        assert_eq!(encoded(-42i64), "-42");
+        assert_eq!(encoded(i64::MIN), "-9223372036854775808");
+        assert_eq!(encoded(1.5f64), "1.5");
+    }
+
+    #[test]
+    fn numbers_round_trip() {
+        for n in [0u64, 7, 10, 99, 12345678901234, u64::MAX] {
+            assert_eq!(u64::decode(encoded(n).as_bytes()), Ok(n));
+        }
+        for n in [0i64, -1, i64::MIN, i64::MAX] {
+            assert_eq!(i64::decode(encoded(n).as_bytes()), Ok(n));
+        }
+    }
+
+    #[test]
+    fn bad_numbers_say_what_was_expected() {
+        let err = u64::decode(b"12a").unwrap_err();
+        assert_eq!(err, Error::input("expected an unsigned integer, got \"12a\""));
+        assert!(u64::decode(b"").is_err());
+        assert!(u64::decode(b"18446744073709551616").is_err());
+        assert!(i64::decode(b"-9223372036854775809").is_err());
+    }
+
+    #[test]
+    fn json_wraps_serde_types() {
+        let value = Json(vec![1, 2, 3]);
+        assert_eq!(encoded(&value), "[1,2,3]");
+        assert_eq!(Json::<Vec<u32>>::decode(b"[1,2,3]"), Ok(value));
+        assert!(Json::<Vec<u32>>::decode(b"{").is_err());
+    }
+}

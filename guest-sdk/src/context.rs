@@ -1,0 +1,47 @@
+//! The per-event context: where state is scoped and output goes.
+
+use crate::event::Outputs;
+use crate::state::StateStore;
+use crate::{Encode, Error};
+
+/// What an operator can do while it processes one event: emit events and
+/// (through [`crate::ValueState`]) read and write the state of the event's
+/// key.
+pub struct Context<'a> {
+    pub(crate) slot: Option<u32>,
+    pub(crate) timestamp: Option<i64>,
+    pub(crate) states: &'a mut StateStore,
+    pub(crate) outputs: &'a mut Outputs,
+}
+
+impl Context<'_> {
+    /// Emits an event to the main output, with the timestamp of the event
+    /// being processed.
+    pub fn emit(&mut self, key: impl Encode, value: impl Encode) {
+        let timestamp = self.timestamp;
+        self.outputs.main().push(key, value, timestamp);
+    }
+
+    /// Emits an event to the main output with an explicit timestamp.
+    pub fn emit_at(&mut self, key: impl Encode, value: impl Encode, timestamp: Option<i64>) {
+        self.outputs.main().push(key, value, timestamp);
+    }
+
+    /// Emits an event to the side output `output` (wired in the job file as
+    /// `<operator uid>.<output>`).
+    pub fn emit_to(&mut self, output: &str, key: impl Encode, value: impl Encode) {
+        let timestamp = self.timestamp;
+        self.outputs.named(output).push(key, value, timestamp);
+    }
+
+    /// The slot of the current event's key, for keyed state.
+    pub(crate) fn key_slot(&self) -> Result<u32, Error> {
+        self.slot.ok_or_else(|| {
+            Error::State(
+                "keyed state used on an input that is not keyed: set `key_by = true` for this \
+                 operator in the job file"
+                    .into(),
+            )
+        })
+    }
+}

@@ -1,0 +1,168 @@
+//! Events as the operator sees them, and the flat buffers they travel in.
+
+use crate::{Decode, Encode, Error};
+
+/// The timestamp value that marks "no event timestamp" on the wire.
+pub(crate) const NO_TIMESTAMP: i64 = i64::MIN;
+
+/// One input event: a key, a value and an optional event timestamp, borrowed
+/// from the batch the host delivered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Event<'a> {
+    pub(crate) input: u32,
+    pub(crate) key: &'a [u8],
+    pub(crate) value: &'a [u8],
+    pub(crate) timestamp: Option<i64>,
+}
+
+impl<'a> Event<'a> {
+    /// The key's bytes; empty when the event is not keyed.
+    pub fn key(&self) -> &'a [u8] {
+        self.key
+    }
+
+    /// The value's bytes.
+    pub fn value(&self) -> &'a [u8] {
+        self.value
+    }
+
+    /// The key as UTF-8 text.
+    pub fn key_str(&self) -> Result<&'a str, Error> {
+        std::str::from_utf8(self.key).map_err(|_| Error::input("expected a UTF-8 key"))
+    }
+
+    /// The value as UTF-8 text.
+    pub fn value_str(&self) -> Result<&'a str, Error> {
+        std::str::from_utf8(self.value).map_err(|_| Error::input("expected a UTF-8 value"))
+    }
+
+    /// The key decoded as `T` (see [`Decode`]).
+    pub fn key_as<T: Decode>(&self) -> Result<T, Error> {
+        T::decode(self.key)
+    }
+
+    /// The value decoded as `T` (see [`Decode`]).
+    pub fn value_as<T: Decode>(&self) -> Result<T, Error> {
+        T::decode(self.value)
+    }
+
+    /// The event timestamp in milliseconds since the epoch, if it has one.
+    pub fn timestamp(&self) -> Option<i64> {
+        self.timestamp
+    }
+
+    /// Which input the event arrived on: its position in the operator's
+    /// `inputs` list in the job file (0 for single-input operators).
+    pub fn input(&self) -> u32 {
+        self.input
+    }
+}
+
+/// A batch received from the host, borrowed column-wise.
+pub(crate) struct BatchView<'a> {
+    pub input: u32,
+    pub data: &'a [u8],
+    pub offsets: &'a [u32],
+    pub timestamps: &'a [i64],
+    pub key_slots: &'a [u32],
+}
+
+impl<'a> BatchView<'a> {
+    pub fn len(&self) -> usize {
+        self.offsets.len().saturating_sub(1) / 2
+    }
+
+    pub fn is_keyed(&self) -> bool {
+        !self.key_slots.is_empty()
+    }
+
+    /// Event `i`, or an error if the host sent inconsistent offsets.
+    pub fn event(&self, i: usize) -> Result<Event<'a>, Error> {
+        let bytes = |from: usize| -> Result<&'a [u8], Error> {
+            let (start, end) = (self.offsets[from] as usize, self.offsets[from + 1] as usize);
+            self.data
+                .get(start..end)
+                .ok_or_else(|| Error::input(format!("event {i} has offsets outside its batch")))
+        };
+        let timestamp = self.timestamps.get(i).copied().filter(|t| *t != NO_TIMESTAMP);
+        Ok(Event { input: self.input, key: bytes(2 * i)?, value: bytes(2 * i + 1)?, timestamp })
+    }
+}
+
+/// Events being emitted, kept in the wire layout so that returning them to
+/// the host is a move, not a conversion.
+#[derive(Debug, Default)]
+pub(crate) struct EventBuffer {
+    pub data: Vec<u8>,
+    pub offsets: Vec<u32>,
+    pub timestamps: Vec<i64>,
+    any_timestamp: bool,
+}
+
+impl EventBuffer {
+    pub fn push(&mut self, key: impl Encode, value: impl Encode, timestamp: Option<i64>) {
+        if self.offsets.is_empty() {
+            self.offsets.push(0);
+        }
+        key.encode(&mut self.data);
+        self.offsets.push(self.data.len() as u32);
+        value.encode(&mut self.data);
+        self.offsets.push(self.data.len() as u32);
+        self.any_timestamp |= timestamp.is_some();
+        self.timestamps.push(timestamp.unwrap_or(NO_TIMESTAMP));
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.offsets.len() <= 1
+    }
+
+    /// Moves the buffered events out, leaving the buffer empty.
+    pub fn take(&mut self) -> (Vec<u8>, Vec<u32>, Vec<i64>) {
+        let mut timestamps = std::mem::take(&mut self.timestamps);
+        if !std::mem::take(&mut self.any_timestamp) {
+            timestamps.clear();
+        }
+        let mut offsets = std::mem::take(&mut self.offsets);
+        if offsets.is_empty() {
+            offsets.push(0);
+        }
+        (std::mem::take(&mut self.data), offsets, timestamps)
+    }
+}
+
+/// Emitted events grouped by output; index 0 is the main output.
+#[derive(Debug)]
+pub(crate) struct Outputs {
+    buffers: Vec<(String, EventBuffer)>,
+}
+
+impl Default for Outputs {
+    fn default() -> Self {
+        Outputs { buffers: vec![(String::new(), EventBuffer::default())] }
+    }
+}
+
+impl Outputs {
+    pub fn main(&mut self) -> &mut EventBuffer {
+        &mut self.buffers[0].1
+    }
+
+    pub fn named(&mut self, output: &str) -> &mut EventBuffer {
+        let index = match self.buffers.iter().position(|(name, _)| name == output) {
+            Some(index) => index,
+            None => {
+                self.buffers.push((output.to_owned(), EventBuffer::default()));
+                self.buffers.len() - 1
+            }
+        };
+        &mut self.buffers[index].1
+    }
+
+    /// Drains every non-empty output.
+    pub fn drain(&mut self) -> impl Iterator<Item = (String, (Vec<u8>, Vec<u32>, Vec<i64>))> + '_ {
+        self.buffers
+            .iter_mut()
+            .filter(|(_, buffer)| !buffer.is_empty())
+            .map(|(name, buffer)| (name.clone(), buffer.take()))
+    }
+}

@@ -1,0 +1,97 @@
+//! The component export: adapts an [`Operator`] to the generated bindings.
+
+use std::any::Any;
+use std::cell::RefCell;
+use std::marker::PhantomData;
+
+use crate::__private::bindings::exports::weir::operator::operator::{Guest, OperatorError};
+use crate::__private::bindings::weir::operator::state::{StateError, ValueState as HostValueState};
+use crate::__private::bindings::weir::operator::types::{EventBatch, InputBatch, OutputBatch};
+use crate::event::BatchView;
+use crate::runtime::Runtime;
+use crate::state::{RawValueState, SlotValues, StateHost};
+use crate::{Config, Error, Operator};
+
+/// Implements the exported `operator` interface for `T`; instantiated by
+/// [`crate::export_operator!`].
+pub struct Adapter<T>(PhantomData<T>);
+
+thread_local! {
+    /// The instance's operator, created by `init`. A component instance is
+    /// single-threaded, so a thread-local is the instance's global.
+    static RUNTIME: RefCell<Option<Box<dyn Any>>> = const { RefCell::new(None) };
+}
+
+impl<T: Operator> Guest for Adapter<T> {
+    fn init(config: Vec<(String, String)>) -> Result<(), OperatorError> {
+        let operator = T::init(&Config::from_pairs(config)).map_err(to_wit_error)?;
+        let runtime: Box<dyn Any> = Box::new(Runtime::new(operator, Box::new(HostStates)));
+        RUNTIME.with(|slot| *slot.borrow_mut() = Some(runtime));
+        Ok(())
+    }
+
+    fn process(batch: InputBatch) -> Result<Vec<OutputBatch>, OperatorError> {
+        RUNTIME.with(|slot| {
+            let mut slot = slot.borrow_mut();
+            let runtime = slot
+                .as_mut()
+                .and_then(|runtime| runtime.downcast_mut::<Runtime<T>>())
+                .ok_or_else(|| OperatorError::Other("process called before init".into()))?;
+            let view = BatchView {
+                input: batch.input,
+                data: &batch.events.data,
+                offsets: &batch.events.offsets,
+                timestamps: &batch.events.timestamps,
+                key_slots: &batch.key_slots,
+            };
+            runtime.process(&view).map_err(to_wit_error)?;
+            Ok(runtime
+                .outputs
+                .drain()
+                .map(|(output, (data, offsets, timestamps))| OutputBatch {
+                    output,
+                    events: EventBatch { data, offsets, timestamps },
+                })
+                .collect())
+        })
+    }
+}
+
+fn to_wit_error(error: Error) -> OperatorError {
+    match error {
+        Error::InvalidConfig(m) => OperatorError::InvalidConfig(m),
+        Error::InvalidInput(m) => OperatorError::InvalidInput(m),
+        Error::State(m) => OperatorError::State(m),
+        Error::Other(m) => OperatorError::Other(m),
+    }
+}
+
+/// Opens states through the host's `value-state` resource.
+struct HostStates;
+
+impl StateHost for HostStates {
+    fn open(&mut self, name: &str) -> Box<dyn RawValueState> {
+        Box::new(HostValueState::new(name))
+    }
+}
+
+impl RawValueState for HostValueState {
+    fn get_all(&self) -> Result<SlotValues, Error> {
+        HostValueState::get_all(self).map_err(from_state_error)
+    }
+
+    fn set_many(&self, slots: &[u32], values: &SlotValues) -> Result<(), Error> {
+        HostValueState::set_many(self, slots, values).map_err(from_state_error)
+    }
+}
+
+fn from_state_error(error: StateError) -> Error {
+    Error::State(match error {
+        StateError::NoCurrentKeys => "state used outside of process".into(),
+        StateError::SlotOutOfRange(slot) => format!("slot {slot} is outside the current batch"),
+        StateError::NotKeyed => "keyed state used on an input that is not keyed: set `key_by = true` \
+                                 for this operator in the job file"
+            .into(),
+        StateError::MalformedWrite(m) => format!("malformed state write: {m}"),
+    })
+}

@@ -1,0 +1,83 @@
+//! # weir-sdk — write Weir stream operators in Rust
+//!
+//! A Weir operator is a WebAssembly component that the Weir host feeds with
+//! batches of events. This crate hides the component plumbing: implement
+//! [`Operator`], call [`export_operator!`] once, and build with
+//! `cargo build --release --target wasm32-wasip2`.
+//!
+//! ```ignore
+//! use weir_sdk::{Config, Context, Error, Event, Operator, ValueState};
+//!
+//! struct WordCount { count: ValueState<u64> }
+//!
+//! impl Operator for WordCount {
+//!     fn init(_config: &Config) -> Result<Self, Error> {
+//!         Ok(WordCount { count: ValueState::new("count") })
+//!     }
+//!     fn process(&mut self, ctx: &mut Context<'_>, event: &Event<'_>) -> Result<(), Error> {
+//!         let n = self.count.get(ctx)?.unwrap_or(0) + 1;
+//!         self.count.set(ctx, &n)?;
+//!         ctx.emit(event.key(), n);
+//!         Ok(())
+//!     }
+//! }
+//!
+//! weir_sdk::export_operator!(WordCount);
+//! ```
+//!
+//! ## How it maps to the host
+//!
+//! The host calls the plugin once per *batch*; the SDK calls
+//! [`Operator::process`] once per event of it. Keyed state is fetched from
+//! the host for all keys of the batch on first use (one call per state), kept
+//! in a local cache while the batch is processed, and written back once at
+//! the end — so state access costs no boundary crossing per event, and the
+//! host still sees every change of a batch before it takes a checkpoint.
+//! Emitted events are collected in flat buffers and returned in one piece.
+//!
+//! [`testing::TestHarness`] runs the same code natively, without Wasm, for
+//! unit tests of operator logic.
+
+mod codec;
+mod context;
+mod error;
+mod event;
+mod export;
+mod operator;
+mod runtime;
+mod state;
+pub mod testing;
+
+pub use codec::{Decode, Encode, Json};
+pub use context::Context;
+pub use error::Error;
+pub use event::Event;
+pub use operator::{Config, Operator};
+pub use state::ValueState;
+
+/// Implementation details used by [`export_operator!`]; not a public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::export::Adapter;
+
+    #[allow(missing_docs, clippy::all)]
+    pub mod bindings {
+        wit_bindgen::generate!({
+            world: "plugin",
+            path: "../wit",
+            pub_export_macro: true,
+            export_macro_name: "export_plugin",
+            default_bindings_module: "weir_sdk::__private::bindings",
+        });
+    }
+}
+
+/// Exports `$operator` (a type implementing [`Operator`]) as the plugin's
+/// operator. Call it once, at the top level of the plugin crate.
+#[macro_export]
+macro_rules! export_operator {
+    ($operator:ty) => {
+        type __WeirExportedOperator = $crate::__private::Adapter<$operator>;
+        $crate::__private::bindings::export_plugin!(__WeirExportedOperator);
+    };
+}

@@ -1,0 +1,83 @@
+//! The trait a plugin implements, and its configuration.
+
+use std::collections::BTreeMap;
+use std::str::FromStr;
+
+use crate::{Context, Error, Event};
+
+/// A stream operator. One value is created per parallel instance by
+/// [`Operator::init`]; the host then feeds it events.
+///
+/// Whatever the operator keeps in its own fields is lost on failure,
+/// upgrade or rescale; results must depend only on events and keyed state
+/// (see [`crate::ValueState`]).
+pub trait Operator: Sized + 'static {
+    /// Creates the operator from the `config` table of the job file.
+    fn init(config: &Config) -> Result<Self, Error>;
+
+    /// Processes one event. State accessed through `ctx` belongs to the
+    /// event's key.
+    fn process(&mut self, ctx: &mut Context<'_>, event: &Event<'_>) -> Result<(), Error>;
+}
+
+/// The operator's `config` table from the job file: string keys and values.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Config {
+    entries: BTreeMap<String, String>,
+}
+
+impl Config {
+    /// A configuration from (key, value) pairs.
+    pub fn from_pairs<K: Into<String>, V: Into<String>>(pairs: impl IntoIterator<Item = (K, V)>) -> Self {
+        Config { entries: pairs.into_iter().map(|(k, v)| (k.into(), v.into())).collect() }
+    }
+
+    /// The value of `key`, if set.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.entries.get(key).map(String::as_str)
+    }
+
+    /// The value of `key` parsed as `T`, or `default` when it is not set.
+    pub fn parse_or<T: FromStr>(&self, key: &str, default: T) -> Result<T, Error> {
+        match self.get(key) {
+            None => Ok(default),
+            Some(text) => text.parse().map_err(|_| {
+                Error::config(format!("`{key}` = {text:?} is not a valid {}", std::any::type_name::<T>()))
+            }),
+        }
+    }
+
+    /// Fails with a clear message if the table has a key not in `known`.
+    pub fn allow_only(&self, known: &[&str]) -> Result<(), Error> {
+        match self.entries.keys().find(|key| !known.contains(&key.as_str())) {
+            None => Ok(()),
+            Some(key) => Err(Error::config(format!(
+                "unknown key `{key}`; this operator understands: {}",
+                if known.is_empty() { "no keys".to_string() } else { known.join(", ") }
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_or_defaults_and_reports_bad_values() {
+        let config = Config::from_pairs([("n", "3"), ("bad", "x")]);
+        assert_eq!(config.parse_or("n", 1u32), Ok(3));
+        assert_eq!(config.parse_or("missing", 1u32), Ok(1));
+        assert_eq!(
+            config.parse_or("bad", true),
+            Err(Error::config("`bad` = \"x\" is not a valid bool"))
+        );
+    }
+
+    #[test]
+    fn allow_only_names_the_unknown_key() {
+        let config = Config::from_pairs([("lowercase", "true"), ("colour", "red")]);
+        let err = config.allow_only(&["lowercase"]).unwrap_err();
+        assert_eq!(err, Error::config("unknown key `colour`; this operator understands: lowercase"));
+    }
+}

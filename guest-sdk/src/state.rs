@@ -1,0 +1,241 @@
+//! Typed keyed state over the host's bulk state interface.
+//!
+//! The host hands out state per *batch*: `get-all` returns the value of
+//! every distinct key of the batch, `set-many` writes changed ones back. The
+//! [`StateStore`] fetches a state's values on its first use in a batch, keeps
+//! them (as encoded bytes, in buffers reused from batch to batch) while the
+//! operator processes the batch event by event, and writes the changed slots
+//! back when the batch is done. The host takes checkpoints between batches,
+//! so every checkpoint sees all of a batch's writes or none.
+
+use std::marker::PhantomData;
+
+use serde::{Serialize, de::DeserializeOwned};
+
+use crate::{Context, Error};
+
+pub(crate) use crate::__private::bindings::weir::operator::state::SlotValues;
+
+/// Opens value states by name: the host's `value-state` resource in Wasm, an
+/// in-memory map in the test harness.
+pub(crate) trait StateHost {
+    fn open(&mut self, name: &str) -> Box<dyn RawValueState>;
+}
+
+/// One value state as the host exposes it.
+pub(crate) trait RawValueState {
+    fn get_all(&self) -> Result<SlotValues, Error>;
+    fn set_many(&self, slots: &[u32], values: &SlotValues) -> Result<(), Error>;
+}
+
+/// A keyed value state holding one `T` per key, stored as JSON.
+///
+/// Create it in [`crate::Operator::init`] with a name that stays the same
+/// across versions of the plugin: snapshots store state by that name. JSON
+/// lets a later version add fields (with `#[serde(default)]`) and still read
+/// what an earlier one wrote.
+pub struct ValueState<T> {
+    name: String,
+    _type: PhantomData<fn() -> T>,
+}
+
+impl<T: Serialize + DeserializeOwned> ValueState<T> {
+    /// A handle on the value state called `name`.
+    pub fn new(name: impl Into<String>) -> Self {
+        ValueState { name: name.into(), _type: PhantomData }
+    }
+
+    /// The state's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The current key's value, if it has one.
+    pub fn get(&self, ctx: &mut Context<'_>) -> Result<Option<T>, Error> {
+        let slot = ctx.key_slot()?;
+        let cache = ctx.states.loaded(&self.name)?;
+        match cache.value(slot)? {
+            None => Ok(None),
+            Some(bytes) => serde_json::from_slice(bytes).map(Some).map_err(|e| {
+                Error::State(format!(
+                    "value state `{}` holds a value this plugin cannot read ({e}); if an earlier \
+                     version wrote it, give new fields a #[serde(default)]",
+                    self.name
+                ))
+            }),
+        }
+    }
+
+    /// Sets the current key's value.
+    pub fn set(&self, ctx: &mut Context<'_>, value: &T) -> Result<(), Error> {
+        let slot = ctx.key_slot()?;
+        let cache = ctx.states.loaded(&self.name)?;
+        let buffer = cache.begin_write(slot)?;
+        serde_json::to_writer(buffer, value)
+            .map_err(|e| Error::State(format!("cannot encode value state `{}`: {e}", self.name)))
+    }
+
+    /// Removes the current key's value.
+    pub fn clear(&self, ctx: &mut Context<'_>) -> Result<(), Error> {
+        let slot = ctx.key_slot()?;
+        ctx.states.loaded(&self.name)?.clear(slot)
+    }
+
+    /// Replaces the current key's value by `f(old value)` and returns the new one.
+    pub fn update(&self, ctx: &mut Context<'_>, f: impl FnOnce(Option<T>) -> T) -> Result<T, Error> {
+        let value = f(self.get(ctx)?);
+        self.set(ctx, &value)?;
+        Ok(value)
+    }
+}
+
+/// The states of one operator instance and their caches for the current batch.
+pub(crate) struct StateStore {
+    host: Box<dyn StateHost>,
+    caches: Vec<SlotCache>,
+}
+
+impl StateStore {
+    pub fn new(host: Box<dyn StateHost>) -> Self {
+        StateStore { host, caches: Vec::new() }
+    }
+
+    /// Forgets the previous batch's values; states are fetched again on use.
+    pub fn begin_batch(&mut self) {
+        for cache in &mut self.caches {
+            cache.loaded = false;
+        }
+    }
+
+    /// Writes every changed slot back to the host.
+    pub fn flush(&mut self) -> Result<(), Error> {
+        self.caches.iter_mut().try_for_each(SlotCache::flush)
+    }
+
+    /// The cache of state `name`, fetched from the host if this batch has not
+    /// used it yet.
+    fn loaded(&mut self, name: &str) -> Result<&mut SlotCache, Error> {
+        let index = match self.caches.iter().position(|cache| cache.name == name) {
+            Some(index) => index,
+            None => {
+                let raw = self.host.open(name);
+                self.caches.push(SlotCache::new(name, raw));
+                self.caches.len() - 1
+            }
+        };
+        let cache = &mut self.caches[index];
+        if !cache.loaded {
+            cache.load()?;
+        }
+        Ok(cache)
+    }
+}
+
+/// One state's values for the slots of the current batch.
+struct SlotCache {
+    name: String,
+    raw: Box<dyn RawValueState>,
+    loaded: bool,
+    present: Vec<bool>,
+    /// Encoded values; buffers are reused across batches to avoid allocating.
+    values: Vec<Vec<u8>>,
+    dirty: Vec<bool>,
+    dirty_slots: Vec<u32>,
+}
+
+impl SlotCache {
+    fn new(name: &str, raw: Box<dyn RawValueState>) -> Self {
+        SlotCache {
+            name: name.to_owned(),
+            raw,
+            loaded: false,
+            present: Vec::new(),
+            values: Vec::new(),
+            dirty: Vec::new(),
+            dirty_slots: Vec::new(),
+        }
+    }
+
+    fn load(&mut self) -> Result<(), Error> {
+        let fetched = self.raw.get_all()?;
+        let slots = fetched.present.len();
+        if fetched.offsets.len() != slots + 1 {
+            return Err(Error::State(format!("host sent malformed values for state `{}`", self.name)));
+        }
+        if self.values.len() < slots {
+            self.values.resize_with(slots, Vec::new);
+        }
+        for (slot, buffer) in self.values.iter_mut().take(slots).enumerate() {
+            buffer.clear();
+            let (start, end) = (fetched.offsets[slot] as usize, fetched.offsets[slot + 1] as usize);
+            buffer.extend_from_slice(&fetched.data[start..end]);
+        }
+        self.present = fetched.present;
+        self.dirty.clear();
+        self.dirty.resize(slots, false);
+        self.dirty_slots.clear();
+        self.loaded = true;
+        Ok(())
+    }
+
+    fn check(&self, slot: u32) -> Result<usize, Error> {
+        let index = slot as usize;
+        if index < self.present.len() {
+            Ok(index)
+        } else {
+            Err(Error::State(format!("slot {slot} is outside the current batch")))
+        }
+    }
+
+    fn value(&self, slot: u32) -> Result<Option<&[u8]>, Error> {
+        let index = self.check(slot)?;
+        Ok(self.present[index].then(|| self.values[index].as_slice()))
+    }
+
+    fn mark_dirty(&mut self, index: usize) {
+        if !self.dirty[index] {
+            self.dirty[index] = true;
+            self.dirty_slots.push(index as u32);
+        }
+    }
+
+    /// The slot's (emptied) buffer, to encode a new value into.
+    fn begin_write(&mut self, slot: u32) -> Result<&mut Vec<u8>, Error> {
+        let index = self.check(slot)?;
+        self.mark_dirty(index);
+        self.present[index] = true;
+        let buffer = &mut self.values[index];
+        buffer.clear();
+        Ok(buffer)
+    }
+
+    fn clear(&mut self, slot: u32) -> Result<(), Error> {
+        let index = self.check(slot)?;
+        self.mark_dirty(index);
+        self.present[index] = false;
+        self.values[index].clear();
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), Error> {
+        if !self.loaded || self.dirty_slots.is_empty() {
+            return Ok(());
+        }
+        let mut update = SlotValues {
+            present: Vec::with_capacity(self.dirty_slots.len()),
+            data: Vec::new(),
+            offsets: Vec::with_capacity(self.dirty_slots.len() + 1),
+        };
+        update.offsets.push(0);
+        for &slot in &self.dirty_slots {
+            let index = slot as usize;
+            update.present.push(self.present[index]);
+            update.data.extend_from_slice(&self.values[index]);
+            update.offsets.push(update.data.len() as u32);
+            self.dirty[index] = false;
+        }
+        self.raw.set_many(&self.dirty_slots, &update)?;
+        self.dirty_slots.clear();
+        Ok(())
+    }
+}

@@ -1,0 +1,228 @@
+//! Run operators natively in unit tests, without Wasm or a host.
+//!
+//! [`TestHarness`] drives an [`Operator`] exactly as a plugin instance is
+//! driven — batches, key slots, cached state written back per batch — with
+//! keyed state kept in a map you can inspect.
+//!
+//! ```
+//! use weir_sdk::testing::{TestEvent, TestHarness};
+//! # use weir_sdk::{Config, Context, Error, Event, Operator, ValueState};
+//! # struct Count { n: ValueState<u64> }
+//! # impl Operator for Count {
+//! #     fn init(_: &Config) -> Result<Self, Error> { Ok(Count { n: ValueState::new("n") }) }
+//! #     fn process(&mut self, ctx: &mut Context<'_>, e: &Event<'_>) -> Result<(), Error> {
+//! #         let n = self.n.update(ctx, |n| n.unwrap_or(0) + 1)?;
+//! #         ctx.emit(e.key(), n);
+//! #         Ok(())
+//! #     }
+//! # }
+//! let mut harness = TestHarness::<Count>::new(&[]).unwrap();
+//! let out = harness.process([TestEvent::new("a", ""), TestEvent::new("a", "")]).unwrap();
+//! assert_eq!(out[1].value_str(), "2");
+//! assert_eq!(harness.state::<u64>("n", "a"), Some(2));
+//! ```
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use serde::de::DeserializeOwned;
+
+use crate::event::{BatchView, NO_TIMESTAMP};
+use crate::runtime::Runtime;
+use crate::state::{RawValueState, SlotValues, StateHost};
+use crate::{Config, Encode, Error, Operator};
+
+/// An input event for a [`TestHarness`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TestEvent {
+    key: Vec<u8>,
+    value: Vec<u8>,
+    timestamp: Option<i64>,
+}
+
+impl TestEvent {
+    /// A keyed event.
+    pub fn new(key: impl Encode, value: impl Encode) -> Self {
+        let (mut k, mut v) = (Vec::new(), Vec::new());
+        key.encode(&mut k);
+        value.encode(&mut v);
+        TestEvent { key: k, value: v, timestamp: None }
+    }
+
+    /// An event without a key.
+    pub fn unkeyed(value: impl Encode) -> Self {
+        TestEvent::new(b"".as_slice(), value)
+    }
+
+    /// The same event with an event timestamp (ms).
+    pub fn at(mut self, timestamp: i64) -> Self {
+        self.timestamp = Some(timestamp);
+        self
+    }
+}
+
+/// An event the operator emitted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Emitted {
+    /// The output: empty for the main output, else the side output's name.
+    pub output: String,
+    pub key: Vec<u8>,
+    pub value: Vec<u8>,
+    pub timestamp: Option<i64>,
+}
+
+impl Emitted {
+    /// The key as text (lossy).
+    pub fn key_str(&self) -> String {
+        String::from_utf8_lossy(&self.key).into_owned()
+    }
+
+    /// The value as text (lossy).
+    pub fn value_str(&self) -> String {
+        String::from_utf8_lossy(&self.value).into_owned()
+    }
+}
+
+/// Keyed state of a harness: (state name, key) → encoded value.
+#[derive(Default)]
+struct TestStates {
+    values: HashMap<(String, Vec<u8>), Vec<u8>>,
+    /// Distinct keys of the batch being processed, by slot.
+    batch_keys: Vec<Vec<u8>>,
+}
+
+/// Runs an [`Operator`] natively, one batch per call.
+pub struct TestHarness<T> {
+    runtime: Runtime<T>,
+    states: Rc<RefCell<TestStates>>,
+}
+
+impl<T: Operator> TestHarness<T> {
+    /// Initialises the operator with the given config pairs.
+    pub fn new(config: &[(&str, &str)]) -> Result<Self, Error> {
+        let operator = T::init(&Config::from_pairs(config.iter().copied()))?;
+        let states = Rc::new(RefCell::new(TestStates::default()));
+        let host = Box::new(TestHost(states.clone()));
+        Ok(TestHarness { runtime: Runtime::new(operator, host), states })
+    }
+
+    /// Processes `events` as one batch on input 0.
+    pub fn process(&mut self, events: impl IntoIterator<Item = TestEvent>) -> Result<Vec<Emitted>, Error> {
+        self.process_input(0, events)
+    }
+
+    /// Processes `events` as one batch on the given input. The batch is keyed
+    /// when any event has a non-empty key, as after a `key_by` edge.
+    pub fn process_input(
+        &mut self,
+        input: u32,
+        events: impl IntoIterator<Item = TestEvent>,
+    ) -> Result<Vec<Emitted>, Error> {
+        let events: Vec<TestEvent> = events.into_iter().collect();
+        let (data, offsets, timestamps) = flatten(&events);
+        let keyed = events.iter().any(|e| !e.key.is_empty());
+        let key_slots = if keyed { self.assign_slots(&events) } else { Vec::new() };
+        let view = BatchView { input, data: &data, offsets: &offsets, timestamps: &timestamps, key_slots: &key_slots };
+        let result = self.runtime.process(&view);
+        let emitted = collect_emitted(&mut self.runtime);
+        result.map(|()| emitted)
+    }
+
+    /// The value of state `name` for `key`, decoded from JSON.
+    pub fn state<S: DeserializeOwned>(&self, name: &str, key: impl Encode) -> Option<S> {
+        let mut k = Vec::new();
+        key.encode(&mut k);
+        let states = self.states.borrow();
+        let bytes = states.values.get(&(name.to_owned(), k))?;
+        Some(serde_json::from_slice(bytes).expect("state written by the SDK is valid JSON"))
+    }
+
+    /// Gives each distinct key a slot in order of first appearance, as the
+    /// host does.
+    fn assign_slots(&self, events: &[TestEvent]) -> Vec<u32> {
+        let mut states = self.states.borrow_mut();
+        states.batch_keys.clear();
+        let mut slots = HashMap::new();
+        events
+            .iter()
+            .map(|event| {
+                *slots.entry(event.key.clone()).or_insert_with(|| {
+                    states.batch_keys.push(event.key.clone());
+                    (states.batch_keys.len() - 1) as u32
+                })
+            })
+            .collect()
+    }
+}
+
+fn flatten(events: &[TestEvent]) -> (Vec<u8>, Vec<u32>, Vec<i64>) {
+    let mut data = Vec::new();
+    let mut offsets = vec![0u32];
+    for event in events {
+        data.extend_from_slice(&event.key);
+        offsets.push(data.len() as u32);
+        data.extend_from_slice(&event.value);
+        offsets.push(data.len() as u32);
+    }
+    let timestamps = events.iter().map(|e| e.timestamp.unwrap_or(NO_TIMESTAMP)).collect();
+    (data, offsets, timestamps)
+}
+
+fn collect_emitted<T>(runtime: &mut Runtime<T>) -> Vec<Emitted> {
+    let mut emitted = Vec::new();
+    for (output, (data, offsets, timestamps)) in runtime.outputs.drain() {
+        for i in 0..offsets.len() / 2 {
+            let slice = |j: usize| data[offsets[j] as usize..offsets[j + 1] as usize].to_vec();
+            emitted.push(Emitted {
+                output: output.clone(),
+                key: slice(2 * i),
+                value: slice(2 * i + 1),
+                timestamp: timestamps.get(i).copied().filter(|t| *t != NO_TIMESTAMP),
+            });
+        }
+    }
+    emitted
+}
+
+struct TestHost(Rc<RefCell<TestStates>>);
+
+impl StateHost for TestHost {
+    fn open(&mut self, name: &str) -> Box<dyn RawValueState> {
+        Box::new(TestValueState { name: name.to_owned(), states: self.0.clone() })
+    }
+}
+
+struct TestValueState {
+    name: String,
+    states: Rc<RefCell<TestStates>>,
+}
+
+impl RawValueState for TestValueState {
+    fn get_all(&self) -> Result<SlotValues, Error> {
+        let states = self.states.borrow();
+        let mut values = SlotValues { present: Vec::new(), data: Vec::new(), offsets: vec![0] };
+        for key in &states.batch_keys {
+            let value = states.values.get(&(self.name.clone(), key.clone()));
+            values.present.push(value.is_some());
+            values.data.extend_from_slice(value.map(Vec::as_slice).unwrap_or_default());
+            values.offsets.push(values.data.len() as u32);
+        }
+        Ok(values)
+    }
+
+    fn set_many(&self, slots: &[u32], values: &SlotValues) -> Result<(), Error> {
+        let mut states = self.states.borrow_mut();
+        for (i, &slot) in slots.iter().enumerate() {
+            let key = states.batch_keys[slot as usize].clone();
+            let entry = (self.name.clone(), key);
+            if values.present[i] {
+                let bytes = values.data[values.offsets[i] as usize..values.offsets[i + 1] as usize].to_vec();
+                states.values.insert(entry, bytes);
+            } else {
+                states.values.remove(&entry);
+            }
+        }
+        Ok(())
+    }
+}

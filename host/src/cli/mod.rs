@@ -1,0 +1,51 @@
+//! The `weir` command line.
+
+mod plugin;
+mod run;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+/// Weir: stream processing with WebAssembly operators.
+#[derive(Debug, Parser)]
+#[command(name = "weir", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a job described by a TOML job file, in the foreground.
+    Run {
+        /// The job file.
+        job: PathBuf,
+        /// Parallelism of every source and operator (overrides the job file).
+        #[arg(long, short = 'p')]
+        parallelism: Option<u32>,
+    },
+    /// Work with plugin files.
+    Plugin {
+        #[command(subcommand)]
+        command: PluginCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PluginCommand {
+    /// Say whether a file is a component implementing the Weir operator world,
+    /// and list what it exports and imports.
+    Check {
+        /// The plugin file (.wasm).
+        plugin: PathBuf,
+    },
+}
+
+/// Runs the parsed command line.
+pub fn execute(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Run { job, parallelism } => run::run(&job, parallelism),
+        Command::Plugin { command: PluginCommand::Check { plugin } } => plugin::check(&plugin),
+    }
+}

@@ -1,0 +1,16 @@
+//! `weir plugin check`.
+
+use std::path::Path;
+
+use weir::PluginEngine;
+use weir::plugin::WIT_PACKAGE;
+
+pub fn check(path: &Path) -> anyhow::Result<()> {
+    let engine = PluginEngine::new()?;
+    let (inspection, loaded) = engine.inspect(path)?;
+    println!("{}: WebAssembly component", path.display());
+    print!("{inspection}");
+    let loaded = loaded?;
+    println!("ok: implements the {WIT_PACKAGE} plugin world (sha256 {})", loaded.digest);
+    Ok(())
+}

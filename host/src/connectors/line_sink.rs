@@ -1,0 +1,95 @@
+//! Sinks that write one line per event (stdout, file) and one that discards.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use super::{ConnectorError, Sink};
+use crate::dataflow::{Record, RecordBatch};
+use crate::job::OutputFormat;
+
+/// Writes events as lines to stdout or a file.
+pub struct LineSink {
+    what: String,
+    format: OutputFormat,
+    out: Box<dyn Write + Send>,
+    line: Vec<u8>,
+}
+
+impl LineSink {
+    pub fn stdout(format: OutputFormat) -> Self {
+        LineSink::new("stdout".into(), format, Box::new(BufWriter::new(std::io::stdout())))
+    }
+
+    /// Creates (or truncates) the file at `path`, and its directory.
+    pub fn file(path: &Path, format: OutputFormat) -> Result<Self, ConnectorError> {
+        let open_error = |source| ConnectorError::Open { path: PathBuf::from(path), source };
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(open_error)?;
+        }
+        let file = File::create(path).map_err(open_error)?;
+        Ok(LineSink::new(path.display().to_string(), format, Box::new(BufWriter::with_capacity(1 << 16, file))))
+    }
+
+    fn new(what: String, format: OutputFormat, out: Box<dyn Write + Send>) -> Self {
+        LineSink { what, format, out, line: Vec::new() }
+    }
+
+    fn io_error(&self, source: std::io::Error) -> ConnectorError {
+        ConnectorError::Io { what: self.what.clone(), source }
+    }
+}
+
+/// Appends `record` to `line` in `format`, with a newline.
+pub fn format_line(record: &Record<'_>, format: OutputFormat, line: &mut Vec<u8>) {
+    match format {
+        OutputFormat::Kv => {
+            line.extend_from_slice(record.key);
+            line.push(b'\t');
+            line.extend_from_slice(record.value);
+        }
+        OutputFormat::Value => line.extend_from_slice(record.value),
+        OutputFormat::Json => {
+            let object = serde_json::json!({
+                "key": String::from_utf8_lossy(record.key),
+                "value": String::from_utf8_lossy(record.value),
+                "timestamp": record.timestamp,
+            });
+            line.extend_from_slice(object.to_string().as_bytes());
+        }
+    }
+    line.push(b'\n');
+}
+
+impl Sink for LineSink {
+    fn write(&mut self, batch: &RecordBatch) -> Result<(), ConnectorError> {
+        self.line.clear();
+        for record in batch.iter() {
+            format_line(&record, self.format, &mut self.line);
+        }
+        let result = self.out.write_all(&self.line);
+        result.map_err(|e| self.io_error(e))
+    }
+
+    fn finish(&mut self) -> Result<(), ConnectorError> {
+        let result = self.out.flush();
+        result.map_err(|e| self.io_error(e))
+    }
+}
+
+/// Counts events and drops them.
+#[derive(Debug, Default)]
+pub struct DiscardSink {
+    pub count: u64,
+}
+
+impl Sink for DiscardSink {
+    fn write(&mut self, batch: &RecordBatch) -> Result<(), ConnectorError> {
+        self.count += batch.len() as u64;
+        Ok(())
+    }
+
+    fn finish(&mut self) -> Result<(), ConnectorError> {
+        Ok(())
+    }
+}

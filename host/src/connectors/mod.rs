@@ -1,0 +1,81 @@
+//! Sources and sinks: where a job's events come from and go to.
+//!
+//! A [`Source`] subtask fills batches until it is exhausted; its position
+//! (generator: sequence number; file: byte offset) is what a checkpoint will
+//! record so that it can rewind exactly. A [`Sink`] subtask writes batches
+//! and is finished once all its inputs have ended.
+
+mod file_source;
+mod generator;
+mod line_sink;
+
+use std::path::PathBuf;
+
+pub use file_source::FileSource;
+pub use generator::Generator;
+pub use line_sink::{DiscardSink, LineSink};
+
+use crate::dataflow::RecordBatch;
+use crate::job::{SinkSpec, SourceSpec};
+
+/// A connector failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectorError {
+    #[error("cannot open {path}: {source}")]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}:{line}: {message}")]
+    BadLine { path: PathBuf, line: u64, message: String },
+    #[error("I/O error on {what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// What a source did when polled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Poll {
+    /// Records were added (possibly none, if it is waiting for more).
+    Ready,
+    /// The source has no more records, ever.
+    Exhausted,
+}
+
+/// One subtask of a source.
+pub trait Source: Send {
+    /// Appends up to `max` records to `batch`.
+    fn poll(&mut self, batch: &mut RecordBatch, max: usize) -> Result<Poll, ConnectorError>;
+}
+
+/// One subtask of a sink.
+pub trait Sink: Send {
+    fn write(&mut self, batch: &RecordBatch) -> Result<(), ConnectorError>;
+    /// Called once all inputs have ended: flush and close.
+    fn finish(&mut self) -> Result<(), ConnectorError>;
+}
+
+/// Creates subtask `subtask` of `parallelism` for a source.
+pub fn open_source(spec: &SourceSpec, subtask: u32, parallelism: u32) -> Result<Box<dyn Source>, ConnectorError> {
+    Ok(match spec {
+        SourceSpec::File { path, format, .. } => Box::new(FileSource::open(path, *format)?),
+        SourceSpec::Generator { events, mode, keys, rate, seed, .. } => Box::new(Generator::new(
+            generator::GeneratorConfig { events: *events, mode: *mode, keys: *keys, rate: *rate, seed: *seed },
+            subtask,
+            parallelism,
+        )),
+    })
+}
+
+/// Creates a sink subtask.
+pub fn open_sink(spec: &SinkSpec) -> Result<Box<dyn Sink>, ConnectorError> {
+    Ok(match spec {
+        SinkSpec::Stdout { format, .. } => Box::new(LineSink::stdout(*format)),
+        SinkSpec::File { path, format, .. } => Box::new(LineSink::file(path, *format)?),
+        SinkSpec::Discard { .. } => Box::new(DiscardSink::default()),
+    })
+}

@@ -1,0 +1,147 @@
+//! [`RecordBatch`]: events in the same flat layout as the WIT `event-batch`,
+//! so that handing a batch to a plugin and taking its output back are moves.
+
+/// The wire value for "no event timestamp".
+pub const NO_TIMESTAMP: i64 = i64::MIN;
+
+/// A batch of events: for `n` events, `offsets` has `2n + 1` entries;
+/// event `i`'s key is `data[offsets[2i]..offsets[2i+1]]` and its value
+/// `data[offsets[2i+1]..offsets[2i+2]]`; `timestamps` has `n` entries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordBatch {
+    pub(crate) data: Vec<u8>,
+    pub(crate) offsets: Vec<u32>,
+    pub(crate) timestamps: Vec<i64>,
+}
+
+/// One event borrowed from a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Record<'a> {
+    pub key: &'a [u8],
+    pub value: &'a [u8],
+    pub timestamp: Option<i64>,
+}
+
+impl Default for RecordBatch {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl RecordBatch {
+    pub fn new() -> Self {
+        RecordBatch { data: Vec::new(), offsets: vec![0], timestamps: Vec::new() }
+    }
+
+    pub fn with_capacity(events: usize, bytes: usize) -> Self {
+        let mut offsets = Vec::with_capacity(2 * events + 1);
+        offsets.push(0);
+        RecordBatch { data: Vec::with_capacity(bytes), offsets, timestamps: Vec::with_capacity(events) }
+    }
+
+    /// Builds a batch from parts in wire layout, checking them. An empty
+    /// `timestamps` means no event has one.
+    pub fn from_parts(data: Vec<u8>, mut offsets: Vec<u32>, mut timestamps: Vec<i64>) -> Result<Self, String> {
+        if offsets.is_empty() {
+            offsets.push(0);
+        }
+        if offsets.len() % 2 != 1 || offsets[0] != 0 {
+            return Err(format!("{} offsets do not describe whole events", offsets.len()));
+        }
+        if !offsets.windows(2).all(|w| w[0] <= w[1]) || *offsets.last().unwrap() as usize > data.len() {
+            return Err("offsets are not increasing within the data".into());
+        }
+        let events = offsets.len() / 2;
+        if timestamps.is_empty() {
+            timestamps.resize(events, NO_TIMESTAMP);
+        } else if timestamps.len() != events {
+            return Err(format!("{events} events but {} timestamps", timestamps.len()));
+        }
+        Ok(RecordBatch { data, offsets, timestamps })
+    }
+
+    /// Takes the parts out in wire layout.
+    pub fn into_parts(self) -> (Vec<u8>, Vec<u32>, Vec<i64>) {
+        (self.data, self.offsets, self.timestamps)
+    }
+
+    pub fn len(&self) -> usize {
+        self.timestamps.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.timestamps.is_empty()
+    }
+
+    /// Bytes of keys and values held.
+    pub fn byte_len(&self) -> usize {
+        self.data.len()
+    }
+
+    pub fn push(&mut self, key: &[u8], value: &[u8], timestamp: Option<i64>) {
+        self.data.extend_from_slice(key);
+        self.offsets.push(self.data.len() as u32);
+        self.data.extend_from_slice(value);
+        self.offsets.push(self.data.len() as u32);
+        self.timestamps.push(timestamp.unwrap_or(NO_TIMESTAMP));
+    }
+
+    /// Appends a record whose key and value are written by `write` into the
+    /// data buffer (for sources that format numbers without allocating).
+    pub fn push_with(&mut self, timestamp: Option<i64>, write: impl FnOnce(&mut Vec<u8>, &mut Vec<u32>)) {
+        write(&mut self.data, &mut self.offsets);
+        debug_assert_eq!(self.offsets.len() % 2, 1, "push_with must add a key and a value");
+        self.timestamps.push(timestamp.unwrap_or(NO_TIMESTAMP));
+    }
+
+    pub fn key(&self, i: usize) -> &[u8] {
+        &self.data[self.offsets[2 * i] as usize..self.offsets[2 * i + 1] as usize]
+    }
+
+    pub fn get(&self, i: usize) -> Record<'_> {
+        let timestamp = self.timestamps[i];
+        Record {
+            key: self.key(i),
+            value: &self.data[self.offsets[2 * i + 1] as usize..self.offsets[2 * i + 2] as usize],
+            timestamp: (timestamp != NO_TIMESTAMP).then_some(timestamp),
+        }
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = Record<'_>> {
+        (0..self.len()).map(|i| self.get(i))
+    }
+
+    pub fn clear(&mut self) {
+        self.data.clear();
+        self.offsets.clear();
+        self.offsets.push(0);
+        self.timestamps.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn push_and_read_back() {
+        let mut batch = RecordBatch::new();
+        batch.push(b"k1", b"v1", Some(5));
+        batch.push(b"", b"v2", None);
+        assert_eq!(batch.len(), 2);
+        assert_eq!(batch.get(0), Record { key: b"k1", value: b"v1", timestamp: Some(5) });
+        assert_eq!(batch.get(1), Record { key: b"", value: b"v2", timestamp: None });
+        let (data, offsets, timestamps) = batch.clone().into_parts();
+        assert_eq!(RecordBatch::from_parts(data, offsets, timestamps).unwrap(), batch);
+    }
+
+    #[test]
+    fn from_parts_rejects_inconsistent_layouts() {
+        assert!(RecordBatch::from_parts(vec![1, 2], vec![0, 1], vec![]).is_err());
+        assert!(RecordBatch::from_parts(vec![1, 2], vec![0, 3, 3], vec![]).is_err());
+        assert!(RecordBatch::from_parts(vec![1, 2], vec![0, 1, 2], vec![1, 2]).is_err());
+        let ok = RecordBatch::from_parts(vec![1, 2], vec![0, 1, 2], vec![]).unwrap();
+        assert_eq!(ok.get(0).timestamp, None);
+        assert!(RecordBatch::from_parts(vec![], vec![], vec![]).unwrap().is_empty());
+    }
+}

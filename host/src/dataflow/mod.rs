@@ -1,0 +1,29 @@
+//! The dataflow runtime: a job graph run as threads joined by bounded
+//! channels.
+//!
+//! Every node of the [`JobGraph`](crate::job::JobGraph) runs as
+//! `parallelism` subtasks, each on its own thread. A subtask's inbox is a
+//! bounded channel of [`RecordBatch`]es, so a slow consumer blocks its
+//! producers: backpressure is the channels filling up, and memory stays
+//! bounded by their capacity. Edges are forward (subtask i → i), rebalance
+//! (whole batches round-robin) or key-by (each record to the subtask owning
+//! its key group, re-batched per target and flushed when a batch is full or
+//! the producer is about to wait for input).
+//!
+//! Batches end with an end-of-stream marker per producer; a subtask finishes
+//! once every producer feeding it has ended. A failing subtask cancels the
+//! whole job, and the error names the node and its uid.
+
+mod batch;
+mod channel;
+mod executor;
+mod task;
+
+pub use batch::{NO_TIMESTAMP, Record, RecordBatch};
+pub use executor::{JobSummary, RunError, TaskSummary, run_job};
+
+/// Records per batch: sources fill batches of this size and key-by edges
+/// flush per-target batches when they reach it.
+pub const BATCH_SIZE: usize = 1024;
+/// Batches a subtask's inbox holds before its producers block.
+pub const CHANNEL_CAPACITY: usize = 8;

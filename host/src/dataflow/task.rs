@@ -1,0 +1,130 @@
+//! The loops of source, operator and sink subtasks.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crossbeam_channel::Receiver;
+
+use super::channel::{Cancel, Envelope, Message, Outputs, Stopped, receive};
+use super::{BATCH_SIZE, RecordBatch};
+use crate::connectors::{ConnectorError, Poll, Sink, Source};
+use crate::plugin::{CallError, OperatorInstance};
+
+/// Why a subtask stopped early.
+#[derive(Debug)]
+pub enum TaskError {
+    /// The job was cancelled; not this task's fault.
+    Stopped,
+    Call(CallError),
+    Connector(ConnectorError),
+}
+
+impl From<Stopped> for TaskError {
+    fn from(_: Stopped) -> Self {
+        TaskError::Stopped
+    }
+}
+
+impl From<CallError> for TaskError {
+    fn from(error: CallError) -> Self {
+        TaskError::Call(error)
+    }
+}
+
+impl From<ConnectorError> for TaskError {
+    fn from(error: ConnectorError) -> Self {
+        TaskError::Connector(error)
+    }
+}
+
+/// Live counters of one subtask, read by the progress reporter.
+#[derive(Debug, Default)]
+pub struct TaskMetrics {
+    pub records_in: AtomicU64,
+    pub records_out: AtomicU64,
+}
+
+impl TaskMetrics {
+    fn count_in(&self, n: usize) {
+        self.records_in.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    fn count_out(&self, n: usize) {
+        self.records_out.fetch_add(n as u64, Ordering::Relaxed);
+    }
+}
+
+/// What every subtask loop needs.
+pub struct TaskContext {
+    pub cancel: Cancel,
+    pub metrics: Arc<TaskMetrics>,
+    pub outputs: Outputs,
+}
+
+/// Polls the source until it is exhausted, sending full batches downstream.
+pub fn run_source(mut ctx: TaskContext, mut source: Box<dyn Source>) -> Result<(), TaskError> {
+    loop {
+        if ctx.cancel.is_cancelled() {
+            return Err(TaskError::Stopped);
+        }
+        let mut batch = RecordBatch::with_capacity(BATCH_SIZE, 16 * BATCH_SIZE);
+        let poll = source.poll(&mut batch, BATCH_SIZE)?;
+        if !batch.is_empty() {
+            ctx.metrics.count_out(batch.len());
+            ctx.outputs.emit("", batch, &ctx.cancel)?;
+        }
+        if poll == Poll::Exhausted {
+            ctx.outputs.end(&ctx.cancel)?;
+            return Ok(());
+        }
+    }
+}
+
+/// Feeds batches to the plugin instance and routes what it emits, until
+/// every producer has ended.
+pub fn run_operator(
+    mut ctx: TaskContext,
+    mut instance: OperatorInstance,
+    inbox: Receiver<Envelope>,
+    keyed_inputs: Vec<bool>,
+    producers: usize,
+) -> Result<(), TaskError> {
+    let mut ended = 0;
+    while ended < producers {
+        let envelope = receive(&inbox, &mut ctx.outputs, &ctx.cancel)?;
+        match envelope.message {
+            Message::Batch(batch) => {
+                ctx.metrics.count_in(batch.len());
+                let keyed = keyed_inputs.get(envelope.input as usize).copied().unwrap_or(false);
+                for (output, emitted) in instance.process(envelope.input, batch, keyed)? {
+                    ctx.metrics.count_out(emitted.len());
+                    ctx.outputs.emit(&output, emitted, &ctx.cancel)?;
+                }
+            }
+            Message::End => ended += 1,
+        }
+    }
+    ctx.outputs.end(&ctx.cancel)?;
+    Ok(())
+}
+
+/// Writes batches to the sink until every producer has ended.
+pub fn run_sink(
+    mut ctx: TaskContext,
+    mut sink: Box<dyn Sink>,
+    inbox: Receiver<Envelope>,
+    producers: usize,
+) -> Result<(), TaskError> {
+    let mut ended = 0;
+    while ended < producers {
+        match receive(&inbox, &mut ctx.outputs, &ctx.cancel)?.message {
+            Message::Batch(batch) => {
+                ctx.metrics.count_in(batch.len());
+                sink.write(&batch)?;
+            }
+            Message::End => ended += 1,
+        }
+    }
+    sink.finish()?;
+    Ok(())
+}

@@ -1,0 +1,329 @@
+//! The validated job graph: nodes in topological order, edges with their
+//! partitioning decided.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::Overrides;
+use super::spec::{JobSpec, OperatorSpec, SinkSpec, SourceSpec};
+use crate::plugin::Limits;
+use crate::state::DEFAULT_MAX_PARALLELISM;
+
+/// Index of a node in [`JobGraph::nodes`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NodeId(pub usize);
+
+/// How records travel along an edge from the upstream subtasks to the
+/// downstream ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Partitioning {
+    /// Subtask i to subtask i (equal parallelism).
+    Forward,
+    /// Whole batches round-robin over the downstream subtasks.
+    Rebalance,
+    /// By key group of each record's key.
+    KeyBy,
+}
+
+/// An input of a node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Edge {
+    pub from: NodeId,
+    /// The upstream output read: empty for the main output, else a side output.
+    pub output: String,
+    pub partitioning: Partitioning,
+}
+
+/// An operator as it will run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OperatorNode {
+    pub plugin: PathBuf,
+    pub config: Vec<(String, String)>,
+    pub limits: Limits,
+    pub key_by: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum NodeKind {
+    Source(SourceSpec),
+    Operator(OperatorNode),
+    Sink(SinkSpec),
+}
+
+/// A source, operator or sink with its parallelism and inputs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Node {
+    pub id: NodeId,
+    /// The source's or sink's name, or the operator's uid.
+    pub name: String,
+    pub parallelism: u32,
+    pub kind: NodeKind,
+    pub inputs: Vec<Edge>,
+}
+
+impl Node {
+    /// "source `x`", "operator `x`" or "sink `x`", for messages.
+    pub fn describe(&self) -> String {
+        let kind = match self.kind {
+            NodeKind::Source(_) => "source",
+            NodeKind::Operator(_) => "operator",
+            NodeKind::Sink(_) => "sink",
+        };
+        format!("{kind} `{}`", self.name)
+    }
+}
+
+/// A validated job.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobGraph {
+    pub name: String,
+    pub max_parallelism: u32,
+    /// Sources first, then operators in topological order, then sinks.
+    pub nodes: Vec<Node>,
+}
+
+impl JobGraph {
+    pub fn node(&self, id: NodeId) -> &Node {
+        &self.nodes[id.0]
+    }
+
+    /// The nodes reading from `id`, with the index of that input among
+    /// their inputs.
+    pub fn consumers(&self, id: NodeId) -> impl Iterator<Item = (&Node, u32, &Edge)> {
+        self.nodes.iter().flat_map(move |node| {
+            node.inputs.iter().enumerate().filter(move |(_, e)| e.from == id).map(move |(i, e)| (node, i as u32, e))
+        })
+    }
+
+    pub(super) fn build(spec: JobSpec, base: &Path, overrides: Overrides) -> Result<Self, String> {
+        let max_parallelism = spec.max_parallelism.unwrap_or(DEFAULT_MAX_PARALLELISM);
+        if !(1..=32768).contains(&max_parallelism) {
+            return Err(format!("max_parallelism = {max_parallelism} must be between 1 and 32768"));
+        }
+        let parallelism = overrides.parallelism.or(spec.parallelism).unwrap_or(1);
+        check_parallelism("the job", parallelism, max_parallelism)?;
+        check_names(&spec)?;
+        if spec.sources.is_empty() {
+            return Err("the job has no source: add a [[source]] table".into());
+        }
+        if spec.sinks.is_empty() {
+            return Err("the job has no sink, so its results would go nowhere: add a [[sink]] table".into());
+        }
+
+        let mut nodes = Vec::new();
+        let mut ids: HashMap<String, NodeId> = HashMap::new();
+        for source in &spec.sources {
+            let p = source_parallelism(source, overrides, parallelism)?;
+            check_parallelism(&format!("source `{}`", source.name()), p, max_parallelism)?;
+            ids.insert(source.name().to_owned(), NodeId(nodes.len()));
+            nodes.push(Node {
+                id: NodeId(nodes.len()),
+                name: source.name().to_owned(),
+                parallelism: p,
+                kind: NodeKind::Source(resolve_source(source.clone(), base)),
+                inputs: Vec::new(),
+            });
+        }
+        for op in topological_order(&spec.operators)? {
+            let p = op.parallelism.filter(|_| overrides.parallelism.is_none()).unwrap_or(parallelism);
+            check_parallelism(&format!("operator `{}`", op.uid), p, max_parallelism)?;
+            let inputs = op
+                .inputs
+                .iter()
+                .map(|input| edge(&format!("operator `{}`", op.uid), input, op.key_by, p, &ids, &nodes))
+                .collect::<Result<_, _>>()?;
+            if op.inputs.is_empty() {
+                return Err(format!("operator `{}` has no inputs: list at least one in `inputs`", op.uid));
+            }
+            ids.insert(op.uid.clone(), NodeId(nodes.len()));
+            nodes.push(Node {
+                id: NodeId(nodes.len()),
+                name: op.uid.clone(),
+                parallelism: p,
+                kind: NodeKind::Operator(operator_node(op, base)?),
+                inputs,
+            });
+        }
+        for sink in &spec.sinks {
+            let what = format!("sink `{}`", sink.name());
+            let input = edge(&what, sink.input(), false, 1, &ids, &nodes)?;
+            nodes.push(Node {
+                id: NodeId(nodes.len()),
+                name: sink.name().to_owned(),
+                parallelism: 1,
+                kind: NodeKind::Sink(resolve_sink(sink.clone(), base)),
+                inputs: vec![input],
+            });
+        }
+        Ok(JobGraph { name: spec.name, max_parallelism, nodes })
+    }
+}
+
+fn check_parallelism(what: &str, parallelism: u32, max_parallelism: u32) -> Result<(), String> {
+    if parallelism == 0 || parallelism > max_parallelism {
+        return Err(format!(
+            "{what} has parallelism {parallelism}; it must be between 1 and max_parallelism ({max_parallelism})"
+        ));
+    }
+    Ok(())
+}
+
+fn source_parallelism(source: &SourceSpec, overrides: Overrides, job: u32) -> Result<u32, String> {
+    match source {
+        // A file is read by one subtask: its position is one byte offset.
+        SourceSpec::File { .. } => Ok(1),
+        SourceSpec::Generator { parallelism, .. } => {
+            Ok(parallelism.filter(|_| overrides.parallelism.is_none()).unwrap_or(job))
+        }
+    }
+}
+
+/// Names must be unique across sources, operators and sinks, and must not
+/// contain '.', which separates an operator uid from a side output.
+fn check_names(spec: &JobSpec) -> Result<(), String> {
+    let names = spec
+        .sources
+        .iter()
+        .map(|s| ("source", s.name()))
+        .chain(spec.operators.iter().map(|o| ("operator", o.uid.as_str())))
+        .chain(spec.sinks.iter().map(|s| ("sink", s.name())));
+    let mut seen = HashSet::new();
+    for (kind, name) in names {
+        if name.is_empty() || name.contains('.') {
+            return Err(format!("{kind} name {name:?} must be non-empty and must not contain '.'"));
+        }
+        if !seen.insert(name) {
+            return Err(format!("the name `{name}` is used twice; sources, operators and sinks need distinct names"));
+        }
+    }
+    Ok(())
+}
+
+/// Orders operators so that every operator comes after its inputs, or names
+/// the operators of a cycle.
+/// Inputs that name nothing are left for [`edge`] to report.
+fn topological_order(operators: &[OperatorSpec]) -> Result<Vec<&OperatorSpec>, String> {
+    let by_uid: HashMap<&str, &OperatorSpec> = operators.iter().map(|o| (o.uid.as_str(), o)).collect();
+    // Depth-first search with colours: grey = on the current path.
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        Grey,
+        Black,
+    }
+    fn visit<'a>(
+        op: &'a OperatorSpec,
+        by_uid: &HashMap<&str, &'a OperatorSpec>,
+        marks: &mut HashMap<&'a str, Mark>,
+        path: &mut Vec<&'a str>,
+        order: &mut Vec<&'a OperatorSpec>,
+    ) -> Result<(), String> {
+        match marks.get(op.uid.as_str()) {
+            Some(Mark::Black) => return Ok(()),
+            Some(Mark::Grey) => {
+                let start = path.iter().position(|uid| *uid == op.uid).unwrap_or(0);
+                let mut cycle = path[start..].to_vec();
+                cycle.push(&op.uid);
+                return Err(format!(
+                    "operators form a cycle: {}; a job must be acyclic",
+                    cycle.iter().map(|u| format!("`{u}`")).collect::<Vec<_>>().join(" → ")
+                ));
+            }
+            None => {}
+        }
+        marks.insert(&op.uid, Mark::Grey);
+        path.push(&op.uid);
+        for input in &op.inputs {
+            let from = input.split_once('.').map_or(input.as_str(), |(uid, _)| uid);
+            if let Some(upstream) = by_uid.get(from) {
+                visit(upstream, by_uid, marks, path, order)?;
+            }
+        }
+        path.pop();
+        marks.insert(&op.uid, Mark::Black);
+        order.push(op);
+        Ok(())
+    }
+    let mut marks = HashMap::new();
+    let mut order = Vec::new();
+    for op in operators {
+        visit(op, &by_uid, &mut marks, &mut Vec::new(), &mut order)?;
+    }
+    Ok(order)
+}
+
+/// The edge for input `input` ("name" or "uid.side-output") of a node.
+fn edge(
+    what: &str,
+    input: &str,
+    key_by: bool,
+    parallelism: u32,
+    ids: &HashMap<String, NodeId>,
+    nodes: &[Node],
+) -> Result<Edge, String> {
+    let (name, output) = input.split_once('.').unwrap_or((input, ""));
+    let from = *ids.get(name).ok_or_else(|| {
+        let mut known: Vec<&str> = ids.keys().map(String::as_str).collect();
+        known.sort_unstable();
+        format!(
+            "{what} reads from `{input}`, which is not a source or operator of this job (known: {})",
+            known.join(", ")
+        )
+    })?;
+    let upstream = &nodes[from.0];
+    if !output.is_empty() && !matches!(upstream.kind, super::NodeKind::Operator(_)) {
+        return Err(format!("{what} reads side output `{input}`, but `{name}` is not an operator"));
+    }
+    let partitioning = if key_by {
+        Partitioning::KeyBy
+    } else if upstream.parallelism == parallelism {
+        Partitioning::Forward
+    } else {
+        Partitioning::Rebalance
+    };
+    Ok(Edge { from, output: output.to_owned(), partitioning })
+}
+
+fn operator_node(op: &OperatorSpec, base: &Path) -> Result<OperatorNode, String> {
+    let config = op
+        .config
+        .iter()
+        .map(|(key, value)| {
+            let text = match value {
+                toml::Value::String(s) => s.clone(),
+                toml::Value::Integer(_) | toml::Value::Float(_) | toml::Value::Boolean(_) => value.to_string(),
+                _ => {
+                    return Err(format!(
+                        "operator `{}`: config `{key}` must be a string, number or boolean",
+                        op.uid
+                    ));
+                }
+            };
+            Ok((key.clone(), text))
+        })
+        .collect::<Result<_, _>>()?;
+    let defaults = Limits::default();
+    let memory_mb = op.memory_limit_mb.unwrap_or(Limits::DEFAULT_MEMORY_MB);
+    if !(1..=4096).contains(&memory_mb) {
+        return Err(format!("operator `{}`: memory_limit_mb = {memory_mb} must be between 1 and 4096", op.uid));
+    }
+    let limits = Limits {
+        memory_bytes: (memory_mb << 20) as usize,
+        call_timeout: op.call_timeout_ms.map(Duration::from_millis).unwrap_or(defaults.call_timeout),
+    };
+    Ok(OperatorNode { plugin: base.join(&op.plugin), config, limits, key_by: op.key_by })
+}
+
+fn resolve_source(source: SourceSpec, base: &Path) -> SourceSpec {
+    match source {
+        SourceSpec::File { name, path, format } => SourceSpec::File { name, path: base.join(path), format },
+        other => other,
+    }
+}
+
+fn resolve_sink(sink: SinkSpec, base: &Path) -> SinkSpec {
+    match sink {
+        SinkSpec::File { name, input, path, format } => SinkSpec::File { name, input, path: base.join(path), format },
+        other => other,
+    }
+}

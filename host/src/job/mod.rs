@@ -1,0 +1,58 @@
+//! Job files: parsing ([`spec`]) and validation into a [`JobGraph`].
+//!
+//! A job is a directed acyclic graph of sources, operators and sinks.
+//! Validation catches what would otherwise fail at run time — unknown
+//! inputs, duplicate names, cycles, bad parallelism — and says which table
+//! of the job file is wrong and how to fix it.
+
+mod graph;
+pub mod spec;
+
+use std::path::{Path, PathBuf};
+
+pub use graph::{Edge, JobGraph, Node, NodeId, NodeKind, OperatorNode, Partitioning};
+pub use spec::{FileFormat, GeneratorMode, JobSpec, OperatorSpec, OutputFormat, SinkSpec, SourceSpec};
+
+/// Options given on the command line that override the job file.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Overrides {
+    pub parallelism: Option<u32>,
+}
+
+/// A job file cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum JobError {
+    #[error("cannot read job file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("job file {path} is not valid: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("job file {path}: {message}")]
+    Invalid { path: PathBuf, message: String },
+}
+
+/// Reads, parses and validates the job file at `path`.
+pub fn load(path: &Path, overrides: Overrides) -> Result<JobGraph, JobError> {
+    let text = std::fs::read_to_string(path).map_err(|source| JobError::Read { path: path.into(), source })?;
+    let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    parse(&text, &base, overrides).map_err(|error| match error {
+        ParseError::Syntax(message) => JobError::Parse { path: path.into(), message },
+        ParseError::Invalid(message) => JobError::Invalid { path: path.into(), message },
+    })
+}
+
+/// Why a job text was refused, before the file's path is attached.
+#[derive(Debug)]
+pub enum ParseError {
+    Syntax(String),
+    Invalid(String),
+}
+
+/// Parses and validates job text; relative paths are taken from `base`.
+pub fn parse(text: &str, base: &Path, overrides: Overrides) -> Result<JobGraph, ParseError> {
+    let spec: JobSpec = toml::from_str(text).map_err(|e| ParseError::Syntax(e.to_string().trim_end().to_owned()))?;
+    JobGraph::build(spec, base, overrides).map_err(ParseError::Invalid)
+}

@@ -1,0 +1,179 @@
+//! The job file: TOML, deserialised strictly (unknown fields are errors).
+//!
+//! ```toml
+//! name = "word-count"
+//! parallelism = 2            # default for every source and operator
+//! max_parallelism = 128      # key groups; fixed for the life of the job
+//!
+//! [[source]]
+//! name = "lines"
+//! type = "file"              # or "generator"
+//! path = "words.txt"         # relative to the job file
+//! format = "text"            # or "json"
+//!
+//! [[operator]]
+//! uid = "count"              # stable identity: state is stored under it
+//! plugin = "word_count.wasm" # relative to the job file
+//! inputs = ["tokenize"]      # sources, operators, or `uid.side-output`
+//! key_by = true              # partition inputs by event key
+//! memory_limit_mb = 256
+//! call_timeout_ms = 10000
+//! config = { lowercase = true }
+//!
+//! [[sink]]
+//! name = "out"
+//! type = "stdout"            # or "file" (with `path`) or "discard"
+//! input = "count"
+//! format = "kv"              # kv | value | json
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+/// A whole job file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobSpec {
+    pub name: String,
+    pub parallelism: Option<u32>,
+    pub max_parallelism: Option<u32>,
+    #[serde(default, rename = "source")]
+    pub sources: Vec<SourceSpec>,
+    #[serde(default, rename = "operator")]
+    pub operators: Vec<OperatorSpec>,
+    #[serde(default, rename = "sink")]
+    pub sinks: Vec<SinkSpec>,
+}
+
+/// A `[[source]]` table.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase", deny_unknown_fields)]
+pub enum SourceSpec {
+    /// Lines of a file: text (each line a value) or JSON lines.
+    File {
+        name: String,
+        path: PathBuf,
+        #[serde(default)]
+        format: FileFormat,
+    },
+    /// A deterministic, seekable generator: event `i` depends only on the
+    /// configuration and `i`.
+    Generator {
+        name: String,
+        /// How many events in all (unbounded if absent).
+        events: Option<u64>,
+        #[serde(default)]
+        mode: GeneratorMode,
+        /// Number of distinct keys (`sequence` mode: key = i mod keys).
+        #[serde(default = "default_keys")]
+        keys: u64,
+        /// Events per second over all subtasks (as fast as possible if absent).
+        rate: Option<f64>,
+        #[serde(default)]
+        seed: u64,
+        parallelism: Option<u32>,
+    },
+}
+
+impl SourceSpec {
+    pub fn name(&self) -> &str {
+        match self {
+            SourceSpec::File { name, .. } | SourceSpec::Generator { name, .. } => name,
+        }
+    }
+}
+
+fn default_keys() -> u64 {
+    100
+}
+
+/// How a file source reads lines.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FileFormat {
+    /// Each line is the value of an unkeyed event.
+    #[default]
+    Text,
+    /// Each line is `{"key": …, "value": …, "timestamp": ms}` (key and
+    /// timestamp optional; strings are taken as UTF-8, other JSON as its text).
+    Json,
+}
+
+/// What a generator produces.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GeneratorMode {
+    /// key = i mod keys, value = i, both as decimal text.
+    #[default]
+    Sequence,
+    /// Unkeyed lines of words drawn from a fixed vocabulary.
+    Words,
+}
+
+/// An `[[operator]]` table.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OperatorSpec {
+    pub uid: String,
+    pub plugin: PathBuf,
+    pub inputs: Vec<String>,
+    #[serde(default)]
+    pub key_by: bool,
+    pub parallelism: Option<u32>,
+    #[serde(default)]
+    pub config: BTreeMap<String, toml::Value>,
+    pub memory_limit_mb: Option<u64>,
+    pub call_timeout_ms: Option<u64>,
+}
+
+/// A `[[sink]]` table.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase", deny_unknown_fields)]
+pub enum SinkSpec {
+    /// Prints events on standard output.
+    Stdout {
+        name: String,
+        input: String,
+        #[serde(default)]
+        format: OutputFormat,
+    },
+    /// Writes events to a file, one per line.
+    File {
+        name: String,
+        input: String,
+        path: PathBuf,
+        #[serde(default)]
+        format: OutputFormat,
+    },
+    /// Counts events and drops them (benchmarks).
+    Discard { name: String, input: String },
+}
+
+impl SinkSpec {
+    pub fn name(&self) -> &str {
+        match self {
+            SinkSpec::Stdout { name, .. } | SinkSpec::File { name, .. } | SinkSpec::Discard { name, .. } => name,
+        }
+    }
+
+    pub fn input(&self) -> &str {
+        match self {
+            SinkSpec::Stdout { input, .. } | SinkSpec::File { input, .. } | SinkSpec::Discard { input, .. } => input,
+        }
+    }
+}
+
+/// How a sink writes an event as a line.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OutputFormat {
+    /// `key<TAB>value`
+    #[default]
+    Kv,
+    /// The value only.
+    Value,
+    /// `{"key": "…", "value": "…", "timestamp": ms}`
+    Json,
+}

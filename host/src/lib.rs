@@ -1,0 +1,20 @@
+//! # Weir — a stream-processing host for WebAssembly operators
+//!
+//! A job (a TOML file, see [`job`]) is a graph of sources, operators and
+//! sinks. Operators are WebAssembly components implementing the
+//! `weir:operator` WIT world ([`plugin`]); the host runs each as sandboxed
+//! instances, one per parallel subtask ([`dataflow`]), owns their keyed state
+//! ([`state`]) and connects them to the outside world ([`connectors`]).
+//!
+//! Because the host owns all state, a plugin is only code: it can be swapped,
+//! forked or rescaled without the plugin's cooperation.
+
+pub mod connectors;
+pub mod dataflow;
+pub mod job;
+pub mod plugin;
+pub mod state;
+
+pub use dataflow::{JobSummary, RunError, run_job};
+pub use job::{JobError, JobGraph, Overrides};
+pub use plugin::{PluginEngine, PluginError};

@@ -1,0 +1,13 @@
+//! The one `bindgen!` of the host: Rust types and traits for the
+//! `weir:operator/plugin` world in `wit/`.
+
+wasmtime::component::bindgen!({
+    world: "plugin",
+    path: "../wit",
+    with: {
+        "weir:operator/state.value-state": super::state::ValueStateHandle,
+    },
+});
+
+pub use exports::weir::operator::operator::OperatorError;
+pub use weir::operator::types::{EventBatch, InputBatch};

@@ -1,0 +1,63 @@
+//! Errors of loading plugins and of calling into them.
+
+use std::path::PathBuf;
+
+/// A plugin file cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum PluginError {
+    #[error("cannot read plugin {path}: {source}; check the `plugin` path in the job file")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "{path} is not a WebAssembly file (it does not start with the `\\0asm` magic bytes); \
+         give the path of a plugin component, e.g. one built with `cargo build --release --target wasm32-wasip2`"
+    )]
+    NotWasm { path: PathBuf },
+    #[error(
+        "{path} is a core WebAssembly module, not a component; build the plugin for the \
+         `wasm32-wasip2` target (or turn the module into a component with `wasm-tools component new`)"
+    )]
+    CoreModule { path: PathBuf },
+    #[error("{path} is not a valid WebAssembly component: {message}")]
+    Invalid { path: PathBuf, message: String },
+    #[error(
+        "{path} was built against {found}, but this host implements {expected}; rebuild the plugin \
+         with an SDK for {expected}"
+    )]
+    VersionMismatch { path: PathBuf, found: String, expected: String },
+    #[error(
+        "{path} is a component but not a Weir operator: {reason}. It exports [{exports}] and imports \
+         [{imports}]; a Weir plugin exports `{expected}` (build it with weir-sdk)"
+    )]
+    WrongWorld { path: PathBuf, reason: String, exports: String, imports: String, expected: String },
+}
+
+/// A call into a plugin instance failed. The task adds the operator's uid.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CallError {
+    #[error("the plugin trapped: {trap}{}", printed(stderr))]
+    Trap { trap: String, stderr: String },
+    #[error(
+        "the plugin exceeded its memory cap of {cap_mib} MiB (it asked for {asked_mib} MiB); raise \
+         `memory_limit_mb` for this operator in the job file if it really needs more"
+    )]
+    MemoryCap { cap_mib: usize, asked_mib: usize },
+    #[error(
+        "a call exceeded its deadline of {timeout_ms} ms and was interrupted (an endless loop?); raise \
+         `call_timeout_ms` for this operator in the job file if a batch legitimately takes longer"
+    )]
+    Deadline { timeout_ms: u128 },
+    #[error("the plugin returned an error: {0}")]
+    Operator(String),
+    #[error("the plugin returned a malformed batch: {0}")]
+    Malformed(String),
+    #[error("cannot instantiate the plugin: {0}")]
+    Instantiate(String),
+}
+
+fn printed(stderr: &str) -> String {
+    if stderr.is_empty() { String::new() } else { format!("; it printed: {stderr}") }
+}

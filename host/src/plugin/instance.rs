@@ -1,0 +1,142 @@
+//! One sandboxed instance of a plugin, owned by one operator subtask.
+
+use rustc_hash::FxHashMap;
+use wasmtime::{Store, Trap};
+
+use super::bindings::{EventBatch, InputBatch, OperatorError, Plugin};
+use super::engine::{LoadedPlugin, PluginEngine};
+use super::error::CallError;
+use super::host_state::PluginState;
+use super::limits::Limits;
+use crate::dataflow::RecordBatch;
+use crate::state::{KeyedStateBackend, StateRegistry};
+
+/// A plugin instance with its own store, limits and keyed state.
+pub struct OperatorInstance {
+    store: Store<PluginState>,
+    bindings: Plugin,
+    limits: Limits,
+}
+
+impl OperatorInstance {
+    /// Instantiates `plugin` and calls its `init` with `config`.
+    pub fn new(
+        engine: &PluginEngine,
+        plugin: &LoadedPlugin,
+        limits: Limits,
+        backend: Box<dyn KeyedStateBackend>,
+        config: &[(String, String)],
+    ) -> Result<Self, CallError> {
+        let mut store = Store::new(engine.engine(), PluginState::new(limits.memory_bytes, backend));
+        store.limiter(|state| &mut state.limiter);
+        store.set_epoch_deadline(limits.deadline_ticks());
+        let bindings = match plugin.pre.instantiate(&mut store) {
+            Ok(bindings) => bindings,
+            Err(error) => return Err(classify(&store, &limits, error, CallError::Instantiate)),
+        };
+        let mut instance = OperatorInstance { store, bindings, limits };
+        instance.init(config)?;
+        Ok(instance)
+    }
+
+    fn init(&mut self, config: &[(String, String)]) -> Result<(), CallError> {
+        self.store.set_epoch_deadline(self.limits.deadline_ticks());
+        let result = self.bindings.weir_operator_operator().call_init(&mut self.store, config);
+        self.returned(result).map(|_| ())
+    }
+
+    /// Runs `process` on one batch that arrived on `input`. With `keyed`, the
+    /// batch's distinct keys become the slots its state calls may address.
+    pub fn process(
+        &mut self,
+        input: u32,
+        batch: RecordBatch,
+        keyed: bool,
+    ) -> Result<Vec<(String, RecordBatch)>, CallError> {
+        let (key_slots, key_count) = if keyed { self.assign_slots(&batch) } else { (Vec::new(), 0) };
+        let (data, offsets, timestamps) = batch.into_parts();
+        let input_batch = InputBatch { input, events: EventBatch { data, offsets, timestamps }, key_slots, key_count };
+        let state = self.store.data_mut();
+        state.in_call = true;
+        state.keyed_call = keyed;
+        self.store.set_epoch_deadline(self.limits.deadline_ticks());
+        let result = self.bindings.weir_operator_operator().call_process(&mut self.store, &input_batch);
+        self.store.data_mut().in_call = false;
+        let outputs = self.returned(result)?;
+        outputs
+            .into_iter()
+            .map(|out| {
+                let EventBatch { data, offsets, timestamps } = out.events;
+                RecordBatch::from_parts(data, offsets, timestamps)
+                    .map(|batch| (out.output, batch))
+                    .map_err(CallError::Malformed)
+            })
+            .collect()
+    }
+
+    /// The instance's keyed state and the names of its states.
+    pub fn state(&self) -> (&dyn KeyedStateBackend, &StateRegistry) {
+        let data = self.store.data();
+        (data.backend.as_ref(), &data.registry)
+    }
+
+    /// Numbers the distinct keys of `batch` in order of first appearance and
+    /// records them as the call's current keys.
+    fn assign_slots(&mut self, batch: &RecordBatch) -> (Vec<u32>, u32) {
+        let keys = &mut self.store.data_mut().keys;
+        keys.clear();
+        let mut slots: FxHashMap<&[u8], u32> = FxHashMap::default();
+        slots.reserve(batch.len());
+        let key_slots = (0..batch.len())
+            .map(|i| {
+                let key = batch.key(i);
+                *slots.entry(key).or_insert_with(|| {
+                    keys.push(key);
+                    (keys.len() - 1) as u32
+                })
+            })
+            .collect();
+        (key_slots, keys.len() as u32)
+    }
+
+    fn returned<T>(&self, result: wasmtime::Result<Result<T, OperatorError>>) -> Result<T, CallError> {
+        match result {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(error)) => Err(CallError::Operator(describe_operator_error(error))),
+            Err(error) => Err(classify(&self.store, &self.limits, error, |trap| CallError::Trap {
+                trap,
+                stderr: self.store.data().stderr_tail(),
+            })),
+        }
+    }
+}
+
+/// Turns a wasmtime error into the cause a user can act on: memory cap,
+/// deadline, or a trap with what the plugin printed.
+fn classify(
+    store: &Store<PluginState>,
+    limits: &Limits,
+    error: wasmtime::Error,
+    otherwise: impl FnOnce(String) -> CallError,
+) -> CallError {
+    if let Some(asked) = store.data().limiter.refused {
+        return CallError::MemoryCap { cap_mib: store.data().limiter.cap() >> 20, asked_mib: asked >> 20 };
+    }
+    if error.downcast_ref::<Trap>() == Some(&Trap::Interrupt) {
+        return CallError::Deadline { timeout_ms: limits.call_timeout.as_millis() };
+    }
+    let message = match error.downcast_ref::<Trap>() {
+        Some(trap) => trap.to_string(),
+        None => format!("{error:#}"),
+    };
+    otherwise(message)
+}
+
+fn describe_operator_error(error: OperatorError) -> String {
+    match error {
+        OperatorError::InvalidConfig(m) => format!("invalid config: {m}"),
+        OperatorError::InvalidInput(m) => format!("invalid input: {m}"),
+        OperatorError::State(m) => format!("state: {m}"),
+        OperatorError::Other(m) => m,
+    }
+}

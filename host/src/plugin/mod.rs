@@ -1,0 +1,27 @@
+//! Plugins: WebAssembly components implementing the `weir:operator` world.
+//!
+//! - [`PluginEngine`] owns the wasmtime engine (component model, epoch
+//!   interruption, no async machinery), links the host's implementation of
+//!   the WIT imports, and compiles each plugin file once ([`LoadedPlugin`]).
+//! - [`OperatorInstance`] is one sandboxed instance of a plugin, owned by one
+//!   operator subtask: its own store, memory cap, call deadline and keyed
+//!   state backend.
+//! - `bindings` holds the single `bindgen!`; `types` and `state` implement
+//!   one WIT interface each; `host_state` is the store's data with a view per
+//!   interface.
+
+mod bindings;
+mod engine;
+mod error;
+mod host_state;
+mod inspect;
+mod instance;
+mod limits;
+mod state;
+mod types;
+
+pub use engine::{LoadedPlugin, PluginEngine};
+pub use error::{CallError, PluginError};
+pub use inspect::{Inspection, Item, OPERATOR_EXPORT, WIT_PACKAGE};
+pub use instance::OperatorInstance;
+pub use limits::{EPOCH_TICK, Limits};

@@ -1,0 +1,158 @@
+//! Host side of the `state` interface: keyed value state scoped to the keys
+//! of the batch being processed.
+//!
+//! During a `process` call the host knows the distinct keys of the batch
+//! (by slot, see [`BatchKeys`]); `get-all` and `set-many` translate slots to
+//! keys and go to the operator's [`KeyedStateBackend`]. Outside a call, or
+//! for an input that is not keyed, there are no current keys and every
+//! access fails — a plugin can never touch another key's state.
+
+use wasmtime::component::{HasData, Resource, ResourceTable};
+
+use super::bindings::weir::operator::state::{Host, HostValueState, SlotValues, StateError};
+use crate::state::{KeyedStateBackend, StateId, StateRegistry};
+
+/// The host's representation of a guest's `value-state` resource.
+#[derive(Debug, Clone, Copy)]
+pub struct ValueStateHandle {
+    state: StateId,
+}
+
+/// The distinct keys of the batch being processed, in slot order, stored
+/// flat: key `s` is `data[offsets[s]..offsets[s + 1]]`.
+#[derive(Debug, Default)]
+pub struct BatchKeys {
+    data: Vec<u8>,
+    offsets: Vec<u32>,
+}
+
+impl BatchKeys {
+    pub fn clear(&mut self) {
+        self.data.clear();
+        self.offsets.clear();
+        self.offsets.push(0);
+    }
+
+    pub fn push(&mut self, key: &[u8]) {
+        self.data.extend_from_slice(key);
+        self.offsets.push(self.data.len() as u32);
+    }
+
+    pub fn len(&self) -> usize {
+        self.offsets.len().saturating_sub(1)
+    }
+
+    pub fn get(&self, slot: usize) -> &[u8] {
+        &self.data[self.offsets[slot] as usize..self.offsets[slot + 1] as usize]
+    }
+}
+
+/// What the keyed-state host functions see of a plugin instance's store.
+pub struct KeyedStateView<'a> {
+    pub table: &'a mut ResourceTable,
+    pub registry: &'a mut StateRegistry,
+    pub backend: &'a mut dyn KeyedStateBackend,
+    /// The keys of the current call, or `None` outside a keyed call.
+    pub keys: Option<&'a BatchKeys>,
+    pub in_call: bool,
+}
+
+/// Marker for [`HasData`]: the `state` interface is implemented on a
+/// [`KeyedStateView`] borrowed from [`PluginState`].
+pub struct KeyedStateAccess;
+
+impl HasData for KeyedStateAccess {
+    type Data<'a> = KeyedStateView<'a>;
+}
+
+impl<'a> KeyedStateView<'a> {
+    /// The current call's keys. The reference is the view's own (`'a`), so
+    /// holding it does not keep `self` borrowed.
+    fn current_keys(&self) -> Result<&'a BatchKeys, StateError> {
+        match (self.in_call, self.keys) {
+            (false, _) => Err(StateError::NoCurrentKeys),
+            (true, None) => Err(StateError::NotKeyed),
+            (true, Some(keys)) => Ok(keys),
+        }
+    }
+
+    fn handle(&self, resource: &Resource<ValueStateHandle>) -> ValueStateHandle {
+        // The table only holds handles this file pushed; a stale handle is a
+        // wasmtime invariant violation, not a guest error.
+        *self.table.get(resource).expect("value-state handle is in the resource table")
+    }
+}
+
+impl Host for KeyedStateView<'_> {}
+
+impl HostValueState for KeyedStateView<'_> {
+    fn new(&mut self, name: String) -> Resource<ValueStateHandle> {
+        let state = self.registry.intern(&name);
+        self.table.push(ValueStateHandle { state }).expect("resource table has room")
+    }
+
+    fn get_all(&mut self, resource: Resource<ValueStateHandle>) -> Result<SlotValues, StateError> {
+        let state = self.handle(&resource).state;
+        let keys = self.current_keys()?;
+        let mut values = SlotValues {
+            present: Vec::with_capacity(keys.len()),
+            data: Vec::new(),
+            offsets: Vec::with_capacity(keys.len() + 1),
+        };
+        values.offsets.push(0);
+        for slot in 0..keys.len() {
+            let value = self.backend.get(state, keys.get(slot));
+            values.present.push(value.is_some());
+            values.data.extend_from_slice(value.unwrap_or_default());
+            values.offsets.push(values.data.len() as u32);
+        }
+        Ok(values)
+    }
+
+    fn set_many(
+        &mut self,
+        resource: Resource<ValueStateHandle>,
+        slots: Vec<u32>,
+        values: SlotValues,
+    ) -> Result<(), StateError> {
+        let state = self.handle(&resource).state;
+        let keys = self.current_keys()?;
+        check_write(&slots, &values)?;
+        if let Some(&slot) = slots.iter().find(|&&s| s as usize >= keys.len()) {
+            return Err(StateError::SlotOutOfRange(slot));
+        }
+        for (i, &slot) in slots.iter().enumerate() {
+            let key = keys.get(slot as usize);
+            if values.present[i] {
+                let value = &values.data[values.offsets[i] as usize..values.offsets[i + 1] as usize];
+                self.backend.put(state, key, value);
+            } else {
+                self.backend.delete(state, key);
+            }
+        }
+        Ok(())
+    }
+
+    fn drop(&mut self, resource: Resource<ValueStateHandle>) -> wasmtime::Result<()> {
+        self.table.delete(resource)?;
+        Ok(())
+    }
+}
+
+/// Checks that a write's offsets and data fit together.
+fn check_write(slots: &[u32], values: &SlotValues) -> Result<(), StateError> {
+    let n = slots.len();
+    if values.present.len() != n || values.offsets.len() != n + 1 {
+        return Err(StateError::MalformedWrite(format!(
+            "{n} slots need {n} presence flags and {} offsets, got {} and {}",
+            n + 1,
+            values.present.len(),
+            values.offsets.len()
+        )));
+    }
+    let ordered = values.offsets.windows(2).all(|w| w[0] <= w[1]);
+    if !ordered || values.offsets[n] as usize > values.data.len() {
+        return Err(StateError::MalformedWrite("offsets are not increasing within the data".into()));
+    }
+    Ok(())
+}

@@ -1,0 +1,105 @@
+//! Keys → key groups → subtasks.
+//!
+//! A key's **key group** is `key_hash(key) % max_parallelism`. The hash is
+//! fixed forever, because snapshots store state by key group: FNV-1a (64-bit,
+//! offset basis 0xcbf29ce484222325, prime 0x100000001b3) over the key's
+//! bytes, followed by the 64-bit MurmurHash3 finaliser (`fmix64`) to spread
+//! FNV's weak low bits. Never change it: `tests` pin known values.
+//!
+//! Key groups are assigned to the `P` subtasks of an operator in contiguous
+//! ranges, as in Flink: key group `g` goes to subtask `g * P / max_parallelism`,
+//! so subtask `i` owns `[ceil(i * max / P), ceil((i + 1) * max / P))`.
+
+use std::ops::Range;
+
+/// The default number of key groups (the most subtasks a keyed operator can
+/// ever be scaled to). Fixed for the life of a job.
+pub const DEFAULT_MAX_PARALLELISM: u32 = 128;
+
+/// The documented, never-changing hash of a key.
+pub fn key_hash(key: &[u8]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for &byte in key {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    fmix64(hash)
+}
+
+/// MurmurHash3's 64-bit finaliser.
+fn fmix64(mut h: u64) -> u64 {
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^= h >> 33;
+    h
+}
+
+/// The key group of `key` among `max_parallelism` groups.
+pub fn key_group_for(key: &[u8], max_parallelism: u32) -> u32 {
+    (key_hash(key) % u64::from(max_parallelism)) as u32
+}
+
+/// The subtask (of `parallelism`) that owns `key_group`.
+pub fn subtask_for_key_group(key_group: u32, max_parallelism: u32, parallelism: u32) -> u32 {
+    (u64::from(key_group) * u64::from(parallelism) / u64::from(max_parallelism)) as u32
+}
+
+/// A contiguous range of key groups.
+pub type KeyGroupRange = Range<u32>;
+
+/// The key groups owned by `subtask` of `parallelism`.
+pub fn key_group_range(subtask: u32, max_parallelism: u32, parallelism: u32) -> KeyGroupRange {
+    let bound = |i: u32| (u64::from(i) * u64::from(max_parallelism)).div_ceil(u64::from(parallelism)) as u32;
+    bound(subtask)..bound(subtask + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// These values are part of the savepoint format: if this test fails,
+    /// the hash changed and every existing snapshot would be misread.
+    #[test]
+    fn hash_is_pinned() {
+        let pinned: [(&[u8], u64, u32); 5] = [
+            (b"", 0xefd0_1f60_ba99_2926, 38),
+            (b"a", 0x82a2_a958_a9be_ce5b, 91),
+            (b"hello", 0xe9c5_62c0_fdb2_3244, 68),
+            (b"42", 0x810b_196a_56ee_3cec, 108),
+            (b"sensor-7", 0xec28_9f00_f3c8_fdb1, 49),
+        ];
+        for (key, hash, group) in pinned {
+            assert_eq!(key_hash(key), hash, "hash of {key:?}");
+            assert_eq!(key_group_for(key, DEFAULT_MAX_PARALLELISM), group, "key group of {key:?}");
+        }
+    }
+
+    #[test]
+    fn ranges_are_contiguous_and_cover_all_groups() {
+        for parallelism in [1, 2, 3, 4, 7, 128] {
+            let ranges: Vec<_> = (0..parallelism).map(|s| key_group_range(s, 128, parallelism)).collect();
+            assert_eq!(ranges[0].start, 0);
+            assert_eq!(ranges.last().unwrap().end, 128);
+            assert!(ranges.windows(2).all(|w| w[0].end == w[1].start));
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn every_key_has_one_group_and_one_owner(key in proptest::collection::vec(any::<u8>(), 0..32),
+                                                 max in 1u32..=512, p_seed in any::<u32>()) {
+            let parallelism = p_seed % max + 1;
+            let group = key_group_for(&key, max);
+            prop_assert!(group < max);
+            let owner = subtask_for_key_group(group, max, parallelism);
+            prop_assert!(owner < parallelism);
+            let owners: Vec<u32> = (0..parallelism)
+                .filter(|&s| key_group_range(s, max, parallelism).contains(&group))
+                .collect();
+            prop_assert_eq!(owners, vec![owner]);
+        }
+    }
+}

@@ -1,0 +1,64 @@
+//! `faulty`: an operator that misbehaves on purpose, to test the sandbox.
+//!
+//! `mode` (config) chooses how, on the first event it sees:
+//! - `panic`: panics (a trap), with the message "faulty operator panicked on purpose";
+//! - `alloc`: allocates memory without bound, until the memory cap stops it;
+//! - `loop`: loops forever, until the call deadline interrupts it;
+//! - `error`: returns an error;
+//! - `none`: forwards events unchanged.
+
+use weir_sdk::{Config, Context, Error, Event, Operator};
+
+pub struct Faulty {
+    mode: Mode,
+}
+
+#[derive(Clone, Copy)]
+enum Mode {
+    Panic,
+    Alloc,
+    Loop,
+    Error,
+    None,
+}
+
+impl Operator for Faulty {
+    fn init(config: &Config) -> Result<Self, Error> {
+        config.allow_only(&["mode"])?;
+        let mode = match config.get("mode").unwrap_or("none") {
+            "panic" => Mode::Panic,
+            "alloc" => Mode::Alloc,
+            "loop" => Mode::Loop,
+            "error" => Mode::Error,
+            "none" => Mode::None,
+            other => return Err(Error::config(format!("unknown mode {other:?}; use panic, alloc, loop, error or none"))),
+        };
+        Ok(Faulty { mode })
+    }
+
+    fn process(&mut self, ctx: &mut Context<'_>, event: &Event<'_>) -> Result<(), Error> {
+        match self.mode {
+            Mode::Panic => panic!("faulty operator panicked on purpose"),
+            Mode::Alloc => {
+                let mut hoard: Vec<Vec<u8>> = Vec::new();
+                loop {
+                    hoard.push(vec![1u8; 1 << 20]);
+                    std::hint::black_box(&hoard);
+                }
+            }
+            Mode::Loop => {
+                let mut n = 0u64;
+                loop {
+                    n = std::hint::black_box(n.wrapping_add(1));
+                }
+            }
+            Mode::Error => Err(Error::other("faulty operator failed on purpose")),
+            Mode::None => {
+                ctx.emit(event.key(), event.value());
+                Ok(())
+            }
+        }
+    }
+}
+
+weir_sdk::export_operator!(Faulty);
