@@ -56,7 +56,10 @@ impl PluginState {
     pub fn stderr_tail(&self) -> String {
         let bytes = self.stderr.contents();
         let text = String::from_utf8_lossy(&bytes);
-        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|l| !l.trim().is_empty() && !l.starts_with("note: run with `RUST_BACKTRACE"))
+            .collect();
         lines[lines.len().saturating_sub(5)..].join(" / ")
     }
 }

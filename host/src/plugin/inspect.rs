@@ -53,7 +53,12 @@ pub fn describe(engine: &Engine, component: &Component) -> Inspection {
     let item = |name: &str, item: &ComponentItem| {
         let (kind, functions) = match item {
             ComponentItem::ComponentInstance(instance) => {
-                ("interface", instance.exports(engine).map(|(n, _)| n.to_owned()).collect())
+                let functions = instance
+                    .exports(engine)
+                    .filter(|(_, e)| matches!(e.ty, ComponentItem::ComponentFunc(_)))
+                    .map(|(n, _)| n.to_owned())
+                    .collect();
+                ("interface", functions)
             }
             ComponentItem::ComponentFunc(_) => ("function", Vec::new()),
             ComponentItem::Resource(_) => ("resource", Vec::new()),

@@ -5,6 +5,9 @@
 //! - `alloc`: allocates memory without bound, until the memory cap stops it;
 //! - `loop`: loops forever, until the call deadline interrupts it;
 //! - `error`: returns an error;
+//! - `probe`: tries to escape the sandbox (read a file, list the
+//!   environment, open a connection) and emits what happened, keyed
+//!   `fs`, `env` and `net`;
 //! - `none`: forwards events unchanged.
 
 use weir_sdk::{Config, Context, Error, Event, Operator};
@@ -19,6 +22,7 @@ enum Mode {
     Alloc,
     Loop,
     Error,
+    Probe,
     None,
 }
 
@@ -30,8 +34,13 @@ impl Operator for Faulty {
             "alloc" => Mode::Alloc,
             "loop" => Mode::Loop,
             "error" => Mode::Error,
+            "probe" => Mode::Probe,
             "none" => Mode::None,
-            other => return Err(Error::config(format!("unknown mode {other:?}; use panic, alloc, loop, error or none"))),
+            other => {
+                return Err(Error::config(format!(
+                    "unknown mode {other:?}; use panic, alloc, loop, error, probe or none"
+                )));
+            }
         };
         Ok(Faulty { mode })
     }
@@ -53,6 +62,21 @@ impl Operator for Faulty {
                 }
             }
             Mode::Error => Err(Error::other("faulty operator failed on purpose")),
+            Mode::Probe => {
+                let fs = match std::fs::read("/etc/hostname") {
+                    Ok(bytes) => format!("read {} bytes", bytes.len()),
+                    Err(e) => format!("denied: {e}"),
+                };
+                let env = format!("{} variables", std::env::vars().count());
+                let net = match std::net::TcpStream::connect("127.0.0.1:9") {
+                    Ok(_) => "connected".to_string(),
+                    Err(e) => format!("denied: {e}"),
+                };
+                for (key, value) in [("fs", fs), ("env", env), ("net", net)] {
+                    ctx.emit(key, value);
+                }
+                Ok(())
+            }
             Mode::None => {
                 ctx.emit(event.key(), event.value());
                 Ok(())

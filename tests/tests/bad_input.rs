@@ -1,0 +1,237 @@
+//! Bad modules and bad job files: each gets a clear error that names the
+//! culprit and says what to do, and never a panic.
+
+mod common;
+
+use std::path::Path;
+
+use common::{JobDir, plugin, run_job, toml_path, weir};
+
+/// A one-operator job (generator → operator → discard) using `plugin_path`.
+fn job_with_plugin(dir: &JobDir, plugin_path: &Path) -> std::path::PathBuf {
+    dir.write(
+        "job.toml",
+        &format!(
+            r#"
+name = "bad-plugin"
+[[source]]
+name = "gen"
+type = "generator"
+events = 10
+
+[[operator]]
+uid = "suspect"
+plugin = {plugin}
+inputs = ["gen"]
+
+[[sink]]
+name = "out"
+type = "discard"
+input = "suspect"
+"#,
+            plugin = toml_path(plugin_path)
+        ),
+    )
+}
+
+fn component_from_wat(dir: &JobDir, name: &str, text: &str) -> std::path::PathBuf {
+    let bytes = wat::parse_str(text).expect("valid WAT");
+    let path = dir.path(name);
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+/// A component exporting one interface `name` with one function `init`.
+fn component_exporting(name: &str) -> String {
+    format!(
+        r#"(component
+            (core module $m (func (export "init")))
+            (core instance $i (instantiate $m))
+            (func $init (canon lift (core func $i "init")))
+            (instance $api (export "init" (func $init)))
+            (export "{name}" (instance $api)))"#
+    )
+}
+
+#[test]
+fn a_file_that_is_not_wasm() {
+    let dir = JobDir::new();
+    let path = dir.write("plugin.wasm", "this is not WebAssembly");
+    let error = run_job(&job_with_plugin(&dir, &path), &[]).failure();
+    assert!(error.contains("operator `suspect`"), "{error}");
+    assert!(error.contains("is not a WebAssembly file"), "{error}");
+    assert!(error.contains("wasm32-wasip2"), "says how to build one: {error}");
+    let error = weir(&["plugin", "check", path.to_str().unwrap()]).failure();
+    assert!(error.contains("is not a WebAssembly file"), "{error}");
+}
+
+#[test]
+fn a_core_module_that_is_not_a_component() {
+    let dir = JobDir::new();
+    let path = dir.path("core.wasm");
+    std::fs::write(&path, wat::parse_str("(module (func (export \"f\")))").unwrap()).unwrap();
+    let error = run_job(&job_with_plugin(&dir, &path), &[]).failure();
+    assert!(error.contains("operator `suspect`"), "{error}");
+    assert!(error.contains("is a core WebAssembly module, not a component"), "{error}");
+    assert!(error.contains("wasm32-wasip2"), "{error}");
+}
+
+#[test]
+fn a_component_for_another_world() {
+    let dir = JobDir::new();
+    let path = component_from_wat(&dir, "other.wasm", &component_exporting("example:other/api@1.0.0"));
+    let error = run_job(&job_with_plugin(&dir, &path), &[]).failure();
+    assert!(error.contains("operator `suspect`"), "{error}");
+    assert!(error.contains("is a component but not a Weir operator"), "{error}");
+    assert!(error.contains("example:other/api@1.0.0"), "lists what it exports: {error}");
+    assert!(error.contains("weir:operator/operator@0.1.0"), "says what is expected: {error}");
+
+    let check = weir(&["plugin", "check", path.to_str().unwrap()]);
+    assert!(check.stdout().contains("example:other/api@1.0.0 (interface): init"), "{}", check.stdout());
+    check.failure();
+}
+
+#[test]
+fn a_component_built_against_another_wit_version() {
+    let dir = JobDir::new();
+    let path = component_from_wat(&dir, "newer.wasm", &component_exporting("weir:operator/operator@0.2.0"));
+    let error = run_job(&job_with_plugin(&dir, &path), &[]).failure();
+    assert!(error.contains("was built against weir:operator@0.2.0"), "{error}");
+    assert!(error.contains("this host implements weir:operator@0.1.0"), "{error}");
+}
+
+#[test]
+fn a_component_with_the_right_name_but_wrong_functions() {
+    let dir = JobDir::new();
+    let path = component_from_wat(&dir, "wrong.wasm", &component_exporting("weir:operator/operator@0.1.0"));
+    let error = run_job(&job_with_plugin(&dir, &path), &[]).failure();
+    assert!(error.contains("operator `suspect`"), "{error}");
+    assert!(error.contains("not a Weir operator"), "{error}");
+}
+
+#[test]
+fn a_missing_plugin_path() {
+    let dir = JobDir::new();
+    let error = run_job(&job_with_plugin(&dir, &dir.path("nowhere/op.wasm")), &[]).failure();
+    assert!(error.contains("operator `suspect`"), "{error}");
+    assert!(error.contains("nowhere/op.wasm"), "{error}");
+    assert!(error.contains("check the `plugin` path"), "{error}");
+}
+
+#[test]
+fn plugin_check_lists_exports_and_imports_of_a_good_plugin() {
+    let run = weir(&["plugin", "check", plugin("word-count").to_str().unwrap()]);
+    run.success();
+    let out = run.stdout();
+    assert!(out.contains("weir:operator/operator@0.1.0 (interface): init, process"), "{out}");
+    assert!(out.contains("weir:operator/state@0.1.0 (interface)"), "{out}");
+    assert!(out.contains("ok: implements the weir:operator@0.1.0 plugin world"), "{out}");
+}
+
+/// A valid one-operator job, with `edit` applied to its text.
+fn job_file(dir: &JobDir, edit: impl FnOnce(String) -> String) -> std::path::PathBuf {
+    let base = format!(
+        r#"name = "edited"
+
+[[source]]
+name = "gen"
+type = "generator"
+events = 10
+
+[[operator]]
+uid = "count"
+plugin = {plugin}
+inputs = ["gen"]
+key_by = true
+
+[[sink]]
+name = "out"
+type = "discard"
+input = "count"
+"#,
+        plugin = toml_path(&plugin("word-count"))
+    );
+    dir.write("job.toml", &edit(base))
+}
+
+#[test]
+fn the_unedited_job_file_runs() {
+    let dir = JobDir::new();
+    run_job(&job_file(&dir, |t| t), &[]).success();
+}
+
+#[test]
+fn a_job_file_with_a_syntax_error() {
+    let dir = JobDir::new();
+    let job = job_file(&dir, |t| t.replace("events = 10", "events = = 10"));
+    let error = run_job(&job, &[]).failure();
+    assert!(error.contains("job.toml is not valid"), "{error}");
+    assert!(error.contains("line 6"), "points at the line: {error}");
+}
+
+#[test]
+fn a_job_file_with_an_unknown_field() {
+    let dir = JobDir::new();
+    let job = job_file(&dir, |t| t.replace("key_by = true", "key_by = true\nparalelism = 2"));
+    let error = run_job(&job, &[]).failure();
+    assert!(error.contains("unknown field `paralelism`"), "{error}");
+    assert!(error.contains("parallelism"), "lists the fields it knows: {error}");
+}
+
+#[test]
+fn an_operator_reading_from_an_input_that_does_not_exist() {
+    let dir = JobDir::new();
+    let job = job_file(&dir, |t| t.replace("inputs = [\"gen\"]", "inputs = [\"generator\"]"));
+    let error = run_job(&job, &[]).failure();
+    assert!(error.contains("operator `count` reads from `generator`"), "{error}");
+    assert!(error.contains("not a source or operator of this job (known: gen)"), "{error}");
+}
+
+#[test]
+fn a_sink_reading_from_an_input_that_does_not_exist() {
+    let dir = JobDir::new();
+    let job = job_file(&dir, |t| t.replace("input = \"count\"", "input = \"counter\""));
+    let error = run_job(&job, &[]).failure();
+    assert!(error.contains("sink `out` reads from `counter`"), "{error}");
+}
+
+#[test]
+fn operators_forming_a_cycle() {
+    let dir = JobDir::new();
+    let job = job_file(&dir, |t| {
+        let extra = format!(
+            "\n[[operator]]\nuid = \"echo\"\nplugin = {}\ninputs = [\"count\"]\n",
+            toml_path(&plugin("word-count"))
+        );
+        t.replace("inputs = [\"gen\"]", "inputs = [\"gen\", \"echo\"]") + &extra
+    });
+    let error = run_job(&job, &[]).failure();
+    assert!(error.contains("operators form a cycle"), "{error}");
+    assert!(error.contains("`count` → `echo` → `count`"), "{error}");
+}
+
+#[test]
+fn duplicate_names_and_bad_parallelism() {
+    let dir = JobDir::new();
+    let job = job_file(&dir, |t| t.replace("name = \"out\"", "name = \"gen\""));
+    let error = run_job(&job, &[]).failure();
+    assert!(error.contains("the name `gen` is used twice"), "{error}");
+
+    let job = job_file(&dir, |t| t.replace("name = \"edited\"", "name = \"edited\"\nparallelism = 0"));
+    let error = run_job(&job, &[]).failure();
+    assert!(error.contains("parallelism 0"), "{error}");
+}
+
+#[test]
+fn a_missing_job_file_and_a_missing_input_file() {
+    let dir = JobDir::new();
+    let error = run_job(&dir.path("absent.toml"), &[]).failure();
+    assert!(error.contains("cannot read job file"), "{error}");
+
+    let job = job_file(&dir, |t| {
+        t.replace("type = \"generator\"\nevents = 10", "type = \"file\"\npath = \"missing.txt\"")
+    });
+    let error = run_job(&job, &[]).failure();
+    assert!(error.contains("source `gen`: cannot open"), "{error}");
+    assert!(error.contains("missing.txt"), "{error}");
+}

@@ -1,0 +1,142 @@
+//! Shared by the integration tests: builds the `weir` binary and the example
+//! plugins from source (once per test binary), and runs jobs in temporary
+//! directories.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// The workspace root.
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ is inside the workspace").to_path_buf()
+}
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace().join("target"))
+}
+
+fn cargo(args: &[&str]) {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .args(args)
+        .current_dir(workspace())
+        .status()
+        .expect("run cargo");
+    assert!(status.success(), "cargo {args:?} failed");
+}
+
+/// The `weir` binary, built in release like the tests.
+pub fn weir_binary() -> &'static Path {
+    static BINARY: OnceLock<PathBuf> = OnceLock::new();
+    BINARY.get_or_init(|| {
+        cargo(&["build", "--release", "-p", "weir", "--bin", "weir"]);
+        target_dir().join("release").join("weir")
+    })
+}
+
+/// The example and test plugins, built for wasm32-wasip2 from source.
+pub const PLUGINS: [&str; 3] = ["tokenize", "word-count", "faulty"];
+
+/// The path of plugin `name` (a crate under plugins/), built from source.
+pub fn plugin(name: &str) -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    let dir = DIR.get_or_init(|| {
+        let mut args = vec!["build", "--release", "--target", "wasm32-wasip2"];
+        for plugin in PLUGINS {
+            args.extend(["-p", plugin]);
+        }
+        cargo(&args);
+        target_dir().join("wasm32-wasip2").join("release")
+    });
+    dir.join(format!("{}.wasm", name.replace('-', "_")))
+}
+
+/// A temporary directory holding a job file and its data.
+pub struct JobDir {
+    pub dir: tempfile::TempDir,
+}
+
+impl JobDir {
+    pub fn new() -> Self {
+        JobDir { dir: tempfile::tempdir().expect("create a temporary directory") }
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    pub fn write(&self, name: &str, contents: &str) -> PathBuf {
+        let path = self.path(name);
+        std::fs::write(&path, contents).expect("write a test file");
+        path
+    }
+
+    pub fn read(&self, name: &str) -> String {
+        std::fs::read_to_string(self.path(name)).expect("read an output file")
+    }
+}
+
+/// What a `weir` run did.
+pub struct Run {
+    pub output: Output,
+    pub took: Duration,
+}
+
+impl Run {
+    pub fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.output.stdout).into_owned()
+    }
+
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.output.stderr).into_owned()
+    }
+
+    /// Asserts that weir failed cleanly (exit code 1, not a crash) and
+    /// returns its error message (from the `error:` line to the end).
+    pub fn failure(&self) -> String {
+        assert_eq!(
+            self.output.status.code(),
+            Some(1),
+            "weir should fail with exit code 1; stderr: {}",
+            self.stderr()
+        );
+        let stderr = self.stderr();
+        let start = stderr.find("error: ").unwrap_or_else(|| panic!("no error line in: {stderr}"));
+        let host_panicked = stderr
+            .lines()
+            .any(|l| (l.starts_with("thread 'main'") || l.starts_with("thread 'weir-")) && l.contains("panicked"));
+        assert!(!host_panicked, "weir panicked: {stderr}");
+        stderr[start..].to_owned()
+    }
+
+    pub fn success(&self) -> &Self {
+        assert!(self.output.status.success(), "weir failed: {}", self.stderr());
+        self
+    }
+}
+
+/// Runs `weir` with `args`.
+pub fn weir(args: &[&str]) -> Run {
+    let started = Instant::now();
+    let output = Command::new(weir_binary())
+        .args(args)
+        .env("WEIR_LOG", "warn")
+        .output()
+        .expect("run weir");
+    Run { output, took: started.elapsed() }
+}
+
+/// Runs the job file `job` with `weir run`.
+pub fn run_job(job: &Path, extra: &[&str]) -> Run {
+    let mut args = vec!["run", job.to_str().expect("UTF-8 path")];
+    args.extend_from_slice(extra);
+    weir(&args)
+}
+
+/// TOML for a string path.
+pub fn toml_path(path: &Path) -> String {
+    format!("{:?}", path.to_str().expect("UTF-8 path"))
+}

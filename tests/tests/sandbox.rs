@@ -1,0 +1,97 @@
+//! The sandbox: plugins that trap, allocate without bound or loop forever
+//! fail the job with an error naming the operator and the cause — the host
+//! neither crashes nor hangs — and plugins cannot reach the filesystem, the
+//! environment or the network.
+
+mod common;
+
+use common::{JobDir, plugin, run_job, toml_path};
+
+fn faulty_job(dir: &JobDir, mode: &str, limits: &str) -> std::path::PathBuf {
+    dir.write(
+        "job.toml",
+        &format!(
+            r#"
+name = "faulty"
+[[source]]
+name = "gen"
+type = "generator"
+events = 100
+
+[[operator]]
+uid = "misbehaving-{mode}"
+plugin = {plugin}
+inputs = ["gen"]
+config = {{ mode = "{mode}" }}
+{limits}
+
+[[sink]]
+name = "out"
+type = "file"
+path = "out.txt"
+format = "kv"
+input = "misbehaving-{mode}"
+"#,
+            plugin = toml_path(&plugin("faulty"))
+        ),
+    )
+}
+
+#[test]
+fn a_panicking_plugin_fails_the_job_with_its_message() {
+    let dir = JobDir::new();
+    let error = run_job(&faulty_job(&dir, "panic", ""), &[]).failure();
+    assert!(error.contains("operator `misbehaving-panic` (subtask 1 of 1) failed"), "{error}");
+    assert!(error.contains("the plugin trapped"), "{error}");
+    assert!(error.contains("faulty operator panicked on purpose"), "shows the panic message: {error}");
+}
+
+#[test]
+fn a_plugin_allocating_without_bound_hits_its_memory_cap() {
+    let dir = JobDir::new();
+    let error = run_job(&faulty_job(&dir, "alloc", "memory_limit_mb = 32"), &[]).failure();
+    assert!(error.contains("operator `misbehaving-alloc`"), "{error}");
+    assert!(error.contains("exceeded its memory cap of 32 MiB"), "{error}");
+    assert!(error.contains("memory_limit_mb"), "says what to change: {error}");
+}
+
+#[test]
+fn a_plugin_looping_forever_is_interrupted_at_its_deadline() {
+    let dir = JobDir::new();
+    let run = run_job(&faulty_job(&dir, "loop", "call_timeout_ms = 300"), &[]);
+    let error = run.failure();
+    assert!(error.contains("operator `misbehaving-loop`"), "{error}");
+    assert!(error.contains("exceeded its deadline of 300 ms"), "{error}");
+    assert!(error.contains("call_timeout_ms"), "says what to change: {error}");
+}
+
+#[test]
+fn a_plugin_returning_an_error_fails_the_job_with_it() {
+    let dir = JobDir::new();
+    let error = run_job(&faulty_job(&dir, "error", ""), &[]).failure();
+    assert!(error.contains("the plugin returned an error: faulty operator failed on purpose"), "{error}");
+}
+
+#[test]
+fn a_plugin_rejecting_its_config_says_why() {
+    let dir = JobDir::new();
+    let error = run_job(&faulty_job(&dir, "explode", ""), &[]).failure();
+    assert!(error.contains("operator `misbehaving-explode`"), "{error}");
+    assert!(error.contains("invalid config: unknown mode \"explode\""), "{error}");
+}
+
+#[test]
+fn plugins_cannot_reach_files_environment_or_network() {
+    let dir = JobDir::new();
+    run_job(&faulty_job(&dir, "probe", ""), &[]).success();
+    let out = dir.read("out.txt");
+    let probe = |key: &str| {
+        out.lines()
+            .find_map(|l| l.strip_prefix(&format!("{key}\t")))
+            .unwrap_or_else(|| panic!("no {key} line in {out}"))
+            .to_owned()
+    };
+    assert!(probe("fs").starts_with("denied"), "filesystem: {}", probe("fs"));
+    assert_eq!(probe("env"), "0 variables");
+    assert!(probe("net").starts_with("denied"), "network: {}", probe("net"));
+}

@@ -1,0 +1,212 @@
+//! The word-count job end to end: real plugins built from source, a real
+//! file, the `weir` binary; every count checked exactly.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::{JobDir, plugin, run_job, toml_path};
+
+/// Words `w1` … `w60`, word `wN` appearing exactly N times, in a scrambled
+/// order, with mixed case and punctuation that tokenize must strip.
+fn text_with_known_counts() -> (String, BTreeMap<String, u64>) {
+    let mut words = Vec::new();
+    let mut expected = BTreeMap::new();
+    for n in 1..=60u64 {
+        expected.insert(format!("w{n}"), n);
+        for i in 0..n {
+            words.push(if i % 3 == 0 { format!("W{n},") } else { format!("w{n}") });
+        }
+    }
+    // A fixed permutation (multiplicative stepping through a prime length).
+    let len = words.len();
+    let mut scrambled = Vec::with_capacity(len);
+    let mut index = 0usize;
+    for _ in 0..len {
+        index = (index + 7919) % len;
+        scrambled.push(words[index].clone());
+    }
+    let lines: Vec<String> = scrambled.chunks(7).map(|c| c.join(" ")).collect();
+    (lines.join("\n") + "\n", expected)
+}
+
+fn word_count_job(dir: &JobDir, parallelism: u32) -> std::path::PathBuf {
+    dir.write(
+        "job.toml",
+        &format!(
+            r#"
+name = "word-count"
+parallelism = {parallelism}
+
+[[source]]
+name = "lines"
+type = "file"
+path = "input.txt"
+
+[[operator]]
+uid = "tokenize"
+plugin = {tokenize}
+inputs = ["lines"]
+
+[[operator]]
+uid = "count"
+plugin = {count}
+inputs = ["tokenize"]
+key_by = true
+
+[[sink]]
+name = "out"
+type = "file"
+input = "count"
+path = "out/counts.txt"
+"#,
+            tokenize = toml_path(&plugin("tokenize")),
+            count = toml_path(&plugin("word-count")),
+        ),
+    )
+}
+
+/// Per word, the counts emitted, in order.
+fn updates(output: &str) -> BTreeMap<String, Vec<u64>> {
+    let mut updates: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for line in output.lines() {
+        let (word, count) = line.split_once('\t').unwrap_or_else(|| panic!("not key<TAB>value: {line:?}"));
+        updates.entry(word.to_owned()).or_default().push(count.parse().expect("a count"));
+    }
+    updates
+}
+
+fn check_counts(parallelism: u32) {
+    let dir = JobDir::new();
+    let (text, expected) = text_with_known_counts();
+    dir.write("input.txt", &text);
+    run_job(&word_count_job(&dir, parallelism), &[]).success();
+
+    let updates = updates(&dir.read("out/counts.txt"));
+    assert_eq!(updates.keys().collect::<Vec<_>>(), expected.keys().collect::<Vec<_>>(), "the set of words");
+    for (word, total) in &expected {
+        // One update per occurrence, counting up from 1 without gaps.
+        assert_eq!(updates[word], (1..=*total).collect::<Vec<_>>(), "updates of {word}");
+    }
+}
+
+#[test]
+fn counts_every_word_exactly_at_parallelism_1() {
+    check_counts(1);
+}
+
+#[test]
+fn counts_are_identical_at_parallelism_2() {
+    check_counts(2);
+}
+
+#[test]
+fn counts_are_identical_at_parallelism_4() {
+    check_counts(4);
+}
+
+#[test]
+fn parallelism_flag_overrides_the_job_file() {
+    let dir = JobDir::new();
+    let (text, expected) = text_with_known_counts();
+    dir.write("input.txt", &text);
+    let run = run_job(&word_count_job(&dir, 1), &["--parallelism", "3"]);
+    run.success();
+    let finals: BTreeMap<String, u64> =
+        updates(&dir.read("out/counts.txt")).into_iter().map(|(w, c)| (w, *c.last().unwrap())).collect();
+    assert_eq!(finals, expected);
+}
+
+#[test]
+fn json_lines_source_keys_events_and_stdout_sink_prints_them() {
+    let dir = JobDir::new();
+    dir.write(
+        "events.jsonl",
+        "{\"key\":\"b\",\"value\":\"x\",\"timestamp\":1}\n{\"key\":\"a\",\"value\":7}\n\n{\"key\":\"b\",\"value\":\"y\"}\n",
+    );
+    let job = dir.write(
+        "job.toml",
+        &format!(
+            r#"
+name = "json-count"
+[[source]]
+name = "events"
+type = "file"
+path = "events.jsonl"
+format = "json"
+
+[[operator]]
+uid = "count"
+plugin = {count}
+inputs = ["events"]
+key_by = true
+
+[[sink]]
+name = "out"
+type = "stdout"
+input = "count"
+format = "json"
+"#,
+            count = toml_path(&plugin("word-count")),
+        ),
+    );
+    let run = run_job(&job, &[]);
+    run.success();
+    let lines: Vec<serde_json::Value> = run.stdout().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(
+        lines,
+        vec![
+            serde_json::json!({"key": "b", "value": "1", "timestamp": 1}),
+            serde_json::json!({"key": "a", "value": "1", "timestamp": null}),
+            serde_json::json!({"key": "b", "value": "2", "timestamp": null}),
+        ]
+    );
+}
+
+#[test]
+fn generator_jobs_are_deterministic() {
+    let run_once = || {
+        let dir = JobDir::new();
+        let job = dir.write(
+            "job.toml",
+            &format!(
+                r#"
+name = "generated"
+parallelism = 2
+[[source]]
+name = "gen"
+type = "generator"
+mode = "words"
+events = 2000
+seed = 7
+
+[[operator]]
+uid = "tokenize"
+plugin = {tokenize}
+inputs = ["gen"]
+
+[[operator]]
+uid = "count"
+plugin = {count}
+inputs = ["tokenize"]
+key_by = true
+
+[[sink]]
+name = "out"
+type = "file"
+input = "count"
+path = "out.txt"
+"#,
+                tokenize = toml_path(&plugin("tokenize")),
+                count = toml_path(&plugin("word-count")),
+            ),
+        );
+        run_job(&job, &[]).success();
+        let finals: BTreeMap<String, u64> =
+            updates(&dir.read("out.txt")).into_iter().map(|(w, c)| (w, *c.last().unwrap())).collect();
+        finals
+    };
+    let first = run_once();
+    assert!(first.len() > 10, "the vocabulary shows up: {first:?}");
+    assert_eq!(first, run_once());
+}
