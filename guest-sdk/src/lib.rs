@@ -74,10 +74,16 @@ pub mod __private {
 
 /// Exports `$operator` (a type implementing [`Operator`]) as the plugin's
 /// operator. Call it once, at the top level of the plugin crate.
+///
+/// The exports exist only in Wasm builds: a native build of the plugin crate
+/// (for its unit tests) links without them.
 #[macro_export]
 macro_rules! export_operator {
     ($operator:ty) => {
-        type __WeirExportedOperator = $crate::__private::Adapter<$operator>;
-        $crate::__private::bindings::export_plugin!(__WeirExportedOperator);
+        #[cfg(target_arch = "wasm32")]
+        const _: () = {
+            type __WeirExportedOperator = $crate::__private::Adapter<$operator>;
+            $crate::__private::bindings::export_plugin!(__WeirExportedOperator);
+        };
     };
 }

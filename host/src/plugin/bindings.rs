@@ -9,5 +9,5 @@ wasmtime::component::bindgen!({
     },
 });
 
-pub use exports::weir::operator::operator::OperatorError;
-pub use weir::operator::types::{EventBatch, InputBatch};
+pub use self::exports::weir::operator::operator::OperatorError;
+pub use self::weir::operator::types::{EventBatch, InputBatch};

@@ -1,5 +1,5 @@
-//! Shared by the integration tests: builds the `weir` binary and the example
-//! plugins from source (once per test binary), and runs jobs in temporary
+//! Shared by the integration tests: builds the example plugins from source
+//! (once per test binary), runs jobs through the `weir` binary in temporary
 //! directories.
 
 #![allow(dead_code)]
@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 /// The workspace root.
 pub fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ is inside the workspace").to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("host/ is inside the workspace").to_path_buf()
 }
 
 fn target_dir() -> PathBuf {
@@ -28,13 +28,9 @@ fn cargo(args: &[&str]) {
     assert!(status.success(), "cargo {args:?} failed");
 }
 
-/// The `weir` binary, built in release like the tests.
+/// The `weir` binary cargo built for these tests.
 pub fn weir_binary() -> &'static Path {
-    static BINARY: OnceLock<PathBuf> = OnceLock::new();
-    BINARY.get_or_init(|| {
-        cargo(&["build", "--release", "-p", "weir", "--bin", "weir"]);
-        target_dir().join("release").join("weir")
-    })
+    Path::new(env!("CARGO_BIN_EXE_weir"))
 }
 
 /// The example and test plugins, built for wasm32-wasip2 from source.

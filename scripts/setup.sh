@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs what a fresh machine lacks, builds the `weir` host and the example
+# plugins, and copies the plugins next to the example jobs.
+#
+#   scripts/setup.sh
+#
+# Set CARGO_TARGET_DIR to reuse a build directory.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+
+if ! rustup target list --installed | grep -qx wasm32-wasip2; then
+    log "installing the wasm32-wasip2 Rust target"
+    rustup target add wasm32-wasip2
+fi
+
+log "building the weir host (release; the first build compiles wasmtime and takes several minutes)"
+cargo build --release -p weir --bin weir
+
+log "building the example plugins for wasm32-wasip2"
+plugins=(tokenize word-count faulty)
+cargo build --release --target wasm32-wasip2 "${plugins[@]/#/-p}"
+
+target_dir="${CARGO_TARGET_DIR:-target}"
+mkdir -p examples/plugins
+for plugin in "${plugins[@]}"; do
+    cp "$target_dir/wasm32-wasip2/release/${plugin//-/_}.wasm" examples/plugins/
+done
+mkdir -p bin
+ln -sf "$(cd "$target_dir" && pwd)/release/weir" bin/weir
+log "ready: bin/weir, plugins in examples/plugins/"
