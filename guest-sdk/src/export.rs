@@ -5,7 +5,10 @@ use std::cell::RefCell;
 use std::marker::PhantomData;
 
 use crate::__private::bindings::exports::weir::operator::operator::{Guest, OperatorError};
-use crate::__private::bindings::weir::operator::state::{StateError, ValueState as HostValueState};
+use crate::__private::bindings::weir::operator::broadcast_state::BroadcastMap as HostBroadcastMap;
+use crate::__private::bindings::weir::operator::state::ValueState as HostValueState;
+use crate::__private::bindings::weir::operator::types::StateError;
+use crate::broadcast::RawBroadcastMap;
 use crate::__private::bindings::weir::operator::types::{EventBatch, InputBatch, OutputBatch};
 use crate::event::BatchView;
 use crate::runtime::Runtime;
@@ -73,6 +76,24 @@ impl StateHost for HostStates {
     fn open(&mut self, name: &str) -> Box<dyn RawValueState> {
         Box::new(HostValueState::new(name))
     }
+
+    fn open_broadcast(&mut self, name: &str) -> Box<dyn RawBroadcastMap> {
+        Box::new(HostBroadcastMap::new(name))
+    }
+}
+
+impl RawBroadcastMap for HostBroadcastMap {
+    fn entries(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
+        HostBroadcastMap::entries(self)
+    }
+
+    fn set(&self, key: &[u8], value: &[u8]) -> Result<(), Error> {
+        HostBroadcastMap::set(self, key, value).map_err(from_state_error)
+    }
+
+    fn remove(&self, key: &[u8]) -> Result<(), Error> {
+        HostBroadcastMap::remove(self, key).map_err(from_state_error)
+    }
 }
 
 impl RawValueState for HostValueState {
@@ -93,5 +114,8 @@ fn from_state_error(error: StateError) -> Error {
                                  for this operator in the job file"
             .into(),
         StateError::MalformedWrite(m) => format!("malformed state write: {m}"),
+        StateError::NotBroadcastInput => "broadcast state can only be changed while processing an event from a \
+                                          broadcast input (listed under `broadcast` in the job file)"
+            .into(),
     })
 }

@@ -38,6 +38,7 @@
 //! [`testing::TestHarness`] runs the same code natively, without Wasm, for
 //! unit tests of operator logic.
 
+mod broadcast;
 mod codec;
 mod context;
 mod error;
@@ -48,6 +49,7 @@ mod runtime;
 mod state;
 pub mod testing;
 
+pub use broadcast::BroadcastState;
 pub use codec::{Decode, Encode, Json};
 pub use context::Context;
 pub use error::Error;

@@ -12,6 +12,7 @@ use std::marker::PhantomData;
 
 use serde::{Serialize, de::DeserializeOwned};
 
+use crate::broadcast::{Mirror, RawBroadcastMap};
 use crate::{Context, Error};
 
 pub(crate) use crate::__private::bindings::weir::operator::state::SlotValues;
@@ -20,6 +21,7 @@ pub(crate) use crate::__private::bindings::weir::operator::state::SlotValues;
 /// in-memory map in the test harness.
 pub(crate) trait StateHost {
     fn open(&mut self, name: &str) -> Box<dyn RawValueState>;
+    fn open_broadcast(&mut self, name: &str) -> Box<dyn RawBroadcastMap>;
 }
 
 /// One value state as the host exposes it.
@@ -91,13 +93,15 @@ impl<T: Serialize + DeserializeOwned> ValueState<T> {
 
 /// The states of one operator instance and their caches for the current batch.
 pub(crate) struct StateStore {
-    host: Box<dyn StateHost>,
+    pub(crate) host: Box<dyn StateHost>,
     caches: Vec<SlotCache>,
+    pub(crate) mirrors: Vec<Mirror>,
+    pub(crate) scratch: Vec<u8>,
 }
 
 impl StateStore {
     pub fn new(host: Box<dyn StateHost>) -> Self {
-        StateStore { host, caches: Vec::new() }
+        StateStore { host, caches: Vec::new(), mirrors: Vec::new(), scratch: Vec::new() }
     }
 
     /// Forgets the previous batch's values; states are fetched again on use.

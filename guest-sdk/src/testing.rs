@@ -28,6 +28,7 @@ use std::rc::Rc;
 
 use serde::de::DeserializeOwned;
 
+use crate::broadcast::RawBroadcastMap;
 use crate::event::{BatchView, NO_TIMESTAMP};
 use crate::runtime::Runtime;
 use crate::state::{RawValueState, SlotValues, StateHost};
@@ -90,6 +91,10 @@ struct TestStates {
     values: HashMap<(String, Vec<u8>), Vec<u8>>,
     /// Distinct keys of the batch being processed, by slot.
     batch_keys: Vec<Vec<u8>>,
+    /// Broadcast maps: name → key → encoded value.
+    broadcast: HashMap<String, HashMap<Vec<u8>, Vec<u8>>>,
+    /// Whether the batch being processed came from a broadcast input.
+    broadcast_writable: bool,
 }
 
 /// Runs an [`Operator`] natively, one batch per call.
@@ -120,9 +125,25 @@ impl<T: Operator> TestHarness<T> {
         events: impl IntoIterator<Item = TestEvent>,
     ) -> Result<Vec<Emitted>, Error> {
         let events: Vec<TestEvent> = events.into_iter().collect();
-        let (data, offsets, timestamps) = flatten(&events);
         let keyed = events.iter().any(|e| !e.key.is_empty());
         let key_slots = if keyed { self.assign_slots(&events) } else { Vec::new() };
+        self.run(input, &events, key_slots, false)
+    }
+
+    /// Processes `events` as one batch from a broadcast input: not keyed, and
+    /// allowed to write broadcast state.
+    pub fn process_broadcast(
+        &mut self,
+        input: u32,
+        events: impl IntoIterator<Item = TestEvent>,
+    ) -> Result<Vec<Emitted>, Error> {
+        let events: Vec<TestEvent> = events.into_iter().collect();
+        self.run(input, &events, Vec::new(), true)
+    }
+
+    fn run(&mut self, input: u32, events: &[TestEvent], key_slots: Vec<u32>, broadcast: bool) -> Result<Vec<Emitted>, Error> {
+        let (data, offsets, timestamps) = flatten(events);
+        self.states.borrow_mut().broadcast_writable = broadcast;
         let view = BatchView { input, data: &data, offsets: &offsets, timestamps: &timestamps, key_slots: &key_slots };
         let result = self.runtime.process(&view);
         let emitted = collect_emitted(&mut self.runtime);
@@ -190,6 +211,47 @@ struct TestHost(Rc<RefCell<TestStates>>);
 impl StateHost for TestHost {
     fn open(&mut self, name: &str) -> Box<dyn RawValueState> {
         Box::new(TestValueState { name: name.to_owned(), states: self.0.clone() })
+    }
+
+    fn open_broadcast(&mut self, name: &str) -> Box<dyn RawBroadcastMap> {
+        Box::new(TestBroadcastMap { name: name.to_owned(), states: self.0.clone() })
+    }
+}
+
+struct TestBroadcastMap {
+    name: String,
+    states: Rc<RefCell<TestStates>>,
+}
+
+impl TestBroadcastMap {
+    fn write(&self, change: impl FnOnce(&mut HashMap<Vec<u8>, Vec<u8>>)) -> Result<(), Error> {
+        let mut states = self.states.borrow_mut();
+        if !states.broadcast_writable {
+            return Err(Error::State(
+                "broadcast state can only be changed while processing an event from a broadcast input".into(),
+            ));
+        }
+        change(states.broadcast.entry(self.name.clone()).or_default());
+        Ok(())
+    }
+}
+
+impl RawBroadcastMap for TestBroadcastMap {
+    fn entries(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let states = self.states.borrow();
+        states.broadcast.get(&self.name).map(|m| m.clone().into_iter().collect()).unwrap_or_default()
+    }
+
+    fn set(&self, key: &[u8], value: &[u8]) -> Result<(), Error> {
+        self.write(|map| {
+            map.insert(key.to_vec(), value.to_vec());
+        })
+    }
+
+    fn remove(&self, key: &[u8]) -> Result<(), Error> {
+        self.write(|map| {
+            map.remove(key);
+        })
     }
 }
 

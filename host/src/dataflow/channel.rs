@@ -110,6 +110,13 @@ impl Route {
                 self.send_batch(target, batch, cancel)
             }
             Partitioning::KeyBy => self.partition(&batch, cancel),
+            Partitioning::Broadcast => {
+                let last = self.targets.len() - 1;
+                for target in 0..last {
+                    self.send_batch(target, batch.clone(), cancel)?;
+                }
+                self.send_batch(last, batch, cancel)
+            }
         }
     }
 

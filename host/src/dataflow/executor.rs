@@ -14,7 +14,7 @@ use super::channel::{Cancel, Envelope, Outputs, Route};
 use super::task::{self, TaskContext, TaskError, TaskMetrics};
 use crate::connectors::{self, ConnectorError};
 use crate::job::{JobGraph, Node, NodeKind, Partitioning};
-use crate::plugin::{LoadedPlugin, OperatorInstance, PluginEngine, PluginError};
+use crate::plugin::{InputKind, LoadedPlugin, OperatorInstance, PluginEngine, PluginError};
 use crate::state::MemoryBackend;
 
 /// How often a running job logs its progress.
@@ -223,7 +223,9 @@ fn outputs(graph: &JobGraph, node: &Node, subtask: u32, inboxes: &[Vec<Inbox>]) 
             let all = &inboxes[consumer.id.0];
             let targets = match edge.partitioning {
                 Partitioning::Forward => vec![all[subtask as usize].0.clone()],
-                Partitioning::Rebalance | Partitioning::KeyBy => all.iter().map(|(tx, _)| tx.clone()).collect(),
+                Partitioning::Rebalance | Partitioning::KeyBy | Partitioning::Broadcast => {
+                    all.iter().map(|(tx, _)| tx.clone()).collect()
+                }
             };
             Route::new(edge.output.clone(), input, edge.partitioning, targets, graph.max_parallelism)
         })
@@ -270,12 +272,20 @@ fn task_body(
         NodeKind::Operator(op) => {
             let plugin = plugins[node.id.0].clone().expect("operators have a loaded plugin");
             let (inbox, producers) = (inbox(), producers(graph, node));
-            let keyed_inputs = node.inputs.iter().map(|e| e.partitioning == Partitioning::KeyBy).collect();
+            let input_kinds = node.inputs.iter().map(|e| input_kind(e.partitioning)).collect();
             let (engine, limits, config) = (engine.clone(), op.limits, op.config.clone());
             Box::new(move || {
                 let instance = OperatorInstance::new(&engine, &plugin, limits, Box::new(MemoryBackend::new()), &config)?;
-                task::run_operator(ctx, instance, inbox, keyed_inputs, producers)
+                task::run_operator(ctx, instance, inbox, input_kinds, producers)
             })
         }
     })
+}
+
+fn input_kind(partitioning: Partitioning) -> InputKind {
+    match partitioning {
+        Partitioning::KeyBy => InputKind::Keyed,
+        Partitioning::Broadcast => InputKind::Broadcast,
+        Partitioning::Forward | Partitioning::Rebalance => InputKind::Plain,
+    }
 }

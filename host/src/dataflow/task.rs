@@ -8,7 +8,7 @@ use crossbeam_channel::Receiver;
 use super::channel::{Cancel, Envelope, Message, Outputs, Stopped, receive};
 use super::{BATCH_SIZE, RecordBatch};
 use crate::connectors::{ConnectorError, Poll, Sink, Source};
-use crate::plugin::{CallError, OperatorInstance};
+use crate::plugin::{CallError, InputKind, OperatorInstance};
 
 /// Why a subtask stopped early.
 #[derive(Debug)]
@@ -86,7 +86,7 @@ pub fn run_operator(
     mut ctx: TaskContext,
     mut instance: OperatorInstance,
     inbox: Receiver<Envelope>,
-    keyed_inputs: Vec<bool>,
+    input_kinds: Vec<InputKind>,
     producers: usize,
 ) -> Result<(), TaskError> {
     let mut ended = 0;
@@ -95,8 +95,8 @@ pub fn run_operator(
         match envelope.message {
             Message::Batch(batch) => {
                 ctx.metrics.count_in(batch.len());
-                let keyed = keyed_inputs.get(envelope.input as usize).copied().unwrap_or(false);
-                for (output, emitted) in instance.process(envelope.input, batch, keyed)? {
+                let kind = input_kinds.get(envelope.input as usize).copied().unwrap_or(InputKind::Plain);
+                for (output, emitted) in instance.process(envelope.input, batch, kind)? {
                     ctx.metrics.count_out(emitted.len());
                     ctx.outputs.emit(&output, emitted, &ctx.cancel)?;
                 }

@@ -24,6 +24,8 @@ pub enum Partitioning {
     Rebalance,
     /// By key group of each record's key.
     KeyBy,
+    /// Every batch to every downstream subtask.
+    Broadcast,
 }
 
 /// An input of a node.
@@ -128,11 +130,12 @@ impl JobGraph {
         for op in topological_order(&spec.operators)? {
             let p = op.parallelism.filter(|_| overrides.parallelism.is_none()).unwrap_or(parallelism);
             check_parallelism(&format!("operator `{}`", op.uid), p, max_parallelism)?;
-            let inputs = op
-                .inputs
-                .iter()
-                .map(|input| edge(&format!("operator `{}`", op.uid), input, op.key_by, p, &ids, &nodes))
-                .collect::<Result<_, _>>()?;
+            let what = format!("operator `{}`", op.uid);
+            let regular = op.inputs.iter().map(|input| edge(&what, input, op.key_by, p, &ids, &nodes));
+            let broadcast = op.broadcast.iter().map(|input| {
+                edge(&what, input, false, p, &ids, &nodes).map(|e| Edge { partitioning: Partitioning::Broadcast, ..e })
+            });
+            let inputs = regular.chain(broadcast).collect::<Result<_, _>>()?;
             if op.inputs.is_empty() {
                 return Err(format!("operator `{}` has no inputs: list at least one in `inputs`", op.uid));
             }
@@ -233,7 +236,7 @@ fn topological_order(operators: &[OperatorSpec]) -> Result<Vec<&OperatorSpec>, S
         }
         marks.insert(&op.uid, Mark::Grey);
         path.push(&op.uid);
-        for input in &op.inputs {
+        for input in op.inputs.iter().chain(&op.broadcast) {
             let from = input.split_once('.').map_or(input.as_str(), |(uid, _)| uid);
             if let Some(upstream) = by_uid.get(from) {
                 visit(upstream, by_uid, marks, path, order)?;

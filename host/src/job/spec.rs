@@ -16,6 +16,7 @@
 //! plugin = "word_count.wasm" # relative to the job file
 //! inputs = ["tokenize"]      # sources, operators, or `uid.side-output`
 //! key_by = true              # partition inputs by event key
+//! broadcast = ["rules"]      # inputs every subtask receives in full
 //! memory_limit_mb = 256
 //! call_timeout_ms = 10000
 //! config = { lowercase = true }
@@ -119,6 +120,10 @@ pub struct OperatorSpec {
     pub uid: String,
     pub plugin: PathBuf,
     pub inputs: Vec<String>,
+    /// Inputs delivered to every subtask; their input indices follow those
+    /// of `inputs`. Only batches from these may write broadcast state.
+    #[serde(default)]
+    pub broadcast: Vec<String>,
     #[serde(default)]
     pub key_by: bool,
     pub parallelism: Option<u32>,

@@ -9,6 +9,7 @@ use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine, OptLevel};
 
 use super::bindings::PluginPre;
+use super::broadcast::BroadcastAccess;
 use super::error::PluginError;
 use super::host_state::PluginState;
 use super::inspect::{self, Inspection};
@@ -63,6 +64,10 @@ impl PluginEngine {
         link(super::bindings::weir::operator::state::add_to_linker::<_, KeyedStateAccess>(
             &mut linker,
             PluginState::keyed_state,
+        ))?;
+        link(super::bindings::weir::operator::broadcast_state::add_to_linker::<_, BroadcastAccess>(
+            &mut linker,
+            PluginState::broadcast_state,
         ))?;
         Ok(linker)
     }

@@ -4,6 +4,7 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
+use super::broadcast::{BroadcastMaps, BroadcastView};
 use super::limits::MemoryLimiter;
 use super::state::{BatchKeys, KeyedStateView};
 use crate::state::{KeyedStateBackend, StateRegistry};
@@ -19,10 +20,13 @@ pub struct PluginState {
     pub stderr: MemoryOutputPipe,
     pub registry: StateRegistry,
     pub backend: Box<dyn KeyedStateBackend>,
+    pub broadcast: BroadcastMaps,
     /// Keys of the batch being processed (valid while `keyed_call`).
     pub keys: BatchKeys,
     pub in_call: bool,
     pub keyed_call: bool,
+    /// Whether the current call processes a batch from a broadcast input.
+    pub broadcast_call: bool,
 }
 
 impl PluginState {
@@ -35,9 +39,11 @@ impl PluginState {
             stderr,
             registry: StateRegistry::default(),
             backend,
+            broadcast: BroadcastMaps::default(),
             keys: BatchKeys::default(),
             in_call: false,
             keyed_call: false,
+            broadcast_call: false,
         }
     }
 
@@ -50,6 +56,11 @@ impl PluginState {
             keys: self.keyed_call.then_some(&self.keys),
             in_call: self.in_call,
         }
+    }
+
+    /// The view the `broadcast-state` interface is implemented on.
+    pub fn broadcast_state(&mut self) -> BroadcastView<'_> {
+        BroadcastView { table: &mut self.table, maps: &mut self.broadcast, writable: self.in_call && self.broadcast_call }
     }
 
     /// The last lines the plugin wrote to stderr (a panic message, usually).

@@ -11,6 +11,18 @@ use super::limits::Limits;
 use crate::dataflow::RecordBatch;
 use crate::state::{KeyedStateBackend, StateRegistry};
 
+/// How the batches of an input reach the operator, which decides what
+/// state a call may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputKind {
+    /// Partitioned by key: keyed state of the batch's keys is available.
+    Keyed,
+    /// Delivered to every subtask: broadcast state is writable.
+    Broadcast,
+    /// Anything else: no keyed state, broadcast state read-only.
+    Plain,
+}
+
 /// A plugin instance with its own store, limits and keyed state.
 pub struct OperatorInstance {
     store: Store<PluginState>,
@@ -45,20 +57,23 @@ impl OperatorInstance {
         self.returned(result).map(|_| ())
     }
 
-    /// Runs `process` on one batch that arrived on `input`. With `keyed`, the
-    /// batch's distinct keys become the slots its state calls may address.
+    /// Runs `process` on one batch that arrived on `input`. For a keyed
+    /// input, the batch's distinct keys become the slots its state calls may
+    /// address; for a broadcast input, broadcast state is writable.
     pub fn process(
         &mut self,
         input: u32,
         batch: RecordBatch,
-        keyed: bool,
+        kind: InputKind,
     ) -> Result<Vec<(String, RecordBatch)>, CallError> {
+        let keyed = kind == InputKind::Keyed;
         let (key_slots, key_count) = if keyed { self.assign_slots(&batch) } else { (Vec::new(), 0) };
         let (data, offsets, timestamps) = batch.into_parts();
         let input_batch = InputBatch { input, events: EventBatch { data, offsets, timestamps }, key_slots, key_count };
         let state = self.store.data_mut();
         state.in_call = true;
         state.keyed_call = keyed;
+        state.broadcast_call = kind == InputKind::Broadcast;
         self.store.set_epoch_deadline(self.limits.deadline_ticks());
         let result = self.bindings.weir_operator_operator().call_process(&mut self.store, &input_batch);
         self.store.data_mut().in_call = false;

@@ -6,11 +6,12 @@
 //! - [`OperatorInstance`] is one sandboxed instance of a plugin, owned by one
 //!   operator subtask: its own store, memory cap, call deadline and keyed
 //!   state backend.
-//! - `bindings` holds the single `bindgen!`; `types` and `state` implement
-//!   one WIT interface each; `host_state` is the store's data with a view per
+//! - `bindings` holds the single `bindgen!`; `types`, `state` and
+//!   `broadcast` implement one WIT interface each; `host_state` is the store's data with a view per
 //!   interface.
 
 mod bindings;
+mod broadcast;
 mod engine;
 mod error;
 mod host_state;
@@ -23,5 +24,5 @@ mod types;
 pub use engine::{LoadedPlugin, PluginEngine};
 pub use error::{CallError, PluginError};
 pub use inspect::{Inspection, Item, OPERATOR_EXPORT, WIT_PACKAGE};
-pub use instance::OperatorInstance;
+pub use instance::{InputKind, OperatorInstance};
 pub use limits::{EPOCH_TICK, Limits};

@@ -9,7 +9,8 @@
 
 use wasmtime::component::{HasData, Resource, ResourceTable};
 
-use super::bindings::weir::operator::state::{Host, HostValueState, SlotValues, StateError};
+use super::bindings::weir::operator::state::{Host, HostValueState, SlotValues};
+use super::bindings::weir::operator::types::StateError;
 use crate::state::{KeyedStateBackend, StateId, StateRegistry};
 
 /// The host's representation of a guest's `value-state` resource.
