@@ -3,6 +3,7 @@
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use super::{ConnectorError, Sink};
 use crate::dataflow::{Record, RecordBatch};
@@ -77,15 +78,30 @@ impl Sink for LineSink {
     }
 }
 
-/// Counts events and drops them.
-#[derive(Debug, Default)]
+/// Counts events and drops them, optionally no faster than a rate.
+#[derive(Debug)]
 pub struct DiscardSink {
     pub count: u64,
+    rate: Option<f64>,
+    started: Instant,
+}
+
+impl DiscardSink {
+    pub fn new(rate: Option<f64>) -> Self {
+        DiscardSink { count: 0, rate, started: Instant::now() }
+    }
 }
 
 impl Sink for DiscardSink {
     fn write(&mut self, batch: &RecordBatch) -> Result<(), ConnectorError> {
         self.count += batch.len() as u64;
+        if let Some(rate) = self.rate {
+            // Sleep until the events taken so far are due at `rate`.
+            let due = Duration::from_secs_f64(self.count as f64 / rate);
+            if let Some(wait) = due.checked_sub(self.started.elapsed()) {
+                std::thread::sleep(wait);
+            }
+        }
         Ok(())
     }
 

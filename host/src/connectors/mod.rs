@@ -76,6 +76,6 @@ pub fn open_sink(spec: &SinkSpec) -> Result<Box<dyn Sink>, ConnectorError> {
     Ok(match spec {
         SinkSpec::Stdout { format, .. } => Box::new(LineSink::stdout(*format)),
         SinkSpec::File { path, format, .. } => Box::new(LineSink::file(path, *format)?),
-        SinkSpec::Discard { .. } => Box::new(DiscardSink::default()),
+        SinkSpec::Discard { rate, .. } => Box::new(DiscardSink::new(*rate)),
     })
 }

@@ -1,4 +1,5 @@
-//! Messages between subtasks and the routing of a subtask's outputs.
+//! Messages between subtasks, and the routing of a subtask's outputs: over
+//! channels to other threads, or straight into a chained operator.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -6,8 +7,10 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, SendTimeoutError, Sender, TryRecvError};
 
+use super::task::{TaskError, TaskMetrics};
 use super::{BATCH_SIZE, RecordBatch};
 use crate::job::Partitioning;
+use crate::plugin::{InputKind, OperatorInstance};
 use crate::state::{key_group_for, subtask_for_key_group};
 
 /// How long a blocked send or receive waits before checking for cancellation.
@@ -25,10 +28,6 @@ pub struct Envelope {
     pub message: Message,
 }
 
-/// The job was cancelled (another task failed, or the user stopped it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Stopped;
-
 /// Shared by all subtasks of a job: set when the job must stop.
 #[derive(Debug, Clone, Default)]
 pub struct Cancel(Arc<AtomicBool>);
@@ -45,49 +44,78 @@ impl Cancel {
 
 /// Sends, blocking while the receiver is full (backpressure) but giving up
 /// when the job is cancelled or the receiver is gone.
-fn send(target: &Sender<Envelope>, mut envelope: Envelope, cancel: &Cancel) -> Result<(), Stopped> {
+fn send(target: &Sender<Envelope>, mut envelope: Envelope, cancel: &Cancel) -> Result<(), TaskError> {
     loop {
         match target.send_timeout(envelope, POLL_INTERVAL) {
             Ok(()) => return Ok(()),
             Err(SendTimeoutError::Timeout(back)) if !cancel.is_cancelled() => envelope = back,
-            Err(_) => return Err(Stopped),
+            Err(_) => return Err(TaskError::Stopped),
         }
     }
 }
 
 /// Receives the next message; before waiting on an empty inbox, flushes the
 /// task's partial output batches so that records never sit idle.
-pub fn receive(inbox: &Receiver<Envelope>, outputs: &mut Outputs, cancel: &Cancel) -> Result<Envelope, Stopped> {
+pub fn receive(inbox: &Receiver<Envelope>, outputs: &mut Outputs, cancel: &Cancel) -> Result<Envelope, TaskError> {
     match inbox.try_recv() {
         Ok(envelope) => return Ok(envelope),
         Err(TryRecvError::Empty) => outputs.flush(cancel)?,
-        Err(TryRecvError::Disconnected) => return Err(Stopped),
+        Err(TryRecvError::Disconnected) => return Err(TaskError::Stopped),
     }
     loop {
         match inbox.recv_timeout(POLL_INTERVAL) {
             Ok(envelope) => return Ok(envelope),
             Err(RecvTimeoutError::Timeout) if !cancel.is_cancelled() => {}
-            Err(_) => return Err(Stopped),
+            Err(_) => return Err(TaskError::Stopped),
         }
     }
 }
 
-/// One downstream consumer of one output of a subtask.
+/// An operator subtask run inline by its upstream subtask's thread (a
+/// forward edge between operators of equal parallelism): batches are handed
+/// over by a function call, with no channel and no copy.
+pub struct ChainedOperator {
+    pub label: String,
+    pub instance: OperatorInstance,
+    pub kind: InputKind,
+    pub outputs: Outputs,
+    pub metrics: Arc<TaskMetrics>,
+}
+
+impl ChainedOperator {
+    /// Processes one batch and passes on what the operator emits.
+    pub fn process(&mut self, input: u32, batch: RecordBatch, cancel: &Cancel) -> Result<(), TaskError> {
+        self.metrics.count_in(batch.len());
+        let emitted = self
+            .instance
+            .process(input, batch, self.kind)
+            .map_err(|error| TaskError::Operator { label: self.label.clone(), error })?;
+        for (output, batch) in emitted {
+            self.metrics.count_out(batch.len());
+            self.outputs.emit(&output, batch, cancel)?;
+        }
+        Ok(())
+    }
+}
+
+enum Destination {
+    /// Channels to the consumer's subtasks: one for forward, all otherwise.
+    Channels { partitioning: Partitioning, targets: Vec<Sender<Envelope>>, buffers: Vec<RecordBatch>, next: usize },
+    Chained(Box<ChainedOperator>),
+}
+
+/// One consumer of one output of a subtask.
 pub struct Route {
     /// The producer's output feeding it ("" for main).
     output: String,
     /// The consumer's input index.
     input: u32,
-    partitioning: Partitioning,
-    targets: Vec<Sender<Envelope>>,
-    /// Key-by: a batch being filled per target.
-    buffers: Vec<RecordBatch>,
-    next_target: usize,
+    destination: Destination,
     max_parallelism: u32,
 }
 
 impl Route {
-    pub fn new(
+    pub fn channels(
         output: String,
         input: u32,
         partitioning: Partitioning,
@@ -98,66 +126,89 @@ impl Route {
             Partitioning::KeyBy => targets.iter().map(|_| RecordBatch::new()).collect(),
             _ => Vec::new(),
         };
-        Route { output, input, partitioning, targets, buffers, next_target: 0, max_parallelism }
+        let destination = Destination::Channels { partitioning, targets, buffers, next: 0 };
+        Route { output, input, destination, max_parallelism }
     }
 
-    fn emit(&mut self, batch: RecordBatch, cancel: &Cancel) -> Result<(), Stopped> {
-        match self.partitioning {
-            Partitioning::Forward => self.send_batch(0, batch, cancel),
-            Partitioning::Rebalance => {
-                let target = self.next_target;
-                self.next_target = (target + 1) % self.targets.len();
-                self.send_batch(target, batch, cancel)
-            }
-            Partitioning::KeyBy => self.partition(&batch, cancel),
-            Partitioning::Broadcast => {
-                let last = self.targets.len() - 1;
-                for target in 0..last {
-                    self.send_batch(target, batch.clone(), cancel)?;
+    pub fn chained(output: String, input: u32, operator: ChainedOperator) -> Self {
+        Route { output, input, destination: Destination::Chained(Box::new(operator)), max_parallelism: 0 }
+    }
+
+    fn emit(&mut self, batch: RecordBatch, cancel: &Cancel) -> Result<(), TaskError> {
+        let input = self.input;
+        let max_parallelism = self.max_parallelism;
+        match &mut self.destination {
+            Destination::Chained(operator) => operator.process(input, batch, cancel),
+            Destination::Channels { partitioning, targets, buffers, next } => match partitioning {
+                Partitioning::Forward => send_batch(&targets[0], input, batch, cancel),
+                Partitioning::Rebalance => {
+                    let target = *next;
+                    *next = (target + 1) % targets.len();
+                    send_batch(&targets[target], input, batch, cancel)
                 }
-                self.send_batch(last, batch, cancel)
+                Partitioning::Broadcast => {
+                    let (last, others) = targets.split_last().expect("a route has a target");
+                    for target in others {
+                        send_batch(target, input, batch.clone(), cancel)?;
+                    }
+                    send_batch(last, input, batch, cancel)
+                }
+                Partitioning::KeyBy => partition(&batch, targets, buffers, input, max_parallelism, cancel),
+            },
+        }
+    }
+
+    fn flush(&mut self, cancel: &Cancel) -> Result<(), TaskError> {
+        match &mut self.destination {
+            Destination::Chained(operator) => operator.outputs.flush(cancel),
+            Destination::Channels { targets, buffers, .. } => {
+                for (target, buffer) in targets.iter().zip(buffers.iter_mut()) {
+                    if !buffer.is_empty() {
+                        send_batch(target, self.input, std::mem::take(buffer), cancel)?;
+                    }
+                }
+                Ok(())
             }
         }
     }
 
-    /// Splits `batch` by key group into the per-target buffers, sending
-    /// each buffer as it fills.
-    fn partition(&mut self, batch: &RecordBatch, cancel: &Cancel) -> Result<(), Stopped> {
-        let parallelism = self.targets.len() as u32;
-        for record in batch.iter() {
-            let group = key_group_for(record.key, self.max_parallelism);
-            let target = subtask_for_key_group(group, self.max_parallelism, parallelism) as usize;
-            let buffer = &mut self.buffers[target];
-            buffer.push(record.key, record.value, record.timestamp);
-            if buffer.len() >= BATCH_SIZE {
-                let full = std::mem::replace(buffer, RecordBatch::with_capacity(BATCH_SIZE, 16 * BATCH_SIZE));
-                self.send_batch(target, full, cancel)?;
-            }
-        }
-        Ok(())
-    }
-
-    fn send_batch(&self, target: usize, batch: RecordBatch, cancel: &Cancel) -> Result<(), Stopped> {
-        send(&self.targets[target], Envelope { input: self.input, message: Message::Batch(batch) }, cancel)
-    }
-
-    fn flush(&mut self, cancel: &Cancel) -> Result<(), Stopped> {
-        for target in 0..self.buffers.len() {
-            if !self.buffers[target].is_empty() {
-                let batch = std::mem::take(&mut self.buffers[target]);
-                self.send_batch(target, batch, cancel)?;
-            }
-        }
-        Ok(())
-    }
-
-    fn end(&mut self, cancel: &Cancel) -> Result<(), Stopped> {
+    fn end(&mut self, cancel: &Cancel) -> Result<(), TaskError> {
         self.flush(cancel)?;
-        for target in &self.targets {
-            send(target, Envelope { input: self.input, message: Message::End }, cancel)?;
+        match &mut self.destination {
+            Destination::Chained(operator) => operator.outputs.end(cancel),
+            Destination::Channels { targets, .. } => targets
+                .iter()
+                .try_for_each(|target| send(target, Envelope { input: self.input, message: Message::End }, cancel)),
         }
-        Ok(())
     }
+}
+
+fn send_batch(target: &Sender<Envelope>, input: u32, batch: RecordBatch, cancel: &Cancel) -> Result<(), TaskError> {
+    send(target, Envelope { input, message: Message::Batch(batch) }, cancel)
+}
+
+/// Splits `batch` by key group into per-target buffers, sending each buffer
+/// as it fills.
+fn partition(
+    batch: &RecordBatch,
+    targets: &[Sender<Envelope>],
+    buffers: &mut [RecordBatch],
+    input: u32,
+    max_parallelism: u32,
+    cancel: &Cancel,
+) -> Result<(), TaskError> {
+    let parallelism = targets.len() as u32;
+    for record in batch.iter() {
+        let group = key_group_for(record.key, max_parallelism);
+        let target = subtask_for_key_group(group, max_parallelism, parallelism) as usize;
+        let buffer = &mut buffers[target];
+        buffer.push(record.key, record.value, record.timestamp);
+        if buffer.len() >= BATCH_SIZE {
+            let full = std::mem::replace(buffer, RecordBatch::with_capacity(BATCH_SIZE, 16 * BATCH_SIZE));
+            send_batch(&targets[target], input, full, cancel)?;
+        }
+    }
+    Ok(())
 }
 
 /// All routes of one subtask.
@@ -172,9 +223,9 @@ impl Outputs {
     }
 
     /// Sends `batch`, emitted on `output`, to every consumer of that output
-    /// (moved to the last one, copied to the others). Nothing consuming an
-    /// output is not an error: the records are dropped.
-    pub fn emit(&mut self, output: &str, batch: RecordBatch, cancel: &Cancel) -> Result<(), Stopped> {
+    /// (moved to the last one, copied to the others). An output nothing
+    /// consumes is not an error: its records are dropped.
+    pub fn emit(&mut self, output: &str, batch: RecordBatch, cancel: &Cancel) -> Result<(), TaskError> {
         let mut matching: Vec<&mut Route> = self.routes.iter_mut().filter(|r| r.output == output).collect();
         if let Some(last) = matching.pop() {
             for route in matching {
@@ -185,12 +236,12 @@ impl Outputs {
         Ok(())
     }
 
-    pub fn flush(&mut self, cancel: &Cancel) -> Result<(), Stopped> {
+    pub fn flush(&mut self, cancel: &Cancel) -> Result<(), TaskError> {
         self.routes.iter_mut().try_for_each(|r| r.flush(cancel))
     }
 
     /// Flushes and tells every consumer this subtask has ended.
-    pub fn end(&mut self, cancel: &Cancel) -> Result<(), Stopped> {
+    pub fn end(&mut self, cancel: &Cancel) -> Result<(), TaskError> {
         self.routes.iter_mut().try_for_each(|r| r.end(cancel))
     }
 }

@@ -1,5 +1,6 @@
-//! Runs a [`JobGraph`]: loads plugins, opens connectors, wires channels,
-//! spawns one thread per subtask and supervises them to the end.
+//! Runs a [`JobGraph`]: loads plugins, opens connectors, instantiates
+//! operators, wires channels, chains forward operators into their upstream
+//! task, spawns one thread per task and supervises them to the end.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -10,11 +11,11 @@ use crossbeam_channel::{Receiver, Sender, bounded};
 use tracing::{error, info};
 
 use super::CHANNEL_CAPACITY;
-use super::channel::{Cancel, Envelope, Outputs, Route};
+use super::channel::{Cancel, ChainedOperator, Envelope, Outputs, Route};
 use super::task::{self, TaskContext, TaskError, TaskMetrics};
 use crate::connectors::{self, ConnectorError};
-use crate::job::{JobGraph, Node, NodeKind, Partitioning};
-use crate::plugin::{InputKind, LoadedPlugin, OperatorInstance, PluginEngine, PluginError};
+use crate::job::{JobGraph, Node, NodeKind, OperatorNode, Partitioning};
+use crate::plugin::{CallError, InputKind, LoadedPlugin, OperatorInstance, PluginEngine, PluginError};
 use crate::state::MemoryBackend;
 
 /// How often a running job logs its progress.
@@ -37,6 +38,8 @@ pub enum RunError {
     },
     #[error("{task} failed: {cause}")]
     TaskFailed { task: String, cause: String },
+    #[error("the job was cancelled")]
+    Cancelled,
 }
 
 /// Figures of one finished subtask.
@@ -69,117 +72,279 @@ impl JobSummary {
     }
 }
 
-/// One subtask, before it is started.
+/// Records read by the sources and written by the sinks so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    pub read: u64,
+    pub written: u64,
+}
+
+/// One subtask (run on its own thread or chained into another).
 struct Subtask {
-    node: usize,
+    node: String,
     subtask: u32,
     label: String,
     metrics: Arc<TaskMetrics>,
 }
 
+/// A job whose tasks are running.
+pub struct RunningJob {
+    name: String,
+    cancel: Cancel,
+    subtasks: Vec<Subtask>,
+    threads: Vec<JoinHandle<()>>,
+    done: Receiver<(usize, Result<(), TaskError>)>,
+    running: usize,
+    started: Instant,
+}
+
 /// Runs `graph` to completion (every source exhausted and every record at a
 /// sink), or until a subtask fails, which cancels the rest.
 pub fn run_job(graph: &JobGraph, engine: &Arc<PluginEngine>) -> Result<JobSummary, RunError> {
-    let plugins = load_plugins(graph, engine)?;
-    let inboxes = create_inboxes(graph);
-    let cancel = Cancel::default();
-    let started = Instant::now();
-    info!(job = %graph.name, nodes = graph.nodes.len(), "job starting");
+    start_job(graph, engine)?.wait()
+}
 
-    let (done_tx, done_rx) = bounded::<(usize, Result<(), TaskError>)>(1024);
-    let mut subtasks = Vec::new();
-    let mut threads: Vec<JoinHandle<()>> = Vec::new();
-    for node in &graph.nodes {
+/// Starts `graph`'s tasks and returns without waiting for them. Plugins,
+/// connectors and operator instances are all set up before any task starts,
+/// so a bad module, path or config fails here and nothing runs.
+pub fn start_job(graph: &JobGraph, engine: &Arc<PluginEngine>) -> Result<RunningJob, RunError> {
+    let mut builder = Builder::new(graph, engine)?;
+    let mut bodies = Vec::new();
+    let chained = builder.chained.clone();
+    for node in graph.nodes.iter().filter(|n| !chained[n.id.0]) {
         for subtask in 0..node.parallelism {
-            let index = subtasks.len();
-            let metrics = Arc::new(TaskMetrics::default());
-            let label = format!("{} (subtask {} of {})", node.describe(), subtask + 1, node.parallelism);
-            let ctx = TaskContext { cancel: cancel.clone(), metrics: metrics.clone(), outputs: outputs(graph, node, subtask, &inboxes) };
-            let body = task_body(graph, node, subtask, ctx, &inboxes, &plugins, engine)?;
+            let (index, ctx) = builder.context(node, subtask)?;
+            bodies.push((index, format!("weir-{}-{subtask}", node.name), builder.body(node, subtask, ctx)?));
+        }
+    }
+    info!(job = %graph.name, tasks = bodies.len(), subtasks = builder.subtasks.len(), "job starting");
+    let (done_tx, done) = bounded(bodies.len().max(1));
+    let threads = bodies
+        .into_iter()
+        .map(|(index, name, body)| {
             let done = done_tx.clone();
-            let thread = std::thread::Builder::new()
-                .name(format!("weir-{}-{subtask}", node.name))
+            std::thread::Builder::new()
+                .name(name)
                 .spawn(move || {
                     let _ = done.send((index, body()));
                 })
-                .expect("spawn a subtask thread");
-            threads.push(thread);
-            subtasks.push(Subtask { node: node.id.0, subtask, label, metrics });
-        }
-    }
-    drop(done_tx);
-    drop(inboxes);
-
-    let failure = supervise(graph, &subtasks, &done_rx, &cancel, started);
-    for thread in threads {
-        let _ = thread.join();
-    }
-    if let Some(failure) = failure {
-        return Err(failure);
-    }
-    let summary = JobSummary {
+                .expect("spawn a task thread")
+        })
+        .collect::<Vec<_>>();
+    Ok(RunningJob {
         name: graph.name.clone(),
-        duration: started.elapsed(),
-        tasks: subtasks
-            .iter()
-            .map(|s| TaskSummary {
-                node: graph.nodes[s.node].describe(),
-                subtask: s.subtask,
-                records_in: s.metrics.records_in.load(Ordering::Relaxed),
-                records_out: s.metrics.records_out.load(Ordering::Relaxed),
-            })
-            .collect(),
-    };
-    info!(
-        job = %graph.name,
-        seconds = summary.duration.as_secs_f64(),
-        read = summary.records_read(),
-        written = summary.records_written(),
-        "job finished"
-    );
-    Ok(summary)
+        cancel: builder.cancel,
+        running: threads.len(),
+        subtasks: builder.subtasks,
+        threads,
+        done,
+        started: Instant::now(),
+    })
 }
 
-/// Waits for every subtask; on the first failure cancels the job. Logs
-/// progress while waiting. Returns the first failure.
-fn supervise(
-    graph: &JobGraph,
-    subtasks: &[Subtask],
-    done: &Receiver<(usize, Result<(), TaskError>)>,
-    cancel: &Cancel,
-    started: Instant,
-) -> Option<RunError> {
-    let mut remaining = subtasks.len();
-    let mut failure = None;
-    let mut last_report = Instant::now();
-    while remaining > 0 {
-        match done.recv_timeout(Duration::from_millis(200)) {
-            Ok((index, result)) => {
-                remaining -= 1;
-                let cause = match result {
-                    Ok(()) | Err(TaskError::Stopped) => continue,
-                    Err(TaskError::Call(e)) => e.to_string(),
-                    Err(TaskError::Connector(e)) => e.to_string(),
-                };
-                error!(task = %subtasks[index].label, %cause, "task failed; cancelling the job");
-                cancel.cancel();
-                failure.get_or_insert(RunError::TaskFailed { task: subtasks[index].label.clone(), cause });
-            }
-            Err(_) if last_report.elapsed() >= PROGRESS_INTERVAL => {
-                last_report = Instant::now();
-                let read: u64 = sum_metric(graph, subtasks, "source", |m| m.records_out.load(Ordering::Relaxed));
-                let written: u64 = sum_metric(graph, subtasks, "sink", |m| m.records_in.load(Ordering::Relaxed));
-                let seconds = started.elapsed().as_secs_f64();
-                info!(job = %graph.name, read, written, events_per_s = (read as f64 / seconds) as u64, "progress");
-            }
-            Err(_) => {}
+impl RunningJob {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Records read and written so far.
+    pub fn progress(&self) -> Progress {
+        let sum = |kind: &str, value: &dyn Fn(&TaskMetrics) -> u64| {
+            self.subtasks.iter().filter(|s| s.node.starts_with(kind)).map(|s| value(&s.metrics)).sum()
+        };
+        Progress {
+            read: sum("source", &|m| m.records_out.load(Ordering::Relaxed)),
+            written: sum("sink", &|m| m.records_in.load(Ordering::Relaxed)),
         }
     }
-    failure
+
+    /// Asks every task to stop; `wait` then returns [`RunError::Cancelled`].
+    pub fn cancel(&self) {
+        self.cancel.cancel();
+    }
+
+    /// Waits for every task; the first failure cancels the others and is
+    /// returned. Logs progress while waiting.
+    pub fn wait(mut self) -> Result<JobSummary, RunError> {
+        let failure = self.supervise();
+        for thread in std::mem::take(&mut self.threads) {
+            let _ = thread.join();
+        }
+        if let Some(failure) = failure {
+            return Err(failure);
+        }
+        if self.cancel.is_cancelled() {
+            return Err(RunError::Cancelled);
+        }
+        let summary = JobSummary {
+            name: self.name.clone(),
+            duration: self.started.elapsed(),
+            tasks: self
+                .subtasks
+                .iter()
+                .map(|s| TaskSummary {
+                    node: s.node.clone(),
+                    subtask: s.subtask,
+                    records_in: s.metrics.records_in.load(Ordering::Relaxed),
+                    records_out: s.metrics.records_out.load(Ordering::Relaxed),
+                })
+                .collect(),
+        };
+        info!(
+            job = %self.name,
+            seconds = summary.duration.as_secs_f64(),
+            read = summary.records_read(),
+            written = summary.records_written(),
+            "job finished"
+        );
+        Ok(summary)
+    }
+
+    fn supervise(&mut self) -> Option<RunError> {
+        let mut failure = None;
+        let mut last_report = Instant::now();
+        while self.running > 0 {
+            match self.done.recv_timeout(Duration::from_millis(200)) {
+                Ok((index, result)) => {
+                    self.running -= 1;
+                    let (task, cause) = match result {
+                        Ok(()) | Err(TaskError::Stopped) => continue,
+                        Err(TaskError::Operator { label, error }) => (label, error.to_string()),
+                        Err(TaskError::Connector(error)) => (self.subtasks[index].label.clone(), error.to_string()),
+                    };
+                    error!(%task, %cause, "task failed; cancelling the job");
+                    self.cancel.cancel();
+                    failure.get_or_insert(RunError::TaskFailed { task, cause });
+                }
+                Err(_) if last_report.elapsed() >= PROGRESS_INTERVAL => {
+                    last_report = Instant::now();
+                    let Progress { read, written } = self.progress();
+                    let rate = read as f64 / self.started.elapsed().as_secs_f64();
+                    info!(job = %self.name, read, written, events_per_s = rate as u64, "progress");
+                }
+                Err(_) => {}
+            }
+        }
+        failure
+    }
 }
 
-fn sum_metric(graph: &JobGraph, subtasks: &[Subtask], kind: &str, value: impl Fn(&TaskMetrics) -> u64) -> u64 {
-    subtasks.iter().filter(|s| graph.nodes[s.node].describe().starts_with(kind)).map(|s| value(&s.metrics)).sum()
+type Inbox = (Sender<Envelope>, Receiver<Envelope>);
+type TaskBody = Box<dyn FnOnce() -> Result<(), TaskError> + Send>;
+
+/// Sets up a job's tasks.
+struct Builder<'a> {
+    graph: &'a JobGraph,
+    engine: &'a Arc<PluginEngine>,
+    plugins: Vec<Option<LoadedPlugin>>,
+    /// Whether a node runs chained into its upstream's task.
+    chained: Vec<bool>,
+    inboxes: Vec<Vec<Inbox>>,
+    subtasks: Vec<Subtask>,
+    cancel: Cancel,
+}
+
+impl<'a> Builder<'a> {
+    fn new(graph: &'a JobGraph, engine: &'a Arc<PluginEngine>) -> Result<Self, RunError> {
+        let plugins = load_plugins(graph, engine)?;
+        let chained: Vec<bool> = graph.nodes.iter().map(|n| is_chainable(graph, n)).collect();
+        let inboxes = graph
+            .nodes
+            .iter()
+            .map(|node| {
+                if node.inputs.is_empty() || chained[node.id.0] {
+                    Vec::new()
+                } else {
+                    (0..node.parallelism).map(|_| bounded(CHANNEL_CAPACITY)).collect()
+                }
+            })
+            .collect();
+        Ok(Builder { graph, engine, plugins, chained, inboxes, subtasks: Vec::new(), cancel: Cancel::default() })
+    }
+
+    /// Registers a subtask and builds its context (with its outputs, which
+    /// may instantiate chained operators).
+    fn context(&mut self, node: &Node, subtask: u32) -> Result<(usize, TaskContext), RunError> {
+        let (index, label, metrics) = self.register(node, subtask);
+        let outputs = self.outputs(node, subtask)?;
+        Ok((index, TaskContext { label, cancel: self.cancel.clone(), metrics, outputs }))
+    }
+
+    fn register(&mut self, node: &Node, subtask: u32) -> (usize, String, Arc<TaskMetrics>) {
+        let label = format!("{} (subtask {} of {})", node.describe(), subtask + 1, node.parallelism);
+        let metrics = Arc::new(TaskMetrics::default());
+        self.subtasks.push(Subtask { node: node.describe(), subtask, label: label.clone(), metrics: metrics.clone() });
+        (self.subtasks.len() - 1, label, metrics)
+    }
+
+    /// The routes from `subtask` of `node` to every consumer of its outputs.
+    fn outputs(&mut self, node: &Node, subtask: u32) -> Result<Outputs, RunError> {
+        let graph = self.graph;
+        let mut routes = Vec::new();
+        for (consumer, input, edge) in graph.consumers(node.id) {
+            if self.chained[consumer.id.0] {
+                let (_, label, metrics) = self.register(consumer, subtask);
+                let instance = self.instantiate(consumer, &label)?;
+                let outputs = self.outputs(consumer, subtask)?;
+                let kind = input_kind(edge.partitioning);
+                let operator = ChainedOperator { label, instance, kind, outputs, metrics };
+                routes.push(Route::chained(edge.output.clone(), input, operator));
+                continue;
+            }
+            let all = &self.inboxes[consumer.id.0];
+            let targets = match edge.partitioning {
+                Partitioning::Forward => vec![all[subtask as usize].0.clone()],
+                _ => all.iter().map(|(tx, _)| tx.clone()).collect(),
+            };
+            routes.push(Route::channels(edge.output.clone(), input, edge.partitioning, targets, graph.max_parallelism));
+        }
+        Ok(Outputs::new(routes))
+    }
+
+    /// Creates an operator instance and runs its `init`.
+    fn instantiate(&self, node: &Node, label: &str) -> Result<OperatorInstance, RunError> {
+        let NodeKind::Operator(OperatorNode { limits, config, .. }) = &node.kind else {
+            unreachable!("only operators are instantiated");
+        };
+        let plugin = self.plugins[node.id.0].as_ref().expect("operators have a loaded plugin");
+        OperatorInstance::new(self.engine, plugin, *limits, Box::new(MemoryBackend::new()), config)
+            .map_err(|error: CallError| RunError::TaskFailed { task: label.to_owned(), cause: error.to_string() })
+    }
+
+    /// Opens the subtask's connector or instantiates its operator, and
+    /// returns the loop to run on its thread.
+    fn body(&mut self, node: &Node, subtask: u32, ctx: TaskContext) -> Result<TaskBody, RunError> {
+        let connector_error = |source| RunError::Connector { node: node.describe(), source };
+        let inbox = || self.inboxes[node.id.0][subtask as usize].1.clone();
+        let producers = producers(self.graph, node);
+        Ok(match &node.kind {
+            NodeKind::Source(spec) => {
+                let source = connectors::open_source(spec, subtask, node.parallelism).map_err(connector_error)?;
+                Box::new(move || task::run_source(ctx, source))
+            }
+            NodeKind::Sink(spec) => {
+                let sink = connectors::open_sink(spec).map_err(connector_error)?;
+                let inbox = inbox();
+                Box::new(move || task::run_sink(ctx, sink, inbox, producers))
+            }
+            NodeKind::Operator(_) => {
+                let instance = self.instantiate(node, &ctx.label)?;
+                let inbox = inbox();
+                let kinds = node.inputs.iter().map(|e| input_kind(e.partitioning)).collect();
+                Box::new(move || task::run_operator(ctx, instance, inbox, kinds, producers))
+            }
+        })
+    }
+}
+
+/// An operator runs in its upstream's task when its only input is a forward
+/// edge from a node whose only consumer it is.
+fn is_chainable(graph: &JobGraph, node: &Node) -> bool {
+    let [edge] = node.inputs.as_slice() else { return false };
+    matches!(node.kind, NodeKind::Operator(_))
+        && edge.partitioning == Partitioning::Forward
+        && edge.output.is_empty()
+        && graph.consumers(edge.from).count() == 1
 }
 
 /// Compiles every operator's plugin before anything starts, so a bad module
@@ -198,41 +363,6 @@ fn load_plugins(graph: &JobGraph, engine: &PluginEngine) -> Result<Vec<Option<Lo
         .collect()
 }
 
-type Inbox = (Sender<Envelope>, Receiver<Envelope>);
-
-/// One bounded inbox per subtask of every node that has inputs.
-fn create_inboxes(graph: &JobGraph) -> Vec<Vec<Inbox>> {
-    graph
-        .nodes
-        .iter()
-        .map(|node| {
-            if node.inputs.is_empty() {
-                Vec::new()
-            } else {
-                (0..node.parallelism).map(|_| bounded(CHANNEL_CAPACITY)).collect()
-            }
-        })
-        .collect()
-}
-
-/// The routes from `subtask` of `node` to every consumer of its outputs.
-fn outputs(graph: &JobGraph, node: &Node, subtask: u32, inboxes: &[Vec<Inbox>]) -> Outputs {
-    let routes = graph
-        .consumers(node.id)
-        .map(|(consumer, input, edge)| {
-            let all = &inboxes[consumer.id.0];
-            let targets = match edge.partitioning {
-                Partitioning::Forward => vec![all[subtask as usize].0.clone()],
-                Partitioning::Rebalance | Partitioning::KeyBy | Partitioning::Broadcast => {
-                    all.iter().map(|(tx, _)| tx.clone()).collect()
-                }
-            };
-            Route::new(edge.output.clone(), input, edge.partitioning, targets, graph.max_parallelism)
-        })
-        .collect();
-    Outputs::new(routes)
-}
-
 /// How many producers will send an end marker to each subtask of `node`.
 fn producers(graph: &JobGraph, node: &Node) -> usize {
     node.inputs
@@ -242,44 +372,6 @@ fn producers(graph: &JobGraph, node: &Node) -> usize {
             _ => graph.node(edge.from).parallelism as usize,
         })
         .sum()
-}
-
-type TaskBody = Box<dyn FnOnce() -> Result<(), TaskError> + Send>;
-
-/// Opens the subtask's connector (here, so that a bad path fails the job
-/// before it starts) and returns the loop to run on its thread.
-fn task_body(
-    graph: &JobGraph,
-    node: &Node,
-    subtask: u32,
-    ctx: TaskContext,
-    inboxes: &[Vec<Inbox>],
-    plugins: &[Option<LoadedPlugin>],
-    engine: &Arc<PluginEngine>,
-) -> Result<TaskBody, RunError> {
-    let connector_error = |source| RunError::Connector { node: node.describe(), source };
-    let inbox = || inboxes[node.id.0][subtask as usize].1.clone();
-    Ok(match &node.kind {
-        NodeKind::Source(spec) => {
-            let source = connectors::open_source(spec, subtask, node.parallelism).map_err(connector_error)?;
-            Box::new(move || task::run_source(ctx, source))
-        }
-        NodeKind::Sink(spec) => {
-            let sink = connectors::open_sink(spec).map_err(connector_error)?;
-            let (inbox, producers) = (inbox(), producers(graph, node));
-            Box::new(move || task::run_sink(ctx, sink, inbox, producers))
-        }
-        NodeKind::Operator(op) => {
-            let plugin = plugins[node.id.0].clone().expect("operators have a loaded plugin");
-            let (inbox, producers) = (inbox(), producers(graph, node));
-            let input_kinds = node.inputs.iter().map(|e| input_kind(e.partitioning)).collect();
-            let (engine, limits, config) = (engine.clone(), op.limits, op.config.clone());
-            Box::new(move || {
-                let instance = OperatorInstance::new(&engine, &plugin, limits, Box::new(MemoryBackend::new()), &config)?;
-                task::run_operator(ctx, instance, inbox, input_kinds, producers)
-            })
-        }
-    })
 }
 
 fn input_kind(partitioning: Partitioning) -> InputKind {

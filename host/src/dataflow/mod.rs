@@ -20,7 +20,7 @@ mod executor;
 mod task;
 
 pub use batch::{NO_TIMESTAMP, Record, RecordBatch};
-pub use executor::{JobSummary, RunError, TaskSummary, run_job};
+pub use executor::{JobSummary, Progress, RunError, RunningJob, TaskSummary, run_job, start_job};
 
 /// Records per batch: sources fill batches of this size and key-by edges
 /// flush per-target batches when they reach it.

@@ -2,33 +2,27 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
 
-use super::channel::{Cancel, Envelope, Message, Outputs, Stopped, receive};
+use super::channel::{Cancel, Envelope, Message, Outputs, receive};
 use super::{BATCH_SIZE, RecordBatch};
 use crate::connectors::{ConnectorError, Poll, Sink, Source};
 use crate::plugin::{CallError, InputKind, OperatorInstance};
+
+/// The longest a source keeps records in partly filled output batches.
+const SOURCE_FLUSH_INTERVAL: Duration = Duration::from_millis(20);
 
 /// Why a subtask stopped early.
 #[derive(Debug)]
 pub enum TaskError {
     /// The job was cancelled; not this task's fault.
     Stopped,
-    Call(CallError),
+    /// A call into an operator failed; `label` names the operator subtask
+    /// (which may be chained into another task).
+    Operator { label: String, error: CallError },
     Connector(ConnectorError),
-}
-
-impl From<Stopped> for TaskError {
-    fn from(_: Stopped) -> Self {
-        TaskError::Stopped
-    }
-}
-
-impl From<CallError> for TaskError {
-    fn from(error: CallError) -> Self {
-        TaskError::Call(error)
-    }
 }
 
 impl From<ConnectorError> for TaskError {
@@ -45,24 +39,26 @@ pub struct TaskMetrics {
 }
 
 impl TaskMetrics {
-    fn count_in(&self, n: usize) {
+    pub fn count_in(&self, n: usize) {
         self.records_in.fetch_add(n as u64, Ordering::Relaxed);
     }
 
-    fn count_out(&self, n: usize) {
+    pub fn count_out(&self, n: usize) {
         self.records_out.fetch_add(n as u64, Ordering::Relaxed);
     }
 }
 
 /// What every subtask loop needs.
 pub struct TaskContext {
+    pub label: String,
     pub cancel: Cancel,
     pub metrics: Arc<TaskMetrics>,
     pub outputs: Outputs,
 }
 
-/// Polls the source until it is exhausted, sending full batches downstream.
+/// Polls the source until it is exhausted, sending batches downstream.
 pub fn run_source(mut ctx: TaskContext, mut source: Box<dyn Source>) -> Result<(), TaskError> {
+    let mut last_flush = Instant::now();
     loop {
         if ctx.cancel.is_cancelled() {
             return Err(TaskError::Stopped);
@@ -74,8 +70,12 @@ pub fn run_source(mut ctx: TaskContext, mut source: Box<dyn Source>) -> Result<(
             ctx.outputs.emit("", batch, &ctx.cancel)?;
         }
         if poll == Poll::Exhausted {
-            ctx.outputs.end(&ctx.cancel)?;
-            return Ok(());
+            return ctx.outputs.end(&ctx.cancel);
+        }
+        // A slow source must not leave records in partly filled batches.
+        if last_flush.elapsed() >= SOURCE_FLUSH_INTERVAL {
+            ctx.outputs.flush(&ctx.cancel)?;
+            last_flush = Instant::now();
         }
     }
 }
@@ -96,16 +96,18 @@ pub fn run_operator(
             Message::Batch(batch) => {
                 ctx.metrics.count_in(batch.len());
                 let kind = input_kinds.get(envelope.input as usize).copied().unwrap_or(InputKind::Plain);
-                for (output, emitted) in instance.process(envelope.input, batch, kind)? {
-                    ctx.metrics.count_out(emitted.len());
-                    ctx.outputs.emit(&output, emitted, &ctx.cancel)?;
+                let emitted = instance
+                    .process(envelope.input, batch, kind)
+                    .map_err(|error| TaskError::Operator { label: ctx.label.clone(), error })?;
+                for (output, batch) in emitted {
+                    ctx.metrics.count_out(batch.len());
+                    ctx.outputs.emit(&output, batch, &ctx.cancel)?;
                 }
             }
             Message::End => ended += 1,
         }
     }
-    ctx.outputs.end(&ctx.cancel)?;
-    Ok(())
+    ctx.outputs.end(&ctx.cancel)
 }
 
 /// Writes batches to the sink until every producer has ended.

@@ -152,8 +152,9 @@ pub enum SinkSpec {
         #[serde(default)]
         format: OutputFormat,
     },
-    /// Counts events and drops them (benchmarks).
-    Discard { name: String, input: String },
+    /// Counts events and drops them (benchmarks), optionally no faster
+    /// than `rate` events per second (to test backpressure).
+    Discard { name: String, input: String, rate: Option<f64> },
 }
 
 impl SinkSpec {

@@ -1,0 +1,68 @@
+//! Backpressure: a fast generator feeding a deliberately slow sink is slowed
+//! down to the sink's pace, so the records in flight (and the memory they
+//! take) stay bounded by the channels' capacity.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{JobDir, plugin, toml_path};
+use weir::dataflow::{BATCH_SIZE, CHANNEL_CAPACITY, RunError};
+use weir::job::{self, Overrides};
+use weir::{PluginEngine, dataflow};
+
+#[test]
+fn a_slow_sink_slows_the_sources_and_keeps_records_in_flight_bounded() {
+    let dir = JobDir::new();
+    let job = dir.write(
+        "job.toml",
+        &format!(
+            r#"
+name = "backpressure"
+parallelism = 2
+
+[[source]]
+name = "gen"
+type = "generator"    # unbounded, as fast as it is allowed
+
+[[operator]]
+uid = "count"
+plugin = {plugin}
+inputs = ["gen"]
+key_by = true
+
+[[sink]]
+name = "slow"
+type = "discard"
+input = "count"
+rate = 20000
+"#,
+            plugin = toml_path(&plugin("word-count"))
+        ),
+    );
+    let graph = job::load(&job, Overrides::default()).unwrap();
+    let engine = PluginEngine::new().unwrap();
+    let running = dataflow::start_job(&graph, &engine).unwrap();
+
+    // What can be in flight: the inboxes of the 2 count subtasks and of the
+    // sink, the key-by buffers of the 2 sources (one per target), and one
+    // batch in the hands of each of the 5 tasks.
+    let bound = ((2 + 1) * CHANNEL_CAPACITY + 2 * 2 + 5) * BATCH_SIZE;
+    let started = Instant::now();
+    let mut worst = 0;
+    while started.elapsed() < Duration::from_secs(4) {
+        std::thread::sleep(Duration::from_millis(100));
+        let progress = running.progress();
+        let in_flight = (progress.read - progress.written) as usize;
+        worst = worst.max(in_flight);
+        assert!(in_flight <= bound, "{in_flight} records in flight, more than the channels can hold ({bound})");
+    }
+    let progress = running.progress();
+    assert!(progress.written > 20_000, "the sink kept receiving: {progress:?}");
+    // Unthrottled, the generator produces millions of events per second.
+    assert!(progress.read < 4 * 20_000 + bound as u64, "the sources were slowed to the sink's pace: {progress:?}");
+    eprintln!("after 4 s: {progress:?}, at most {worst} records in flight (bound {bound})");
+
+    running.cancel();
+    assert!(matches!(running.wait(), Err(RunError::Cancelled)));
+}
