@@ -14,7 +14,8 @@ fn main() -> std::process::ExitCode {
     match cli::execute(cli::Cli::parse()) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("error: {error:#}");
+            // Library errors carry their causes in their own message.
+            eprintln!("error: {error}");
             std::process::ExitCode::FAILURE
         }
     }

@@ -1,5 +1,6 @@
 //! The `weir` command line.
 
+mod bench;
 mod plugin;
 mod run;
 
@@ -25,6 +26,8 @@ pub enum Command {
         #[arg(long, short = 'p')]
         parallelism: Option<u32>,
     },
+    /// Run a reference workload (shared/bench/WORKLOADS.md) and print its throughput.
+    Bench(bench::BenchArgs),
     /// Work with plugin files.
     Plugin {
         #[command(subcommand)]
@@ -47,5 +50,6 @@ pub fn execute(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Run { job, parallelism } => run::run(&job, parallelism),
         Command::Plugin { command: PluginCommand::Check { plugin } } => plugin::check(&plugin),
+        Command::Bench(args) => bench::bench(&args),
     }
 }

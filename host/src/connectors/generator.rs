@@ -138,7 +138,7 @@ fn splitmix64(x: u64) -> u64 {
 }
 
 /// Appends `n` in decimal, without `fmt` (hot path of the benchmarks).
-pub(crate) fn write_decimal(mut n: u64, out: &mut Vec<u8>) {
+pub fn write_decimal(mut n: u64, out: &mut Vec<u8>) {
     let mut digits = [0u8; 20];
     let mut start = digits.len();
     loop {

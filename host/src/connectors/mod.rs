@@ -12,7 +12,7 @@ mod line_sink;
 use std::path::PathBuf;
 
 pub use file_source::FileSource;
-pub use generator::Generator;
+pub use generator::{Generator, write_decimal};
 pub use line_sink::{DiscardSink, LineSink};
 
 use crate::dataflow::RecordBatch;

@@ -10,7 +10,8 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, SendTimeoutError, Sender, Tr
 use super::task::{TaskError, TaskMetrics};
 use super::{BATCH_SIZE, RecordBatch};
 use crate::job::Partitioning;
-use crate::plugin::{InputKind, OperatorInstance};
+use super::operator::OperatorLogic;
+use crate::plugin::InputKind;
 use crate::state::{key_group_for, subtask_for_key_group};
 
 /// How long a blocked send or receive waits before checking for cancellation.
@@ -76,7 +77,7 @@ pub fn receive(inbox: &Receiver<Envelope>, outputs: &mut Outputs, cancel: &Cance
 /// over by a function call, with no channel and no copy.
 pub struct ChainedOperator {
     pub label: String,
-    pub instance: OperatorInstance,
+    pub instance: Box<dyn OperatorLogic>,
     pub kind: InputKind,
     pub outputs: Outputs,
     pub metrics: Arc<TaskMetrics>,

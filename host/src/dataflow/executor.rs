@@ -15,6 +15,7 @@ use super::channel::{Cancel, ChainedOperator, Envelope, Outputs, Route};
 use super::task::{self, TaskContext, TaskError, TaskMetrics};
 use crate::connectors::{self, ConnectorError};
 use crate::job::{JobGraph, Node, NodeKind, OperatorNode, Partitioning};
+use super::operator::{NATIVE_PREFIX, OperatorLogic, native_operator};
 use crate::plugin::{CallError, InputKind, LoadedPlugin, OperatorInstance, PluginEngine, PluginError};
 use crate::state::MemoryBackend;
 
@@ -301,13 +302,21 @@ impl<'a> Builder<'a> {
         Ok(Outputs::new(routes))
     }
 
-    /// Creates an operator instance and runs its `init`.
-    fn instantiate(&self, node: &Node, label: &str) -> Result<OperatorInstance, RunError> {
-        let NodeKind::Operator(OperatorNode { limits, config, .. }) = &node.kind else {
+    /// Creates an operator instance and runs its `init` (or creates the
+    /// built-in native operator a `native:` plugin path names).
+    fn instantiate(&self, node: &Node, label: &str) -> Result<Box<dyn OperatorLogic>, RunError> {
+        let NodeKind::Operator(OperatorNode { limits, config, plugin, .. }) = &node.kind else {
             unreachable!("only operators are instantiated");
         };
+        if let Some(name) = native_name(plugin) {
+            return native_operator(name).ok_or_else(|| RunError::TaskFailed {
+                task: label.to_owned(),
+                cause: format!("there is no built-in native operator `{name}`"),
+            });
+        }
         let plugin = self.plugins[node.id.0].as_ref().expect("operators have a loaded plugin");
         OperatorInstance::new(self.engine, plugin, *limits, Box::new(MemoryBackend::new()), config)
+            .map(|instance| Box::new(instance) as Box<dyn OperatorLogic>)
             .map_err(|error: CallError| RunError::TaskFailed { task: label.to_owned(), cause: error.to_string() })
     }
 
@@ -354,6 +363,7 @@ fn load_plugins(graph: &JobGraph, engine: &PluginEngine) -> Result<Vec<Option<Lo
         .nodes
         .iter()
         .map(|node| match &node.kind {
+            NodeKind::Operator(op) if native_name(&op.plugin).is_some() => Ok(None),
             NodeKind::Operator(op) => engine
                 .load(&op.plugin)
                 .map(Some)
@@ -380,4 +390,10 @@ fn input_kind(partitioning: Partitioning) -> InputKind {
         Partitioning::Broadcast => InputKind::Broadcast,
         Partitioning::Forward | Partitioning::Rebalance => InputKind::Plain,
     }
+}
+
+/// `count` for a plugin path `native:count` (the job file's directory is
+/// prefixed to plugin paths, so look at the file name).
+fn native_name(plugin: &std::path::Path) -> Option<&str> {
+    plugin.file_name()?.to_str()?.strip_prefix(NATIVE_PREFIX)
 }

@@ -17,9 +17,11 @@
 mod batch;
 mod channel;
 mod executor;
+mod operator;
 mod task;
 
 pub use batch::{NO_TIMESTAMP, Record, RecordBatch};
+pub use operator::{Emitted, NATIVE_PREFIX, OperatorLogic, native_operator};
 pub use executor::{JobSummary, Progress, RunError, RunningJob, TaskSummary, run_job, start_job};
 
 /// Records per batch: sources fill batches of this size and key-by edges

@@ -9,7 +9,8 @@ use crossbeam_channel::Receiver;
 use super::channel::{Cancel, Envelope, Message, Outputs, receive};
 use super::{BATCH_SIZE, RecordBatch};
 use crate::connectors::{ConnectorError, Poll, Sink, Source};
-use crate::plugin::{CallError, InputKind, OperatorInstance};
+use super::operator::OperatorLogic;
+use crate::plugin::{CallError, InputKind};
 
 /// The longest a source keeps records in partly filled output batches.
 const SOURCE_FLUSH_INTERVAL: Duration = Duration::from_millis(20);
@@ -84,7 +85,7 @@ pub fn run_source(mut ctx: TaskContext, mut source: Box<dyn Source>) -> Result<(
 /// every producer has ended.
 pub fn run_operator(
     mut ctx: TaskContext,
-    mut instance: OperatorInstance,
+    mut instance: Box<dyn OperatorLogic>,
     inbox: Receiver<Envelope>,
     input_kinds: Vec<InputKind>,
     producers: usize,

@@ -10,6 +10,7 @@ use wasmtime::{Config, Engine, OptLevel};
 
 use super::bindings::PluginPre;
 use super::broadcast::BroadcastAccess;
+use super::cache::ComponentCache;
 use super::error::PluginError;
 use super::host_state::PluginState;
 use super::inspect::{self, Inspection};
@@ -37,6 +38,7 @@ pub struct PluginEngine {
     engine: Engine,
     linker: Linker<PluginState>,
     cache: Mutex<HashMap<String, LoadedPlugin>>,
+    compiled: ComponentCache,
     _ticker: EpochTicker,
 }
 
@@ -53,7 +55,8 @@ impl PluginEngine {
         let engine = Engine::new(&config).map_err(|e| internal(format!("cannot create the engine: {e}")))?;
         let linker = Self::linker(&engine)?;
         let ticker = EpochTicker::start(engine.clone());
-        Ok(Arc::new(PluginEngine { engine, linker, cache: Mutex::new(HashMap::new()), _ticker: ticker }))
+        let compiled = ComponentCache::new(&engine);
+        Ok(Arc::new(PluginEngine { engine, linker, cache: Mutex::new(HashMap::new()), compiled, _ticker: ticker }))
     }
 
     fn linker(engine: &Engine) -> Result<Linker<PluginState>, PluginError> {
@@ -104,7 +107,14 @@ impl PluginEngine {
         bytes: &[u8],
         digest: String,
     ) -> Result<(Inspection, Result<LoadedPlugin, PluginError>), PluginError> {
-        let component = self.component(path, bytes)?;
+        let component = match self.compiled.get(&self.engine, &digest) {
+            Some(component) => component,
+            None => {
+                let component = self.component(path, bytes)?;
+                self.compiled.put(&digest, &component);
+                component
+            }
+        };
         let inspection = inspect::describe(&self.engine, &component);
         let loaded = self.link(path, component, digest, &inspection);
         Ok((inspection, loaded))

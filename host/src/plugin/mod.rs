@@ -12,6 +12,7 @@
 
 mod bindings;
 mod broadcast;
+mod cache;
 mod engine;
 mod error;
 mod host_state;

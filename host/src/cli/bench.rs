@@ -1,0 +1,138 @@
+//! `weir bench`: the reference workloads of `shared/bench/WORKLOADS.md`,
+//! run through real plugins (or, with `--native`, the same logic compiled
+//! into the host), printing a `RESULT` line like the Flink harness.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context as _, bail};
+use clap::ValueEnum;
+use weir::job::{self, Overrides};
+use weir::{PluginEngine, dataflow};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Workload {
+    /// Keyed count: key = i mod 100000, a value state per key, one output per event.
+    Count,
+    /// Tumbling event-time windows (needs event time, not implemented yet).
+    Window,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Backend {
+    Memory,
+    Rocksdb,
+}
+
+/// Options of `weir bench`.
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    /// The workload.
+    #[arg(value_enum)]
+    pub workload: Workload,
+    /// Number of events.
+    #[arg(long, default_value_t = 20_000_000)]
+    pub events: u64,
+    /// Parallelism of sources and operators.
+    #[arg(long, short = 'p', default_value_t = 1)]
+    pub parallelism: u32,
+    /// State backend.
+    #[arg(long, value_enum, default_value_t = Backend::Memory)]
+    pub backend: Backend,
+    /// Run the operator logic compiled into the host instead of the Wasm plugin.
+    #[arg(long)]
+    pub native: bool,
+    /// Where the built plugins are (default: examples/plugins, then the
+    /// wasm32-wasip2 release directory of CARGO_TARGET_DIR or target/).
+    #[arg(long)]
+    pub plugin_dir: Option<PathBuf>,
+}
+
+pub fn bench(args: &BenchArgs) -> anyhow::Result<()> {
+    if args.workload == Workload::Window {
+        bail!("the `window` workload needs event time (watermarks, timers, windows), which Weir does not have yet");
+    }
+    if args.backend == Backend::Rocksdb {
+        bail!("the rocksdb state backend does not exist yet; use --backend memory");
+    }
+    let plugin = if args.native { PathBuf::from("native:count") } else { find_plugin(args, "word_count.wasm")? };
+    let job = count_job(&plugin, args.events);
+    let graph = job::parse(&job, Path::new(""), Overrides { parallelism: Some(args.parallelism) })
+        .map_err(|e| anyhow::anyhow!("benchmark job: {e:?}"))?;
+    let engine = PluginEngine::new()?;
+
+    let implementation = if args.native { "native" } else { "wasm" };
+    eprintln!(
+        "count: {} events, parallelism {}, backend memory, operator {implementation} ({}); checkpoints: not \
+         implemented yet, so none are taken",
+        args.events,
+        args.parallelism,
+        plugin.display()
+    );
+    let started = Instant::now();
+    let summary = dataflow::run_job(&graph, &engine)?;
+    let seconds = started.elapsed().as_secs_f64();
+    if summary.records_written() != args.events {
+        bail!("expected {} outputs, the sink received {}", args.events, summary.records_written());
+    }
+    let rate = args.events as f64 / seconds;
+    eprintln!("events/s: {rate:.0}");
+    eprintln!("peak memory (RSS high-water mark): {}", peak_memory().unwrap_or_else(|| "unknown".into()));
+    eprintln!("checkpoints: none (not implemented yet)");
+    println!(
+        "RESULT workload=count backend=memory par={} events={} seconds={seconds:.2} events_per_s={rate:.0} operator={implementation}",
+        args.parallelism, args.events
+    );
+    Ok(())
+}
+
+/// The `count` workload: key = i mod 100000, value = i; keyed count; a
+/// discarding sink that counts what it receives.
+fn count_job(plugin: &Path, events: u64) -> String {
+    format!(
+        r#"
+name = "bench-count"
+
+[[source]]
+name = "numbers"
+type = "generator"
+mode = "sequence"
+events = {events}
+keys = 100000
+
+[[operator]]
+uid = "count"
+plugin = {plugin:?}
+inputs = ["numbers"]
+key_by = true
+
+[[sink]]
+name = "discard"
+type = "discard"
+input = "count"
+"#,
+        plugin = plugin.display().to_string()
+    )
+}
+
+fn find_plugin(args: &BenchArgs, file: &str) -> anyhow::Result<PathBuf> {
+    let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| "target".into());
+    let candidates: Vec<PathBuf> = match &args.plugin_dir {
+        Some(dir) => vec![dir.join(file)],
+        None => vec![Path::new("examples/plugins").join(file), target.join("wasm32-wasip2/release").join(file)],
+    };
+    candidates.iter().find(|p| p.is_file()).cloned().with_context(|| {
+        format!(
+            "cannot find the plugin {file} (looked at {}); build the plugins first with scripts/setup.sh, or pass --plugin-dir",
+            candidates.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+        )
+    })
+}
+
+/// The process's peak resident memory, from /proc (Linux).
+fn peak_memory() -> Option<String> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(format!("{:.1} MiB", kib as f64 / 1024.0))
+}
