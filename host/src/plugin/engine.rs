@@ -52,6 +52,10 @@ impl PluginEngine {
             // of ~550 ns with the concurrency machinery set up.
             .concurrency_support(false)
             .cranelift_opt_level(OptLevel::Speed);
+        // `WEIR_PROFILE=perfmap` names JIT-compiled plugin functions for `perf`.
+        if std::env::var_os("WEIR_PROFILE").is_some_and(|v| v == "perfmap") {
+            config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+        }
         let engine = Engine::new(&config).map_err(|e| internal(format!("cannot create the engine: {e}")))?;
         let linker = Self::linker(&engine)?;
         let ticker = EpochTicker::start(engine.clone());
