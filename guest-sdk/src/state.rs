@@ -8,7 +8,9 @@
 //! back when the batch is done. The host takes checkpoints between batches,
 //! so every checkpoint sees all of a batch's writes or none.
 
+use std::cell::Cell;
 use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Serialize, de::DeserializeOwned};
 
@@ -38,13 +40,16 @@ pub(crate) trait RawValueState {
 /// what an earlier one wrote.
 pub struct ValueState<T> {
     name: String,
+    /// Where this state's cache was last found: (store id, index). Saves a
+    /// search by name on every access.
+    hint: Cell<Option<(u64, usize)>>,
     _type: PhantomData<fn() -> T>,
 }
 
 impl<T: Serialize + DeserializeOwned> ValueState<T> {
     /// A handle on the value state called `name`.
     pub fn new(name: impl Into<String>) -> Self {
-        ValueState { name: name.into(), _type: PhantomData }
+        ValueState { name: name.into(), hint: Cell::new(None), _type: PhantomData }
     }
 
     /// The state's name.
@@ -55,7 +60,7 @@ impl<T: Serialize + DeserializeOwned> ValueState<T> {
     /// The current key's value, if it has one.
     pub fn get(&self, ctx: &mut Context<'_>) -> Result<Option<T>, Error> {
         let slot = ctx.key_slot()?;
-        let cache = ctx.states.loaded(&self.name)?;
+        let cache = ctx.states.loaded(&self.name, &self.hint)?;
         match cache.value(slot)? {
             None => Ok(None),
             Some(bytes) => serde_json::from_slice(bytes).map(Some).map_err(|e| {
@@ -71,7 +76,7 @@ impl<T: Serialize + DeserializeOwned> ValueState<T> {
     /// Sets the current key's value.
     pub fn set(&self, ctx: &mut Context<'_>, value: &T) -> Result<(), Error> {
         let slot = ctx.key_slot()?;
-        let cache = ctx.states.loaded(&self.name)?;
+        let cache = ctx.states.loaded(&self.name, &self.hint)?;
         let buffer = cache.begin_write(slot)?;
         serde_json::to_writer(buffer, value)
             .map_err(|e| Error::State(format!("cannot encode value state `{}`: {e}", self.name)))
@@ -80,7 +85,7 @@ impl<T: Serialize + DeserializeOwned> ValueState<T> {
     /// Removes the current key's value.
     pub fn clear(&self, ctx: &mut Context<'_>) -> Result<(), Error> {
         let slot = ctx.key_slot()?;
-        ctx.states.loaded(&self.name)?.clear(slot)
+        ctx.states.loaded(&self.name, &self.hint)?.clear(slot)
     }
 
     /// Replaces the current key's value by `f(old value)` and returns the new one.
@@ -93,6 +98,9 @@ impl<T: Serialize + DeserializeOwned> ValueState<T> {
 
 /// The states of one operator instance and their caches for the current batch.
 pub(crate) struct StateStore {
+    /// Distinguishes stores, so a [`ValueState`]'s hint is never applied to
+    /// another store (several test harnesses in one process).
+    id: u64,
     pub(crate) host: Box<dyn StateHost>,
     caches: Vec<SlotCache>,
     pub(crate) mirrors: Vec<Mirror>,
@@ -101,7 +109,9 @@ pub(crate) struct StateStore {
 
 impl StateStore {
     pub fn new(host: Box<dyn StateHost>) -> Self {
-        StateStore { host, caches: Vec::new(), mirrors: Vec::new(), scratch: Vec::new() }
+        static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        StateStore { id, host, caches: Vec::new(), mirrors: Vec::new(), scratch: Vec::new() }
     }
 
     /// Forgets the previous batch's values; states are fetched again on use.
@@ -118,13 +128,20 @@ impl StateStore {
 
     /// The cache of state `name`, fetched from the host if this batch has not
     /// used it yet.
-    fn loaded(&mut self, name: &str) -> Result<&mut SlotCache, Error> {
-        let index = match self.caches.iter().position(|cache| cache.name == name) {
-            Some(index) => index,
-            None => {
-                let raw = self.host.open(name);
-                self.caches.push(SlotCache::new(name, raw));
-                self.caches.len() - 1
+    fn loaded(&mut self, name: &str, hint: &Cell<Option<(u64, usize)>>) -> Result<&mut SlotCache, Error> {
+        let index = match hint.get() {
+            Some((store, index)) if store == self.id => index,
+            _ => {
+                let index = match self.caches.iter().position(|cache| cache.name == name) {
+                    Some(index) => index,
+                    None => {
+                        let raw = self.host.open(name);
+                        self.caches.push(SlotCache::new(name, raw));
+                        self.caches.len() - 1
+                    }
+                };
+                hint.set(Some((self.id, index)));
+                index
             }
         };
         let cache = &mut self.caches[index];

@@ -7,7 +7,7 @@ use rustc_hash::FxHashMap;
 use super::RecordBatch;
 use crate::connectors::write_decimal;
 use crate::plugin::{CallError, InputKind, OperatorInstance};
-use crate::state::{KeyedStateBackend, MemoryBackend, StateId};
+use crate::state::{HashedKey, KeyedStateBackend, MemoryBackend, StateId};
 
 /// The plugin path prefix naming a built-in native operator
 /// (`plugin = "native:count"`).
@@ -57,7 +57,8 @@ impl OperatorLogic for NativeCount {
         let mut counts: FxHashMap<&[u8], u64> = FxHashMap::default();
         for record in batch.iter() {
             let count = counts.entry(record.key).or_insert_with(|| {
-                self.state.get(COUNT, record.key).and_then(|v| std::str::from_utf8(v).ok()?.parse().ok()).unwrap_or(0)
+                let stored = self.state.get(COUNT, HashedKey::new(record.key));
+                stored.and_then(|v| std::str::from_utf8(v).ok()?.parse().ok()).unwrap_or(0)
             });
             *count += 1;
             let count = *count;
@@ -71,7 +72,7 @@ impl OperatorLogic for NativeCount {
         for (key, count) in counts {
             self.value.clear();
             write_decimal(count, &mut self.value);
-            self.state.put(COUNT, key, &self.value);
+            self.state.put(COUNT, HashedKey::new(key), &self.value);
         }
         Ok(vec![(String::new(), out)])
     }

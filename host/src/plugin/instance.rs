@@ -1,6 +1,6 @@
 //! One sandboxed instance of a plugin, owned by one operator subtask.
 
-use rustc_hash::FxHashMap;
+use hashbrown::HashTable;
 use wasmtime::{Store, Trap};
 
 use super::bindings::{EventBatch, InputBatch, OperatorError, Plugin};
@@ -9,7 +9,7 @@ use super::error::CallError;
 use super::host_state::PluginState;
 use super::limits::Limits;
 use crate::dataflow::RecordBatch;
-use crate::state::{KeyedStateBackend, StateRegistry};
+use crate::state::{HashedKey, KeyedStateBackend, StateRegistry};
 
 /// How the batches of an input reach the operator, which decides what
 /// state a call may use.
@@ -100,15 +100,20 @@ impl OperatorInstance {
     fn assign_slots(&mut self, batch: &RecordBatch) -> (Vec<u32>, u32) {
         let keys = &mut self.store.data_mut().keys;
         keys.clear();
-        let mut slots: FxHashMap<&[u8], u32> = FxHashMap::default();
-        slots.reserve(batch.len());
+        // Slots by key, hashed once: the same hash serves the state reads
+        // and writes of the call.
+        let mut slots: HashTable<(HashedKey<'_>, u32)> = HashTable::with_capacity(batch.len());
         let key_slots = (0..batch.len())
             .map(|i| {
-                let key = batch.key(i);
-                *slots.entry(key).or_insert_with(|| {
-                    keys.push(key);
-                    (keys.len() - 1) as u32
-                })
+                let key = HashedKey::new(batch.key(i));
+                let entry = slots.entry(key.hash, |(k, _)| k.key == key.key, |(k, _)| k.hash);
+                entry
+                    .or_insert_with(|| {
+                        keys.push(key);
+                        (key, (keys.len() - 1) as u32)
+                    })
+                    .get()
+                    .1
             })
             .collect();
         (key_slots, keys.len() as u32)

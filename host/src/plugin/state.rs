@@ -11,7 +11,7 @@ use wasmtime::component::{HasData, Resource, ResourceTable};
 
 use super::bindings::weir::operator::state::{Host, HostValueState, SlotValues};
 use super::bindings::weir::operator::types::StateError;
-use crate::state::{KeyedStateBackend, StateId, StateRegistry};
+use crate::state::{HashedKey, KeyedStateBackend, StateId, StateRegistry};
 
 /// The host's representation of a guest's `value-state` resource.
 #[derive(Debug, Clone, Copy)]
@@ -20,11 +20,12 @@ pub struct ValueStateHandle {
 }
 
 /// The distinct keys of the batch being processed, in slot order, stored
-/// flat: key `s` is `data[offsets[s]..offsets[s + 1]]`.
+/// flat: key `s` is `data[offsets[s]..offsets[s + 1]]`, with its hash.
 #[derive(Debug, Default)]
 pub struct BatchKeys {
     data: Vec<u8>,
     offsets: Vec<u32>,
+    hashes: Vec<u64>,
 }
 
 impl BatchKeys {
@@ -32,19 +33,22 @@ impl BatchKeys {
         self.data.clear();
         self.offsets.clear();
         self.offsets.push(0);
+        self.hashes.clear();
     }
 
-    pub fn push(&mut self, key: &[u8]) {
-        self.data.extend_from_slice(key);
+    pub fn push(&mut self, key: HashedKey<'_>) {
+        self.data.extend_from_slice(key.key);
         self.offsets.push(self.data.len() as u32);
+        self.hashes.push(key.hash);
     }
 
     pub fn len(&self) -> usize {
         self.offsets.len().saturating_sub(1)
     }
 
-    pub fn get(&self, slot: usize) -> &[u8] {
-        &self.data[self.offsets[slot] as usize..self.offsets[slot + 1] as usize]
+    pub fn get(&self, slot: usize) -> HashedKey<'_> {
+        let key = &self.data[self.offsets[slot] as usize..self.offsets[slot + 1] as usize];
+        HashedKey { key, hash: self.hashes[slot] }
     }
 }
 

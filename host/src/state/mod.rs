@@ -14,6 +14,7 @@ pub use key_group::{
 };
 pub use memory::MemoryBackend;
 
+
 /// A state of one operator, by index into its [`StateRegistry`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct StateId(pub u32);
@@ -49,14 +50,28 @@ impl StateRegistry {
     }
 }
 
+/// A key with its in-memory hash, computed once per batch for the reads and
+/// writes of that key. (Not the key-group hash: this one may change.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HashedKey<'a> {
+    pub key: &'a [u8],
+    pub hash: u64,
+}
+
+impl<'a> HashedKey<'a> {
+    pub fn new(key: &'a [u8]) -> Self {
+        HashedKey { key, hash: key_hash(key) }
+    }
+}
+
 /// Storage for the keyed value state of one operator subtask.
 pub trait KeyedStateBackend: Send {
     /// The value of `state` for `key`.
-    fn get(&self, state: StateId, key: &[u8]) -> Option<&[u8]>;
+    fn get(&self, state: StateId, key: HashedKey<'_>) -> Option<&[u8]>;
     /// Sets the value of `state` for `key`.
-    fn put(&mut self, state: StateId, key: &[u8], value: &[u8]);
+    fn put(&mut self, state: StateId, key: HashedKey<'_>, value: &[u8]);
     /// Removes the value of `state` for `key`.
-    fn delete(&mut self, state: StateId, key: &[u8]);
+    fn delete(&mut self, state: StateId, key: HashedKey<'_>);
     /// How many (state, key) entries are stored.
     fn len(&self) -> usize;
     /// Whether no entry is stored.
