@@ -58,6 +58,9 @@ fn send(target: &Sender<Envelope>, mut envelope: Envelope, cancel: &Cancel) -> R
 /// Receives the next message; before waiting on an empty inbox, flushes the
 /// task's partial output batches so that records never sit idle.
 pub fn receive(inbox: &Receiver<Envelope>, outputs: &mut Outputs, cancel: &Cancel) -> Result<Envelope, TaskError> {
+    if cancel.is_cancelled() {
+        return Err(TaskError::Stopped);
+    }
     match inbox.try_recv() {
         Ok(envelope) => return Ok(envelope),
         Err(TryRecvError::Empty) => outputs.flush(cancel)?,
