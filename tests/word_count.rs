@@ -30,7 +30,12 @@ fn text_with_known_counts() -> (String, BTreeMap<String, u64>) {
     (lines.join("\n") + "\n", expected)
 }
 
-fn word_count_job(dir: &JobDir, parallelism: u32) -> std::path::PathBuf {
+/// The text file source of the word-count tests.
+const FILE_SOURCE: &str = "[[source]]\nname = \"lines\"\ntype = \"file\"\npath = \"input.txt\"\n";
+
+/// tokenize → key_by → count → file sink `out/counts.txt`, fed by `source`
+/// (a `[[source]]` table named `lines`).
+fn word_count_job(dir: &JobDir, parallelism: u32, source: &str) -> std::path::PathBuf {
     dir.write(
         "job.toml",
         &format!(
@@ -38,10 +43,7 @@ fn word_count_job(dir: &JobDir, parallelism: u32) -> std::path::PathBuf {
 name = "word-count"
 parallelism = {parallelism}
 
-[[source]]
-name = "lines"
-type = "file"
-path = "input.txt"
+{source}
 
 [[operator]]
 uid = "tokenize"
@@ -80,7 +82,7 @@ fn check_counts(parallelism: u32) {
     let dir = JobDir::new();
     let (text, expected) = text_with_known_counts();
     dir.write("input.txt", &text);
-    run_job(&word_count_job(&dir, parallelism), &[]).success();
+    run_job(&word_count_job(&dir, parallelism, FILE_SOURCE), &[]).success();
 
     let updates = updates(&dir.read("out/counts.txt"));
     assert_eq!(updates.keys().collect::<Vec<_>>(), expected.keys().collect::<Vec<_>>(), "the set of words");
@@ -110,7 +112,7 @@ fn parallelism_flag_overrides_the_job_file() {
     let dir = JobDir::new();
     let (text, expected) = text_with_known_counts();
     dir.write("input.txt", &text);
-    let run = run_job(&word_count_job(&dir, 1), &["--parallelism", "3"]);
+    let run = run_job(&word_count_job(&dir, 1, FILE_SOURCE), &["--parallelism", "3"]);
     run.success();
     let finals: BTreeMap<String, u64> =
         updates(&dir.read("out/counts.txt")).into_iter().map(|(w, c)| (w, *c.last().unwrap())).collect();
@@ -167,43 +169,11 @@ format = "json"
 fn generator_jobs_are_deterministic() {
     let run_once = || {
         let dir = JobDir::new();
-        let job = dir.write(
-            "job.toml",
-            &format!(
-                r#"
-name = "generated"
-parallelism = 2
-[[source]]
-name = "gen"
-type = "generator"
-mode = "words"
-events = 2000
-seed = 7
-
-[[operator]]
-uid = "tokenize"
-plugin = {tokenize}
-inputs = ["gen"]
-
-[[operator]]
-uid = "count"
-plugin = {count}
-inputs = ["tokenize"]
-key_by = true
-
-[[sink]]
-name = "out"
-type = "file"
-input = "count"
-path = "out.txt"
-"#,
-                tokenize = toml_path(&plugin("tokenize")),
-                count = toml_path(&plugin("word-count")),
-            ),
-        );
+        let source = "[[source]]\nname = \"lines\"\ntype = \"generator\"\nmode = \"words\"\nevents = 2000\nseed = 7\n";
+        let job = word_count_job(&dir, 2, source);
         run_job(&job, &[]).success();
         let finals: BTreeMap<String, u64> =
-            updates(&dir.read("out.txt")).into_iter().map(|(w, c)| (w, *c.last().unwrap())).collect();
+            updates(&dir.read("out/counts.txt")).into_iter().map(|(w, c)| (w, *c.last().unwrap())).collect();
         finals
     };
     let first = run_once();
