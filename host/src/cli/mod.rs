@@ -3,6 +3,7 @@
 mod bench;
 mod plugin;
 mod run;
+mod scaffold;
 
 use std::path::PathBuf;
 
@@ -43,6 +44,20 @@ pub enum PluginCommand {
         /// The plugin file (.wasm).
         plugin: PathBuf,
     },
+    /// Create a ready-to-build plugin project.
+    New {
+        /// The plugin's name (also its directory's).
+        name: String,
+        /// The language to write it in.
+        #[arg(long, value_enum, default_value_t = scaffold::Language::Rust)]
+        lang: scaffold::Language,
+        /// Where to create the project directory.
+        #[arg(long, default_value = ".")]
+        dir: PathBuf,
+        /// Path of the weir-sdk crate (default: the one this weir was built from).
+        #[arg(long)]
+        sdk: Option<PathBuf>,
+    },
 }
 
 /// Runs the parsed command line.
@@ -50,6 +65,9 @@ pub fn execute(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Run { job, parallelism } => run::run(&job, parallelism),
         Command::Plugin { command: PluginCommand::Check { plugin } } => plugin::check(&plugin),
+        Command::Plugin { command: PluginCommand::New { name, lang, dir, sdk } } => {
+            scaffold::new_plugin(lang, &name, &dir, sdk.as_deref())
+        }
         Command::Bench(args) => bench::bench(&args),
     }
 }

@@ -1,0 +1,59 @@
+//! `weir plugin new`: a scaffolded Rust plugin builds and runs unmodified.
+
+mod common;
+
+use std::process::Command;
+
+use common::{JobDir, run_job, toml_path, weir};
+
+#[test]
+fn a_scaffolded_rust_plugin_builds_and_runs_unmodified() {
+    let dir = JobDir::new();
+    let base = dir.dir.path().to_str().unwrap().to_owned();
+    weir(&["plugin", "new", "my-op", "--lang", "rust", "--dir", &base]).success();
+    let project = dir.path("my-op");
+    assert!(project.join("README.md").is_file());
+
+    // Build it exactly as its README says (sharing the test build directory).
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| common::workspace().join("target"))
+        .join("scaffold");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .args(["build", "--release", "--target", "wasm32-wasip2"])
+        .env("CARGO_TARGET_DIR", &target)
+        .current_dir(&project)
+        .status()
+        .unwrap();
+    assert!(status.success(), "the scaffolded plugin builds");
+    let wasm = target.join("wasm32-wasip2/release/my_op.wasm");
+    weir(&["plugin", "check", wasm.to_str().unwrap()]).success();
+
+    dir.write("in.jsonl", "{\"key\":\"a\",\"value\":1}\n{\"key\":\"b\",\"value\":1}\n{\"key\":\"a\",\"value\":1}\n");
+    let job = dir.write(
+        "job.toml",
+        &format!(
+            "name = \"scaffolded\"\n[[source]]\nname = \"in\"\ntype = \"file\"\npath = \"in.jsonl\"\nformat = \"json\"\n\n\
+             [[operator]]\nuid = \"my-op\"\nplugin = {}\ninputs = [\"in\"]\nkey_by = true\n\n\
+             [[sink]]\nname = \"out\"\ntype = \"stdout\"\ninput = \"my-op\"\n",
+            toml_path(&wasm)
+        ),
+    );
+    let run = run_job(&job, &[]);
+    run.success();
+    assert_eq!(run.stdout(), "a\t1\nb\t1\na\t2\n");
+}
+
+#[test]
+fn scaffolding_says_what_it_cannot_do() {
+    let dir = JobDir::new();
+    let base = dir.dir.path().to_str().unwrap().to_owned();
+    let error = weir(&["plugin", "new", "p", "--lang", "python", "--dir", &base]).failure();
+    assert!(error.contains("not supported yet"), "{error}");
+    let error = weir(&["plugin", "new", "bad name", "--dir", &base]).failure();
+    assert!(error.contains("must be letters"), "{error}");
+    weir(&["plugin", "new", "twice", "--dir", &base]).success();
+    let error = weir(&["plugin", "new", "twice", "--dir", &base]).failure();
+    assert!(error.contains("already exists"), "{error}");
+}
