@@ -19,7 +19,7 @@ log "building the weir host (release; the first build compiles wasmtime and take
 cargo build --release -p weir --bin weir
 
 log "building the example plugins for wasm32-wasip2"
-plugins=(tokenize word-count amplifier rules-filter faulty)
+plugins=(tokenize word-count amplifier rules-filter sensor-window faulty)
 cargo build --release --target wasm32-wasip2 "${plugins[@]/#/-p}"
 
 target_dir="${CARGO_TARGET_DIR:-target}"

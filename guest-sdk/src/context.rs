@@ -2,6 +2,7 @@
 
 use crate::event::Outputs;
 use crate::state::StateStore;
+use crate::timer::TimeDomain;
 use crate::{Encode, Error};
 
 /// What an operator can do while it processes one event: emit events and
@@ -10,6 +11,8 @@ use crate::{Encode, Error};
 pub struct Context<'a> {
     pub(crate) slot: Option<u32>,
     pub(crate) timestamp: Option<i64>,
+    pub(crate) watermark: i64,
+    pub(crate) processing_time: i64,
     pub(crate) states: &'a mut StateStore,
     pub(crate) outputs: &'a mut Outputs,
 }
@@ -32,6 +35,38 @@ impl Context<'_> {
     pub fn emit_to(&mut self, output: &str, key: impl Encode, value: impl Encode) {
         let timestamp = self.timestamp;
         self.outputs.named(output).push(key, value, timestamp);
+    }
+
+    /// The operator's current event-time watermark: no event at or below it
+    /// is expected any more. `None` before the first watermark.
+    pub fn watermark(&self) -> Option<i64> {
+        (self.watermark != i64::MIN).then_some(self.watermark)
+    }
+
+    /// The wall-clock time of the call (ms since the epoch).
+    pub fn processing_time(&self) -> i64 {
+        self.processing_time
+    }
+
+    /// Whether an event with this timestamp is late: at or below the watermark.
+    pub fn is_late(&self, timestamp: i64) -> bool {
+        timestamp <= self.watermark
+    }
+
+    /// Registers a timer for the current key; [`crate::Operator::on_timer`]
+    /// is called when it fires. There is at most one timer per (key,
+    /// timestamp, domain).
+    pub fn register_timer(&mut self, domain: TimeDomain, timestamp: i64) -> Result<(), Error> {
+        let slot = self.key_slot()?;
+        self.states.timers.change(slot, timestamp, domain, false);
+        Ok(())
+    }
+
+    /// Deletes a timer of the current key, if it is registered.
+    pub fn delete_timer(&mut self, domain: TimeDomain, timestamp: i64) -> Result<(), Error> {
+        let slot = self.key_slot()?;
+        self.states.timers.change(slot, timestamp, domain, true);
+        Ok(())
     }
 
     /// The slot of the current event's key, for keyed state.

@@ -65,6 +65,8 @@ pub(crate) struct BatchView<'a> {
     pub offsets: &'a [u32],
     pub timestamps: &'a [i64],
     pub key_slots: &'a [u32],
+    pub watermark: i64,
+    pub processing_time: i64,
 }
 
 impl<'a> BatchView<'a> {

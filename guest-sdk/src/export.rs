@@ -9,7 +9,10 @@ use crate::__private::bindings::weir::operator::broadcast_state::BroadcastMap as
 use crate::__private::bindings::weir::operator::state::ValueState as HostValueState;
 use crate::__private::bindings::weir::operator::types::StateError;
 use crate::broadcast::RawBroadcastMap;
-use crate::__private::bindings::weir::operator::types::{EventBatch, InputBatch, OutputBatch};
+use crate::__private::bindings::weir::operator::timers::{TimerChange, update as update_timers};
+use crate::__private::bindings::weir::operator::types::{EventBatch, InputBatch, OutputBatch, TimerBatch};
+use crate::runtime::TimerView;
+use crate::timer::TimeDomain;
 use crate::event::BatchView;
 use crate::runtime::Runtime;
 use crate::state::{RawValueState, SlotValues, StateHost};
@@ -34,30 +37,56 @@ impl<T: Operator> Guest for Adapter<T> {
     }
 
     fn process(batch: InputBatch) -> Result<Vec<OutputBatch>, OperatorError> {
-        RUNTIME.with(|slot| {
-            let mut slot = slot.borrow_mut();
-            let runtime = slot
-                .as_mut()
-                .and_then(|runtime| runtime.downcast_mut::<Runtime<T>>())
-                .ok_or_else(|| OperatorError::Other("process called before init".into()))?;
+        with_runtime::<T>(|runtime| {
             let view = BatchView {
                 input: batch.input,
                 data: &batch.events.data,
                 offsets: &batch.events.offsets,
                 timestamps: &batch.events.timestamps,
                 key_slots: &batch.key_slots,
+                watermark: batch.watermark,
+                processing_time: batch.processing_time,
             };
-            runtime.process(&view).map_err(to_wit_error)?;
-            Ok(runtime
-                .outputs
-                .drain()
-                .map(|(output, (data, offsets, timestamps))| OutputBatch {
-                    output,
-                    events: EventBatch { data, offsets, timestamps },
-                })
-                .collect())
+            runtime.process(&view)
         })
     }
+
+    fn on_timer(timers: TimerBatch) -> Result<Vec<OutputBatch>, OperatorError> {
+        with_runtime::<T>(|runtime| {
+            let view = TimerView {
+                data: &timers.data,
+                offsets: &timers.offsets,
+                timestamps: &timers.timestamps,
+                domains: timers.domains.iter().map(|d| TimeDomain::from_wit(*d)).collect(),
+                key_slots: &timers.key_slots,
+                watermark: timers.watermark,
+                processing_time: timers.processing_time,
+            };
+            runtime.on_timers(&view)
+        })
+    }
+}
+
+/// Runs `call` on the instance's runtime and returns what it emitted.
+fn with_runtime<T: Operator>(
+    call: impl FnOnce(&mut Runtime<T>) -> Result<(), Error>,
+) -> Result<Vec<OutputBatch>, OperatorError> {
+    RUNTIME.with(|slot| {
+        let mut slot = slot.borrow_mut();
+        let runtime = slot
+            .as_mut()
+            .and_then(|runtime| runtime.downcast_mut::<Runtime<T>>())
+            .ok_or_else(|| OperatorError::Other("called before init".into()))?;
+        call(runtime).map_err(to_wit_error)?;
+        Ok(runtime
+            .outputs
+            .drain()
+            .map(|(output, (data, offsets, timestamps))| OutputBatch {
+                output,
+                events: EventBatch { data, offsets, timestamps },
+            })
+            .collect())
+    })
 }
 
 fn to_wit_error(error: Error) -> OperatorError {
@@ -79,6 +108,10 @@ impl StateHost for HostStates {
 
     fn open_broadcast(&mut self, name: &str) -> Box<dyn RawBroadcastMap> {
         Box::new(HostBroadcastMap::new(name))
+    }
+
+    fn update_timers(&mut self, changes: &[TimerChange]) -> Result<(), Error> {
+        update_timers(changes).map_err(from_state_error)
     }
 }
 
@@ -114,6 +147,9 @@ fn from_state_error(error: StateError) -> Error {
                                  for this operator in the job file"
             .into(),
         StateError::MalformedWrite(m) => format!("malformed state write: {m}"),
+        StateError::TimerNotKeyed => "timers need a keyed input: set `key_by = true` for this operator in the \
+                                      job file"
+            .into(),
         StateError::NotBroadcastInput => "broadcast state can only be changed while processing an event from a \
                                           broadcast input (listed under `broadcast` in the job file)"
             .into(),

@@ -48,6 +48,8 @@ mod operator;
 mod runtime;
 mod state;
 pub mod testing;
+mod timer;
+pub mod windows;
 
 pub use broadcast::BroadcastState;
 pub use codec::{Decode, Encode, Json};
@@ -56,6 +58,7 @@ pub use error::Error;
 pub use event::Event;
 pub use operator::{Config, Operator};
 pub use state::ValueState;
+pub use timer::{TimeDomain, Timer};
 
 /// Implementation details used by [`export_operator!`]; not a public API.
 #[doc(hidden)]

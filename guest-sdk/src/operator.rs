@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::str::FromStr;
 
-use crate::{Context, Error, Event};
+use crate::{Context, Error, Event, Timer};
 
 /// A stream operator. One value is created per parallel instance by
 /// [`Operator::init`]; the host then feeds it events.
@@ -18,6 +18,14 @@ pub trait Operator: Sized + 'static {
     /// Processes one event. State accessed through `ctx` belongs to the
     /// event's key.
     fn process(&mut self, ctx: &mut Context<'_>, event: &Event<'_>) -> Result<(), Error>;
+
+    /// Called when a timer the operator registered fires. State accessed
+    /// through `ctx` belongs to the timer's key; output emitted without an
+    /// explicit timestamp gets the timer's.
+    fn on_timer(&mut self, ctx: &mut Context<'_>, timer: &Timer<'_>) -> Result<(), Error> {
+        let _ = (ctx, timer);
+        Ok(())
+    }
 }
 
 /// The operator's `config` table from the job file: string keys and values.

@@ -4,7 +4,19 @@
 use crate::context::Context;
 use crate::event::{BatchView, Outputs};
 use crate::state::{StateHost, StateStore};
+use crate::timer::{TimeDomain, Timer};
 use crate::{Error, Operator};
+
+/// Fired timers received from the host, borrowed column-wise.
+pub(crate) struct TimerView<'a> {
+    pub data: &'a [u8],
+    pub offsets: &'a [u32],
+    pub timestamps: &'a [i64],
+    pub domains: Vec<TimeDomain>,
+    pub key_slots: &'a [u32],
+    pub watermark: i64,
+    pub processing_time: i64,
+}
 
 /// One operator instance with its state caches and output buffers.
 pub(crate) struct Runtime<T> {
@@ -28,10 +40,35 @@ impl<T: Operator> Runtime<T> {
             let mut ctx = Context {
                 slot: if keyed { Some(batch.key_slots[i]) } else { None },
                 timestamp: event.timestamp,
+                watermark: batch.watermark,
+                processing_time: batch.processing_time,
                 states: &mut self.states,
                 outputs: &mut self.outputs,
             };
             self.operator.process(&mut ctx, &event)?;
+        }
+        self.states.flush()
+    }
+
+    /// Runs the operator's `on_timer` for every fired timer, then writes
+    /// state back.
+    pub fn on_timers(&mut self, timers: &TimerView<'_>) -> Result<(), Error> {
+        self.states.begin_batch();
+        for (i, &timestamp) in timers.timestamps.iter().enumerate() {
+            let key = timers
+                .data
+                .get(timers.offsets[i] as usize..timers.offsets[i + 1] as usize)
+                .ok_or_else(|| Error::input(format!("timer {i} has offsets outside its batch")))?;
+            let timer = Timer { key, timestamp, domain: timers.domains[i] };
+            let mut ctx = Context {
+                slot: Some(timers.key_slots[i]),
+                timestamp: Some(timestamp),
+                watermark: timers.watermark,
+                processing_time: timers.processing_time,
+                states: &mut self.states,
+                outputs: &mut self.outputs,
+            };
+            self.operator.on_timer(&mut ctx, &timer)?;
         }
         self.states.flush()
     }

@@ -14,7 +14,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Serialize, de::DeserializeOwned};
 
+use crate::__private::bindings::weir::operator::timers::TimerChange;
 use crate::broadcast::{Mirror, RawBroadcastMap};
+use crate::timer::PendingTimers;
 use crate::{Context, Error};
 
 pub(crate) use crate::__private::bindings::weir::operator::state::SlotValues;
@@ -24,6 +26,7 @@ pub(crate) use crate::__private::bindings::weir::operator::state::SlotValues;
 pub(crate) trait StateHost {
     fn open(&mut self, name: &str) -> Box<dyn RawValueState>;
     fn open_broadcast(&mut self, name: &str) -> Box<dyn RawBroadcastMap>;
+    fn update_timers(&mut self, changes: &[TimerChange]) -> Result<(), Error>;
 }
 
 /// One value state as the host exposes it.
@@ -105,13 +108,14 @@ pub(crate) struct StateStore {
     caches: Vec<SlotCache>,
     pub(crate) mirrors: Vec<Mirror>,
     pub(crate) scratch: Vec<u8>,
+    pub(crate) timers: PendingTimers,
 }
 
 impl StateStore {
     pub fn new(host: Box<dyn StateHost>) -> Self {
         static NEXT_ID: AtomicU64 = AtomicU64::new(0);
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-        StateStore { id, host, caches: Vec::new(), mirrors: Vec::new(), scratch: Vec::new() }
+        StateStore { id, host, caches: Vec::new(), mirrors: Vec::new(), scratch: Vec::new(), timers: PendingTimers::default() }
     }
 
     /// Forgets the previous batch's values; states are fetched again on use.
@@ -121,9 +125,11 @@ impl StateStore {
         }
     }
 
-    /// Writes every changed slot back to the host.
+    /// Writes every changed slot and the timer changes back to the host.
     pub fn flush(&mut self) -> Result<(), Error> {
-        self.caches.iter_mut().try_for_each(SlotCache::flush)
+        self.caches.iter_mut().try_for_each(SlotCache::flush)?;
+        let changes = self.timers.take();
+        if changes.is_empty() { Ok(()) } else { self.host.update_timers(&changes) }
     }
 
     /// The cache of state `name`, fetched from the host if this batch has not

@@ -23,14 +23,16 @@
 //! ```
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::rc::Rc;
 
 use serde::de::DeserializeOwned;
 
 use crate::broadcast::RawBroadcastMap;
 use crate::event::{BatchView, NO_TIMESTAMP};
-use crate::runtime::Runtime;
+use crate::__private::bindings::weir::operator::timers::TimerChange;
+use crate::runtime::{Runtime, TimerView};
+use crate::timer::TimeDomain;
 use crate::state::{RawValueState, SlotValues, StateHost};
 use crate::{Config, Encode, Error, Operator};
 
@@ -95,12 +97,26 @@ struct TestStates {
     broadcast: HashMap<String, HashMap<Vec<u8>, Vec<u8>>>,
     /// Whether the batch being processed came from a broadcast input.
     broadcast_writable: bool,
+    /// Registered timers: (timestamp, key), per domain.
+    event_timers: BTreeSet<(i64, Vec<u8>)>,
+    processing_timers: BTreeSet<(i64, Vec<u8>)>,
+}
+
+impl TestStates {
+    fn timers(&mut self, domain: TimeDomain) -> &mut BTreeSet<(i64, Vec<u8>)> {
+        match domain {
+            TimeDomain::EventTime => &mut self.event_timers,
+            TimeDomain::ProcessingTime => &mut self.processing_timers,
+        }
+    }
 }
 
 /// Runs an [`Operator`] natively, one batch per call.
 pub struct TestHarness<T> {
     runtime: Runtime<T>,
     states: Rc<RefCell<TestStates>>,
+    watermark: i64,
+    processing_time: i64,
 }
 
 impl<T: Operator> TestHarness<T> {
@@ -109,7 +125,7 @@ impl<T: Operator> TestHarness<T> {
         let operator = T::init(&Config::from_pairs(config.iter().copied()))?;
         let states = Rc::new(RefCell::new(TestStates::default()));
         let host = Box::new(TestHost(states.clone()));
-        Ok(TestHarness { runtime: Runtime::new(operator, host), states })
+        Ok(TestHarness { runtime: Runtime::new(operator, host), states, watermark: i64::MIN, processing_time: 0 })
     }
 
     /// Processes `events` as one batch on input 0.
@@ -144,10 +160,74 @@ impl<T: Operator> TestHarness<T> {
     fn run(&mut self, input: u32, events: &[TestEvent], key_slots: Vec<u32>, broadcast: bool) -> Result<Vec<Emitted>, Error> {
         let (data, offsets, timestamps) = flatten(events);
         self.states.borrow_mut().broadcast_writable = broadcast;
-        let view = BatchView { input, data: &data, offsets: &offsets, timestamps: &timestamps, key_slots: &key_slots };
+        let view = BatchView {
+            input,
+            data: &data,
+            offsets: &offsets,
+            timestamps: &timestamps,
+            key_slots: &key_slots,
+            watermark: self.watermark,
+            processing_time: self.processing_time,
+        };
         let result = self.runtime.process(&view);
         let emitted = collect_emitted(&mut self.runtime);
         result.map(|()| emitted)
+    }
+
+    /// Moves the watermark to `watermark` (if that is forward) and fires the
+    /// event-time timers it passes, in timestamp order, as the host does.
+    pub fn advance_watermark(&mut self, watermark: i64) -> Result<Vec<Emitted>, Error> {
+        if watermark <= self.watermark {
+            return Ok(Vec::new());
+        }
+        self.watermark = watermark;
+        self.fire(TimeDomain::EventTime, watermark)
+    }
+
+    /// Moves the processing time to `now` and fires the processing-time
+    /// timers due.
+    pub fn advance_processing_time(&mut self, now: i64) -> Result<Vec<Emitted>, Error> {
+        self.processing_time = self.processing_time.max(now);
+        self.fire(TimeDomain::ProcessingTime, now)
+    }
+
+    /// The timers registered, as (timestamp, key), in order.
+    pub fn timers(&self, domain: TimeDomain) -> Vec<(i64, Vec<u8>)> {
+        self.states.borrow_mut().timers(domain).iter().cloned().collect()
+    }
+
+    fn fire(&mut self, domain: TimeDomain, time: i64) -> Result<Vec<Emitted>, Error> {
+        let mut emitted = Vec::new();
+        loop {
+            let due: Vec<(i64, Vec<u8>)> = {
+                let mut states = self.states.borrow_mut();
+                let timers = states.timers(domain);
+                let due: Vec<_> = timers.iter().take_while(|(t, _)| *t <= time).cloned().collect();
+                for timer in &due {
+                    timers.remove(timer);
+                }
+                due
+            };
+            if due.is_empty() {
+                return Ok(emitted);
+            }
+            let events: Vec<TestEvent> = due.iter().map(|(t, key)| TestEvent::new(key.as_slice(), "").at(*t)).collect();
+            let key_slots = self.assign_slots(&events);
+            let (data, offsets) = keys_flat(&due);
+            let timestamps: Vec<i64> = due.iter().map(|(t, _)| *t).collect();
+            let view = TimerView {
+                data: &data,
+                offsets: &offsets,
+                timestamps: &timestamps,
+                domains: vec![domain; due.len()],
+                key_slots: &key_slots,
+                watermark: self.watermark,
+                processing_time: self.processing_time,
+            };
+            let result = self.runtime.on_timers(&view);
+            emitted.extend(collect_emitted(&mut self.runtime));
+            result?;
+        }
     }
 
     /// The value of state `name` for `key`, decoded from JSON.
@@ -190,6 +270,16 @@ fn flatten(events: &[TestEvent]) -> (Vec<u8>, Vec<u32>, Vec<i64>) {
     (data, offsets, timestamps)
 }
 
+fn keys_flat(timers: &[(i64, Vec<u8>)]) -> (Vec<u8>, Vec<u32>) {
+    let mut data = Vec::new();
+    let mut offsets = vec![0u32];
+    for (_, key) in timers {
+        data.extend_from_slice(key);
+        offsets.push(data.len() as u32);
+    }
+    (data, offsets)
+}
+
 fn collect_emitted<T>(runtime: &mut Runtime<T>) -> Vec<Emitted> {
     let mut emitted = Vec::new();
     for (output, (data, offsets, timestamps)) in runtime.outputs.drain() {
@@ -215,6 +305,20 @@ impl StateHost for TestHost {
 
     fn open_broadcast(&mut self, name: &str) -> Box<dyn RawBroadcastMap> {
         Box::new(TestBroadcastMap { name: name.to_owned(), states: self.0.clone() })
+    }
+
+    fn update_timers(&mut self, changes: &[TimerChange]) -> Result<(), Error> {
+        let mut states = self.0.borrow_mut();
+        for change in changes {
+            let key = states.batch_keys[change.slot as usize].clone();
+            let timers = states.timers(TimeDomain::from_wit(change.domain));
+            if change.delete {
+                timers.remove(&(change.timestamp, key));
+            } else {
+                timers.insert((change.timestamp, key));
+            }
+        }
+        Ok(())
     }
 }
 

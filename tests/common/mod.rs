@@ -34,7 +34,7 @@ pub fn weir_binary() -> &'static Path {
 }
 
 /// The example and test plugins, built for wasm32-wasip2 from source.
-pub const PLUGINS: [&str; 5] = ["tokenize", "word-count", "faulty", "amplifier", "rules-filter"];
+pub const PLUGINS: [&str; 6] = ["tokenize", "word-count", "faulty", "amplifier", "rules-filter", "sensor-window"];
 
 /// The path of plugin `name` (a crate under plugins/), built from source.
 pub fn plugin(name: &str) -> PathBuf {

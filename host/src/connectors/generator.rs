@@ -19,7 +19,16 @@ pub struct GeneratorConfig {
     pub keys: u64,
     pub rate: Option<f64>,
     pub seed: u64,
+    pub events_per_ms: Option<u64>,
+    pub shuffle_ms: u64,
+    pub speed: Option<f64>,
 }
+
+/// Event time of the first sensor reading: a whole second.
+pub const SENSORS_EPOCH_MS: i64 = 1_700_000_000_000;
+/// The sensors, read in turn every [`SENSOR_TICK_MS`].
+pub const SENSORS: [&str; 3] = ["temp", "pressure", "door"];
+pub const SENSOR_TICK_MS: i64 = 10;
 
 /// One subtask of a generator.
 pub struct Generator {
@@ -44,8 +53,7 @@ impl Generator {
     pub fn new(config: GeneratorConfig, subtask: u32, parallelism: u32) -> Self {
         let (start, end) = match config.events {
             Some(total) => split(total, subtask, parallelism),
-            // Unbounded: subtask s produces s, s + P, … is harder to rewind
-            // per subtask; give each subtask its own disjoint space instead.
+            // Unbounded: give each subtask its own disjoint space.
             None => (u64::from(subtask) << 48, (u64::from(subtask) + 1) << 48),
         };
         Generator {
@@ -63,25 +71,43 @@ impl Generator {
         self.next
     }
 
-    /// How many events may be produced now without exceeding the rate.
+    /// How many events may be produced now without exceeding the rate or,
+    /// with a replay speed, running ahead of the sped-up clock.
     fn allowance(&self, max: usize) -> usize {
-        match self.rate {
-            None => max,
-            Some(rate) => {
-                let due = (self.started.elapsed().as_secs_f64() * rate) as u64;
-                let produced = self.next - self.first;
-                let allowed = due.saturating_sub(produced).min(max as u64) as usize;
-                if allowed == 0 {
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-                allowed
-            }
+        let mut allowed = max as u64;
+        if let Some(rate) = self.rate {
+            let due = (self.started.elapsed().as_secs_f64() * rate) as u64;
+            allowed = allowed.min(due.saturating_sub(self.next - self.first));
         }
+        if let Some(speed) = self.config.speed {
+            let now = (self.started.elapsed().as_secs_f64() * 1000.0 * speed) as i64;
+            let mut n = 0;
+            while n < allowed && self.next + n < self.end && self.relative_time(self.next + n) <= now {
+                n += 1;
+            }
+            allowed = n;
+        }
+        if allowed == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        allowed as usize
+    }
+
+    /// Event time of event `i` relative to the start of the data (for pacing).
+    fn relative_time(&self, i: u64) -> i64 {
+        match self.config.mode {
+            GeneratorMode::Sensors => sensor_event(self.config.seed, self.config.shuffle_ms, i, self.config.events).timestamp - SENSORS_EPOCH_MS,
+            _ => self.timestamp(i).unwrap_or(0),
+        }
+    }
+
+    fn timestamp(&self, i: u64) -> Option<i64> {
+        self.config.events_per_ms.map(|per_ms| (i / per_ms.max(1)) as i64)
     }
 
     fn push(&self, i: u64, batch: &mut RecordBatch) {
         match self.config.mode {
-            GeneratorMode::Sequence => batch.push_with(None, |data, offsets| {
+            GeneratorMode::Sequence => batch.push_with(self.timestamp(i), |data, offsets| {
                 write_decimal(i % self.config.keys.max(1), data);
                 offsets.push(data.len() as u32);
                 write_decimal(i, data);
@@ -89,7 +115,11 @@ impl Generator {
             }),
             GeneratorMode::Words => {
                 let line = words_line(self.config.seed, i);
-                batch.push(b"", line.as_bytes(), None);
+                batch.push(b"", line.as_bytes(), self.timestamp(i));
+            }
+            GeneratorMode::Sensors => {
+                let event = sensor_event(self.config.seed, self.config.shuffle_ms, i, self.config.events);
+                batch.push(event.sensor.as_bytes(), event.value.to_string().as_bytes(), Some(event.timestamp));
             }
         }
     }
@@ -107,6 +137,42 @@ impl Source for Generator {
         self.next += count;
         Ok(Poll::Ready)
     }
+}
+
+/// A reading of the sensors mode.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SensorEvent {
+    pub sensor: &'static str,
+    pub timestamp: i64,
+    pub value: f64,
+}
+
+/// Reading `n` in time order: sensor `n mod 3`, at tick `n / 3`.
+fn sensor_reading(seed: u64, n: u64) -> SensorEvent {
+    let tick = (n / SENSORS.len() as u64) as i64;
+    let timestamp = SENSORS_EPOCH_MS + tick * SENSOR_TICK_MS;
+    let sensor = SENSORS[(n % SENSORS.len() as u64) as usize];
+    let value = match sensor {
+        // Period exactly 1 s, aligned to whole seconds: every 1 s window of
+        // event time sums to 0.
+        "pressure" => (std::f64::consts::TAU * (timestamp.rem_euclid(1000) as f64) / 1000.0).sin(),
+        "temp" => 20.0 + (splitmix64(seed ^ n) % 100) as f64 / 100.0,
+        _ => ((timestamp / 5000) % 2) as f64,
+    };
+    SensorEvent { sensor, timestamp, value }
+}
+
+/// Event `i` of the sensors mode in emission order: readings are shuffled
+/// within blocks spanning `shuffle_ms` of event time, so no event is more
+/// than `shuffle_ms` out of order. With `total` events, the last block is cut
+/// short so that exactly readings `0..total` are produced.
+pub fn sensor_event(seed: u64, shuffle_ms: u64, i: u64, total: Option<u64>) -> SensorEvent {
+    let block = (SENSORS.len() as u64 * shuffle_ms / SENSOR_TICK_MS as u64).max(1);
+    let start = i / block * block;
+    let end = total.map_or(start + block, |total| (start + block).min(total.max(i + 1)));
+    let mut order: Vec<u64> = (start..end).collect();
+    order.sort_by_key(|&n| splitmix64(seed ^ n.wrapping_mul(0x9e37_79b9)));
+    sensor_reading(seed, order[(i - start) as usize])
 }
 
 /// Subtask `s` of `p` gets the `s`-th of `p` contiguous ranges of `0..total`.
@@ -147,7 +213,16 @@ mod tests {
     use super::*;
 
     fn config(events: u64) -> GeneratorConfig {
-        GeneratorConfig { events: Some(events), mode: GeneratorMode::Sequence, keys: 3, rate: None, seed: 0 }
+        GeneratorConfig {
+            events: Some(events),
+            mode: GeneratorMode::Sequence,
+            keys: 3,
+            rate: None,
+            seed: 0,
+            events_per_ms: None,
+            shuffle_ms: 0,
+            speed: None,
+        }
     }
 
     fn drain(generator: &mut Generator) -> Vec<(String, String)> {
@@ -172,6 +247,30 @@ mod tests {
         let mut all: Vec<String> = (0..3).flat_map(|s| drain(&mut Generator::new(config(10), s, 3))).map(|e| e.1).collect();
         all.sort_by_key(|v| v.parse::<u64>().unwrap());
         assert_eq!(all, (0..10).map(|i| i.to_string()).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn sensor_events_are_shuffled_within_the_bound_and_cover_every_reading() {
+        let events: Vec<SensorEvent> = (0..3000).map(|i| sensor_event(1, 100, i, Some(3000))).collect();
+        let mut newest = i64::MIN;
+        for event in &events {
+            assert!(event.timestamp > newest.saturating_sub(100), "{event:?} is more than 100 ms behind {newest}");
+            newest = newest.max(event.timestamp);
+        }
+        assert!(events.windows(2).any(|w| w[1].timestamp < w[0].timestamp), "some are out of order");
+        let mut times: Vec<(i64, &str)> = events.iter().map(|e| (e.timestamp, e.sensor)).collect();
+        times.sort();
+        times.dedup();
+        assert_eq!(times.len(), 3000, "every reading exactly once");
+        let pressure_sum: f64 = events
+            .iter()
+            .filter(|e| e.sensor == "pressure" && e.timestamp < SENSORS_EPOCH_MS + 1000)
+            .map(|e| e.value)
+            .sum();
+        assert!(pressure_sum.abs() < 1e-9, "a second of pressure sums to 0: {pressure_sum}");
+        let mut cut: Vec<i64> = (0..1000).map(|i| sensor_event(1, 300, i, Some(1000)).timestamp).collect();
+        cut.sort();
+        assert_eq!(cut.last(), Some(&(SENSORS_EPOCH_MS + 333 * SENSOR_TICK_MS)), "a short last block stays within the total");
     }
 
     #[test]

@@ -63,11 +63,19 @@ pub trait Sink: Send {
 pub fn open_source(spec: &SourceSpec, subtask: u32, parallelism: u32) -> Result<Box<dyn Source>, ConnectorError> {
     Ok(match spec {
         SourceSpec::File { path, format, .. } => Box::new(FileSource::open(path, *format)?),
-        SourceSpec::Generator { events, mode, keys, rate, seed, .. } => Box::new(Generator::new(
-            generator::GeneratorConfig { events: *events, mode: *mode, keys: *keys, rate: *rate, seed: *seed },
-            subtask,
-            parallelism,
-        )),
+        SourceSpec::Generator { events, mode, keys, rate, seed, events_per_ms, shuffle_ms, speed, .. } => {
+            let config = generator::GeneratorConfig {
+                events: *events,
+                mode: *mode,
+                keys: *keys,
+                rate: *rate,
+                seed: *seed,
+                events_per_ms: *events_per_ms,
+                shuffle_ms: *shuffle_ms,
+                speed: *speed,
+            };
+            Box::new(Generator::new(config, subtask, parallelism))
+        }
     })
 }
 

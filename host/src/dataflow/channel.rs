@@ -10,8 +10,8 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, SendTimeoutError, Sender, Tr
 use super::task::{TaskError, TaskMetrics};
 use super::{BATCH_SIZE, RecordBatch};
 use crate::job::Partitioning;
-use super::operator::OperatorLogic;
-use crate::plugin::InputKind;
+use super::operator::{Emitted, OperatorLogic};
+use crate::plugin::{CallError, InputKind};
 use crate::state::{key_group_for, subtask_for_key_group};
 
 /// How long a blocked send or receive waits before checking for cancellation.
@@ -19,13 +19,20 @@ const POLL_INTERVAL: Duration = Duration::from_millis(50);
 
 pub enum Message {
     Batch(RecordBatch),
+    /// No record with a timestamp at or below this will follow on the channel.
+    Watermark(i64),
+    /// The producer has nothing to send for now: leave the channel out of
+    /// the minimum watermark until it sends again.
+    Idle,
     /// The producer has no more records.
     End,
 }
 
-/// A message and the input (of the receiving node) it arrived on.
+/// A message, the input (of the receiving node) it arrived on, and the
+/// channel: which producer sent it, numbered per receiving subtask.
 pub struct Envelope {
     pub input: u32,
+    pub channel: u32,
     pub message: Message,
 }
 
@@ -56,19 +63,35 @@ fn send(target: &Sender<Envelope>, mut envelope: Envelope, cancel: &Cancel) -> R
 }
 
 /// Receives the next message; before waiting on an empty inbox, flushes the
-/// task's partial output batches so that records never sit idle.
-pub fn receive(inbox: &Receiver<Envelope>, outputs: &mut Outputs, cancel: &Cancel) -> Result<Envelope, TaskError> {
+/// task's partial output batches so that records never sit idle. Returns
+/// `None` once `wake_at` (ms since the epoch) has come without a message.
+pub fn receive(
+    inbox: &Receiver<Envelope>,
+    outputs: &mut Outputs,
+    cancel: &Cancel,
+    wake_at: Option<i64>,
+) -> Result<Option<Envelope>, TaskError> {
     if cancel.is_cancelled() {
         return Err(TaskError::Stopped);
     }
     match inbox.try_recv() {
-        Ok(envelope) => return Ok(envelope),
+        Ok(envelope) => return Ok(Some(envelope)),
         Err(TryRecvError::Empty) => outputs.flush(cancel)?,
         Err(TryRecvError::Disconnected) => return Err(TaskError::Stopped),
     }
     loop {
-        match inbox.recv_timeout(POLL_INTERVAL) {
-            Ok(envelope) => return Ok(envelope),
+        let wait = match wake_at {
+            Some(at) => {
+                let left = at - crate::plugin::now_ms();
+                if left <= 0 {
+                    return Ok(None);
+                }
+                POLL_INTERVAL.min(Duration::from_millis(left as u64))
+            }
+            None => POLL_INTERVAL,
+        };
+        match inbox.recv_timeout(wait) {
+            Ok(envelope) => return Ok(Some(envelope)),
             Err(RecvTimeoutError::Timeout) if !cancel.is_cancelled() => {}
             Err(_) => return Err(TaskError::Stopped),
         }
@@ -90,10 +113,29 @@ impl ChainedOperator {
     /// Processes one batch and passes on what the operator emits.
     pub fn process(&mut self, input: u32, batch: RecordBatch, cancel: &Cancel) -> Result<(), TaskError> {
         self.metrics.count_in(batch.len());
-        let emitted = self
-            .instance
-            .process(input, batch, self.kind)
-            .map_err(|error| TaskError::Operator { label: self.label.clone(), error })?;
+        let emitted = self.instance.process(input, batch, self.kind);
+        self.pass_on(emitted, cancel)
+    }
+
+    /// Advances the operator's watermark (firing its timers), then forwards it.
+    pub fn watermark(&mut self, watermark: i64, cancel: &Cancel) -> Result<(), TaskError> {
+        let emitted = self.instance.advance_watermark(watermark);
+        self.pass_on(emitted, cancel)?;
+        self.outputs.watermark(watermark, cancel)
+    }
+
+    /// Fires the processing-time timers due at `now`, here and further down
+    /// the chain.
+    fn tick(&mut self, now: i64, cancel: &Cancel) -> Result<(), TaskError> {
+        if self.instance.next_processing_timer().is_some_and(|due| due <= now) {
+            let emitted = self.instance.fire_processing_timers(now);
+            self.pass_on(emitted, cancel)?;
+        }
+        self.outputs.tick(now, cancel)
+    }
+
+    fn pass_on(&mut self, emitted: Result<Emitted, CallError>, cancel: &Cancel) -> Result<(), TaskError> {
+        let emitted = emitted.map_err(|error| TaskError::Operator { label: self.label.clone(), error })?;
         for (output, batch) in emitted {
             self.metrics.count_out(batch.len());
             self.outputs.emit(&output, batch, cancel)?;
@@ -114,6 +156,8 @@ pub struct Route {
     output: String,
     /// The consumer's input index.
     input: u32,
+    /// This producer's channel number at the consumer.
+    channel: u32,
     destination: Destination,
     max_parallelism: u32,
 }
@@ -122,6 +166,7 @@ impl Route {
     pub fn channels(
         output: String,
         input: u32,
+        channel: u32,
         partitioning: Partitioning,
         targets: Vec<Sender<Envelope>>,
         max_parallelism: u32,
@@ -131,44 +176,61 @@ impl Route {
             _ => Vec::new(),
         };
         let destination = Destination::Channels { partitioning, targets, buffers, next: 0 };
-        Route { output, input, destination, max_parallelism }
+        Route { output, input, channel, destination, max_parallelism }
     }
 
     pub fn chained(output: String, input: u32, operator: ChainedOperator) -> Self {
-        Route { output, input, destination: Destination::Chained(Box::new(operator)), max_parallelism: 0 }
+        Route { output, input, channel: 0, destination: Destination::Chained(Box::new(operator)), max_parallelism: 0 }
+    }
+
+    fn envelope(&self, message: Message) -> Envelope {
+        Envelope { input: self.input, channel: self.channel, message }
+    }
+
+    /// Sends a control message (watermark, idle, end) to every target, after
+    /// the records buffered before it: it never overtakes them.
+    fn signal(&mut self, message: impl Fn() -> Message, cancel: &Cancel) -> Result<(), TaskError> {
+        self.flush(cancel)?;
+        let Destination::Channels { targets, .. } = &self.destination else { return Ok(()) };
+        targets.iter().try_for_each(|target| send(target, self.envelope(message()), cancel))
     }
 
     fn emit(&mut self, batch: RecordBatch, cancel: &Cancel) -> Result<(), TaskError> {
-        let input = self.input;
+        let (input, channel) = (self.input, self.channel);
         let max_parallelism = self.max_parallelism;
+        let send_batch = |target: &Sender<Envelope>, batch| {
+            send(target, Envelope { input, channel, message: Message::Batch(batch) }, cancel)
+        };
         match &mut self.destination {
             Destination::Chained(operator) => operator.process(input, batch, cancel),
             Destination::Channels { partitioning, targets, buffers, next } => match partitioning {
-                Partitioning::Forward => send_batch(&targets[0], input, batch, cancel),
+                Partitioning::Forward => send_batch(&targets[0], batch),
                 Partitioning::Rebalance => {
                     let target = *next;
                     *next = (target + 1) % targets.len();
-                    send_batch(&targets[target], input, batch, cancel)
+                    send_batch(&targets[target], batch)
                 }
                 Partitioning::Broadcast => {
                     let (last, others) = targets.split_last().expect("a route has a target");
                     for target in others {
-                        send_batch(target, input, batch.clone(), cancel)?;
+                        send_batch(target, batch.clone())?;
                     }
-                    send_batch(last, input, batch, cancel)
+                    send_batch(last, batch)
                 }
-                Partitioning::KeyBy => partition(&batch, targets, buffers, input, max_parallelism, cancel),
+                Partitioning::KeyBy => partition(&batch, targets, buffers, max_parallelism, send_batch),
             },
         }
     }
 
     fn flush(&mut self, cancel: &Cancel) -> Result<(), TaskError> {
+        let (input, channel) = (self.input, self.channel);
         match &mut self.destination {
             Destination::Chained(operator) => operator.outputs.flush(cancel),
             Destination::Channels { targets, buffers, .. } => {
                 for (target, buffer) in targets.iter().zip(buffers.iter_mut()) {
                     if !buffer.is_empty() {
-                        send_batch(target, self.input, std::mem::take(buffer), cancel)?;
+                        let message = Message::Batch(std::mem::take(buffer));
+                        send(target, Envelope { input, channel, message }, cancel)?;
                     }
                 }
                 Ok(())
@@ -176,19 +238,31 @@ impl Route {
         }
     }
 
-    fn end(&mut self, cancel: &Cancel) -> Result<(), TaskError> {
-        self.flush(cancel)?;
+    fn watermark(&mut self, watermark: i64, cancel: &Cancel) -> Result<(), TaskError> {
         match &mut self.destination {
-            Destination::Chained(operator) => operator.outputs.end(cancel),
-            Destination::Channels { targets, .. } => targets
-                .iter()
-                .try_for_each(|target| send(target, Envelope { input: self.input, message: Message::End }, cancel)),
+            Destination::Chained(operator) => operator.watermark(watermark, cancel),
+            Destination::Channels { .. } => self.signal(|| Message::Watermark(watermark), cancel),
         }
     }
-}
 
-fn send_batch(target: &Sender<Envelope>, input: u32, batch: RecordBatch, cancel: &Cancel) -> Result<(), TaskError> {
-    send(target, Envelope { input, message: Message::Batch(batch) }, cancel)
+    fn idle(&mut self, cancel: &Cancel) -> Result<(), TaskError> {
+        match &mut self.destination {
+            // A chained operator has this one input: idle input, nothing to do.
+            Destination::Chained(operator) => operator.outputs.flush(cancel),
+            Destination::Channels { .. } => self.signal(|| Message::Idle, cancel),
+        }
+    }
+
+    fn end(&mut self, cancel: &Cancel) -> Result<(), TaskError> {
+        match &mut self.destination {
+            Destination::Chained(operator) => {
+                // End of input is the end of time: fire every event-time timer.
+                operator.watermark(i64::MAX, cancel)?;
+                operator.outputs.end(cancel)
+            }
+            Destination::Channels { .. } => self.signal(|| Message::End, cancel),
+        }
+    }
 }
 
 /// Splits `batch` by key group into per-target buffers, sending each buffer
@@ -197,9 +271,8 @@ fn partition(
     batch: &RecordBatch,
     targets: &[Sender<Envelope>],
     buffers: &mut [RecordBatch],
-    input: u32,
     max_parallelism: u32,
-    cancel: &Cancel,
+    send_batch: impl Fn(&Sender<Envelope>, RecordBatch) -> Result<(), TaskError>,
 ) -> Result<(), TaskError> {
     let parallelism = targets.len() as u32;
     for record in batch.iter() {
@@ -209,7 +282,7 @@ fn partition(
         buffer.push(record.key, record.value, record.timestamp);
         if buffer.len() >= BATCH_SIZE {
             let full = std::mem::replace(buffer, RecordBatch::with_capacity(BATCH_SIZE, 16 * BATCH_SIZE));
-            send_batch(&targets[target], input, full, cancel)?;
+            send_batch(&targets[target], full)?;
         }
     }
     Ok(())
@@ -247,5 +320,23 @@ impl Outputs {
     /// Flushes and tells every consumer this subtask has ended.
     pub fn end(&mut self, cancel: &Cancel) -> Result<(), TaskError> {
         self.routes.iter_mut().try_for_each(|r| r.end(cancel))
+    }
+
+    /// Sends a watermark to every consumer, behind the records before it.
+    pub fn watermark(&mut self, watermark: i64, cancel: &Cancel) -> Result<(), TaskError> {
+        self.routes.iter_mut().try_for_each(|r| r.watermark(watermark, cancel))
+    }
+
+    /// Tells every consumer this subtask is idle.
+    pub fn idle(&mut self, cancel: &Cancel) -> Result<(), TaskError> {
+        self.routes.iter_mut().try_for_each(|r| r.idle(cancel))
+    }
+
+    /// Fires due processing-time timers of operators chained behind this task.
+    pub fn tick(&mut self, now: i64, cancel: &Cancel) -> Result<(), TaskError> {
+        self.routes.iter_mut().try_for_each(|route| match &mut route.destination {
+            Destination::Chained(operator) => operator.tick(now, cancel),
+            Destination::Channels { .. } => Ok(()),
+        })
     }
 }

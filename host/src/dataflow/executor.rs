@@ -13,6 +13,7 @@ use tracing::{error, info};
 use super::CHANNEL_CAPACITY;
 use super::channel::{Cancel, ChainedOperator, Envelope, Outputs, Route};
 use super::task::{self, TaskContext, TaskError, TaskMetrics};
+use super::time::WatermarkGenerator;
 use crate::connectors::{self, ConnectorError};
 use crate::job::{JobGraph, Node, NodeKind, OperatorNode, Partitioning};
 use super::operator::{NATIVE_PREFIX, OperatorLogic, native_operator};
@@ -297,7 +298,16 @@ impl<'a> Builder<'a> {
                 Partitioning::Forward => vec![all[subtask as usize].0.clone()],
                 _ => all.iter().map(|(tx, _)| tx.clone()).collect(),
             };
-            routes.push(Route::channels(edge.output.clone(), input, edge.partitioning, targets, graph.max_parallelism));
+            let forward = edge.partitioning == Partitioning::Forward;
+            let channel = channel_offset(graph, consumer, input) + if forward { 0 } else { subtask };
+            routes.push(Route::channels(
+                edge.output.clone(),
+                input,
+                channel,
+                edge.partitioning,
+                targets,
+                graph.max_parallelism,
+            ));
         }
         Ok(Outputs::new(routes))
     }
@@ -329,7 +339,8 @@ impl<'a> Builder<'a> {
         Ok(match &node.kind {
             NodeKind::Source(spec) => {
                 let source = connectors::open_source(spec, subtask, node.parallelism).map_err(connector_error)?;
-                Box::new(move || task::run_source(ctx, source))
+                let watermarks = WatermarkGenerator::new(spec.watermark_settings());
+                Box::new(move || task::run_source(ctx, source, watermarks))
             }
             NodeKind::Sink(spec) => {
                 let sink = connectors::open_sink(spec).map_err(connector_error)?;
@@ -373,15 +384,23 @@ fn load_plugins(graph: &JobGraph, engine: &PluginEngine) -> Result<Vec<Option<Lo
         .collect()
 }
 
-/// How many producers will send an end marker to each subtask of `node`.
+/// How many producers (channels) feed each subtask of `node`.
 fn producers(graph: &JobGraph, node: &Node) -> usize {
-    node.inputs
-        .iter()
-        .map(|edge| match edge.partitioning {
-            Partitioning::Forward => 1,
-            _ => graph.node(edge.from).parallelism as usize,
-        })
-        .sum()
+    (0..node.inputs.len()).map(|input| input_channels(graph, node, input)).sum()
+}
+
+/// Channels of one input: one for a forward edge, else one per upstream subtask.
+fn input_channels(graph: &JobGraph, node: &Node, input: usize) -> usize {
+    let edge = &node.inputs[input];
+    match edge.partitioning {
+        Partitioning::Forward => 1,
+        _ => graph.node(edge.from).parallelism as usize,
+    }
+}
+
+/// The number of the first channel of `input` at a subtask of `node`.
+fn channel_offset(graph: &JobGraph, node: &Node, input: u32) -> u32 {
+    (0..input as usize).map(|i| input_channels(graph, node, i)).sum::<usize>() as u32
 }
 
 fn input_kind(partitioning: Partitioning) -> InputKind {

@@ -19,7 +19,9 @@ mod channel;
 mod executor;
 mod operator;
 mod task;
+mod time;
 
+pub use time::{InputClock, WatermarkSettings};
 pub use batch::{NO_TIMESTAMP, Record, RecordBatch};
 pub use operator::{Emitted, NATIVE_PREFIX, OperatorLogic, native_operator};
 pub use executor::{JobSummary, Progress, RunError, RunningJob, TaskSummary, run_job, start_job};

@@ -19,11 +19,38 @@ pub type Emitted = Vec<(String, RecordBatch)>;
 /// One operator subtask's logic.
 pub trait OperatorLogic: Send {
     fn process(&mut self, input: u32, batch: RecordBatch, kind: InputKind) -> Result<Emitted, CallError>;
+
+    /// Moves the event-time watermark forward, firing the timers it passes.
+    fn advance_watermark(&mut self, _watermark: i64) -> Result<Emitted, CallError> {
+        Ok(Vec::new())
+    }
+
+    /// Fires the processing-time timers due at `now` (ms since the epoch).
+    fn fire_processing_timers(&mut self, _now: i64) -> Result<Emitted, CallError> {
+        Ok(Vec::new())
+    }
+
+    /// When the next processing-time timer is due.
+    fn next_processing_timer(&self) -> Option<i64> {
+        None
+    }
 }
 
 impl OperatorLogic for OperatorInstance {
     fn process(&mut self, input: u32, batch: RecordBatch, kind: InputKind) -> Result<Emitted, CallError> {
         OperatorInstance::process(self, input, batch, kind)
+    }
+
+    fn advance_watermark(&mut self, watermark: i64) -> Result<Emitted, CallError> {
+        OperatorInstance::advance_watermark(self, watermark)
+    }
+
+    fn fire_processing_timers(&mut self, now: i64) -> Result<Emitted, CallError> {
+        OperatorInstance::fire_processing_timers(self, now)
+    }
+
+    fn next_processing_timer(&self) -> Option<i64> {
+        OperatorInstance::next_processing_timer(self)
     }
 }
 

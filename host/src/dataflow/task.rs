@@ -7,10 +7,12 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Receiver;
 
 use super::channel::{Cancel, Envelope, Message, Outputs, receive};
+use super::operator::Emitted;
+use super::time::{InputClock, Signal, WatermarkGenerator};
 use super::{BATCH_SIZE, RecordBatch};
 use crate::connectors::{ConnectorError, Poll, Sink, Source};
 use super::operator::OperatorLogic;
-use crate::plugin::{CallError, InputKind};
+use crate::plugin::{CallError, InputKind, now_ms};
 
 /// The longest a source keeps records in partly filled output batches.
 const SOURCE_FLUSH_INTERVAL: Duration = Duration::from_millis(20);
@@ -57,8 +59,13 @@ pub struct TaskContext {
     pub outputs: Outputs,
 }
 
-/// Polls the source until it is exhausted, sending batches downstream.
-pub fn run_source(mut ctx: TaskContext, mut source: Box<dyn Source>) -> Result<(), TaskError> {
+/// Polls the source until it is exhausted, sending batches downstream,
+/// each followed by a watermark when event time has advanced.
+pub fn run_source(
+    mut ctx: TaskContext,
+    mut source: Box<dyn Source>,
+    mut watermarks: WatermarkGenerator,
+) -> Result<(), TaskError> {
     let mut last_flush = Instant::now();
     loop {
         if ctx.cancel.is_cancelled() {
@@ -66,23 +73,32 @@ pub fn run_source(mut ctx: TaskContext, mut source: Box<dyn Source>) -> Result<(
         }
         let mut batch = RecordBatch::with_capacity(BATCH_SIZE, 16 * BATCH_SIZE);
         let poll = source.poll(&mut batch, BATCH_SIZE)?;
+        let signal = watermarks.observe(&batch);
         if !batch.is_empty() {
             ctx.metrics.count_out(batch.len());
             ctx.outputs.emit("", batch, &ctx.cancel)?;
+        }
+        match signal {
+            Some(Signal::Watermark(watermark)) => ctx.outputs.watermark(watermark, &ctx.cancel)?,
+            Some(Signal::Idle) => ctx.outputs.idle(&ctx.cancel)?,
+            None => {}
         }
         if poll == Poll::Exhausted {
             return ctx.outputs.end(&ctx.cancel);
         }
         // A slow source must not leave records in partly filled batches.
         if last_flush.elapsed() >= SOURCE_FLUSH_INTERVAL {
+            ctx.outputs.tick(now_ms(), &ctx.cancel)?;
             ctx.outputs.flush(&ctx.cancel)?;
             last_flush = Instant::now();
         }
     }
 }
 
-/// Feeds batches to the plugin instance and routes what it emits, until
-/// every producer has ended.
+/// Feeds batches to the plugin instance and routes what it emits; moves
+/// its watermark as its input channels' watermarks move (firing event-time
+/// timers before forwarding it) and fires processing-time timers as they
+/// fall due, until every producer has ended.
 pub fn run_operator(
     mut ctx: TaskContext,
     mut instance: Box<dyn OperatorLogic>,
@@ -90,25 +106,49 @@ pub fn run_operator(
     input_kinds: Vec<InputKind>,
     producers: usize,
 ) -> Result<(), TaskError> {
+    let mut clock = InputClock::new(producers);
     let mut ended = 0;
     while ended < producers {
-        let envelope = receive(&inbox, &mut ctx.outputs, &ctx.cancel)?;
-        match envelope.message {
+        let Some(envelope) = receive(&inbox, &mut ctx.outputs, &ctx.cancel, instance.next_processing_timer())? else {
+            let emitted = instance.fire_processing_timers(now_ms());
+            pass_on(&mut ctx, emitted)?;
+            continue;
+        };
+        let advanced = match envelope.message {
             Message::Batch(batch) => {
                 ctx.metrics.count_in(batch.len());
                 let kind = input_kinds.get(envelope.input as usize).copied().unwrap_or(InputKind::Plain);
-                let emitted = instance
-                    .process(envelope.input, batch, kind)
-                    .map_err(|error| TaskError::Operator { label: ctx.label.clone(), error })?;
-                for (output, batch) in emitted {
-                    ctx.metrics.count_out(batch.len());
-                    ctx.outputs.emit(&output, batch, &ctx.cancel)?;
-                }
+                let emitted = instance.process(envelope.input, batch, kind);
+                pass_on(&mut ctx, emitted)?;
+                None
             }
-            Message::End => ended += 1,
+            Message::Watermark(watermark) => clock.watermark(envelope.channel, watermark),
+            Message::Idle => clock.idle(envelope.channel),
+            Message::End => {
+                ended += 1;
+                clock.ended(envelope.channel)
+            }
+        };
+        if let Some(watermark) = advanced {
+            let emitted = instance.advance_watermark(watermark);
+            pass_on(&mut ctx, emitted)?;
+            if watermark < i64::MAX {
+                ctx.outputs.watermark(watermark, &ctx.cancel)?;
+            }
         }
+        ctx.outputs.tick(now_ms(), &ctx.cancel)?;
     }
     ctx.outputs.end(&ctx.cancel)
+}
+
+/// Routes what an operator call emitted, or fails with the operator's label.
+fn pass_on(ctx: &mut TaskContext, emitted: Result<Emitted, CallError>) -> Result<(), TaskError> {
+    let emitted = emitted.map_err(|error| TaskError::Operator { label: ctx.label.clone(), error })?;
+    for (output, batch) in emitted {
+        ctx.metrics.count_out(batch.len());
+        ctx.outputs.emit(&output, batch, &ctx.cancel)?;
+    }
+    Ok(())
 }
 
 /// Writes batches to the sink until every producer has ended.
@@ -120,12 +160,13 @@ pub fn run_sink(
 ) -> Result<(), TaskError> {
     let mut ended = 0;
     while ended < producers {
-        match receive(&inbox, &mut ctx.outputs, &ctx.cancel)?.message {
-            Message::Batch(batch) => {
+        match receive(&inbox, &mut ctx.outputs, &ctx.cancel, None)?.map(|e| e.message) {
+            Some(Message::Batch(batch)) => {
                 ctx.metrics.count_in(batch.len());
                 sink.write(&batch)?;
             }
-            Message::End => ended += 1,
+            Some(Message::End) => ended += 1,
+            Some(Message::Watermark(_) | Message::Idle) | None => {}
         }
     }
     sink.finish()?;

@@ -319,7 +319,9 @@ fn operator_node(op: &OperatorSpec, base: &Path) -> Result<OperatorNode, String>
 
 fn resolve_source(source: SourceSpec, base: &Path) -> SourceSpec {
     match source {
-        SourceSpec::File { name, path, format } => SourceSpec::File { name, path: base.join(path), format },
+        SourceSpec::File { name, path, format, out_of_orderness_ms, idle_timeout_ms } => {
+            SourceSpec::File { name, path: base.join(path), format, out_of_orderness_ms, idle_timeout_ms }
+        }
         other => other,
     }
 }

@@ -58,6 +58,12 @@ pub enum SourceSpec {
         path: PathBuf,
         #[serde(default)]
         format: FileFormat,
+        /// Watermarks lag the newest event timestamp by this much.
+        #[serde(default)]
+        out_of_orderness_ms: u64,
+        /// After this long without records, the source stops holding back
+        /// event time downstream until it produces again.
+        idle_timeout_ms: Option<u64>,
     },
     /// A deterministic, seekable generator: event `i` depends only on the
     /// configuration and `i`.
@@ -75,6 +81,20 @@ pub enum SourceSpec {
         #[serde(default)]
         seed: u64,
         parallelism: Option<u32>,
+        /// `sequence` mode: event `i` gets timestamp `i / events_per_ms` ms
+        /// (no timestamps if absent).
+        events_per_ms: Option<u64>,
+        /// `sensors` mode: how far (ms) events are shuffled out of
+        /// timestamp order.
+        #[serde(default)]
+        shuffle_ms: u64,
+        /// `sensors` mode: replay speed; events are emitted when the wall
+        /// clock, sped up this much, reaches their timestamp (as fast as
+        /// possible if absent).
+        speed: Option<f64>,
+        #[serde(default)]
+        out_of_orderness_ms: u64,
+        idle_timeout_ms: Option<u64>,
     },
 }
 
@@ -82,6 +102,16 @@ impl SourceSpec {
     pub fn name(&self) -> &str {
         match self {
             SourceSpec::File { name, .. } | SourceSpec::Generator { name, .. } => name,
+        }
+    }
+
+    /// How the source's subtasks make watermarks.
+    pub fn watermark_settings(&self) -> crate::dataflow::WatermarkSettings {
+        let (SourceSpec::File { out_of_orderness_ms, idle_timeout_ms, .. }
+        | SourceSpec::Generator { out_of_orderness_ms, idle_timeout_ms, .. }) = self;
+        crate::dataflow::WatermarkSettings {
+            out_of_orderness: std::time::Duration::from_millis(*out_of_orderness_ms),
+            idle_timeout: idle_timeout_ms.map(std::time::Duration::from_millis),
         }
     }
 }
@@ -111,6 +141,10 @@ pub enum GeneratorMode {
     Sequence,
     /// Unkeyed lines of words drawn from a fixed vocabulary.
     Words,
+    /// The classic sensor demo: sensors `temp`, `pressure` (a sine wave with
+    /// a period of exactly 1 s, aligned to whole seconds) and `door` (1 open,
+    /// 0 closed), each read every 10 ms of event time.
+    Sensors,
 }
 
 /// An `[[operator]]` table.

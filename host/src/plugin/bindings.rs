@@ -11,4 +11,4 @@ wasmtime::component::bindgen!({
 });
 
 pub use self::exports::weir::operator::operator::OperatorError;
-pub use self::weir::operator::types::{EventBatch, InputBatch};
+pub use self::weir::operator::types::{EventBatch, InputBatch, TimerBatch};

@@ -11,6 +11,7 @@ use wasmtime::{Config, Engine, OptLevel};
 use super::bindings::PluginPre;
 use super::broadcast::BroadcastAccess;
 use super::cache::ComponentCache;
+use super::timers::TimersAccess;
 use super::error::PluginError;
 use super::host_state::PluginState;
 use super::inspect::{self, Inspection};
@@ -76,6 +77,7 @@ impl PluginEngine {
             &mut linker,
             PluginState::broadcast_state,
         ))?;
+        link(super::bindings::weir::operator::timers::add_to_linker::<_, TimersAccess>(&mut linker, PluginState::timers))?;
         Ok(linker)
     }
 

@@ -7,7 +7,8 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use super::broadcast::{BroadcastMaps, BroadcastView};
 use super::limits::MemoryLimiter;
 use super::state::{BatchKeys, KeyedStateView};
-use crate::state::{KeyedStateBackend, StateRegistry};
+use super::timers::TimersView;
+use crate::state::{KeyedStateBackend, StateRegistry, TimerService};
 
 /// How much of a plugin's stderr is kept for error reports.
 const STDERR_CAPACITY: usize = 64 * 1024;
@@ -21,6 +22,7 @@ pub struct PluginState {
     pub registry: StateRegistry,
     pub backend: Box<dyn KeyedStateBackend>,
     pub broadcast: BroadcastMaps,
+    pub timers: TimerService,
     /// Keys of the batch being processed (valid while `keyed_call`).
     pub keys: BatchKeys,
     pub in_call: bool,
@@ -40,6 +42,7 @@ impl PluginState {
             registry: StateRegistry::default(),
             backend,
             broadcast: BroadcastMaps::default(),
+            timers: TimerService::default(),
             keys: BatchKeys::default(),
             in_call: false,
             keyed_call: false,
@@ -56,6 +59,11 @@ impl PluginState {
             keys: self.keyed_call.then_some(&self.keys),
             in_call: self.in_call,
         }
+    }
+
+    /// The view the `timers` interface is implemented on.
+    pub fn timers(&mut self) -> TimersView<'_> {
+        TimersView { timers: &mut self.timers, keys: self.keyed_call.then_some(&self.keys), in_call: self.in_call }
     }
 
     /// The view the `broadcast-state` interface is implemented on.

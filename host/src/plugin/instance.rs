@@ -3,13 +3,14 @@
 use hashbrown::HashTable;
 use wasmtime::{Store, Trap};
 
-use super::bindings::{EventBatch, InputBatch, OperatorError, Plugin};
+use super::bindings::weir::operator::types::TimeDomain as WitDomain;
+use super::bindings::{EventBatch, InputBatch, OperatorError, Plugin, TimerBatch};
 use super::engine::{LoadedPlugin, PluginEngine};
 use super::error::CallError;
 use super::host_state::PluginState;
 use super::limits::Limits;
-use crate::dataflow::RecordBatch;
-use crate::state::{HashedKey, KeyedStateBackend, StateRegistry};
+use crate::dataflow::{BATCH_SIZE, NO_TIMESTAMP, RecordBatch};
+use crate::state::{FiredTimer, HashedKey, KeyedStateBackend, StateRegistry, TimeDomain};
 
 /// How the batches of an input reach the operator, which decides what
 /// state a call may use.
@@ -28,6 +29,8 @@ pub struct OperatorInstance {
     store: Store<PluginState>,
     bindings: Plugin,
     limits: Limits,
+    /// The operator's event-time watermark; it never goes backwards.
+    watermark: i64,
 }
 
 impl OperatorInstance {
@@ -46,7 +49,7 @@ impl OperatorInstance {
             Ok(bindings) => bindings,
             Err(error) => return Err(classify(&store, &limits, error, CallError::Instantiate)),
         };
-        let mut instance = OperatorInstance { store, bindings, limits };
+        let mut instance = OperatorInstance { store, bindings, limits, watermark: NO_TIMESTAMP };
         instance.init(config)?;
         Ok(instance)
     }
@@ -67,17 +70,97 @@ impl OperatorInstance {
         kind: InputKind,
     ) -> Result<Vec<(String, RecordBatch)>, CallError> {
         let keyed = kind == InputKind::Keyed;
-        let (key_slots, key_count) = if keyed { self.assign_slots(&batch) } else { (Vec::new(), 0) };
+        let (key_slots, key_count) =
+            if keyed { self.assign_slots((0..batch.len()).map(|i| batch.key(i))) } else { (Vec::new(), 0) };
         let (data, offsets, timestamps) = batch.into_parts();
-        let input_batch = InputBatch { input, events: EventBatch { data, offsets, timestamps }, key_slots, key_count };
-        let state = self.store.data_mut();
-        state.in_call = true;
-        state.keyed_call = keyed;
-        state.broadcast_call = kind == InputKind::Broadcast;
-        self.store.set_epoch_deadline(self.limits.deadline_ticks());
+        let input_batch = InputBatch {
+            input,
+            events: EventBatch { data, offsets, timestamps },
+            key_slots,
+            key_count,
+            watermark: self.watermark,
+            processing_time: now_ms(),
+        };
+        self.begin_call(keyed, kind == InputKind::Broadcast);
         let result = self.bindings.weir_operator_operator().call_process(&mut self.store, &input_batch);
         self.store.data_mut().in_call = false;
         let outputs = self.returned(result)?;
+        Self::collect(outputs)
+    }
+
+    /// Moves the watermark forward to `watermark` (never back) and fires the
+    /// event-time timers it passes, in timestamp order.
+    pub fn advance_watermark(&mut self, watermark: i64) -> Result<Vec<(String, RecordBatch)>, CallError> {
+        if watermark <= self.watermark {
+            return Ok(Vec::new());
+        }
+        self.watermark = watermark;
+        self.fire(TimeDomain::EventTime, watermark)
+    }
+
+    /// Fires the processing-time timers due at `now`.
+    pub fn fire_processing_timers(&mut self, now: i64) -> Result<Vec<(String, RecordBatch)>, CallError> {
+        self.fire(TimeDomain::ProcessingTime, now)
+    }
+
+    /// When the next processing-time timer is due.
+    pub fn next_processing_timer(&self) -> Option<i64> {
+        self.store.data().timers.next_processing_time()
+    }
+
+    /// Calls `on-timer` with the due timers of `domain`, batch by batch,
+    /// until none is due (timers set while firing may be due too).
+    fn fire(&mut self, domain: TimeDomain, time: i64) -> Result<Vec<(String, RecordBatch)>, CallError> {
+        let mut emitted = Vec::new();
+        loop {
+            let fired = self.store.data_mut().timers.pop_due(domain, time, BATCH_SIZE);
+            if fired.is_empty() {
+                return Ok(emitted);
+            }
+            let batch = self.timer_batch(&fired);
+            self.begin_call(true, false);
+            let result = self.bindings.weir_operator_operator().call_on_timer(&mut self.store, &batch);
+            self.store.data_mut().in_call = false;
+            emitted.extend(Self::collect(self.returned(result)?)?);
+        }
+    }
+
+    fn timer_batch(&mut self, fired: &[FiredTimer]) -> TimerBatch {
+        let (key_slots, key_count) = self.assign_slots(fired.iter().map(|t| t.key.as_slice()));
+        let mut data = Vec::new();
+        let mut offsets = vec![0u32];
+        for timer in fired {
+            data.extend_from_slice(&timer.key);
+            offsets.push(data.len() as u32);
+        }
+        let domains = fired
+            .iter()
+            .map(|t| match t.domain {
+                TimeDomain::EventTime => WitDomain::EventTime,
+                TimeDomain::ProcessingTime => WitDomain::ProcessingTime,
+            })
+            .collect();
+        TimerBatch {
+            data,
+            offsets,
+            timestamps: fired.iter().map(|t| t.timestamp).collect(),
+            domains,
+            key_slots,
+            key_count,
+            watermark: self.watermark,
+            processing_time: now_ms(),
+        }
+    }
+
+    fn begin_call(&mut self, keyed: bool, broadcast: bool) {
+        let state = self.store.data_mut();
+        state.in_call = true;
+        state.keyed_call = keyed;
+        state.broadcast_call = broadcast;
+        self.store.set_epoch_deadline(self.limits.deadline_ticks());
+    }
+
+    fn collect(outputs: Vec<super::bindings::weir::operator::types::OutputBatch>) -> Result<Vec<(String, RecordBatch)>, CallError> {
         outputs
             .into_iter()
             .map(|out| {
@@ -95,17 +178,17 @@ impl OperatorInstance {
         (data.backend.as_ref(), &data.registry)
     }
 
-    /// Numbers the distinct keys of `batch` in order of first appearance and
-    /// records them as the call's current keys.
-    fn assign_slots(&mut self, batch: &RecordBatch) -> (Vec<u32>, u32) {
+    /// Numbers distinct keys in order of first appearance and records them
+    /// as the call's current keys.
+    fn assign_slots<'k>(&mut self, batch_keys: impl ExactSizeIterator<Item = &'k [u8]>) -> (Vec<u32>, u32) {
         let keys = &mut self.store.data_mut().keys;
         keys.clear();
         // Slots by key, hashed once: the same hash serves the state reads
         // and writes of the call.
-        let mut slots: HashTable<(HashedKey<'_>, u32)> = HashTable::with_capacity(batch.len());
-        let key_slots = (0..batch.len())
-            .map(|i| {
-                let key = HashedKey::new(batch.key(i));
+        let mut slots: HashTable<(HashedKey<'_>, u32)> = HashTable::with_capacity(batch_keys.len());
+        let key_slots = batch_keys
+            .map(|key| {
+                let key = HashedKey::new(key);
                 let entry = slots.entry(key.hash, |(k, _)| k.key == key.key, |(k, _)| k.hash);
                 entry
                     .or_insert_with(|| {
@@ -159,4 +242,9 @@ fn describe_operator_error(error: OperatorError) -> String {
         OperatorError::State(m) => format!("state: {m}"),
         OperatorError::Other(m) => m,
     }
+}
+
+/// Milliseconds since the Unix epoch, by the wall clock.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }

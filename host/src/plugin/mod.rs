@@ -6,8 +6,8 @@
 //! - [`OperatorInstance`] is one sandboxed instance of a plugin, owned by one
 //!   operator subtask: its own store, memory cap, call deadline and keyed
 //!   state backend.
-//! - `bindings` holds the single `bindgen!`; `types`, `state` and
-//!   `broadcast` implement one WIT interface each; `host_state` is the store's data with a view per
+//! - `bindings` holds the single `bindgen!`; `types`, `state`, `broadcast`
+//!   and `timers` implement one WIT interface each; `host_state` is the store's data with a view per
 //!   interface.
 
 mod bindings;
@@ -20,10 +20,11 @@ mod inspect;
 mod instance;
 mod limits;
 mod state;
+mod timers;
 mod types;
 
 pub use engine::{LoadedPlugin, PluginEngine};
 pub use error::{CallError, PluginError};
 pub use inspect::{Inspection, Item, OPERATOR_EXPORT, WIT_PACKAGE};
-pub use instance::{InputKind, OperatorInstance};
+pub use instance::{InputKind, OperatorInstance, now_ms};
 pub use limits::{EPOCH_TICK, Limits};

@@ -8,11 +8,13 @@
 
 mod key_group;
 mod memory;
+mod timers;
 
 pub use key_group::{
     DEFAULT_MAX_PARALLELISM, KeyGroupRange, key_group_for, key_group_range, key_hash, subtask_for_key_group,
 };
 pub use memory::MemoryBackend;
+pub use timers::{FiredTimer, TimeDomain, TimerService};
 
 
 /// A state of one operator, by index into its [`StateRegistry`].

@@ -1,0 +1,464 @@
+//! Windows over event time or processing time, built on keyed state and
+//! timers — in the SDK, so that the host stays small.
+//!
+//! A [`Windows`] value assigns each event of a key to its windows (tumbling,
+//! sliding or session), folds it into each window's accumulator (kept in a
+//! value state of that key), and registers a timer at each window's end.
+//! When the timer fires — in event time, when the watermark passes the end —
+//! [`Windows::on_timer`] returns the window's result. With allowed lateness
+//! a window is kept that much longer; an event arriving late but within it
+//! updates the window and its result is returned again at once. An event
+//! later than that is dropped, or sent to a side output.
+//!
+//! ```ignore
+//! let windows = Windows::tumbling("sums", 1_000, Sum).late_output("late");
+//! // in process:  for r in windows.add(ctx, event, event.value_as::<f64>()?)? { ctx.emit(event.key(), Json(r)) }
+//! // in on_timer: for r in windows.on_timer(ctx, timer)? { ctx.emit(timer.key(), Json(r)) }
+//! ```
+
+use serde::{Deserialize, Serialize, de::DeserializeOwned};
+
+use crate::{Context, Error, Event, TimeDomain, Timer, ValueState};
+
+/// How a window folds its events.
+pub trait Aggregate {
+    type Input;
+    type Acc: Serialize + DeserializeOwned + Clone;
+    type Output;
+    fn create(&self) -> Self::Acc;
+    fn add(&self, acc: &mut Self::Acc, input: Self::Input);
+    /// Combines two accumulators (session windows merge).
+    fn merge(&self, acc: &mut Self::Acc, other: Self::Acc);
+    fn result(&self, acc: &Self::Acc) -> Self::Output;
+}
+
+/// The sum of `f64` inputs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Sum;
+
+impl Aggregate for Sum {
+    type Input = f64;
+    type Acc = f64;
+    type Output = f64;
+    fn create(&self) -> f64 {
+        0.0
+    }
+    fn add(&self, acc: &mut f64, input: f64) {
+        *acc += input;
+    }
+    fn merge(&self, acc: &mut f64, other: f64) {
+        *acc += other;
+    }
+    fn result(&self, acc: &f64) -> f64 {
+        *acc
+    }
+}
+
+/// The number of inputs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Count;
+
+impl Aggregate for Count {
+    type Input = ();
+    type Acc = u64;
+    type Output = u64;
+    fn create(&self) -> u64 {
+        0
+    }
+    fn add(&self, acc: &mut u64, _: ()) {
+        *acc += 1;
+    }
+    fn merge(&self, acc: &mut u64, other: u64) {
+        *acc += other;
+    }
+    fn result(&self, acc: &u64) -> u64 {
+        *acc
+    }
+}
+
+/// Reduces inputs of type `T` with a function (`max`, `min`, …).
+pub struct Reduce<T, F>(pub F, pub std::marker::PhantomData<fn() -> T>);
+
+impl<T, F: Fn(&T, &T) -> T> Reduce<T, F> {
+    pub fn new(f: F) -> Self {
+        Reduce(f, std::marker::PhantomData)
+    }
+}
+
+impl<T: Serialize + DeserializeOwned + Clone, F: Fn(&T, &T) -> T> Aggregate for Reduce<T, F> {
+    type Input = T;
+    type Acc = Option<T>;
+    type Output = Option<T>;
+    fn create(&self) -> Option<T> {
+        None
+    }
+    fn add(&self, acc: &mut Option<T>, input: T) {
+        *acc = Some(match acc.take() {
+            Some(current) => (self.0)(&current, &input),
+            None => input,
+        });
+    }
+    fn merge(&self, acc: &mut Option<T>, other: Option<T>) {
+        if let Some(other) = other {
+            self.add(acc, other);
+        }
+    }
+    fn result(&self, acc: &Option<T>) -> Option<T> {
+        acc.clone()
+    }
+}
+
+/// How events are assigned to windows (times in ms).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WindowKind {
+    /// Consecutive windows of `size`, aligned to multiples of it.
+    Tumbling { size: i64 },
+    /// Windows of `size` starting every `slide`: each event is in size/slide of them.
+    Sliding { size: i64, slide: i64 },
+    /// A window per burst of a key's events, closed after `gap` without one;
+    /// an event bridging two sessions merges them.
+    Session { gap: i64 },
+}
+
+/// A window's result: `[start, end)` and the aggregate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WindowResult<O> {
+    pub start: i64,
+    pub end: i64,
+    pub value: O,
+}
+
+/// One open window of a key.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct OpenWindow<A> {
+    start: i64,
+    end: i64,
+    acc: A,
+    /// Whether its result has been emitted (later events re-emit it).
+    fired: bool,
+}
+
+/// Windows of one kind with one aggregate, for every key of the operator.
+pub struct Windows<A: Aggregate> {
+    kind: WindowKind,
+    domain: TimeDomain,
+    allowed_lateness: i64,
+    late_output: Option<String>,
+    aggregate: A,
+    state: ValueState<Vec<OpenWindow<A::Acc>>>,
+}
+
+impl<A: Aggregate> Windows<A> {
+    /// Windows of `kind` whose accumulators live in the value state `name`.
+    pub fn new(name: &str, kind: WindowKind, aggregate: A) -> Self {
+        Windows { kind, domain: TimeDomain::EventTime, allowed_lateness: 0, late_output: None, aggregate, state: ValueState::new(name) }
+    }
+
+    pub fn tumbling(name: &str, size: i64, aggregate: A) -> Self {
+        Self::new(name, WindowKind::Tumbling { size }, aggregate)
+    }
+
+    pub fn sliding(name: &str, size: i64, slide: i64, aggregate: A) -> Self {
+        Self::new(name, WindowKind::Sliding { size, slide }, aggregate)
+    }
+
+    pub fn session(name: &str, gap: i64, aggregate: A) -> Self {
+        Self::new(name, WindowKind::Session { gap }, aggregate)
+    }
+
+    /// Windows by the wall clock instead of event time.
+    pub fn processing_time(mut self) -> Self {
+        self.domain = TimeDomain::ProcessingTime;
+        self
+    }
+
+    /// Keeps windows open this long (ms) after the watermark passed their end.
+    pub fn allowed_lateness(mut self, lateness: i64) -> Self {
+        self.allowed_lateness = lateness.max(0);
+        self
+    }
+
+    /// Sends events too late for their windows to this side output instead
+    /// of dropping them.
+    pub fn late_output(mut self, output: &str) -> Self {
+        self.late_output = Some(output.to_owned());
+        self
+    }
+
+    /// The windows an event at `timestamp` belongs to, as (start, end).
+    pub fn assign(&self, timestamp: i64) -> Vec<(i64, i64)> {
+        match self.kind {
+            WindowKind::Tumbling { size } => {
+                let start = timestamp.div_euclid(size) * size;
+                vec![(start, start + size)]
+            }
+            WindowKind::Sliding { size, slide } => {
+                let mut windows = Vec::new();
+                let mut start = timestamp.div_euclid(slide) * slide;
+                while start > timestamp - size {
+                    windows.push((start, start + size));
+                    start -= slide;
+                }
+                windows.reverse();
+                windows
+            }
+            WindowKind::Session { gap } => vec![(timestamp, timestamp + gap)],
+        }
+    }
+
+    /// Adds `event` (with `input` for the aggregate) to its windows. Returns
+    /// the updated results of windows that had already fired (a late event
+    /// within the allowed lateness).
+    pub fn add(&self, ctx: &mut Context<'_>, event: &Event<'_>, input: A::Input) -> Result<Vec<WindowResult<A::Output>>, Error>
+    where
+        A::Input: Clone,
+    {
+        let timestamp = match self.domain {
+            TimeDomain::ProcessingTime => ctx.processing_time(),
+            TimeDomain::EventTime => event
+                .timestamp()
+                .ok_or_else(|| Error::input("event-time windows need events with timestamps"))?,
+        };
+        let mut open = self.state.get(ctx)?.unwrap_or_default();
+        let watermark = self.clock(ctx);
+        let mut updated = Vec::new();
+        let mut placed = false;
+        for (start, end) in self.assign(timestamp) {
+            if self.domain == TimeDomain::EventTime && end - 1 + self.allowed_lateness <= watermark {
+                continue; // Its window is gone.
+            }
+            placed = true;
+            let mut window = OpenWindow { start, end, acc: self.aggregate.create(), fired: false };
+            self.aggregate.add(&mut window.acc, input.clone());
+            let merged = self.merge_into(ctx, &mut open, window)?;
+            if merged.end - 1 <= watermark {
+                // Late, within the allowed lateness: the result changes now.
+                merged.fired = true;
+                updated.push(WindowResult { start: merged.start, end: merged.end, value: self.aggregate.result(&merged.acc) });
+            } else {
+                // (A session that grew past the watermark fires again at its new end.)
+                merged.fired = false;
+            }
+        }
+        if !placed {
+            if let Some(output) = &self.late_output {
+                ctx.emit_to(output, event.key(), event.value());
+            }
+            return Ok(updated);
+        }
+        self.state.set(ctx, &open)?;
+        Ok(updated)
+    }
+
+    /// Folds `window` into the key's open windows (merging sessions) and
+    /// returns the window it ended up in, with its timers registered.
+    fn merge_into<'w>(
+        &self,
+        ctx: &mut Context<'_>,
+        open: &'w mut Vec<OpenWindow<A::Acc>>,
+        mut window: OpenWindow<A::Acc>,
+    ) -> Result<&'w mut OpenWindow<A::Acc>, Error> {
+        let session = matches!(self.kind, WindowKind::Session { .. });
+        let overlaps = |w: &OpenWindow<A::Acc>, start: i64, end: i64| {
+            if session { w.start < end && start < w.end } else { w.start == start && w.end == end }
+        };
+        // A merged session may reach further windows: repeat until none overlaps.
+        while let Some(index) = open.iter().position(|w| overlaps(w, window.start, window.end)) {
+            let other = open.swap_remove(index);
+            self.delete_timers(ctx, other.end)?;
+            window.start = window.start.min(other.start);
+            window.end = window.end.max(other.end);
+            window.fired |= other.fired;
+            self.aggregate.merge(&mut window.acc, other.acc);
+        }
+        self.register_timers(ctx, window.end)?;
+        open.push(window);
+        Ok(open.last_mut().expect("just pushed"))
+    }
+
+    fn register_timers(&self, ctx: &mut Context<'_>, end: i64) -> Result<(), Error> {
+        ctx.register_timer(self.domain, end - 1)?;
+        if self.allowed_lateness > 0 && self.domain == TimeDomain::EventTime {
+            ctx.register_timer(self.domain, end - 1 + self.allowed_lateness)?;
+        }
+        Ok(())
+    }
+
+    fn delete_timers(&self, ctx: &mut Context<'_>, end: i64) -> Result<(), Error> {
+        ctx.delete_timer(self.domain, end - 1)?;
+        if self.allowed_lateness > 0 && self.domain == TimeDomain::EventTime {
+            ctx.delete_timer(self.domain, end - 1 + self.allowed_lateness)?;
+        }
+        Ok(())
+    }
+
+    /// The time windows are judged by: the watermark, or the wall clock.
+    fn clock(&self, ctx: &Context<'_>) -> i64 {
+        match self.domain {
+            TimeDomain::EventTime => ctx.watermark().unwrap_or(i64::MIN),
+            TimeDomain::ProcessingTime => i64::MIN,
+        }
+    }
+
+    /// Handles a fired timer: returns the results of the key's windows that
+    /// end with it, and forgets windows past their allowed lateness. Timers
+    /// that are not these windows' are ignored.
+    pub fn on_timer(&self, ctx: &mut Context<'_>, timer: &Timer<'_>) -> Result<Vec<WindowResult<A::Output>>, Error> {
+        if timer.domain() != self.domain {
+            return Ok(Vec::new());
+        }
+        let Some(mut open) = self.state.get(ctx)? else { return Ok(Vec::new()) };
+        let time = timer.timestamp();
+        let mut results = Vec::new();
+        for window in open.iter_mut().filter(|w| w.end - 1 == time && !w.fired) {
+            window.fired = true;
+            results.push(WindowResult { start: window.start, end: window.end, value: self.aggregate.result(&window.acc) });
+        }
+        let lateness = if self.domain == TimeDomain::EventTime { self.allowed_lateness } else { 0 };
+        let before = open.len();
+        open.retain(|w| w.end - 1 + lateness > time);
+        if open.is_empty() {
+            self.state.clear(ctx)?;
+        } else if open.len() != before || !results.is_empty() {
+            self.state.set(ctx, &open)?;
+        }
+        results.sort_by_key(|r| r.start);
+        Ok(results)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{Emitted, TestEvent, TestHarness};
+    use crate::{Config, Json, Operator};
+
+    /// Sums values per key in windows chosen by the config.
+    struct Summing {
+        windows: Windows<Sum>,
+    }
+
+    impl Operator for Summing {
+        fn init(config: &Config) -> Result<Self, Error> {
+            let windows = match config.get("kind").unwrap_or("tumbling") {
+                "sliding" => Windows::sliding("w", 1000, 500, Sum),
+                "session" => Windows::session("w", 100, Sum),
+                _ => Windows::tumbling("w", 1000, Sum),
+            };
+            Ok(Summing { windows: windows.allowed_lateness(config.parse_or("lateness", 0)?).late_output("late") })
+        }
+
+        fn process(&mut self, ctx: &mut Context<'_>, event: &Event<'_>) -> Result<(), Error> {
+            for result in self.windows.add(ctx, event, event.value_as()?)? {
+                ctx.emit(event.key(), Json(result));
+            }
+            Ok(())
+        }
+
+        fn on_timer(&mut self, ctx: &mut Context<'_>, timer: &Timer<'_>) -> Result<(), Error> {
+            for result in self.windows.on_timer(ctx, timer)? {
+                ctx.emit(timer.key(), Json(result));
+            }
+            Ok(())
+        }
+    }
+
+    fn harness(config: &[(&str, &str)]) -> TestHarness<Summing> {
+        TestHarness::new(config).unwrap()
+    }
+
+    fn event(key: &str, value: f64, at: i64) -> TestEvent {
+        TestEvent::new(key, value).at(at)
+    }
+
+    /// (key, start, end, sum) of main-output results.
+    fn results(emitted: &[Emitted]) -> Vec<(String, i64, i64, f64)> {
+        emitted
+            .iter()
+            .filter(|e| e.output.is_empty())
+            .map(|e| {
+                let r: WindowResult<f64> = serde_json::from_slice(&e.value).unwrap();
+                (e.key_str(), r.start, r.end, r.value)
+            })
+            .collect()
+    }
+
+    fn row(key: &str, start: i64, end: i64, sum: f64) -> (String, i64, i64, f64) {
+        (key.to_owned(), start, end, sum)
+    }
+
+    #[test]
+    fn tumbling_windows_fire_when_the_watermark_passes_their_end() {
+        let mut h = harness(&[]);
+        h.process([event("a", 1.0, 100), event("a", 2.0, 900), event("b", 5.0, 950), event("a", 4.0, 1100)]).unwrap();
+        assert!(h.advance_watermark(998).unwrap().is_empty(), "not before the end");
+        let fired = h.advance_watermark(999).unwrap();
+        assert_eq!(results(&fired), vec![row("a", 0, 1000, 3.0), row("b", 0, 1000, 5.0)]);
+        assert_eq!(results(&h.advance_watermark(5000).unwrap()), vec![row("a", 1000, 2000, 4.0)]);
+        assert!(h.state::<Vec<serde_json::Value>>("w", "a").is_none(), "closed windows are forgotten");
+    }
+
+    #[test]
+    fn sliding_windows_assign_each_event_to_size_over_slide_windows() {
+        let windows = Windows::sliding("w", 1000, 250, Sum);
+        assert_eq!(windows.assign(1100), vec![(250, 1250), (500, 1500), (750, 1750), (1000, 2000)]);
+        let mut h = harness(&[("kind", "sliding")]);
+        h.process([event("a", 1.0, 1200)]).unwrap();
+        let fired = h.advance_watermark(10_000).unwrap();
+        assert_eq!(results(&fired), vec![row("a", 500, 1500, 1.0), row("a", 1000, 2000, 1.0)]);
+    }
+
+    #[test]
+    fn sessions_close_after_the_gap_and_merge_when_a_late_event_bridges_them() {
+        let mut h = harness(&[("kind", "session")]);
+        h.process([event("a", 1.0, 0), event("a", 1.0, 50), event("a", 10.0, 200), event("b", 7.0, 0)]).unwrap();
+        // Sessions so far: a [0,150), a [200,300), b [0,100).
+        assert_eq!(results(&h.advance_watermark(99).unwrap()), vec![row("b", 0, 100, 7.0)]);
+        // An out-of-order event at 120 bridges a's two sessions into one.
+        h.process([event("a", 100.0, 120)]).unwrap();
+        assert!(h.advance_watermark(200).unwrap().is_empty(), "the first session no longer ends at 150");
+        assert_eq!(results(&h.advance_watermark(299).unwrap()), vec![row("a", 0, 300, 112.0)]);
+    }
+
+    #[test]
+    fn late_events_update_within_allowed_lateness_and_go_to_the_side_output_beyond() {
+        let mut h = harness(&[("lateness", "500")]);
+        h.process([event("a", 1.0, 100)]).unwrap();
+        assert_eq!(results(&h.advance_watermark(999).unwrap()), vec![row("a", 0, 1000, 1.0)]);
+        // Late but within the lateness: the window's result is updated at once.
+        let updated = h.process([event("a", 2.0, 200)]).unwrap();
+        assert_eq!(results(&updated), vec![row("a", 0, 1000, 3.0)]);
+        assert!(h.advance_watermark(1499).unwrap().is_empty(), "no duplicate firing");
+        // Beyond the lateness: not into the closed window, but to the side output.
+        let late = h.process([event("a", 4.0, 300)]).unwrap();
+        assert!(results(&late).is_empty());
+        assert_eq!(late.iter().map(|e| (e.output.as_str(), e.value_str())).collect::<Vec<_>>(), vec![("late", "4".to_owned())]);
+    }
+
+    #[test]
+    fn processing_time_windows_follow_the_clock() {
+        struct Clocked(Windows<Count>);
+        impl Operator for Clocked {
+            fn init(_: &Config) -> Result<Self, Error> {
+                Ok(Clocked(Windows::tumbling("w", 1000, Count).processing_time()))
+            }
+            fn process(&mut self, ctx: &mut Context<'_>, event: &Event<'_>) -> Result<(), Error> {
+                self.0.add(ctx, event, ())?;
+                Ok(())
+            }
+            fn on_timer(&mut self, ctx: &mut Context<'_>, timer: &Timer<'_>) -> Result<(), Error> {
+                for r in self.0.on_timer(ctx, timer)? {
+                    ctx.emit(timer.key(), Json(r));
+                }
+                Ok(())
+            }
+        }
+        let mut h = TestHarness::<Clocked>::new(&[]).unwrap();
+        h.advance_processing_time(5_100).unwrap();
+        h.process([event("a", 0.0, 1), event("a", 0.0, 999_999)]).unwrap();
+        assert!(h.advance_watermark(i64::MAX - 1).unwrap().is_empty(), "event time does not matter");
+        let fired = h.advance_processing_time(5_999).unwrap();
+        let r: WindowResult<u64> = serde_json::from_slice(&fired[0].value).unwrap();
+        assert_eq!(r, WindowResult { start: 5000, end: 6000, value: 2 });
+    }
+}

@@ -1,0 +1,52 @@
+//! Host side of the `timers` interface: timer changes for the keys of the
+//! current call, applied to the subtask's [`TimerService`].
+
+use wasmtime::component::HasData;
+
+use super::bindings::weir::operator::timers::{Host, TimerChange};
+use super::bindings::weir::operator::types::{StateError, TimeDomain as WitDomain};
+use super::state::BatchKeys;
+use crate::state::{TimeDomain, TimerService};
+
+/// What the timer host functions see of a plugin instance's store.
+pub struct TimersView<'a> {
+    pub timers: &'a mut TimerService,
+    pub keys: Option<&'a BatchKeys>,
+    pub in_call: bool,
+}
+
+/// Marker for [`HasData`]: `timers` is implemented on a [`TimersView`].
+pub struct TimersAccess;
+
+impl HasData for TimersAccess {
+    type Data<'a> = TimersView<'a>;
+}
+
+pub fn domain(domain: WitDomain) -> TimeDomain {
+    match domain {
+        WitDomain::EventTime => TimeDomain::EventTime,
+        WitDomain::ProcessingTime => TimeDomain::ProcessingTime,
+    }
+}
+
+impl Host for TimersView<'_> {
+    fn update(&mut self, changes: Vec<TimerChange>) -> Result<(), StateError> {
+        let keys = match (self.in_call, self.keys) {
+            (false, _) => return Err(StateError::NoCurrentKeys),
+            (true, None) => return Err(StateError::TimerNotKeyed),
+            (true, Some(keys)) => keys,
+        };
+        if let Some(change) = changes.iter().find(|c| c.slot as usize >= keys.len()) {
+            return Err(StateError::SlotOutOfRange(change.slot));
+        }
+        for change in changes {
+            let key = keys.get(change.slot as usize).key;
+            if change.delete {
+                self.timers.delete(domain(change.domain), change.timestamp, key);
+            } else {
+                self.timers.register(domain(change.domain), change.timestamp, key);
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,189 @@
+//! Event time end to end: the sensors demo. Pressure is a sine wave with a
+//! period of exactly 1 s, so every 1 s window of *event* time sums to 0 —
+//! whatever the arrival order, replay speed or parallelism. Windows drawn by
+//! the machine's clock do not give that result.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use common::{JobDir, plugin, run_job, toml_path};
+use weir::job::{self, Overrides};
+use weir::{PluginEngine, dataflow};
+
+/// A window result line: sensor → [(start, end, sum)].
+fn windows(output: &str) -> BTreeMap<String, Vec<(i64, i64, f64)>> {
+    let mut map: BTreeMap<String, Vec<(i64, i64, f64)>> = BTreeMap::new();
+    for line in output.lines() {
+        let (sensor, json) = line.split_once('\t').expect("key<TAB>value");
+        let value: serde_json::Value = serde_json::from_str(json).expect("a JSON window result");
+        let window = (value["start"].as_i64().unwrap(), value["end"].as_i64().unwrap(), value["value"].as_f64().unwrap());
+        map.entry(sensor.to_owned()).or_default().push(window);
+    }
+    for list in map.values_mut() {
+        list.sort_by_key(|w| w.0);
+    }
+    map
+}
+
+/// The sensors job: `seconds` of readings, shuffled by up to 100 ms, at
+/// `speed`, summed per sensor in 1 s windows of `time`.
+fn sensors_job(dir: &JobDir, parallelism: u32, seconds: u64, speed: f64, time: &str) -> std::path::PathBuf {
+    dir.write(
+        "job.toml",
+        &format!(
+            r#"
+name = "sensors"
+parallelism = {parallelism}
+
+[[source]]
+name = "sensors"
+type = "generator"
+mode = "sensors"
+events = {events}
+shuffle_ms = 100
+speed = {speed}
+out_of_orderness_ms = 100
+
+[[operator]]
+uid = "windows"
+plugin = {plugin}
+inputs = ["sensors"]
+key_by = true
+config = {{ time = "{time}" }}
+
+[[sink]]
+name = "sums"
+type = "file"
+path = "sums.txt"
+input = "windows"
+
+[[sink]]
+name = "late"
+type = "file"
+path = "late.txt"
+input = "windows.late"
+"#,
+            events = seconds * 300,
+            plugin = toml_path(&plugin("sensor-window"))
+        ),
+    )
+}
+
+fn check_event_time_sums(parallelism: u32, seconds: u64, speed: f64) {
+    let dir = JobDir::new();
+    run_job(&sensors_job(&dir, parallelism, seconds, speed, "event"), &[]).success();
+    let sums = windows(&dir.read("sums.txt"));
+    let pressure = &sums["pressure"];
+    assert_eq!(pressure.len() as u64, seconds, "one window per second of data: {pressure:?}");
+    for (i, (start, end, sum)) in pressure.iter().enumerate() {
+        assert_eq!(*start % 1000, 0, "windows are aligned to whole seconds");
+        assert_eq!((end - start, start - pressure[0].0), (1000, 1000 * i as i64), "consecutive 1 s windows");
+        assert!(sum.abs() < 1e-9, "pressure window at {start} sums to {sum}, not 0");
+    }
+    assert_eq!(sums["temp"].len() as u64, seconds);
+    assert!(dir.read("late.txt").is_empty(), "within the bound, nothing is late");
+}
+
+#[test]
+fn pressure_sums_to_zero_in_event_time_at_p1_and_1x_speed() {
+    check_event_time_sums(1, 2, 1.0);
+}
+
+#[test]
+fn pressure_sums_to_zero_in_event_time_at_p2_and_1x_speed() {
+    check_event_time_sums(2, 2, 1.0);
+}
+
+#[test]
+fn pressure_sums_to_zero_in_event_time_at_p1_and_100x_speed() {
+    check_event_time_sums(1, 30, 100.0);
+}
+
+#[test]
+fn pressure_sums_to_zero_in_event_time_at_p2_and_100x_speed() {
+    check_event_time_sums(2, 30, 100.0);
+}
+
+#[test]
+fn processing_time_windows_do_not_sum_to_zero() {
+    let dir = JobDir::new();
+    // 20 s of data replayed at 7× take ~3 s of wall clock: the windows of the
+    // machine's clock cut the sine wave anywhere.
+    run_job(&sensors_job(&dir, 1, 20, 7.0, "processing"), &[]).success();
+    let sums = windows(&dir.read("sums.txt"));
+    let pressure = &sums["pressure"];
+    assert!(!pressure.is_empty(), "processing-time windows fired");
+    assert!(
+        pressure.iter().any(|(_, _, sum)| sum.abs() > 1e-3),
+        "processing-time windows are not aligned with the data: {pressure:?}"
+    );
+}
+
+#[test]
+fn events_later_than_the_bound_go_to_the_late_output() {
+    let dir = JobDir::new();
+    let job = sensors_job(&dir, 1, 10, 100.0, "event");
+    // Shuffle by 300 ms while promising only 100: some readings are late.
+    std::fs::write(&job, std::fs::read_to_string(&job).unwrap().replace("shuffle_ms = 100", "shuffle_ms = 300")).unwrap();
+    run_job(&job, &[]).success();
+    let late = dir.read("late.txt");
+    assert!(!late.is_empty(), "some readings are later than the watermark allows");
+    let sums = windows(&dir.read("sums.txt"));
+    let counted = 3000 - late.lines().count();
+    assert!(sums.values().all(|w| w.len() == 10), "every window still fires once: {sums:?}");
+    assert!(counted < 3000);
+}
+
+#[test]
+fn an_idle_source_does_not_stall_event_time() {
+    let dir = JobDir::new();
+    let job = dir.write(
+        "job.toml",
+        &format!(
+            r#"
+name = "idle"
+
+[[source]]
+name = "sensors"
+type = "generator"
+mode = "sensors"
+events = 3000
+speed = 100
+out_of_orderness_ms = 100
+
+# Unbounded and (almost) silent: without an idleness timeout it would hold
+# the watermark back forever.
+[[source]]
+name = "quiet"
+type = "generator"
+rate = 0.001
+idle_timeout_ms = 200
+
+[[operator]]
+uid = "windows"
+plugin = {plugin}
+inputs = ["sensors", "quiet"]
+key_by = true
+
+[[sink]]
+name = "sums"
+type = "discard"
+input = "windows"
+"#,
+            plugin = toml_path(&plugin("sensor-window"))
+        ),
+    );
+    let graph = job::load(&job, Overrides::default()).unwrap();
+    let running = dataflow::start_job(&graph, &PluginEngine::new().unwrap()).unwrap();
+    let started = Instant::now();
+    // 10 s of data: windows must close while the quiet source is still open.
+    while running.progress().written < 3 * 5 && started.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let written = running.progress().written;
+    running.cancel();
+    let _ = running.wait();
+    assert!(written >= 15, "windows fired despite the idle source: {written} results");
+}
