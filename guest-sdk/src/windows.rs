@@ -128,14 +128,29 @@ pub struct WindowResult<O> {
     pub value: O,
 }
 
-/// One open window of a key.
+/// One open window of a key. Stored as a JSON array `[start, end, acc,
+/// fired]` rather than an object: the state of every key is decoded and
+/// encoded for each of its events, and field names would double the work.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-struct OpenWindow<A> {
+#[serde(from = "(i64, i64, A, bool)", into = "(i64, i64, A, bool)")]
+struct OpenWindow<A: Clone> {
     start: i64,
     end: i64,
     acc: A,
     /// Whether its result has been emitted (later events re-emit it).
     fired: bool,
+}
+
+impl<A: Clone> From<(i64, i64, A, bool)> for OpenWindow<A> {
+    fn from((start, end, acc, fired): (i64, i64, A, bool)) -> Self {
+        OpenWindow { start, end, acc, fired }
+    }
+}
+
+impl<A: Clone> From<OpenWindow<A>> for (i64, i64, A, bool) {
+    fn from(w: OpenWindow<A>) -> Self {
+        (w.start, w.end, w.acc, w.fired)
+    }
 }
 
 /// Windows of one kind with one aggregate, for every key of the operator.
@@ -259,9 +274,19 @@ impl<A: Aggregate> Windows<A> {
         mut window: OpenWindow<A::Acc>,
     ) -> Result<&'w mut OpenWindow<A::Acc>, Error> {
         let session = matches!(self.kind, WindowKind::Session { .. });
-        let overlaps = |w: &OpenWindow<A::Acc>, start: i64, end: i64| {
-            if session { w.start < end && start < w.end } else { w.start == start && w.end == end }
-        };
+        if !session {
+            // Tumbling and sliding windows never change their bounds: fold
+            // into an existing one, whose timers are already set.
+            if let Some(index) = open.iter().position(|w| w.start == window.start && w.end == window.end) {
+                let existing = &mut open[index];
+                self.aggregate.merge(&mut existing.acc, window.acc);
+                return Ok(existing);
+            }
+            self.register_timers(ctx, window.end)?;
+            open.push(window);
+            return Ok(open.last_mut().expect("just pushed"));
+        }
+        let overlaps = |w: &OpenWindow<A::Acc>, start: i64, end: i64| w.start < end && start < w.end;
         // A merged session may reach further windows: repeat until none overlaps.
         while let Some(index) = open.iter().position(|w| overlaps(w, window.start, window.end)) {
             let other = open.swap_remove(index);

@@ -14,7 +14,7 @@ use weir::{PluginEngine, dataflow};
 pub enum Workload {
     /// Keyed count: key = i mod 100000, a value state per key, one output per event.
     Count,
-    /// Tumbling event-time windows (needs event time, not implemented yet).
+    /// Key = i mod 1000, timestamp = i / 10 ms, 100 ms out of order; 1 s tumbling event-time windows summing per key.
     Window,
 }
 
@@ -49,21 +49,25 @@ pub struct BenchArgs {
 }
 
 pub fn bench(args: &BenchArgs) -> anyhow::Result<()> {
-    if args.workload == Workload::Window {
-        bail!("the `window` workload needs event time (watermarks, timers, windows), which Weir does not have yet");
-    }
     if args.backend == Backend::Rocksdb {
         bail!("the rocksdb state backend does not exist yet; use --backend memory");
     }
-    let plugin = if args.native { PathBuf::from("native:count") } else { find_plugin(args, "word_count.wasm")? };
-    let job = count_job(&plugin, args.events);
+    let (workload, native, plugin_file) = match args.workload {
+        Workload::Count => ("count", "native:count", "word_count.wasm"),
+        Workload::Window => ("window", "native:window-sum", "sensor_window.wasm"),
+    };
+    let plugin = if args.native { PathBuf::from(native) } else { find_plugin(args, plugin_file)? };
+    let (job, expected) = match args.workload {
+        Workload::Count => (count_job(&plugin, args.events), args.events),
+        Workload::Window => (window_job(&plugin, args.events), window_outputs(args.events)),
+    };
     let graph = job::parse(&job, Path::new(""), Overrides { parallelism: Some(args.parallelism) })
         .map_err(|e| anyhow::anyhow!("benchmark job: {e:?}"))?;
     let engine = PluginEngine::new()?;
 
     let implementation = if args.native { "native" } else { "wasm" };
     eprintln!(
-        "count: {} events, parallelism {}, backend memory, operator {implementation} ({}); checkpoints: not \
+        "{workload}: {} events, parallelism {}, backend memory, operator {implementation} ({}); checkpoints: not \
          implemented yet, so none are taken",
         args.events,
         args.parallelism,
@@ -72,15 +76,15 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     let summary = dataflow::run_job(&graph, &engine)?;
     let seconds = started.elapsed().as_secs_f64();
-    if summary.records_written() != args.events {
-        bail!("expected {} outputs, the sink received {}", args.events, summary.records_written());
+    if summary.records_written() != expected {
+        bail!("expected {expected} outputs, the sink received {}", summary.records_written());
     }
     let rate = args.events as f64 / seconds;
     eprintln!("events/s: {rate:.0}");
     eprintln!("peak memory (RSS high-water mark): {}", peak_memory().unwrap_or_else(|| "unknown".into()));
     eprintln!("checkpoints: none (not implemented yet)");
     println!(
-        "RESULT workload=count backend=memory par={} events={} seconds={seconds:.2} events_per_s={rate:.0} operator={implementation}",
+        "RESULT workload={workload} backend=memory par={} events={} seconds={seconds:.2} events_per_s={rate:.0} operator={implementation}",
         args.parallelism, args.events
     );
     Ok(())
@@ -113,6 +117,44 @@ input = "count"
 "#,
         plugin = plugin.display().to_string()
     )
+}
+
+/// The `window` workload: key = i mod 1000, value = i, timestamp = i / 10
+/// ms, watermarks 100 ms behind; per key, sums over 1 s tumbling windows.
+fn window_job(plugin: &Path, events: u64) -> String {
+    format!(
+        r#"
+name = "bench-window"
+
+[[source]]
+name = "numbers"
+type = "generator"
+mode = "sequence"
+events = {events}
+keys = 1000
+events_per_ms = 10
+out_of_orderness_ms = 100
+
+[[operator]]
+uid = "window"
+plugin = {plugin:?}
+inputs = ["numbers"]
+key_by = true
+
+[[sink]]
+name = "discard"
+type = "discard"
+input = "window"
+"#,
+        plugin = plugin.display().to_string()
+    )
+}
+
+/// One output per key per window: a full window (10 000 events) holds all
+/// 1000 keys, the last one those of its events.
+fn window_outputs(events: u64) -> u64 {
+    let per_window = 10 * 1000;
+    (0..events.div_ceil(per_window)).map(|w| (events - w * per_window).min(per_window).min(1000)).sum()
 }
 
 fn find_plugin(args: &BenchArgs, file: &str) -> anyhow::Result<PathBuf> {

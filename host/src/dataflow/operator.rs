@@ -2,6 +2,8 @@
 //! benchmark baseline for the cost of Wasm — the same logic compiled into
 //! the host.
 
+use std::collections::BTreeMap;
+
 use rustc_hash::FxHashMap;
 
 use super::RecordBatch;
@@ -58,6 +60,7 @@ impl OperatorLogic for OperatorInstance {
 pub fn native_operator(name: &str) -> Option<Box<dyn OperatorLogic>> {
     match name {
         "count" => Some(Box::new(NativeCount::default())),
+        "window-sum" => Some(Box::new(NativeWindowSum::default())),
         _ => None,
     }
 }
@@ -102,5 +105,49 @@ impl OperatorLogic for NativeCount {
             self.state.put(COUNT, HashedKey::new(key), &self.value);
         }
         Ok(vec![(String::new(), out)])
+    }
+}
+
+/// The `sensor-window` plugin's logic, natively: per key, the sum of the
+/// values in 1 s tumbling event-time windows, emitted as
+/// `{"start","end","value"}` when the watermark passes a window's end.
+#[derive(Default)]
+struct NativeWindowSum {
+    /// (window end, key) → sum: ordered by end, so closing is a range pop.
+    open: BTreeMap<(i64, Vec<u8>), f64>,
+    watermark: i64,
+}
+
+const WINDOW_MS: i64 = 1000;
+
+impl OperatorLogic for NativeWindowSum {
+    fn process(&mut self, _input: u32, batch: RecordBatch, _kind: InputKind) -> Result<Emitted, CallError> {
+        for record in batch.iter() {
+            let timestamp = record
+                .timestamp
+                .ok_or_else(|| CallError::Operator("event-time windows need events with timestamps".into()))?;
+            let end = timestamp.div_euclid(WINDOW_MS) * WINDOW_MS + WINDOW_MS;
+            if end - 1 <= self.watermark {
+                continue; // Late: its window has fired.
+            }
+            let value: f64 = std::str::from_utf8(record.value).ok().and_then(|v| v.parse().ok()).unwrap_or(0.0);
+            *self.open.entry((end, record.key.to_vec())).or_insert(0.0) += value;
+        }
+        Ok(Vec::new())
+    }
+
+    fn advance_watermark(&mut self, watermark: i64) -> Result<Emitted, CallError> {
+        self.watermark = self.watermark.max(watermark);
+        let mut out = RecordBatch::new();
+        while let Some(entry) = self.open.first_entry() {
+            let (end, _) = entry.key();
+            if end - 1 > self.watermark {
+                break;
+            }
+            let ((end, key), sum) = entry.remove_entry();
+            let value = format!(r#"{{"start":{},"end":{end},"value":{sum:?}}}"#, end - WINDOW_MS);
+            out.push(&key, value.as_bytes(), Some(end - 1));
+        }
+        Ok(if out.is_empty() { Vec::new() } else { vec![(String::new(), out)] })
     }
 }
