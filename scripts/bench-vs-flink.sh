@@ -15,7 +15,8 @@ flink=../shared/bench/flink/run.sh
 [[ -x bin/weir ]] || scripts/setup.sh
 [[ -f $flink ]] || { echo "no Flink harness at $flink" >&2; exit 2; }
 
-rate() { sed -n 's/.*events_per_s=\([0-9]*\).*/\1/p' | tail -n 1; }
+# Keeps the RESULT line on stderr (the log) and prints its events/s.
+rate() { grep '^RESULT' | tee /dev/stderr | sed -n 's/.*events_per_s=\([0-9]*\).*/\1/p' | tail -n 1; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 
 rows=()

@@ -9,32 +9,30 @@ fn result_line(stdout: &str) -> &str {
     stdout.lines().find(|l| l.starts_with("RESULT ")).unwrap_or_else(|| panic!("no RESULT line in {stdout:?}"))
 }
 
-#[test]
-fn bench_count_runs_the_wasm_plugin_and_the_native_baseline() {
-    let dir = plugin("word-count").parent().unwrap().to_str().unwrap().to_owned();
+/// Runs `weir bench WORKLOAD` on a tiny N with the Wasm plugin and natively.
+fn smoke(workload: &str, plugin_name: &str, events: &str) {
+    let dir = plugin(plugin_name).parent().unwrap().to_str().unwrap().to_owned();
     for extra in [&[][..], &["--native"][..]] {
-        let mut args = vec!["bench", "count", "--events", "20000", "--parallelism", "2", "--plugin-dir", &dir];
+        let mut args = vec!["bench", workload, "--events", events, "--parallelism", "2", "--plugin-dir", &dir];
         args.extend_from_slice(extra);
         let run = weir(&args);
         run.success();
         let line = result_line(&run.stdout()).to_owned();
-        assert!(line.starts_with("RESULT workload=count backend=memory par=2 events=20000 seconds="), "{line}");
+        let expected = format!("RESULT workload={workload} backend=memory par=2 events={events} seconds=");
+        assert!(line.starts_with(&expected), "{line}");
         assert!(line.contains(" events_per_s="), "{line}");
         assert!(run.stderr().contains("peak memory"), "{}", run.stderr());
     }
 }
 
 #[test]
+fn bench_count_runs_the_wasm_plugin_and_the_native_baseline() {
+    smoke("count", "word-count", "20000");
+}
+
+#[test]
 fn bench_window_runs_the_wasm_plugin_and_the_native_baseline() {
-    let dir = plugin("sensor-window").parent().unwrap().to_str().unwrap().to_owned();
-    for extra in [&[][..], &["--native"][..]] {
-        let mut args = vec!["bench", "window", "--events", "25000", "--parallelism", "2", "--plugin-dir", &dir];
-        args.extend_from_slice(extra);
-        let run = weir(&args);
-        run.success();
-        let line = result_line(&run.stdout()).to_owned();
-        assert!(line.starts_with("RESULT workload=window backend=memory par=2 events=25000 seconds="), "{line}");
-    }
+    smoke("window", "sensor-window", "25000");
 }
 
 #[test]

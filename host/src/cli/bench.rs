@@ -90,53 +90,32 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The `count` workload: key = i mod 100000, value = i; keyed count; a
-/// discarding sink that counts what it receives.
+/// The `count` workload: key = i mod 100000, value = i; keyed count.
 fn count_job(plugin: &Path, events: u64) -> String {
-    format!(
-        r#"
-name = "bench-count"
-
-[[source]]
-name = "numbers"
-type = "generator"
-mode = "sequence"
-events = {events}
-keys = 100000
-
-[[operator]]
-uid = "count"
-plugin = {plugin:?}
-inputs = ["numbers"]
-key_by = true
-
-[[sink]]
-name = "discard"
-type = "discard"
-input = "count"
-"#,
-        plugin = plugin.display().to_string()
-    )
+    bench_job("count", plugin, &format!("events = {events}\nkeys = 100000"))
 }
 
 /// The `window` workload: key = i mod 1000, value = i, timestamp = i / 10
 /// ms, watermarks 100 ms behind; per key, sums over 1 s tumbling windows.
 fn window_job(plugin: &Path, events: u64) -> String {
+    bench_job("window", plugin, &format!("events = {events}\nkeys = 1000\nevents_per_ms = 10\nout_of_orderness_ms = 100"))
+}
+
+/// A `sequence` generator (with `generator` settings) → the keyed operator
+/// `plugin` → a sink that counts and discards.
+fn bench_job(workload: &str, plugin: &Path, generator: &str) -> String {
     format!(
         r#"
-name = "bench-window"
+name = "bench-{workload}"
 
 [[source]]
 name = "numbers"
 type = "generator"
 mode = "sequence"
-events = {events}
-keys = 1000
-events_per_ms = 10
-out_of_orderness_ms = 100
+{generator}
 
 [[operator]]
-uid = "window"
+uid = "{workload}"
 plugin = {plugin:?}
 inputs = ["numbers"]
 key_by = true
@@ -144,7 +123,7 @@ key_by = true
 [[sink]]
 name = "discard"
 type = "discard"
-input = "window"
+input = "{workload}"
 "#,
         plugin = plugin.display().to_string()
     )
