@@ -6,7 +6,8 @@ use std::marker::PhantomData;
 
 use crate::__private::bindings::exports::weir::operator::operator::{Guest, OperatorError};
 use crate::__private::bindings::weir::operator::broadcast_state::BroadcastMap as HostBroadcastMap;
-use crate::__private::bindings::weir::operator::state::ValueState as HostValueState;
+use crate::__private::bindings::weir::operator::state::{MapState as HostMapState, ValueState as HostValueState};
+use crate::map_state::RawMapState;
 use crate::__private::bindings::weir::operator::types::StateError;
 use crate::broadcast::RawBroadcastMap;
 use crate::__private::bindings::weir::operator::timers::{TimerChange, update as update_timers};
@@ -112,6 +113,20 @@ impl StateHost for HostStates {
 
     fn update_timers(&mut self, changes: &[TimerChange]) -> Result<(), Error> {
         update_timers(changes).map_err(from_state_error)
+    }
+
+    fn open_map(&mut self, name: &str) -> Box<dyn RawMapState> {
+        Box::new(HostMapState::new(name))
+    }
+}
+
+impl RawMapState for HostMapState {
+    fn get(&self, slot: u32, sub_key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
+        HostMapState::get(self, slot, sub_key).map_err(from_state_error)
+    }
+
+    fn set_many(&self, slots: &[u32], sub_keys: &[u8], offsets: &[u32], values: &SlotValues) -> Result<(), Error> {
+        HostMapState::set_many(self, slots, sub_keys, offsets, values).map_err(from_state_error)
     }
 }
 

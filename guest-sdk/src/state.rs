@@ -16,6 +16,7 @@ use serde::{Serialize, de::DeserializeOwned};
 
 use crate::__private::bindings::weir::operator::timers::TimerChange;
 use crate::broadcast::{Mirror, RawBroadcastMap};
+use crate::map_state::{MapCache, RawMapState};
 use crate::timer::PendingTimers;
 use crate::{Context, Error};
 
@@ -27,6 +28,7 @@ pub(crate) trait StateHost {
     fn open(&mut self, name: &str) -> Box<dyn RawValueState>;
     fn open_broadcast(&mut self, name: &str) -> Box<dyn RawBroadcastMap>;
     fn update_timers(&mut self, changes: &[TimerChange]) -> Result<(), Error>;
+    fn open_map(&mut self, name: &str) -> Box<dyn RawMapState>;
 }
 
 /// One value state as the host exposes it.
@@ -109,13 +111,14 @@ pub(crate) struct StateStore {
     pub(crate) mirrors: Vec<Mirror>,
     pub(crate) scratch: Vec<u8>,
     pub(crate) timers: PendingTimers,
+    pub(crate) maps: Vec<MapCache>,
 }
 
 impl StateStore {
     pub fn new(host: Box<dyn StateHost>) -> Self {
         static NEXT_ID: AtomicU64 = AtomicU64::new(0);
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-        StateStore { id, host, caches: Vec::new(), mirrors: Vec::new(), scratch: Vec::new(), timers: PendingTimers::default() }
+        StateStore { id, host, caches: Vec::new(), mirrors: Vec::new(), scratch: Vec::new(), timers: PendingTimers::default(), maps: Vec::new() }
     }
 
     /// Forgets the previous batch's values; states are fetched again on use.
@@ -123,11 +126,15 @@ impl StateStore {
         for cache in &mut self.caches {
             cache.loaded = false;
         }
+        for map in &mut self.maps {
+            map.clear();
+        }
     }
 
     /// Writes every changed slot and the timer changes back to the host.
     pub fn flush(&mut self) -> Result<(), Error> {
         self.caches.iter_mut().try_for_each(SlotCache::flush)?;
+        self.maps.iter_mut().try_for_each(MapCache::flush)?;
         let changes = self.timers.take();
         if changes.is_empty() { Ok(()) } else { self.host.update_timers(&changes) }
     }

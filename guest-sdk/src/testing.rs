@@ -29,6 +29,7 @@ use std::rc::Rc;
 use serde::de::DeserializeOwned;
 
 use crate::broadcast::RawBroadcastMap;
+use crate::map_state::RawMapState;
 use crate::event::{BatchView, NO_TIMESTAMP};
 use crate::__private::bindings::weir::operator::timers::TimerChange;
 use crate::runtime::{Runtime, TimerView};
@@ -97,6 +98,8 @@ struct TestStates {
     broadcast: HashMap<String, HashMap<Vec<u8>, Vec<u8>>>,
     /// Whether the batch being processed came from a broadcast input.
     broadcast_writable: bool,
+    /// Map states: (name, key, sub-key) → encoded value.
+    maps: HashMap<(String, Vec<u8>, Vec<u8>), Vec<u8>>,
     /// Registered timers: (timestamp, key), per domain.
     event_timers: BTreeSet<(i64, Vec<u8>)>,
     processing_timers: BTreeSet<(i64, Vec<u8>)>,
@@ -307,6 +310,10 @@ impl StateHost for TestHost {
         Box::new(TestBroadcastMap { name: name.to_owned(), states: self.0.clone() })
     }
 
+    fn open_map(&mut self, name: &str) -> Box<dyn RawMapState> {
+        Box::new(TestMapState { name: name.to_owned(), states: self.0.clone() })
+    }
+
     fn update_timers(&mut self, changes: &[TimerChange]) -> Result<(), Error> {
         let mut states = self.0.borrow_mut();
         for change in changes {
@@ -316,6 +323,39 @@ impl StateHost for TestHost {
                 timers.remove(&(change.timestamp, key));
             } else {
                 timers.insert((change.timestamp, key));
+            }
+        }
+        Ok(())
+    }
+}
+
+struct TestMapState {
+    name: String,
+    states: Rc<RefCell<TestStates>>,
+}
+
+impl TestMapState {
+    fn entry_key(&self, states: &TestStates, slot: u32, sub_key: &[u8]) -> (String, Vec<u8>, Vec<u8>) {
+        (self.name.clone(), states.batch_keys[slot as usize].clone(), sub_key.to_vec())
+    }
+}
+
+impl RawMapState for TestMapState {
+    fn get(&self, slot: u32, sub_key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
+        let states = self.states.borrow();
+        Ok(states.maps.get(&self.entry_key(&states, slot, sub_key)).cloned())
+    }
+
+    fn set_many(&self, slots: &[u32], sub_keys: &[u8], offsets: &[u32], values: &SlotValues) -> Result<(), Error> {
+        let mut states = self.states.borrow_mut();
+        for (i, &slot) in slots.iter().enumerate() {
+            let sub_key = &sub_keys[offsets[i] as usize..offsets[i + 1] as usize];
+            let entry = self.entry_key(&states, slot, sub_key);
+            if values.present[i] {
+                let value = values.data[values.offsets[i] as usize..values.offsets[i + 1] as usize].to_vec();
+                states.maps.insert(entry, value);
+            } else {
+                states.maps.remove(&entry);
             }
         }
         Ok(())

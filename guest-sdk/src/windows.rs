@@ -2,8 +2,11 @@
 //! timers — in the SDK, so that the host stays small.
 //!
 //! A [`Windows`] value assigns each event of a key to its windows (tumbling,
-//! sliding or session), folds it into each window's accumulator (kept in a
-//! value state of that key), and registers a timer at each window's end.
+//! sliding or session), folds it into each window's accumulator, and
+//! registers a timer at each window's end. Tumbling and sliding windows keep
+//! one map-state entry per (key, window start), so an event costs the same
+//! however many windows of its key are open; sessions, which merge, keep a
+//! key's windows in one value state.
 //! When the timer fires — in event time, when the watermark passes the end —
 //! [`Windows::on_timer`] returns the window's result. With allowed lateness
 //! a window is kept that much longer; an event arriving late but within it
@@ -18,7 +21,7 @@
 
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
-use crate::{Context, Error, Event, TimeDomain, Timer, ValueState};
+use crate::{Context, Error, Event, MapState, TimeDomain, Timer, ValueState};
 
 /// How a window folds its events.
 pub trait Aggregate {
@@ -160,13 +163,24 @@ pub struct Windows<A: Aggregate> {
     allowed_lateness: i64,
     late_output: Option<String>,
     aggregate: A,
+    /// Sessions: all of a key's windows.
     state: ValueState<Vec<OpenWindow<A::Acc>>>,
+    /// Tumbling and sliding: window start → (end, accumulator, fired).
+    by_start: MapState<(i64, A::Acc, bool)>,
 }
 
 impl<A: Aggregate> Windows<A> {
     /// Windows of `kind` whose accumulators live in the value state `name`.
     pub fn new(name: &str, kind: WindowKind, aggregate: A) -> Self {
-        Windows { kind, domain: TimeDomain::EventTime, allowed_lateness: 0, late_output: None, aggregate, state: ValueState::new(name) }
+        Windows {
+            kind,
+            domain: TimeDomain::EventTime,
+            allowed_lateness: 0,
+            late_output: None,
+            aggregate,
+            state: ValueState::new(name),
+            by_start: MapState::new(name),
+        }
     }
 
     pub fn tumbling(name: &str, size: i64, aggregate: A) -> Self {
@@ -234,6 +248,9 @@ impl<A: Aggregate> Windows<A> {
                 .timestamp()
                 .ok_or_else(|| Error::input("event-time windows need events with timestamps"))?,
         };
+        if let Some(size) = self.fixed_size() {
+            return self.add_fixed(ctx, event, input, timestamp, size);
+        }
         let mut open = self.state.get(ctx)?.unwrap_or_default();
         let watermark = self.clock(ctx);
         let mut updated = Vec::new();
@@ -265,27 +282,92 @@ impl<A: Aggregate> Windows<A> {
         Ok(updated)
     }
 
-    /// Folds `window` into the key's open windows (merging sessions) and
-    /// returns the window it ended up in, with its timers registered.
+    /// The size of tumbling and sliding windows; `None` for sessions.
+    fn fixed_size(&self) -> Option<i64> {
+        match self.kind {
+            WindowKind::Tumbling { size } | WindowKind::Sliding { size, .. } => Some(size),
+            WindowKind::Session { .. } => None,
+        }
+    }
+
+    /// `add` for tumbling and sliding windows: one map entry per window.
+    fn add_fixed(
+        &self,
+        ctx: &mut Context<'_>,
+        event: &Event<'_>,
+        input: A::Input,
+        timestamp: i64,
+        size: i64,
+    ) -> Result<Vec<WindowResult<A::Output>>, Error>
+    where
+        A::Input: Clone,
+    {
+        let watermark = self.clock(ctx);
+        let mut updated = Vec::new();
+        let mut placed = false;
+        for (start, end) in self.assign(timestamp) {
+            debug_assert_eq!(end - start, size);
+            if self.domain == TimeDomain::EventTime && end - 1 + self.allowed_lateness <= watermark {
+                continue; // Its window is gone.
+            }
+            placed = true;
+            let (mut acc, mut fired) = match self.by_start.get(ctx, start)? {
+                Some((_, acc, fired)) => (acc, fired),
+                None => {
+                    self.register_timers(ctx, end)?;
+                    (self.aggregate.create(), false)
+                }
+            };
+            self.aggregate.add(&mut acc, input.clone());
+            if end - 1 <= watermark {
+                // Late, within the allowed lateness: the result changes now.
+                fired = true;
+                updated.push(WindowResult { start, end, value: self.aggregate.result(&acc) });
+            }
+            self.by_start.set(ctx, start, &(end, acc, fired))?;
+        }
+        if !placed && let Some(output) = &self.late_output {
+            ctx.emit_to(output, event.key(), event.value());
+        }
+        Ok(updated)
+    }
+
+    /// `on_timer` for tumbling and sliding windows: the timer at `end - 1`
+    /// fires the window starting at `end - size`; the one at `end - 1 +
+    /// lateness` forgets it.
+    fn on_timer_fixed(&self, ctx: &mut Context<'_>, time: i64, size: i64) -> Result<Vec<WindowResult<A::Output>>, Error> {
+        let lateness = if self.domain == TimeDomain::EventTime { self.allowed_lateness } else { 0 };
+        let mut results = Vec::new();
+        let start = time + 1 - size;
+        if let Some((end, acc, fired)) = self.by_start.get(ctx, start)?
+            && end - 1 == time
+            && !fired
+        {
+            results.push(WindowResult { start, end, value: self.aggregate.result(&acc) });
+            if lateness == 0 {
+                self.by_start.remove(ctx, start)?;
+            } else {
+                self.by_start.set(ctx, start, &(end, acc, true))?;
+            }
+        }
+        if lateness > 0 {
+            let expired = time + 1 - lateness - size;
+            if self.by_start.get(ctx, expired)?.is_some_and(|(end, _, _)| end - 1 + lateness == time) {
+                self.by_start.remove(ctx, expired)?;
+            }
+        }
+        Ok(results)
+    }
+
+    /// Folds `window` into the key's open sessions, merging those it
+    /// overlaps, and returns the session it ended up in, with its timers
+    /// registered.
     fn merge_into<'w>(
         &self,
         ctx: &mut Context<'_>,
         open: &'w mut Vec<OpenWindow<A::Acc>>,
         mut window: OpenWindow<A::Acc>,
     ) -> Result<&'w mut OpenWindow<A::Acc>, Error> {
-        let session = matches!(self.kind, WindowKind::Session { .. });
-        if !session {
-            // Tumbling and sliding windows never change their bounds: fold
-            // into an existing one, whose timers are already set.
-            if let Some(index) = open.iter().position(|w| w.start == window.start && w.end == window.end) {
-                let existing = &mut open[index];
-                self.aggregate.merge(&mut existing.acc, window.acc);
-                return Ok(existing);
-            }
-            self.register_timers(ctx, window.end)?;
-            open.push(window);
-            return Ok(open.last_mut().expect("just pushed"));
-        }
         let overlaps = |w: &OpenWindow<A::Acc>, start: i64, end: i64| w.start < end && start < w.end;
         // A merged session may reach further windows: repeat until none overlaps.
         while let Some(index) = open.iter().position(|w| overlaps(w, window.start, window.end)) {
@@ -332,8 +414,11 @@ impl<A: Aggregate> Windows<A> {
         if timer.domain() != self.domain {
             return Ok(Vec::new());
         }
-        let Some(mut open) = self.state.get(ctx)? else { return Ok(Vec::new()) };
         let time = timer.timestamp();
+        if let Some(size) = self.fixed_size() {
+            return self.on_timer_fixed(ctx, time, size);
+        }
+        let Some(mut open) = self.state.get(ctx)? else { return Ok(Vec::new()) };
         let mut results = Vec::new();
         for window in open.iter_mut().filter(|w| w.end - 1 == time && !w.fired) {
             window.fired = true;
@@ -420,7 +505,7 @@ mod tests {
         let fired = h.advance_watermark(999).unwrap();
         assert_eq!(results(&fired), vec![row("a", 0, 1000, 3.0), row("b", 0, 1000, 5.0)]);
         assert_eq!(results(&h.advance_watermark(5000).unwrap()), vec![row("a", 1000, 2000, 4.0)]);
-        assert!(h.state::<Vec<serde_json::Value>>("w", "a").is_none(), "closed windows are forgotten");
+        assert!(h.advance_watermark(i64::MAX - 1).unwrap().is_empty(), "closed windows are forgotten");
     }
 
     #[test]

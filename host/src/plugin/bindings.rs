@@ -6,6 +6,7 @@ wasmtime::component::bindgen!({
     path: "../wit",
     with: {
         "weir:operator/state.value-state": super::state::ValueStateHandle,
+        "weir:operator/state.map-state": super::state::MapStateHandle,
         "weir:operator/broadcast-state.broadcast-map": super::broadcast::BroadcastMapHandle,
     },
 });

@@ -9,7 +9,7 @@
 
 use wasmtime::component::{HasData, Resource, ResourceTable};
 
-use super::bindings::weir::operator::state::{Host, HostValueState, SlotValues};
+use super::bindings::weir::operator::state::{Host, HostMapState, HostValueState, SlotValues};
 use super::bindings::weir::operator::types::StateError;
 use crate::state::{HashedKey, KeyedStateBackend, StateId, StateRegistry};
 
@@ -18,6 +18,16 @@ use crate::state::{HashedKey, KeyedStateBackend, StateId, StateRegistry};
 pub struct ValueStateHandle {
     state: StateId,
 }
+
+/// The host's representation of a guest's `map-state` resource.
+#[derive(Debug, Clone, Copy)]
+pub struct MapStateHandle {
+    state: StateId,
+}
+
+/// Map states are registered under this prefix, a namespace apart from
+/// value states of the same name.
+const MAP_PREFIX: &str = "map:";
 
 /// The distinct keys of the batch being processed, in slot order, stored
 /// flat: key `s` is `data[offsets[s]..offsets[s + 1]]`, with its hash.
@@ -141,6 +151,110 @@ impl HostValueState for KeyedStateView<'_> {
     fn drop(&mut self, resource: Resource<ValueStateHandle>) -> wasmtime::Result<()> {
         self.table.delete(resource)?;
         Ok(())
+    }
+}
+
+impl HostMapState for KeyedStateView<'_> {
+    fn new(&mut self, name: String) -> Resource<MapStateHandle> {
+        let state = self.registry.intern(&format!("{MAP_PREFIX}{name}"));
+        self.table.push(MapStateHandle { state }).expect("resource table has room")
+    }
+
+    fn get(&mut self, resource: Resource<MapStateHandle>, slot: u32, sub_key: Vec<u8>) -> Result<Option<Vec<u8>>, StateError> {
+        let offsets = [0, sub_key.len() as u32];
+        let values = self.get_many(resource, vec![slot], sub_key, offsets.to_vec())?;
+        Ok(values.present[0].then(|| values.data))
+    }
+
+    fn get_many(
+        &mut self,
+        resource: Resource<MapStateHandle>,
+        slots: Vec<u32>,
+        sub_keys: Vec<u8>,
+        sub_key_offsets: Vec<u32>,
+    ) -> Result<SlotValues, StateError> {
+        let state = self.table.get(&resource).expect("map-state handle is in the resource table").state;
+        let keys = self.current_keys()?;
+        let entries = EntryKeys::new(keys, &slots, &sub_keys, &sub_key_offsets)?;
+        let mut values = SlotValues {
+            present: Vec::with_capacity(slots.len()),
+            data: Vec::new(),
+            offsets: Vec::with_capacity(slots.len() + 1),
+        };
+        values.offsets.push(0);
+        let mut composite = Vec::new();
+        for i in 0..slots.len() {
+            let value = self.backend.get(state, entries.composite(i, &mut composite));
+            values.present.push(value.is_some());
+            values.data.extend_from_slice(value.unwrap_or_default());
+            values.offsets.push(values.data.len() as u32);
+        }
+        Ok(values)
+    }
+
+    fn set_many(
+        &mut self,
+        resource: Resource<MapStateHandle>,
+        slots: Vec<u32>,
+        sub_keys: Vec<u8>,
+        sub_key_offsets: Vec<u32>,
+        values: SlotValues,
+    ) -> Result<(), StateError> {
+        let state = self.table.get(&resource).expect("map-state handle is in the resource table").state;
+        let keys = self.current_keys()?;
+        check_write(&slots, &values)?;
+        let entries = EntryKeys::new(keys, &slots, &sub_keys, &sub_key_offsets)?;
+        let mut composite = Vec::new();
+        for i in 0..slots.len() {
+            let key = entries.composite(i, &mut composite);
+            if values.present[i] {
+                let value = &values.data[values.offsets[i] as usize..values.offsets[i + 1] as usize];
+                self.backend.put(state, key, value);
+            } else {
+                self.backend.delete(state, key);
+            }
+        }
+        Ok(())
+    }
+
+    fn drop(&mut self, resource: Resource<MapStateHandle>) -> wasmtime::Result<()> {
+        self.table.delete(resource)?;
+        Ok(())
+    }
+}
+
+/// The (key, sub-key) entries of a map-state call, checked.
+struct EntryKeys<'a> {
+    keys: &'a BatchKeys,
+    slots: &'a [u32],
+    sub_keys: &'a [u8],
+    offsets: &'a [u32],
+}
+
+impl<'a> EntryKeys<'a> {
+    fn new(keys: &'a BatchKeys, slots: &'a [u32], sub_keys: &'a [u8], offsets: &'a [u32]) -> Result<Self, StateError> {
+        if offsets.len() != slots.len() + 1
+            || offsets.first() != Some(&0)
+            || !offsets.windows(2).all(|w| w[0] <= w[1])
+            || offsets[slots.len()] as usize > sub_keys.len()
+        {
+            return Err(StateError::MalformedWrite("sub-key offsets do not fit the sub-keys".into()));
+        }
+        if let Some(&slot) = slots.iter().find(|&&s| s as usize >= keys.len()) {
+            return Err(StateError::SlotOutOfRange(slot));
+        }
+        Ok(EntryKeys { keys, slots, sub_keys, offsets })
+    }
+
+    /// Entry `i`'s storage key: the key's length (4 bytes, little-endian),
+    /// the key, then the sub-key — so that a key's entries share a prefix.
+    fn composite<'b>(&self, i: usize, buffer: &'b mut Vec<u8>) -> HashedKey<'b> {
+        let key = self.keys.get(self.slots[i] as usize).key;
+        buffer.clear();
+        buffer.extend_from_slice(&(key.len() as u32).to_le_bytes());
+        buffer.extend_from_slice(key);
+        buffer.extend_from_slice(&self.sub_keys[self.offsets[i] as usize..self.offsets[i + 1] as usize]);
+        HashedKey::new(buffer)
     }
 }
 
