@@ -109,17 +109,9 @@ impl HostValueState for KeyedStateView<'_> {
     fn get_all(&mut self, resource: Resource<ValueStateHandle>) -> Result<SlotValues, StateError> {
         let state = self.handle(&resource).state;
         let keys = self.current_keys()?;
-        let mut values = SlotValues {
-            present: Vec::with_capacity(keys.len()),
-            data: Vec::new(),
-            offsets: Vec::with_capacity(keys.len() + 1),
-        };
-        values.offsets.push(0);
+        let mut values = empty_values(keys.len());
         for slot in 0..keys.len() {
-            let value = self.backend.get(state, keys.get(slot));
-            values.present.push(value.is_some());
-            values.data.extend_from_slice(value.unwrap_or_default());
-            values.offsets.push(values.data.len() as u32);
+            push_value(&mut values, self.backend.get(state, keys.get(slot)));
         }
         Ok(values)
     }
@@ -176,18 +168,10 @@ impl HostMapState for KeyedStateView<'_> {
         let state = self.table.get(&resource).expect("map-state handle is in the resource table").state;
         let keys = self.current_keys()?;
         let entries = EntryKeys::new(keys, &slots, &sub_keys, &sub_key_offsets)?;
-        let mut values = SlotValues {
-            present: Vec::with_capacity(slots.len()),
-            data: Vec::new(),
-            offsets: Vec::with_capacity(slots.len() + 1),
-        };
-        values.offsets.push(0);
+        let mut values = empty_values(slots.len());
         let mut composite = Vec::new();
         for i in 0..slots.len() {
-            let value = self.backend.get(state, entries.composite(i, &mut composite));
-            values.present.push(value.is_some());
-            values.data.extend_from_slice(value.unwrap_or_default());
-            values.offsets.push(values.data.len() as u32);
+            push_value(&mut values, self.backend.get(state, entries.composite(i, &mut composite)));
         }
         Ok(values)
     }
@@ -256,6 +240,20 @@ impl<'a> EntryKeys<'a> {
         buffer.extend_from_slice(&self.sub_keys[self.offsets[i] as usize..self.offsets[i + 1] as usize]);
         HashedKey::new(buffer)
     }
+}
+
+/// Room for `n` values.
+fn empty_values(n: usize) -> SlotValues {
+    let mut offsets = Vec::with_capacity(n + 1);
+    offsets.push(0);
+    SlotValues { present: Vec::with_capacity(n), data: Vec::new(), offsets }
+}
+
+/// Appends one value (or its absence).
+fn push_value(values: &mut SlotValues, value: Option<&[u8]>) {
+    values.present.push(value.is_some());
+    values.data.extend_from_slice(value.unwrap_or_default());
+    values.offsets.push(values.data.len() as u32);
 }
 
 /// Checks that a write's offsets and data fit together.
