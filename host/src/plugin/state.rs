@@ -96,6 +96,10 @@ impl<'a> KeyedStateView<'a> {
         // wasmtime invariant violation, not a guest error.
         *self.table.get(resource).expect("value-state handle is in the resource table")
     }
+
+    fn map_handle(&self, resource: &Resource<MapStateHandle>) -> StateId {
+        self.table.get(resource).expect("map-state handle is in the resource table").state
+    }
 }
 
 impl Host for KeyedStateView<'_> {}
@@ -125,17 +129,9 @@ impl HostValueState for KeyedStateView<'_> {
         let state = self.handle(&resource).state;
         let keys = self.current_keys()?;
         check_write(&slots, &values)?;
-        if let Some(&slot) = slots.iter().find(|&&s| s as usize >= keys.len()) {
-            return Err(StateError::SlotOutOfRange(slot));
-        }
+        check_slots(slots.iter().copied(), keys)?;
         for (i, &slot) in slots.iter().enumerate() {
-            let key = keys.get(slot as usize);
-            if values.present[i] {
-                let value = &values.data[values.offsets[i] as usize..values.offsets[i + 1] as usize];
-                self.backend.put(state, key, value);
-            } else {
-                self.backend.delete(state, key);
-            }
+            write(self.backend, state, keys.get(slot as usize), value_at(&values, i));
         }
         Ok(())
     }
@@ -165,7 +161,7 @@ impl HostMapState for KeyedStateView<'_> {
         sub_keys: Vec<u8>,
         sub_key_offsets: Vec<u32>,
     ) -> Result<SlotValues, StateError> {
-        let state = self.table.get(&resource).expect("map-state handle is in the resource table").state;
+        let state = self.map_handle(&resource);
         let keys = self.current_keys()?;
         let entries = EntryKeys::new(keys, &slots, &sub_keys, &sub_key_offsets)?;
         let mut values = empty_values(slots.len());
@@ -184,19 +180,13 @@ impl HostMapState for KeyedStateView<'_> {
         sub_key_offsets: Vec<u32>,
         values: SlotValues,
     ) -> Result<(), StateError> {
-        let state = self.table.get(&resource).expect("map-state handle is in the resource table").state;
+        let state = self.map_handle(&resource);
         let keys = self.current_keys()?;
         check_write(&slots, &values)?;
         let entries = EntryKeys::new(keys, &slots, &sub_keys, &sub_key_offsets)?;
         let mut composite = Vec::new();
         for i in 0..slots.len() {
-            let key = entries.composite(i, &mut composite);
-            if values.present[i] {
-                let value = &values.data[values.offsets[i] as usize..values.offsets[i + 1] as usize];
-                self.backend.put(state, key, value);
-            } else {
-                self.backend.delete(state, key);
-            }
+            write(self.backend, state, entries.composite(i, &mut composite), value_at(&values, i));
         }
         Ok(())
     }
@@ -217,16 +207,10 @@ struct EntryKeys<'a> {
 
 impl<'a> EntryKeys<'a> {
     fn new(keys: &'a BatchKeys, slots: &'a [u32], sub_keys: &'a [u8], offsets: &'a [u32]) -> Result<Self, StateError> {
-        if offsets.len() != slots.len() + 1
-            || offsets.first() != Some(&0)
-            || !offsets.windows(2).all(|w| w[0] <= w[1])
-            || offsets[slots.len()] as usize > sub_keys.len()
-        {
+        if offsets.len() != slots.len() + 1 || offsets.first() != Some(&0) || !offsets_fit(offsets, sub_keys) {
             return Err(StateError::MalformedWrite("sub-key offsets do not fit the sub-keys".into()));
         }
-        if let Some(&slot) = slots.iter().find(|&&s| s as usize >= keys.len()) {
-            return Err(StateError::SlotOutOfRange(slot));
-        }
+        check_slots(slots.iter().copied(), keys)?;
         Ok(EntryKeys { keys, slots, sub_keys, offsets })
     }
 
@@ -267,9 +251,34 @@ fn check_write(slots: &[u32], values: &SlotValues) -> Result<(), StateError> {
             values.offsets.len()
         )));
     }
-    let ordered = values.offsets.windows(2).all(|w| w[0] <= w[1]);
-    if !ordered || values.offsets[n] as usize > values.data.len() {
+    if !offsets_fit(&values.offsets, &values.data) {
         return Err(StateError::MalformedWrite("offsets are not increasing within the data".into()));
     }
     Ok(())
+}
+
+/// Whether `offsets` never decrease and stay within `data`.
+fn offsets_fit(offsets: &[u32], data: &[u8]) -> bool {
+    offsets.windows(2).all(|w| w[0] <= w[1]) && offsets.last().is_none_or(|&end| end as usize <= data.len())
+}
+
+/// Checks that every slot is one of the current call's keys.
+pub(super) fn check_slots(mut slots: impl Iterator<Item = u32>, keys: &BatchKeys) -> Result<(), StateError> {
+    match slots.find(|&slot| slot as usize >= keys.len()) {
+        Some(slot) => Err(StateError::SlotOutOfRange(slot)),
+        None => Ok(()),
+    }
+}
+
+/// Entry `i` of `values`: its bytes, or `None` where it is absent.
+fn value_at(values: &SlotValues, i: usize) -> Option<&[u8]> {
+    values.present[i].then(|| &values.data[values.offsets[i] as usize..values.offsets[i + 1] as usize])
+}
+
+/// Stores `value` under `key`, or removes the key's value when it is `None`.
+fn write(backend: &mut dyn KeyedStateBackend, state: StateId, key: HashedKey<'_>, value: Option<&[u8]>) {
+    match value {
+        Some(value) => backend.put(state, key, value),
+        None => backend.delete(state, key),
+    }
 }

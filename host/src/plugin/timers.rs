@@ -5,7 +5,7 @@ use wasmtime::component::HasData;
 
 use super::bindings::weir::operator::timers::{Host, TimerChange};
 use super::bindings::weir::operator::types::{StateError, TimeDomain as WitDomain};
-use super::state::BatchKeys;
+use super::state::{BatchKeys, check_slots};
 use crate::state::{TimeDomain, TimerService};
 
 /// What the timer host functions see of a plugin instance's store.
@@ -36,9 +36,7 @@ impl Host for TimersView<'_> {
             (true, None) => return Err(StateError::TimerNotKeyed),
             (true, Some(keys)) => keys,
         };
-        if let Some(change) = changes.iter().find(|c| c.slot as usize >= keys.len()) {
-            return Err(StateError::SlotOutOfRange(change.slot));
-        }
+        check_slots(changes.iter().map(|c| c.slot), keys)?;
         for change in changes {
             let key = keys.get(change.slot as usize).key;
             if change.delete {
