@@ -27,6 +27,21 @@ fn windows(output: &str) -> BTreeMap<String, Vec<(i64, i64, f64)>> {
     map
 }
 
+/// The sinks of the window jobs: results to sums.txt, late events to late.txt.
+const WINDOW_SINKS: &str = r#"
+[[sink]]
+name = "sums"
+type = "file"
+path = "sums.txt"
+input = "windows"
+
+[[sink]]
+name = "late"
+type = "file"
+path = "late.txt"
+input = "windows.late"
+"#;
+
 /// The sensors job: `seconds` of readings, shuffled by up to 100 ms, at
 /// `speed`, summed per sensor in 1 s windows of `time`.
 fn sensors_job(dir: &JobDir, parallelism: u32, seconds: u64, speed: f64, time: &str) -> std::path::PathBuf {
@@ -53,18 +68,7 @@ inputs = ["sensors"]
 key_by = true
 config = {{ time = "{time}" }}
 
-[[sink]]
-name = "sums"
-type = "file"
-path = "sums.txt"
-input = "windows"
-
-[[sink]]
-name = "late"
-type = "file"
-path = "late.txt"
-input = "windows.late"
-"#,
+{WINDOW_SINKS}"#,
             events = seconds * 300,
             plugin = toml_path(&plugin("sensor-window"))
         ),
@@ -150,18 +154,7 @@ plugin = {plugin}
 inputs = ["readings"]
 key_by = true
 
-[[sink]]
-name = "sums"
-type = "file"
-path = "sums.txt"
-input = "windows"
-
-[[sink]]
-name = "late"
-type = "file"
-path = "late.txt"
-input = "windows.late"
-"#,
+{WINDOW_SINKS}"#,
             plugin = toml_path(&plugin("sensor-window"))
         ),
     );

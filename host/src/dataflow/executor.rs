@@ -44,11 +44,30 @@ pub enum RunError {
     Cancelled,
 }
 
+/// What a node of the job graph is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Source,
+    Operator,
+    Sink,
+}
+
+impl Role {
+    fn of(node: &Node) -> Self {
+        match node.kind {
+            NodeKind::Source(_) => Role::Source,
+            NodeKind::Operator(_) => Role::Operator,
+            NodeKind::Sink(_) => Role::Sink,
+        }
+    }
+}
+
 /// Figures of one finished subtask.
 #[derive(Debug, Clone)]
 pub struct TaskSummary {
     /// "source `x`", "operator `y`" or "sink `z`".
     pub node: String,
+    pub role: Role,
     pub subtask: u32,
     pub records_in: u64,
     pub records_out: u64,
@@ -65,12 +84,12 @@ pub struct JobSummary {
 impl JobSummary {
     /// Records produced by all sources.
     pub fn records_read(&self) -> u64 {
-        self.tasks.iter().filter(|t| t.node.starts_with("source")).map(|t| t.records_out).sum()
+        self.tasks.iter().filter(|t| t.role == Role::Source).map(|t| t.records_out).sum()
     }
 
     /// Records received by all sinks.
     pub fn records_written(&self) -> u64 {
-        self.tasks.iter().filter(|t| t.node.starts_with("sink")).map(|t| t.records_in).sum()
+        self.tasks.iter().filter(|t| t.role == Role::Sink).map(|t| t.records_in).sum()
     }
 }
 
@@ -84,6 +103,7 @@ pub struct Progress {
 /// One subtask (run on its own thread or chained into another).
 struct Subtask {
     node: String,
+    role: Role,
     subtask: u32,
     label: String,
     metrics: Arc<TaskMetrics>,
@@ -151,12 +171,12 @@ impl RunningJob {
 
     /// Records read and written so far.
     pub fn progress(&self) -> Progress {
-        let sum = |kind: &str, value: &dyn Fn(&TaskMetrics) -> u64| {
-            self.subtasks.iter().filter(|s| s.node.starts_with(kind)).map(|s| value(&s.metrics)).sum()
+        let sum = |role: Role, value: &dyn Fn(&TaskMetrics) -> u64| {
+            self.subtasks.iter().filter(|s| s.role == role).map(|s| value(&s.metrics)).sum()
         };
         Progress {
-            read: sum("source", &|m| m.records_out.load(Ordering::Relaxed)),
-            written: sum("sink", &|m| m.records_in.load(Ordering::Relaxed)),
+            read: sum(Role::Source, &|m| m.records_out.load(Ordering::Relaxed)),
+            written: sum(Role::Sink, &|m| m.records_in.load(Ordering::Relaxed)),
         }
     }
 
@@ -186,6 +206,7 @@ impl RunningJob {
                 .iter()
                 .map(|s| TaskSummary {
                     node: s.node.clone(),
+                    role: s.role,
                     subtask: s.subtask,
                     records_in: s.metrics.records_in.load(Ordering::Relaxed),
                     records_out: s.metrics.records_out.load(Ordering::Relaxed),
@@ -275,7 +296,8 @@ impl<'a> Builder<'a> {
     fn register(&mut self, node: &Node, subtask: u32) -> (usize, String, Arc<TaskMetrics>) {
         let label = format!("{} (subtask {} of {})", node.describe(), subtask + 1, node.parallelism);
         let metrics = Arc::new(TaskMetrics::default());
-        self.subtasks.push(Subtask { node: node.describe(), subtask, label: label.clone(), metrics: metrics.clone() });
+        let role = Role::of(node);
+        self.subtasks.push(Subtask { node: node.describe(), role, subtask, label: label.clone(), metrics: metrics.clone() });
         (self.subtasks.len() - 1, label, metrics)
     }
 

@@ -24,7 +24,7 @@ mod time;
 pub use time::{InputClock, WatermarkSettings};
 pub use batch::{NO_TIMESTAMP, Record, RecordBatch};
 pub use operator::{Emitted, NATIVE_PREFIX, OperatorLogic, native_operator};
-pub use executor::{JobSummary, Progress, RunError, RunningJob, TaskSummary, run_job, start_job};
+pub use executor::{JobSummary, Progress, Role, RunError, RunningJob, TaskSummary, run_job, start_job};
 
 /// Records per batch: sources fill batches of this size and key-by edges
 /// flush per-target batches when they reach it.
