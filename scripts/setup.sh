@@ -10,12 +10,9 @@ cd "$(dirname "$0")/.."
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
-if ! rustup target list --installed | grep -qx wasm32-wasip2; then
-    log "installing the wasm32-wasip2 Rust target"
-    rustup target add wasm32-wasip2
-fi
+bash scripts/install-deps.sh
 
-log "building the weir host (release; the first build compiles wasmtime and takes several minutes)"
+log "building the weir host (release; the first build compiles wasmtime and RocksDB and takes 15-20 minutes)"
 cargo build --release -p weir --bin weir
 
 log "building the example plugins for wasm32-wasip2"

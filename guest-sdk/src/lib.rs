@@ -58,7 +58,7 @@ pub use context::Context;
 pub use error::Error;
 pub use event::Event;
 pub use map_state::MapState;
-pub use operator::{Config, Operator};
+pub use operator::{Config, Operator, TaskInfo};
 pub use state::ValueState;
 pub use timer::{TimeDomain, Timer};
 

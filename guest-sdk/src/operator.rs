@@ -28,16 +28,44 @@ pub trait Operator: Sized + 'static {
     }
 }
 
+/// The prefix of the configuration keys the host sets itself.
+const HOST_PREFIX: &str = "weir.";
+
+/// Which instance of the operator this is, as the host tells it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TaskInfo {
+    /// This instance's subtask index, from 0.
+    pub subtask: u32,
+    /// How many subtasks the operator has.
+    pub parallelism: u32,
+    /// How many times the job has been restarted after a failure in this
+    /// process (0 for the first run). Results must not depend on it; it is
+    /// there for logging and for testing recovery.
+    pub attempt: u32,
+}
+
 /// The operator's `config` table from the job file: string keys and values.
+/// Keys starting with `weir.` are the host's ([`Config::task`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Config {
     entries: BTreeMap<String, String>,
+    task: TaskInfo,
 }
 
 impl Config {
     /// A configuration from (key, value) pairs.
     pub fn from_pairs<K: Into<String>, V: Into<String>>(pairs: impl IntoIterator<Item = (K, V)>) -> Self {
-        Config { entries: pairs.into_iter().map(|(k, v)| (k.into(), v.into())).collect() }
+        let mut entries: BTreeMap<String, String> = pairs.into_iter().map(|(k, v)| (k.into(), v.into())).collect();
+        let mut host = |name: &str| {
+            entries.remove(&format!("{HOST_PREFIX}{name}")).and_then(|v| v.parse().ok()).unwrap_or_default()
+        };
+        let task = TaskInfo { subtask: host("subtask"), parallelism: host("parallelism"), attempt: host("attempt") };
+        Config { entries, task }
+    }
+
+    /// Which instance this is (subtask, parallelism, restart attempt).
+    pub fn task(&self) -> TaskInfo {
+        self.task
     }
 
     /// The value of `key`, if set.
@@ -80,6 +108,15 @@ mod tests {
             config.parse_or("bad", true),
             Err(Error::config("`bad` = \"x\" is not a valid bool"))
         );
+    }
+
+    #[test]
+    fn host_keys_are_task_info_not_config() {
+        let config = Config::from_pairs([("weir.attempt", "2"), ("weir.subtask", "1"), ("n", "3")]);
+        assert_eq!(config.task().attempt, 2);
+        assert_eq!(config.task().subtask, 1);
+        assert_eq!(config.get("weir.attempt"), None);
+        assert!(config.allow_only(&["n"]).is_ok());
     }
 
     #[test]

@@ -4,11 +4,14 @@
 //! sinks. Operators are WebAssembly components implementing the
 //! `weir:operator` WIT world ([`plugin`]); the host runs each as sandboxed
 //! instances, one per parallel subtask ([`dataflow`]), owns their keyed state
-//! ([`state`]) and connects them to the outside world ([`connectors`]).
+//! ([`state`]), takes consistent snapshots of a running job and recovers
+//! from them ([`checkpoint`]), and connects it to the outside world
+//! ([`connectors`]).
 //!
 //! Because the host owns all state, a plugin is only code: it can be swapped,
 //! forked or rescaled without the plugin's cooperation.
 
+pub mod checkpoint;
 pub mod connectors;
 pub mod dataflow;
 pub mod job;

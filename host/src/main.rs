@@ -3,6 +3,8 @@
 
 mod cli;
 
+use std::io::IsTerminal;
+
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
@@ -10,6 +12,8 @@ fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::try_from_env("WEIR_LOG").unwrap_or_else(|_| EnvFilter::new("info")))
         .with_writer(std::io::stderr)
+        // Colours only for a person at a terminal, not in logs and pipes.
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     match cli::execute(cli::Cli::parse()) {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -136,3 +136,4 @@ pub fn run_job(job: &Path, extra: &[&str]) -> Run {
 pub fn toml_path(path: &Path) -> String {
     format!("{:?}", path.to_str().expect("UTF-8 path"))
 }
+

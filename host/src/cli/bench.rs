@@ -42,6 +42,10 @@ pub struct BenchArgs {
     /// Run the operator logic compiled into the host instead of the Wasm plugin.
     #[arg(long)]
     pub native: bool,
+    /// Checkpoint interval in ms (0: no checkpoints). Checkpoints go to a
+    /// temporary directory, deleted afterwards.
+    #[arg(long, default_value_t = 1000)]
+    pub checkpoint_interval_ms: u64,
     /// Where the built plugins are (default: examples/plugins, then the
     /// wasm32-wasip2 release directory of CARGO_TARGET_DIR or target/).
     #[arg(long)]
@@ -49,43 +53,61 @@ pub struct BenchArgs {
 }
 
 pub fn bench(args: &BenchArgs) -> anyhow::Result<()> {
-    if args.backend == Backend::Rocksdb {
-        bail!("the rocksdb state backend does not exist yet; use --backend memory");
-    }
     let (workload, native, plugin_file) = match args.workload {
         Workload::Count => ("count", "native:count", "word_count.wasm"),
         Workload::Window => ("window", "native:window-sum", "sensor_window.wasm"),
     };
     let plugin = if args.native { PathBuf::from(native) } else { find_plugin(args, plugin_file)? };
-    let (job, expected) = match args.workload {
+    let (mut job, expected) = match args.workload {
         Workload::Count => (count_job(&plugin, args.events), args.events),
         Workload::Window => (window_job(&plugin, args.events), window_outputs(args.events)),
     };
+    let backend = match args.backend {
+        Backend::Memory => "memory",
+        Backend::Rocksdb => "rocksdb",
+    };
+    let checkpoint_dir = std::env::temp_dir().join(format!("weir-bench-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&checkpoint_dir);
+    job = format!("state_backend = \"{backend}\"\n{job}");
+    if args.checkpoint_interval_ms > 0 {
+        job = format!(
+            "checkpoint_dir = {:?}\ncheckpoint_interval_ms = {}\n{job}",
+            checkpoint_dir.display().to_string(),
+            args.checkpoint_interval_ms
+        );
+    }
     let graph = job::parse(&job, Path::new(""), Overrides { parallelism: Some(args.parallelism) })
         .map_err(|e| anyhow::anyhow!("benchmark job: {e:?}"))?;
     let engine = PluginEngine::new()?;
 
     let implementation = if args.native { "native" } else { "wasm" };
+    let checkpoints = match args.checkpoint_interval_ms {
+        0 => "off".to_string(),
+        ms => format!("every {ms} ms"),
+    };
     eprintln!(
-        "{workload}: {} events, parallelism {}, backend memory, operator {implementation} ({}); checkpoints: not \
-         implemented yet, so none are taken",
+        "{workload}: {} events, parallelism {}, backend {backend}, operator {implementation} ({}), checkpoints {checkpoints}",
         args.events,
         args.parallelism,
         plugin.display()
     );
     let started = Instant::now();
-    let summary = dataflow::run_job(&graph, &engine)?;
+    let summary = dataflow::run_job(&graph, &engine);
     let seconds = started.elapsed().as_secs_f64();
+    let _ = std::fs::remove_dir_all(&checkpoint_dir);
+    let summary = summary?;
     if summary.records_written() != expected {
         bail!("expected {expected} outputs, the sink received {}", summary.records_written());
     }
     let rate = args.events as f64 / seconds;
     eprintln!("events/s: {rate:.0}");
-    eprintln!("peak memory (RSS high-water mark): {}", peak_memory().unwrap_or_else(|| "unknown".into()));
-    eprintln!("checkpoints: none (not implemented yet)");
+    eprintln!("peak memory (RSS high-water mark): {}", super::peak_memory().unwrap_or_else(|| "unknown".into()));
+    eprintln!("{}", super::checkpoint_figures(&summary.checkpoints));
     println!(
-        "RESULT workload={workload} backend=memory par={} events={} seconds={seconds:.2} events_per_s={rate:.0} operator={implementation}",
-        args.parallelism, args.events
+        "RESULT workload={workload} backend={backend} par={} events={} seconds={seconds:.2} events_per_s={rate:.0} operator={implementation} checkpoints={}",
+        args.parallelism,
+        args.events,
+        summary.checkpoints.len()
     );
     Ok(())
 }
@@ -148,12 +170,4 @@ fn find_plugin(args: &BenchArgs, file: &str) -> anyhow::Result<PathBuf> {
             candidates.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
         )
     })
-}
-
-/// The process's peak resident memory, from /proc (Linux).
-fn peak_memory() -> Option<String> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(format!("{:.1} MiB", kib as f64 / 1024.0))
 }

@@ -71,3 +71,34 @@ pub fn execute(cli: Cli) -> anyhow::Result<()> {
         Command::Bench(args) => bench::bench(&args),
     }
 }
+
+/// The checkpoint figures of a run.
+pub(crate) fn checkpoint_figures(checkpoints: &[(u64, weir::checkpoint::CheckpointStats)]) -> String {
+    if checkpoints.is_empty() {
+        return "checkpoints: none completed".into();
+    }
+    let n = checkpoints.len() as f64;
+    let stat = |f: fn(&weir::checkpoint::CheckpointStats) -> f64| {
+        let values: Vec<f64> = checkpoints.iter().map(|(_, s)| f(s)).collect();
+        (values.iter().sum::<f64>() / n, values.iter().cloned().fold(0.0, f64::max))
+    };
+    let (duration, max_duration) = stat(|s| s.duration_ms);
+    let (alignment, _) = stat(|s| s.alignment_ms);
+    let (size, _) = stat(|s| s.size_bytes as f64);
+    let (written, _) = stat(|s| s.written_bytes as f64);
+    format!(
+        "checkpoints: {} completed; duration mean {duration:.1} ms (max {max_duration:.1}), alignment mean {alignment:.1} ms, \
+         size mean {:.2} MiB, written mean {:.2} MiB",
+        checkpoints.len(),
+        size / 1048576.0,
+        written / 1048576.0
+    )
+}
+
+/// The process's peak resident memory, from /proc (Linux).
+pub(crate) fn peak_memory() -> Option<String> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(format!("{:.1} MiB", kib as f64 / 1024.0))
+}

@@ -34,11 +34,6 @@ impl FileSource {
         })
     }
 
-    /// Byte offset of the next line to read.
-    pub fn position(&self) -> u64 {
-        self.offset
-    }
-
     fn push_line(&self, batch: &mut RecordBatch) -> Result<(), ConnectorError> {
         let line = self.line.strip_suffix('\n').unwrap_or(&self.line);
         let line = line.strip_suffix('\r').unwrap_or(line);
@@ -59,6 +54,19 @@ impl FileSource {
 }
 
 impl Source for FileSource {
+    /// Byte offset of the next line to read.
+    fn position(&self) -> u64 {
+        self.offset
+    }
+
+    fn seek(&mut self, position: u64) -> Result<(), ConnectorError> {
+        use std::io::Seek;
+        let io_error = |source| ConnectorError::Io { what: self.path.display().to_string(), source };
+        self.reader.seek(std::io::SeekFrom::Start(position)).map_err(io_error)?;
+        self.offset = position;
+        Ok(())
+    }
+
     fn poll(&mut self, batch: &mut RecordBatch, max: usize) -> Result<Poll, ConnectorError> {
         for _ in 0..max {
             self.line.clear();

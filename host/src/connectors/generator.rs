@@ -66,11 +66,6 @@ impl Generator {
         }
     }
 
-    /// The next sequence number this subtask will produce.
-    pub fn position(&self) -> u64 {
-        self.next
-    }
-
     /// How many events may be produced now without exceeding the rate or,
     /// with a replay speed, running ahead of the sped-up clock.
     fn allowance(&self, max: usize) -> usize {
@@ -126,6 +121,19 @@ impl Generator {
 }
 
 impl Source for Generator {
+    /// The next sequence number this subtask will produce.
+    fn position(&self) -> u64 {
+        self.next
+    }
+
+    fn seek(&mut self, position: u64) -> Result<(), ConnectorError> {
+        self.next = position.min(self.end);
+        // Pace from here, as if starting now.
+        self.first = self.next;
+        self.started = Instant::now();
+        Ok(())
+    }
+
     fn poll(&mut self, batch: &mut RecordBatch, max: usize) -> Result<Poll, ConnectorError> {
         if self.next >= self.end {
             return Ok(Poll::Exhausted);

@@ -72,7 +72,7 @@ impl Sink for LineSink {
         result.map_err(|e| self.io_error(e))
     }
 
-    fn finish(&mut self) -> Result<(), ConnectorError> {
+    fn flush(&mut self) -> Result<(), ConnectorError> {
         let result = self.out.flush();
         result.map_err(|e| self.io_error(e))
     }
@@ -105,7 +105,7 @@ impl Sink for DiscardSink {
         Ok(())
     }
 
-    fn finish(&mut self) -> Result<(), ConnectorError> {
+    fn flush(&mut self) -> Result<(), ConnectorError> {
         Ok(())
     }
 }

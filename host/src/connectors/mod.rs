@@ -8,13 +8,16 @@
 mod file_source;
 mod generator;
 mod line_sink;
+mod part_files;
 
 use std::path::PathBuf;
 
 pub use file_source::FileSource;
 pub use generator::{Generator, write_decimal};
 pub use line_sink::{DiscardSink, LineSink};
+pub use part_files::PartFileSink;
 
+use crate::checkpoint::PendingCommit;
 use crate::dataflow::RecordBatch;
 use crate::job::{SinkSpec, SourceSpec};
 
@@ -50,13 +53,31 @@ pub enum Poll {
 pub trait Source: Send {
     /// Appends up to `max` records to `batch`.
     fn poll(&mut self, batch: &mut RecordBatch, max: usize) -> Result<Poll, ConnectorError>;
+    /// Where the next record comes from, as a checkpoint records it.
+    fn position(&self) -> u64;
+    /// Continues from `position` (one [`Source::position`] returned).
+    fn seek(&mut self, position: u64) -> Result<(), ConnectorError>;
 }
 
 /// One subtask of a sink.
 pub trait Sink: Send {
     fn write(&mut self, batch: &RecordBatch) -> Result<(), ConnectorError>;
-    /// Called once all inputs have ended: flush and close.
-    fn finish(&mut self) -> Result<(), ConnectorError>;
+    /// At checkpoint `checkpoint`'s barrier: makes what was written so far
+    /// durable and returns what must be committed once the checkpoint is
+    /// complete (nothing, for a sink that is not transactional).
+    fn precommit(&mut self, checkpoint: u64) -> Result<Vec<PendingCommit>, ConnectorError> {
+        let _ = checkpoint;
+        self.flush()?;
+        Ok(Vec::new())
+    }
+    /// Writes out buffered output.
+    fn flush(&mut self) -> Result<(), ConnectorError>;
+    /// Called once all inputs have ended: flush, close, and return every
+    /// pending commit not yet known to be done (committing is idempotent).
+    fn finish(&mut self) -> Result<Vec<PendingCommit>, ConnectorError> {
+        self.flush()?;
+        Ok(Vec::new())
+    }
 }
 
 /// Creates subtask `subtask` of `parallelism` for a source.
@@ -79,11 +100,13 @@ pub fn open_source(spec: &SourceSpec, subtask: u32, parallelism: u32) -> Result<
     })
 }
 
-/// Creates a sink subtask.
-pub fn open_sink(spec: &SinkSpec) -> Result<Box<dyn Sink>, ConnectorError> {
+/// Creates a sink subtask; `restored` is the checkpoint the job resumes
+/// from (0 for a fresh start), which a transactional sink cleans up to.
+pub fn open_sink(spec: &SinkSpec, subtask: u32, restored: u64) -> Result<Box<dyn Sink>, ConnectorError> {
     Ok(match spec {
         SinkSpec::Stdout { format, .. } => Box::new(LineSink::stdout(*format)),
         SinkSpec::File { path, format, .. } => Box::new(LineSink::file(path, *format)?),
+        SinkSpec::Files { path, format, .. } => Box::new(PartFileSink::open(path, subtask, *format, restored)?),
         SinkSpec::Discard { rate, .. } => Box::new(DiscardSink::new(*rate)),
     })
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, SendTimeoutError, Sender, TryRecvError};
 
+use super::snapshot::TaskCheckpoint;
 use super::task::{TaskError, TaskMetrics};
 use super::{BATCH_SIZE, RecordBatch};
 use crate::job::Partitioning;
@@ -26,6 +27,8 @@ pub enum Message {
     Idle,
     /// The producer has no more records.
     End,
+    /// Checkpoint barrier `n`: what came before belongs to checkpoint `n`.
+    Barrier(u64),
 }
 
 /// A message, the input (of the receiving node) it arrived on, and the
@@ -107,9 +110,19 @@ pub struct ChainedOperator {
     pub kind: InputKind,
     pub outputs: Outputs,
     pub metrics: Arc<TaskMetrics>,
+    pub checkpoint: Option<TaskCheckpoint>,
 }
 
 impl ChainedOperator {
+    /// Snapshots the operator at barrier `n` (its one input is aligned by
+    /// construction), then passes the barrier on.
+    fn barrier(&mut self, n: u64, cancel: &Cancel) -> Result<(), TaskError> {
+        if let Some(checkpoint) = &self.checkpoint {
+            checkpoint.snapshot_operator(n, self.instance.as_mut(), std::time::Duration::ZERO);
+        }
+        self.outputs.barrier(n, cancel)
+    }
+
     /// Processes one batch and passes on what the operator emits.
     pub fn process(&mut self, input: u32, batch: RecordBatch, cancel: &Cancel) -> Result<(), TaskError> {
         self.metrics.count_in(batch.len());
@@ -253,6 +266,13 @@ impl Route {
         }
     }
 
+    fn barrier(&mut self, n: u64, cancel: &Cancel) -> Result<(), TaskError> {
+        match &mut self.destination {
+            Destination::Chained(operator) => operator.barrier(n, cancel),
+            Destination::Channels { .. } => self.signal(|| Message::Barrier(n), cancel),
+        }
+    }
+
     fn end(&mut self, cancel: &Cancel) -> Result<(), TaskError> {
         match &mut self.destination {
             Destination::Chained(operator) => {
@@ -325,6 +345,17 @@ impl Outputs {
     /// Sends a watermark to every consumer, behind the records before it.
     pub fn watermark(&mut self, watermark: i64, cancel: &Cancel) -> Result<(), TaskError> {
         self.routes.iter_mut().try_for_each(|r| r.watermark(watermark, cancel))
+    }
+
+    /// Whether operators run chained in this task.
+    pub fn has_chained(&self) -> bool {
+        self.routes.iter().any(|r| matches!(r.destination, Destination::Chained(_)))
+    }
+
+    /// Sends checkpoint barrier `n` to every consumer, behind the records
+    /// before it (snapshotting chained operators on the way).
+    pub fn barrier(&mut self, n: u64, cancel: &Cancel) -> Result<(), TaskError> {
+        self.routes.iter_mut().try_for_each(|r| r.barrier(n, cancel))
     }
 
     /// Tells every consumer this subtask is idle.

@@ -1,24 +1,34 @@
 //! Runs a [`JobGraph`]: loads plugins, opens connectors, instantiates
-//! operators, wires channels, chains forward operators into their upstream
-//! task, spawns one thread per task and supervises them to the end.
+//! operators (on restored state when resuming from a checkpoint), wires
+//! channels, chains forward operators into their upstream task, spawns one
+//! thread per task and supervises them to the end — coordinating
+//! checkpoints meanwhile, and restarting the job from the latest one when a
+//! task fails, as the job's restart strategy allows.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender, bounded};
-use tracing::{error, info};
+use crossbeam_channel::{Receiver, Sender, bounded, select};
+use tracing::{error, info, warn};
 
 use super::CHANNEL_CAPACITY;
 use super::channel::{Cancel, ChainedOperator, Envelope, Outputs, Route};
+use super::operator::{NATIVE_PREFIX, OperatorLogic, native_operator};
+use super::snapshot::TaskCheckpoint;
 use super::task::{self, TaskContext, TaskError, TaskMetrics};
 use super::time::WatermarkGenerator;
+use crate::checkpoint::{
+    CheckpointHub, CheckpointStats, CheckpointStorage, Coordinator, JobIdentity, Manifest, commit_all,
+};
 use crate::connectors::{self, ConnectorError};
 use crate::job::{JobGraph, Node, NodeKind, OperatorNode, Partitioning};
-use super::operator::{NATIVE_PREFIX, OperatorLogic, native_operator};
-use crate::plugin::{CallError, InputKind, LoadedPlugin, OperatorInstance, PluginEngine, PluginError};
-use crate::state::MemoryBackend;
+use crate::plugin::{
+    CallError, InitialState, InputKind, LoadedPlugin, OperatorInstance, PluginEngine, PluginError, decode_meta,
+};
+use crate::state::{StateError, open_backend, read_verified, restore_backend};
 
 /// How often a running job logs its progress.
 const PROGRESS_INTERVAL: Duration = Duration::from_secs(5);
@@ -42,6 +52,21 @@ pub enum RunError {
     TaskFailed { task: String, cause: String },
     #[error("the job was cancelled")]
     Cancelled,
+    #[error("checkpoint directory {dir}: {source}")]
+    Checkpoints {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot restore {task} from checkpoint {checkpoint}: {source}")]
+    Restore {
+        task: String,
+        checkpoint: u64,
+        #[source]
+        source: StateError,
+    },
+    #[error("{last}\n(gave up after {restarts} restart(s); the job's [restart] table allows {max_attempts})")]
+    RestartsExhausted { last: Box<RunError>, restarts: u32, max_attempts: u32 },
 }
 
 /// What a node of the job graph is.
@@ -74,11 +99,19 @@ pub struct TaskSummary {
 }
 
 /// Figures of a finished job.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct JobSummary {
     pub name: String,
     pub duration: Duration,
     pub tasks: Vec<TaskSummary>,
+    /// The checkpoint the (last) run resumed from.
+    pub restored_from: Option<u64>,
+    /// Restarts after task failures.
+    pub restarts: u32,
+    /// Checkpoints completed by the last run, with their figures.
+    pub checkpoints: Vec<(u64, CheckpointStats)>,
+    /// The checkpoint directory said the job had finished already: nothing ran.
+    pub already_finished: bool,
 }
 
 impl JobSummary {
@@ -118,19 +151,74 @@ pub struct RunningJob {
     done: Receiver<(usize, Result<(), TaskError>)>,
     running: usize,
     started: Instant,
+    coordinator: Option<Coordinator>,
+    restored_from: Option<u64>,
 }
 
 /// Runs `graph` to completion (every source exhausted and every record at a
-/// sink), or until a subtask fails, which cancels the rest.
+/// sink). With checkpoints, resumes from the latest complete checkpoint in
+/// the job's checkpoint directory; a task failure cancels the run and, as
+/// the restart strategy allows, starts it again from the latest checkpoint.
 pub fn run_job(graph: &JobGraph, engine: &Arc<PluginEngine>) -> Result<JobSummary, RunError> {
-    start_job(graph, engine)?.wait()
+    let mut restarts = 0;
+    loop {
+        let restore = latest_checkpoint(graph)?;
+        if let Some(manifest) = restore.as_ref().filter(|m| m.finished) {
+            commit_all(manifest);
+            info!(job = %graph.name, checkpoint = manifest.checkpoint, "the job had already finished; nothing to do");
+            let name = graph.name.clone();
+            return Ok(JobSummary { name, restored_from: Some(manifest.checkpoint), already_finished: true, ..Default::default() });
+        }
+        let failure = match start_job_from(graph, engine, restore.as_ref(), restarts)?.wait() {
+            Ok(summary) => return Ok(JobSummary { restarts, ..summary }),
+            Err(failure @ RunError::TaskFailed { .. }) => failure,
+            Err(other) => return Err(other),
+        };
+        restarts += 1;
+        let Some(delay) = graph.restart.delay_before(restarts) else {
+            if restarts == 1 {
+                return Err(failure);
+            }
+            let max_attempts = graph.restart.max_attempts;
+            return Err(RunError::RestartsExhausted { last: Box::new(failure), restarts: restarts - 1, max_attempts });
+        };
+        warn!(job = %graph.name, restart = restarts, delay_ms = delay.as_millis() as u64, cause = %failure, "restarting the job");
+        std::thread::sleep(delay);
+    }
 }
 
-/// Starts `graph`'s tasks and returns without waiting for them. Plugins,
-/// connectors and operator instances are all set up before any task starts,
-/// so a bad module, path or config fails here and nothing runs.
+/// The newest complete checkpoint of a checkpointing job, committing its
+/// pending output (again: a crash may have come between the two).
+fn latest_checkpoint(graph: &JobGraph) -> Result<Option<Manifest>, RunError> {
+    let Some(settings) = &graph.checkpoints else { return Ok(None) };
+    let storage = CheckpointStorage::open(&settings.dir)
+        .map_err(|source| RunError::Checkpoints { dir: settings.dir.clone(), source })?;
+    let recovered = storage.latest();
+    if let Some(manifest) = &recovered.manifest {
+        commit_all(manifest);
+    }
+    Ok(recovered.manifest)
+}
+
+/// Starts `graph`'s tasks afresh and returns without waiting for them.
 pub fn start_job(graph: &JobGraph, engine: &Arc<PluginEngine>) -> Result<RunningJob, RunError> {
-    let mut builder = Builder::new(graph, engine)?;
+    start_job_from(graph, engine, None, 0)
+}
+
+/// Starts `graph`'s tasks, on the state of `restore` if given, and returns
+/// without waiting for them; `attempt` counts restarts after failures.
+/// Plugins, connectors and operator instances are all set up before any
+/// task starts, so a bad module, path or config fails here and nothing runs.
+pub fn start_job_from(
+    graph: &JobGraph,
+    engine: &Arc<PluginEngine>,
+    restore: Option<&Manifest>,
+    attempt: u32,
+) -> Result<RunningJob, RunError> {
+    if let Some(manifest) = restore {
+        info!(job = %graph.name, checkpoint = manifest.checkpoint, dir = %graph.checkpoints.as_ref().map(|c| c.dir.display().to_string()).unwrap_or_default(), "resuming from checkpoint");
+    }
+    let mut builder = Builder::new(graph, engine, restore, attempt)?;
     let mut bodies = Vec::new();
     let chained = builder.chained.clone();
     for node in graph.nodes.iter().filter(|n| !chained[n.id.0]) {
@@ -161,6 +249,8 @@ pub fn start_job(graph: &JobGraph, engine: &Arc<PluginEngine>) -> Result<Running
         threads,
         done,
         started: Instant::now(),
+        coordinator: builder.coordinator,
+        restored_from: restore.map(|m| m.checkpoint),
     })
 }
 
@@ -198,9 +288,18 @@ impl RunningJob {
         if self.cancel.is_cancelled() {
             return Err(RunError::Cancelled);
         }
+        let mut checkpoints = Vec::new();
+        if let Some(coordinator) = &mut self.coordinator {
+            coordinator.finish().map_err(|source| RunError::Checkpoints { dir: PathBuf::new(), source })?;
+            checkpoints = coordinator.completed().to_vec();
+        }
         let summary = JobSummary {
             name: self.name.clone(),
             duration: self.started.elapsed(),
+            restored_from: self.restored_from,
+            restarts: 0,
+            checkpoints,
+            already_finished: false,
             tasks: self
                 .subtasks
                 .iter()
@@ -226,10 +325,31 @@ impl RunningJob {
     fn supervise(&mut self) -> Option<RunError> {
         let mut failure = None;
         let mut last_report = Instant::now();
+        let never = crossbeam_channel::never();
         while self.running > 0 {
-            match self.done.recv_timeout(Duration::from_millis(200)) {
+            let acks = self.coordinator.as_ref().map_or(&never, |c| c.acks()).clone();
+            let done = select! {
+                recv(self.done) -> done => Some(done.map_err(|_| ())),
+                recv(acks) -> ack => {
+                    if let (Ok(ack), Some(coordinator)) = (ack, self.coordinator.as_mut()) {
+                        coordinator.on_ack(ack);
+                    }
+                    None
+                }
+                default(Duration::from_millis(20)) => Some(Err(())),
+            };
+            if let Some(coordinator) = &mut self.coordinator {
+                coordinator.tick();
+            }
+            let Some(done) = done else { continue };
+            match done {
                 Ok((index, result)) => {
                     self.running -= 1;
+                    if result.is_ok()
+                        && let Some(coordinator) = &mut self.coordinator
+                    {
+                        coordinator.task_finished(index);
+                    }
                     let (task, cause) = match result {
                         Ok(()) | Err(TaskError::Stopped) => continue,
                         Err(TaskError::Operator { label, error }) => (label, error.to_string()),
@@ -265,11 +385,25 @@ struct Builder<'a> {
     inboxes: Vec<Vec<Inbox>>,
     subtasks: Vec<Subtask>,
     cancel: Cancel,
+    restore: Option<&'a Manifest>,
+    attempt: u32,
+    coordinator: Option<Coordinator>,
+    hub: Option<Arc<CheckpointHub>>,
+    /// Where RocksDB keeps its working files.
+    work_dir: PathBuf,
 }
 
 impl<'a> Builder<'a> {
-    fn new(graph: &'a JobGraph, engine: &'a Arc<PluginEngine>) -> Result<Self, RunError> {
+    fn new(
+        graph: &'a JobGraph,
+        engine: &'a Arc<PluginEngine>,
+        restore: Option<&'a Manifest>,
+        attempt: u32,
+    ) -> Result<Self, RunError> {
         let plugins = load_plugins(graph, engine)?;
+        let coordinator = coordinator(graph, restore)?;
+        let hub = coordinator.as_ref().map(Coordinator::hub);
+        let work_dir = work_dir(graph)?;
         let chained: Vec<bool> = graph.nodes.iter().map(|n| is_chainable(graph, n)).collect();
         let inboxes = graph
             .nodes
@@ -282,7 +416,55 @@ impl<'a> Builder<'a> {
                 }
             })
             .collect();
-        Ok(Builder { graph, engine, plugins, chained, inboxes, subtasks: Vec::new(), cancel: Cancel::default() })
+        Ok(Builder {
+            graph,
+            engine,
+            plugins,
+            chained,
+            inboxes,
+            subtasks: Vec::new(),
+            cancel: Cancel::default(),
+            restore,
+            attempt,
+            coordinator,
+            hub,
+            work_dir,
+        })
+    }
+
+    /// How `subtask` of `node` reaches the coordinator, when checkpointing.
+    fn task_checkpoint(&self, index: usize, node: &Node, subtask: u32) -> Option<TaskCheckpoint> {
+        let hub = self.hub.clone()?;
+        Some(TaskCheckpoint { hub, index, node: node.name.clone(), subtask })
+    }
+
+    /// The restored state of `subtask` of `node`, if resuming.
+    fn restored(&self, node: &Node, subtask: u32) -> Option<&'a crate::checkpoint::TaskState> {
+        self.restore?.task(&node.name, subtask)
+    }
+
+    /// An operator subtask's state: restored from the checkpoint, or empty.
+    fn initial_state(&self, node: &Node, subtask: u32) -> Result<InitialState, RunError> {
+        let restore_error = |source| RunError::Restore {
+            task: format!("{} (subtask {})", node.describe(), subtask + 1),
+            checkpoint: self.restore.map_or(0, |m| m.checkpoint),
+            source,
+        };
+        let root = self.graph.checkpoints.as_ref().map(|c| c.dir.clone()).unwrap_or_default();
+        let restored = self.restored(node, subtask);
+        let backend = match restored.and_then(|t| t.keyed.as_ref()) {
+            Some(handle) => restore_backend(self.graph.backend, handle, &root, &self.work_dir),
+            None => open_backend(self.graph.backend, &self.work_dir),
+        }
+        .map_err(restore_error)?;
+        let meta = match restored.and_then(|t| t.meta.as_ref()) {
+            Some(file) => {
+                let bytes = read_verified(&root, file).map_err(restore_error)?;
+                Some(decode_meta(&root.join(&file.path), &bytes).map_err(restore_error)?)
+            }
+            None => None,
+        };
+        Ok(InitialState { backend, meta, max_parallelism: self.graph.max_parallelism })
     }
 
     /// Registers a subtask and builds its context (with its outputs, which
@@ -290,7 +472,8 @@ impl<'a> Builder<'a> {
     fn context(&mut self, node: &Node, subtask: u32) -> Result<(usize, TaskContext), RunError> {
         let (index, label, metrics) = self.register(node, subtask);
         let outputs = self.outputs(node, subtask)?;
-        Ok((index, TaskContext { label, cancel: self.cancel.clone(), metrics, outputs }))
+        let checkpoint = self.task_checkpoint(index, node, subtask);
+        Ok((index, TaskContext { label, cancel: self.cancel.clone(), metrics, outputs, checkpoint }))
     }
 
     fn register(&mut self, node: &Node, subtask: u32) -> (usize, String, Arc<TaskMetrics>) {
@@ -307,11 +490,12 @@ impl<'a> Builder<'a> {
         let mut routes = Vec::new();
         for (consumer, input, edge) in graph.consumers(node.id) {
             if self.chained[consumer.id.0] {
-                let (_, label, metrics) = self.register(consumer, subtask);
-                let instance = self.instantiate(consumer, &label)?;
+                let (index, label, metrics) = self.register(consumer, subtask);
+                let instance = self.instantiate(consumer, subtask, &label)?;
                 let outputs = self.outputs(consumer, subtask)?;
                 let kind = input_kind(edge.partitioning);
-                let operator = ChainedOperator { label, instance, kind, outputs, metrics };
+                let checkpoint = self.task_checkpoint(index, consumer, subtask);
+                let operator = ChainedOperator { label, instance, kind, outputs, metrics, checkpoint };
                 routes.push(Route::chained(edge.output.clone(), input, operator));
                 continue;
             }
@@ -336,20 +520,33 @@ impl<'a> Builder<'a> {
 
     /// Creates an operator instance and runs its `init` (or creates the
     /// built-in native operator a `native:` plugin path names).
-    fn instantiate(&self, node: &Node, label: &str) -> Result<Box<dyn OperatorLogic>, RunError> {
+    fn instantiate(&self, node: &Node, subtask: u32, label: &str) -> Result<Box<dyn OperatorLogic>, RunError> {
         let NodeKind::Operator(OperatorNode { limits, config, plugin, .. }) = &node.kind else {
             unreachable!("only operators are instantiated");
         };
+        let failed = |cause: String| RunError::TaskFailed { task: label.to_owned(), cause };
+        let state = self.initial_state(node, subtask)?;
         if let Some(name) = native_name(plugin) {
-            return native_operator(name).ok_or_else(|| RunError::TaskFailed {
-                task: label.to_owned(),
-                cause: format!("there is no built-in native operator `{name}`"),
-            });
+            return match native_operator(name, state) {
+                Some(operator) => operator.map_err(|e| failed(e.to_string())),
+                None => Err(failed(format!("there is no built-in native operator `{name}`"))),
+            };
         }
         let plugin = self.plugins[node.id.0].as_ref().expect("operators have a loaded plugin");
-        OperatorInstance::new(self.engine, plugin, *limits, Box::new(MemoryBackend::new()), config)
+        let config = self.config_for(config, node, subtask);
+        OperatorInstance::new(self.engine, plugin, *limits, state, &config)
             .map(|instance| Box::new(instance) as Box<dyn OperatorLogic>)
-            .map_err(|error: CallError| RunError::TaskFailed { task: label.to_owned(), cause: error.to_string() })
+            .map_err(|error: CallError| failed(error.to_string()))
+    }
+
+    /// The operator's config with the host's `weir.*` keys added (sorted by key).
+    fn config_for(&self, config: &[(String, String)], node: &Node, subtask: u32) -> Vec<(String, String)> {
+        let mut config = config.to_vec();
+        config.push(("weir.attempt".into(), self.attempt.to_string()));
+        config.push(("weir.parallelism".into(), node.parallelism.to_string()));
+        config.push(("weir.subtask".into(), subtask.to_string()));
+        config.sort();
+        config
     }
 
     /// Opens the subtask's connector or instantiates its operator, and
@@ -360,23 +557,48 @@ impl<'a> Builder<'a> {
         let producers = producers(self.graph, node);
         Ok(match &node.kind {
             NodeKind::Source(spec) => {
-                let source = connectors::open_source(spec, subtask, node.parallelism).map_err(connector_error)?;
+                let mut source = connectors::open_source(spec, subtask, node.parallelism).map_err(connector_error)?;
+                if let Some(position) = self.restored(node, subtask).and_then(|t| t.position) {
+                    source.seek(position).map_err(connector_error)?;
+                }
                 let watermarks = WatermarkGenerator::new(spec.watermark_settings());
                 Box::new(move || task::run_source(ctx, source, watermarks))
             }
             NodeKind::Sink(spec) => {
-                let sink = connectors::open_sink(spec).map_err(connector_error)?;
+                let restored = self.restore.map_or(0, |m| m.checkpoint);
+                let sink = connectors::open_sink(spec, subtask, restored).map_err(connector_error)?;
                 let inbox = inbox();
                 Box::new(move || task::run_sink(ctx, sink, inbox, producers))
             }
             NodeKind::Operator(_) => {
-                let instance = self.instantiate(node, &ctx.label)?;
+                let instance = self.instantiate(node, subtask, &ctx.label)?;
                 let inbox = inbox();
                 let kinds = node.inputs.iter().map(|e| input_kind(e.partitioning)).collect();
                 Box::new(move || task::run_operator(ctx, instance, inbox, kinds, producers))
             }
         })
     }
+}
+
+/// The job's checkpoint coordinator, if it checkpoints.
+fn coordinator(graph: &JobGraph, restore: Option<&Manifest>) -> Result<Option<Coordinator>, RunError> {
+    let Some(settings) = &graph.checkpoints else { return Ok(None) };
+    let storage = CheckpointStorage::open(&settings.dir)
+        .map_err(|source| RunError::Checkpoints { dir: settings.dir.clone(), source })?;
+    let job = JobIdentity { name: graph.name.clone(), max_parallelism: graph.max_parallelism, backend: graph.backend };
+    let subtasks = graph.nodes.iter().map(|n| n.parallelism as usize).sum();
+    Ok(Some(Coordinator::new(settings.clone(), job, storage, subtasks, restore)))
+}
+
+/// Where RocksDB keeps working files: beside the checkpoints (same disk,
+/// cleared at start: what a killed run left is garbage), else in the
+/// temporary directory.
+fn work_dir(graph: &JobGraph) -> Result<PathBuf, RunError> {
+    let Some(settings) = &graph.checkpoints else { return Ok(std::env::temp_dir().join("weir-state")) };
+    let dir = settings.dir.join(".work");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|source| RunError::Checkpoints { dir: dir.clone(), source })?;
+    Ok(dir)
 }
 
 /// An operator runs in its upstream's task when its only input is a forward

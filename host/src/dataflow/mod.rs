@@ -13,14 +13,20 @@
 //! Batches end with an end-of-stream marker per producer; a subtask finishes
 //! once every producer feeding it has ended. A failing subtask cancels the
 //! whole job, and the error names the node and its uid.
+//!
+//! Checkpoint barriers travel in the same channels as records (see
+//! [`crate::checkpoint`]): a source sends barrier `n` when the coordinator
+//! asks, every subtask aligns its inputs on it, snapshots and passes it on.
 
 mod batch;
 mod channel;
 mod executor;
 mod operator;
+mod snapshot;
 mod task;
 mod time;
 
+pub use channel::{Envelope, Message};
 pub use time::{InputClock, WatermarkSettings};
 pub use batch::{NO_TIMESTAMP, Record, RecordBatch};
 pub use operator::{Emitted, NATIVE_PREFIX, OperatorLogic, native_operator};

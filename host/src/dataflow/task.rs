@@ -7,6 +7,8 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Receiver;
 
 use super::channel::{Cancel, Envelope, Message, Outputs, receive};
+use super::snapshot::{TaskCheckpoint, finish_sink};
+use crate::checkpoint::{Aligned, BarrierAligner};
 use super::operator::Emitted;
 use super::time::{InputClock, Signal, WatermarkGenerator};
 use super::{BATCH_SIZE, RecordBatch};
@@ -57,6 +59,24 @@ pub struct TaskContext {
     pub cancel: Cancel,
     pub metrics: Arc<TaskMetrics>,
     pub outputs: Outputs,
+    /// Set when the job takes checkpoints.
+    pub checkpoint: Option<TaskCheckpoint>,
+}
+
+impl TaskContext {
+    /// The next message: one held back by alignment first, else from the
+    /// inbox (`None` when `wake_at` came first).
+    fn next(
+        &mut self,
+        aligner: &mut BarrierAligner,
+        inbox: &Receiver<Envelope>,
+        wake_at: Option<i64>,
+    ) -> Result<Option<Envelope>, TaskError> {
+        match aligner.replayed() {
+            Some(envelope) => Ok(Some(envelope)),
+            None => receive(inbox, &mut self.outputs, &self.cancel, wake_at),
+        }
+    }
 }
 
 /// Polls the source until it is exhausted, sending batches downstream,
@@ -67,9 +87,18 @@ pub fn run_source(
     mut watermarks: WatermarkGenerator,
 ) -> Result<(), TaskError> {
     let mut last_flush = Instant::now();
+    let mut last_barrier = 0;
     loop {
         if ctx.cancel.is_cancelled() {
             return Err(TaskError::Stopped);
+        }
+        if let Some(checkpoint) = &ctx.checkpoint
+            && let Some(n) = checkpoint.due(last_barrier)
+        {
+            last_barrier = n;
+            let position = source.position();
+            ctx.outputs.barrier(n, &ctx.cancel)?;
+            checkpoint.ack_position(n, position);
         }
         let mut batch = RecordBatch::with_capacity(BATCH_SIZE, 16 * BATCH_SIZE);
         let poll = source.poll(&mut batch, BATCH_SIZE)?;
@@ -84,6 +113,11 @@ pub fn run_source(
             None => {}
         }
         if poll == Poll::Exhausted {
+            if let Some(checkpoint) = &ctx.checkpoint
+                && !ctx.outputs.has_chained()
+            {
+                checkpoint.source_finished(source.position());
+            }
             return ctx.outputs.end(&ctx.cancel);
         }
         // A slow source must not leave records in partly filled batches.
@@ -107,12 +141,24 @@ pub fn run_operator(
     producers: usize,
 ) -> Result<(), TaskError> {
     let mut clock = InputClock::new(producers);
+    let mut aligner = BarrierAligner::new(producers);
     let mut ended = 0;
     while ended < producers {
-        let Some(envelope) = receive(&inbox, &mut ctx.outputs, &ctx.cancel, instance.next_processing_timer())? else {
+        let Some(envelope) = ctx.next(&mut aligner, &inbox, instance.next_processing_timer())? else {
             let emitted = instance.fire_processing_timers(now_ms());
             pass_on(&mut ctx, emitted)?;
             continue;
+        };
+        let envelope = match aligner.accept(envelope) {
+            None => continue,
+            Some(Aligned::Message(envelope)) => envelope,
+            Some(Aligned::Barrier { checkpoint: n, alignment }) => {
+                if let Some(checkpoint) = &ctx.checkpoint {
+                    checkpoint.snapshot_operator(n, instance.as_mut(), alignment);
+                }
+                ctx.outputs.barrier(n, &ctx.cancel)?;
+                continue;
+            }
         };
         let advanced = match envelope.message {
             Message::Batch(batch) => {
@@ -128,6 +174,7 @@ pub fn run_operator(
                 ended += 1;
                 clock.ended(envelope.channel)
             }
+            Message::Barrier(_) => None, // The aligner has taken them.
         };
         if let Some(watermark) = advanced {
             let emitted = instance.advance_watermark(watermark);
@@ -158,17 +205,29 @@ pub fn run_sink(
     inbox: Receiver<Envelope>,
     producers: usize,
 ) -> Result<(), TaskError> {
+    let mut aligner = BarrierAligner::new(producers);
     let mut ended = 0;
     while ended < producers {
-        match receive(&inbox, &mut ctx.outputs, &ctx.cancel, None)?.map(|e| e.message) {
-            Some(Message::Batch(batch)) => {
-                ctx.metrics.count_in(batch.len());
-                sink.write(&batch)?;
+        let Some(envelope) = ctx.next(&mut aligner, &inbox, None)? else { continue };
+        match aligner.accept(envelope) {
+            Some(Aligned::Message(envelope)) => match envelope.message {
+                Message::Batch(batch) => {
+                    ctx.metrics.count_in(batch.len());
+                    sink.write(&batch)?;
+                }
+                Message::End => ended += 1,
+                Message::Watermark(_) | Message::Idle | Message::Barrier(_) => {}
+            },
+            Some(Aligned::Barrier { checkpoint: n, alignment }) => {
+                let commits = sink.precommit(n)?;
+                if let Some(checkpoint) = &ctx.checkpoint {
+                    checkpoint.ack_commits(n, commits, alignment);
+                }
             }
-            Some(Message::End) => ended += 1,
-            Some(Message::Watermark(_) | Message::Idle) | None => {}
+            None => {}
         }
     }
-    sink.finish()?;
-    Ok(())
+    let commits = sink.finish()?;
+    let committed = finish_sink(ctx.checkpoint.as_ref(), commits);
+    committed.map_err(|source| TaskError::Connector(ConnectorError::Io { what: ctx.label.clone(), source }))
 }

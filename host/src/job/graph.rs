@@ -6,9 +6,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::Overrides;
-use super::spec::{JobSpec, OperatorSpec, SinkSpec, SourceSpec};
+use super::spec::{JobSpec, OperatorSpec, RestartSpec, RestartStrategy, SinkSpec, SourceSpec};
+use crate::checkpoint::CheckpointSettings;
 use crate::plugin::Limits;
-use crate::state::DEFAULT_MAX_PARALLELISM;
+use crate::state::{BackendKind, DEFAULT_MAX_PARALLELISM};
 
 /// Index of a node in [`JobGraph::nodes`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -83,6 +84,64 @@ pub struct JobGraph {
     pub max_parallelism: u32,
     /// Sources first, then operators in topological order, then sinks.
     pub nodes: Vec<Node>,
+    pub backend: BackendKind,
+    /// Checkpointing, if the job file enables it.
+    pub checkpoints: Option<CheckpointSettings>,
+    pub restart: RestartSpec,
+}
+
+impl RestartSpec {
+    /// The delay before restart number `attempt` (from 1), or `None` when
+    /// no more restarts are allowed.
+    pub fn delay_before(&self, attempt: u32) -> Option<Duration> {
+        if attempt > self.max_attempts {
+            return None;
+        }
+        let base = Duration::from_millis(self.delay_ms);
+        match self.strategy {
+            RestartStrategy::None => None,
+            RestartStrategy::FixedDelay => Some(base),
+            RestartStrategy::ExponentialBackoff => {
+                let factor = 2u32.saturating_pow(attempt.saturating_sub(1).min(20));
+                Some((base * factor).min(Duration::from_millis(self.max_delay_ms)))
+            }
+        }
+    }
+}
+
+/// With checkpoints and no `[restart]` table, a failed job is restarted
+/// from its last checkpoint up to 3 times, 1 s apart; without checkpoints,
+/// it is not restarted.
+fn restart_policy(spec: &JobSpec) -> RestartSpec {
+    spec.restart.clone().unwrap_or(RestartSpec {
+        strategy: if spec.checkpoint_dir.is_some() { RestartStrategy::FixedDelay } else { RestartStrategy::None },
+        max_attempts: 3,
+        delay_ms: 1000,
+        max_delay_ms: 30_000,
+    })
+}
+
+fn checkpoint_settings(spec: &JobSpec, base: &Path) -> Result<Option<CheckpointSettings>, String> {
+    let Some(dir) = &spec.checkpoint_dir else {
+        if spec.checkpoint_interval_ms.is_some() || spec.checkpoints_retained.is_some() {
+            return Err("checkpoint_interval_ms and checkpoints_retained need checkpoint_dir: add it".into());
+        }
+        return Ok(None);
+    };
+    let interval = spec.checkpoint_interval_ms.unwrap_or(1000);
+    if interval == 0 {
+        return Err("checkpoint_interval_ms must be at least 1".into());
+    }
+    let retain = spec.checkpoints_retained.unwrap_or(3);
+    if retain == 0 {
+        return Err("checkpoints_retained must be at least 1".into());
+    }
+    Ok(Some(CheckpointSettings {
+        dir: base.join(dir),
+        interval: Duration::from_millis(interval),
+        retain,
+        timeout: Duration::from_secs(120),
+    }))
 }
 
 impl JobGraph {
@@ -159,7 +218,9 @@ impl JobGraph {
                 inputs: vec![input],
             });
         }
-        Ok(JobGraph { name: spec.name, max_parallelism, nodes })
+        let checkpoints = checkpoint_settings(&spec, base)?;
+        let restart = restart_policy(&spec);
+        Ok(JobGraph { name: spec.name, max_parallelism, nodes, backend: spec.state_backend, checkpoints, restart })
     }
 }
 
@@ -329,6 +390,7 @@ fn resolve_source(source: SourceSpec, base: &Path) -> SourceSpec {
 fn resolve_sink(sink: SinkSpec, base: &Path) -> SinkSpec {
     match sink {
         SinkSpec::File { name, input, path, format } => SinkSpec::File { name, input, path: base.join(path), format },
+        SinkSpec::Files { name, input, path, format } => SinkSpec::Files { name, input, path: base.join(path), format },
         other => other,
     }
 }

@@ -11,7 +11,9 @@ pub mod spec;
 use std::path::{Path, PathBuf};
 
 pub use graph::{Edge, JobGraph, Node, NodeId, NodeKind, OperatorNode, Partitioning};
-pub use spec::{FileFormat, GeneratorMode, JobSpec, OperatorSpec, OutputFormat, SinkSpec, SourceSpec};
+pub use spec::{
+    FileFormat, GeneratorMode, JobSpec, OperatorSpec, OutputFormat, RestartSpec, RestartStrategy, SinkSpec, SourceSpec,
+};
 
 /// Options given on the command line that override the job file.
 #[derive(Debug, Clone, Copy, Default)]

@@ -23,9 +23,24 @@
 //!
 //! [[sink]]
 //! name = "out"
-//! type = "stdout"            # or "file" (with `path`) or "discard"
+//! type = "stdout"            # "file" or "files" (with `path`), or "discard"
 //! input = "count"
 //! format = "kv"              # kv | value | json
+//! ```
+//!
+//! Checkpoints and recovery (all optional):
+//!
+//! ```toml
+//! state_backend = "rocksdb"       # or "memory" (the default)
+//! checkpoint_dir = "checkpoints"  # enables checkpoints; relative to the job file
+//! checkpoint_interval_ms = 1000
+//! checkpoints_retained = 3
+//!
+//! [restart]
+//! strategy = "fixed-delay"        # or "exponential-backoff", "none"
+//! max_attempts = 3
+//! delay_ms = 1000                 # backoff: the first delay, doubling
+//! max_delay_ms = 30000            # backoff: the longest delay
 //! ```
 
 use std::collections::BTreeMap;
@@ -46,6 +61,49 @@ pub struct JobSpec {
     pub operators: Vec<OperatorSpec>,
     #[serde(default, rename = "sink")]
     pub sinks: Vec<SinkSpec>,
+    #[serde(default)]
+    pub state_backend: crate::state::BackendKind,
+    pub checkpoint_dir: Option<PathBuf>,
+    pub checkpoint_interval_ms: Option<u64>,
+    pub checkpoints_retained: Option<usize>,
+    pub restart: Option<RestartSpec>,
+}
+
+/// The `[restart]` table: what to do when a task fails.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RestartSpec {
+    pub strategy: RestartStrategy,
+    #[serde(default = "default_attempts")]
+    pub max_attempts: u32,
+    #[serde(default = "default_delay")]
+    pub delay_ms: u64,
+    #[serde(default = "default_max_delay")]
+    pub max_delay_ms: u64,
+}
+
+/// How failed jobs are restarted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RestartStrategy {
+    /// Fail the job at the first task failure.
+    None,
+    /// Restart after `delay_ms`, up to `max_attempts` times.
+    FixedDelay,
+    /// Restart after `delay_ms`, doubling each time up to `max_delay_ms`.
+    ExponentialBackoff,
+}
+
+fn default_attempts() -> u32 {
+    3
+}
+
+fn default_delay() -> u64 {
+    1000
+}
+
+fn default_max_delay() -> u64 {
+    30_000
 }
 
 /// A `[[source]]` table.
@@ -186,6 +244,15 @@ pub enum SinkSpec {
         #[serde(default)]
         format: OutputFormat,
     },
+    /// Writes part files into the directory `path`, each made visible
+    /// when the checkpoint covering its events completes: exactly once.
+    Files {
+        name: String,
+        input: String,
+        path: PathBuf,
+        #[serde(default)]
+        format: OutputFormat,
+    },
     /// Counts events and drops them (benchmarks), optionally no faster
     /// than `rate` events per second (to test backpressure).
     Discard { name: String, input: String, rate: Option<f64> },
@@ -194,13 +261,19 @@ pub enum SinkSpec {
 impl SinkSpec {
     pub fn name(&self) -> &str {
         match self {
-            SinkSpec::Stdout { name, .. } | SinkSpec::File { name, .. } | SinkSpec::Discard { name, .. } => name,
+            SinkSpec::Stdout { name, .. }
+            | SinkSpec::File { name, .. }
+            | SinkSpec::Files { name, .. }
+            | SinkSpec::Discard { name, .. } => name,
         }
     }
 
     pub fn input(&self) -> &str {
         match self {
-            SinkSpec::Stdout { input, .. } | SinkSpec::File { input, .. } | SinkSpec::Discard { input, .. } => input,
+            SinkSpec::Stdout { input, .. }
+            | SinkSpec::File { input, .. }
+            | SinkSpec::Files { input, .. }
+            | SinkSpec::Discard { input, .. } => input,
         }
     }
 }

@@ -26,6 +26,9 @@ pub struct PluginState {
     /// Keys of the batch being processed (valid while `keyed_call`).
     pub keys: BatchKeys,
     pub in_call: bool,
+    /// The first state-backend failure of the current call (see
+    /// [`KeyedStateView::failure`]).
+    pub backend_failure: Option<String>,
     pub keyed_call: bool,
     /// Whether the current call processes a batch from a broadcast input.
     pub broadcast_call: bool,
@@ -45,6 +48,7 @@ impl PluginState {
             timers: TimerService::default(),
             keys: BatchKeys::default(),
             in_call: false,
+            backend_failure: None,
             keyed_call: false,
             broadcast_call: false,
         }
@@ -58,6 +62,7 @@ impl PluginState {
             backend: self.backend.as_mut(),
             keys: self.keyed_call.then_some(&self.keys),
             in_call: self.in_call,
+            failure: &mut self.backend_failure,
         }
     }
 

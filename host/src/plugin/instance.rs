@@ -10,7 +10,8 @@ use super::error::CallError;
 use super::host_state::PluginState;
 use super::limits::Limits;
 use crate::dataflow::{BATCH_SIZE, NO_TIMESTAMP, RecordBatch};
-use crate::state::{FiredTimer, HashedKey, KeyedStateBackend, StateRegistry, TimeDomain};
+use super::snapshot::{self, InstanceMeta};
+use crate::state::{FiredTimer, HashedKey, KeyedStateBackend, StateError, StateSnapshot, TimeDomain};
 
 /// How the batches of an input reach the operator, which decides what
 /// state a call may use.
@@ -24,6 +25,23 @@ pub enum InputKind {
     Plain,
 }
 
+/// The state an operator subtask starts with: an empty or restored
+/// backend and, when restored, the rest of its snapshot.
+pub struct InitialState {
+    pub backend: Box<dyn KeyedStateBackend>,
+    pub meta: Option<InstanceMeta>,
+    /// The job's number of key groups.
+    pub max_parallelism: u32,
+}
+
+/// An operator subtask's snapshot, captured at a barrier: its state names,
+/// broadcast maps and timers encoded ([`snapshot`]), and its keyed state
+/// still to be persisted.
+pub struct CapturedState {
+    pub meta: Vec<u8>,
+    pub keyed: Box<dyn StateSnapshot>,
+}
+
 /// A plugin instance with its own store, limits and keyed state.
 pub struct OperatorInstance {
     store: Store<PluginState>,
@@ -31,25 +49,33 @@ pub struct OperatorInstance {
     limits: Limits,
     /// The operator's event-time watermark; it never goes backwards.
     watermark: i64,
+    max_parallelism: u32,
 }
 
 impl OperatorInstance {
-    /// Instantiates `plugin` and calls its `init` with `config`.
+    /// Instantiates `plugin` on `state` and calls its `init` with `config`.
     pub fn new(
         engine: &PluginEngine,
         plugin: &LoadedPlugin,
         limits: Limits,
-        backend: Box<dyn KeyedStateBackend>,
+        state: InitialState,
         config: &[(String, String)],
     ) -> Result<Self, CallError> {
-        let mut store = Store::new(engine.engine(), PluginState::new(limits.memory_bytes, backend));
+        let mut data = PluginState::new(limits.memory_bytes, state.backend);
+        if let Some(meta) = state.meta {
+            data.registry = meta.registry;
+            data.broadcast = meta.broadcast;
+            data.timers = meta.timers;
+        }
+        let mut store = Store::new(engine.engine(), data);
         store.limiter(|state| &mut state.limiter);
         store.set_epoch_deadline(limits.deadline_ticks());
         let bindings = match plugin.pre.instantiate(&mut store) {
             Ok(bindings) => bindings,
             Err(error) => return Err(classify(&store, &limits, error, CallError::Instantiate)),
         };
-        let mut instance = OperatorInstance { store, bindings, limits, watermark: NO_TIMESTAMP };
+        let max_parallelism = state.max_parallelism;
+        let mut instance = OperatorInstance { store, bindings, limits, watermark: NO_TIMESTAMP, max_parallelism };
         instance.init(config)?;
         Ok(instance)
     }
@@ -172,15 +198,17 @@ impl OperatorInstance {
             .collect()
     }
 
-    /// The instance's keyed state and the names of its states.
-    pub fn state(&self) -> (&dyn KeyedStateBackend, &StateRegistry) {
-        let data = self.store.data();
-        (data.backend.as_ref(), &data.registry)
+    /// Captures the instance's state for a checkpoint (between calls).
+    pub fn snapshot(&mut self) -> Result<CapturedState, StateError> {
+        let data = self.store.data_mut();
+        let meta = snapshot::encode(&data.registry, &data.broadcast, &data.timers);
+        Ok(CapturedState { meta, keyed: data.backend.snapshot()? })
     }
 
     /// Numbers distinct keys in order of first appearance and records them
     /// as the call's current keys.
     fn assign_slots<'k>(&mut self, batch_keys: impl ExactSizeIterator<Item = &'k [u8]>) -> (Vec<u32>, u32) {
+        let max_parallelism = self.max_parallelism;
         let keys = &mut self.store.data_mut().keys;
         keys.clear();
         // Slots by key, hashed once: the same hash serves the state reads
@@ -188,7 +216,7 @@ impl OperatorInstance {
         let mut slots: HashTable<(HashedKey<'_>, u32)> = HashTable::with_capacity(batch_keys.len());
         let key_slots = batch_keys
             .map(|key| {
-                let key = HashedKey::new(key);
+                let key = HashedKey::new(key, max_parallelism);
                 let entry = slots.entry(key.hash, |(k, _)| k.key == key.key, |(k, _)| k.hash);
                 entry
                     .or_insert_with(|| {
@@ -202,7 +230,10 @@ impl OperatorInstance {
         (key_slots, keys.len() as u32)
     }
 
-    fn returned<T>(&self, result: wasmtime::Result<Result<T, OperatorError>>) -> Result<T, CallError> {
+    fn returned<T>(&mut self, result: wasmtime::Result<Result<T, OperatorError>>) -> Result<T, CallError> {
+        if let Some(failure) = self.store.data_mut().backend_failure.take() {
+            return Err(CallError::Operator(failure));
+        }
         match result {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(error)) => Err(CallError::Operator(describe_operator_error(error))),

@@ -11,7 +11,7 @@ use wasmtime::component::{HasData, Resource, ResourceTable};
 
 use super::bindings::weir::operator::state::{Host, HostMapState, HostValueState, SlotValues};
 use super::bindings::weir::operator::types::StateError;
-use crate::state::{HashedKey, KeyedStateBackend, StateId, StateRegistry};
+use crate::state::{HashedKey, KeyedStateBackend, StateError as BackendError, StateId, StateRegistry};
 
 /// The host's representation of a guest's `value-state` resource.
 #[derive(Debug, Clone, Copy)]
@@ -36,6 +36,7 @@ pub struct BatchKeys {
     data: Vec<u8>,
     offsets: Vec<u32>,
     hashes: Vec<u64>,
+    groups: Vec<u16>,
 }
 
 impl BatchKeys {
@@ -44,12 +45,14 @@ impl BatchKeys {
         self.offsets.clear();
         self.offsets.push(0);
         self.hashes.clear();
+        self.groups.clear();
     }
 
     pub fn push(&mut self, key: HashedKey<'_>) {
         self.data.extend_from_slice(key.key);
         self.offsets.push(self.data.len() as u32);
         self.hashes.push(key.hash);
+        self.groups.push(key.group);
     }
 
     pub fn len(&self) -> usize {
@@ -58,7 +61,7 @@ impl BatchKeys {
 
     pub fn get(&self, slot: usize) -> HashedKey<'_> {
         let key = &self.data[self.offsets[slot] as usize..self.offsets[slot + 1] as usize];
-        HashedKey { key, hash: self.hashes[slot] }
+        HashedKey { key, hash: self.hashes[slot], group: self.groups[slot] }
     }
 }
 
@@ -70,6 +73,9 @@ pub struct KeyedStateView<'a> {
     /// The keys of the current call, or `None` outside a keyed call.
     pub keys: Option<&'a BatchKeys>,
     pub in_call: bool,
+    /// The first failure of the backend during the current call. The call
+    /// fails because of it whatever the plugin does with the error it got.
+    pub failure: &'a mut Option<String>,
 }
 
 /// Marker for [`HasData`]: the `state` interface is implemented on a
@@ -115,7 +121,8 @@ impl HostValueState for KeyedStateView<'_> {
         let keys = self.current_keys()?;
         let mut values = empty_values(keys.len());
         for slot in 0..keys.len() {
-            push_value(&mut values, self.backend.get(state, keys.get(slot)));
+            let value = self.backend.get(state, keys.get(slot));
+            push_value(&mut values, record_failure(self.failure, value)?);
         }
         Ok(values)
     }
@@ -131,7 +138,8 @@ impl HostValueState for KeyedStateView<'_> {
         check_write(&slots, &values)?;
         check_slots(slots.iter().copied(), keys)?;
         for (i, &slot) in slots.iter().enumerate() {
-            write(self.backend, state, keys.get(slot as usize), value_at(&values, i));
+            let written = write(self.backend, state, keys.get(slot as usize), value_at(&values, i));
+            record_failure(self.failure, written)?;
         }
         Ok(())
     }
@@ -167,7 +175,8 @@ impl HostMapState for KeyedStateView<'_> {
         let mut values = empty_values(slots.len());
         let mut composite = Vec::new();
         for i in 0..slots.len() {
-            push_value(&mut values, self.backend.get(state, entries.composite(i, &mut composite)));
+            let value = self.backend.get(state, entries.composite(i, &mut composite));
+            push_value(&mut values, record_failure(self.failure, value)?);
         }
         Ok(values)
     }
@@ -186,7 +195,8 @@ impl HostMapState for KeyedStateView<'_> {
         let entries = EntryKeys::new(keys, &slots, &sub_keys, &sub_key_offsets)?;
         let mut composite = Vec::new();
         for i in 0..slots.len() {
-            write(self.backend, state, entries.composite(i, &mut composite), value_at(&values, i));
+            let written = write(self.backend, state, entries.composite(i, &mut composite), value_at(&values, i));
+            record_failure(self.failure, written)?;
         }
         Ok(())
     }
@@ -217,12 +227,12 @@ impl<'a> EntryKeys<'a> {
     /// Entry `i`'s storage key: the key's length (4 bytes, little-endian),
     /// the key, then the sub-key — so that a key's entries share a prefix.
     fn composite<'b>(&self, i: usize, buffer: &'b mut Vec<u8>) -> HashedKey<'b> {
-        let key = self.keys.get(self.slots[i] as usize).key;
+        let HashedKey { key, group, .. } = self.keys.get(self.slots[i] as usize);
         buffer.clear();
         buffer.extend_from_slice(&(key.len() as u32).to_le_bytes());
         buffer.extend_from_slice(key);
         buffer.extend_from_slice(&self.sub_keys[self.offsets[i] as usize..self.offsets[i + 1] as usize]);
-        HashedKey::new(buffer)
+        HashedKey::in_group(buffer, group)
     }
 }
 
@@ -276,9 +286,24 @@ fn value_at(values: &SlotValues, i: usize) -> Option<&[u8]> {
 }
 
 /// Stores `value` under `key`, or removes the key's value when it is `None`.
-fn write(backend: &mut dyn KeyedStateBackend, state: StateId, key: HashedKey<'_>, value: Option<&[u8]>) {
+fn write(
+    backend: &mut dyn KeyedStateBackend,
+    state: StateId,
+    key: HashedKey<'_>,
+    value: Option<&[u8]>,
+) -> Result<(), BackendError> {
     match value {
         Some(value) => backend.put(state, key, value),
         None => backend.delete(state, key),
     }
+}
+
+/// Passes a backend result on; a failure is kept for the call to fail with,
+/// and the plugin sees a state error.
+fn record_failure<T>(failure: &mut Option<String>, result: Result<T, BackendError>) -> Result<T, StateError> {
+    result.map_err(|error| {
+        let message = format!("the state backend failed: {error}");
+        failure.get_or_insert(message.clone());
+        StateError::MalformedWrite(message)
+    })
 }

@@ -5,30 +5,55 @@
 //! Plugins reach it only through the `state` WIT interface, scoped to the
 //! keys of the batch they are processing. State is addressed by a
 //! [`StateId`], interned from the name the plugin gives it.
+//!
+//! Two backends implement the trait: [`MemoryBackend`] (hash tables) and
+//! [`RocksDbBackend`] (embedded RocksDB, keys prefixed by key group, may
+//! exceed memory). Both take snapshots in two steps, as a checkpoint needs:
+//! [`KeyedStateBackend::snapshot`] captures the state synchronously — while
+//! the task is paused at a barrier — and [`StateSnapshot::persist`] writes it
+//! to the checkpoint directory later, on another thread, while processing
+//! goes on. The files written are described by a [`BackendHandle`] that a
+//! checkpoint manifest records, and [`restore_backend`] rebuilds a backend
+//! from one.
 
+mod error;
+mod file;
 mod key_group;
 mod memory;
+mod rocksdb;
 mod timers;
 
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+pub use error::StateError;
+pub use file::{FileRef, RecordReader, RecordWriter, read_verified, write_verified};
 pub use key_group::{
     DEFAULT_MAX_PARALLELISM, KeyGroupRange, key_group_for, key_group_range, key_hash, subtask_for_key_group,
 };
 pub use memory::MemoryBackend;
+pub use rocksdb::RocksDbBackend;
 pub use timers::{FiredTimer, TimeDomain, TimerService};
-
 
 /// A state of one operator, by index into its [`StateRegistry`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct StateId(pub u32);
 
 /// The names of an operator's states, interned to [`StateId`]s in order of
-/// first use.
-#[derive(Debug, Default, Clone)]
+/// first use. Snapshots record the names, and a restored registry interns
+/// them again in the same order, so ids stay valid across a restore.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct StateRegistry {
     names: Vec<String>,
 }
 
 impl StateRegistry {
+    /// A registry that already knows `names`, in order.
+    pub fn with_names(names: Vec<String>) -> Self {
+        StateRegistry { names }
+    }
+
     /// The id of state `name`, registering it on first use.
     pub fn intern(&mut self, name: &str) -> StateId {
         let index = match self.names.iter().position(|n| n == name) {
@@ -52,34 +77,149 @@ impl StateRegistry {
     }
 }
 
-/// A key with its in-memory hash, computed once per batch for the reads and
-/// writes of that key. (Not the key-group hash: this one may change.)
+/// A key with its in-memory hash and its key group, computed once per
+/// batch for the reads and writes of that key. (The in-memory hash is not
+/// the key-group hash: it may change.) The entries of a map state are
+/// stored under a composite key but belong to their primary key's group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HashedKey<'a> {
     pub key: &'a [u8],
     pub hash: u64,
+    pub group: u16,
 }
 
 impl<'a> HashedKey<'a> {
-    pub fn new(key: &'a [u8]) -> Self {
-        HashedKey { key, hash: key_hash(key) }
+    /// `key`, in its key group among `max_parallelism`.
+    pub fn new(key: &'a [u8], max_parallelism: u32) -> Self {
+        let hash = key_hash(key);
+        HashedKey { key, hash, group: (hash % u64::from(max_parallelism)) as u16 }
+    }
+
+    /// A storage key derived from a primary key in key group `group`.
+    pub fn in_group(key: &'a [u8], group: u16) -> Self {
+        HashedKey { key, hash: key_hash(key), group }
     }
 }
 
-/// Storage for the keyed value state of one operator subtask.
+/// One stored entry, as snapshots and iteration see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub group: u16,
+    pub state: StateId,
+    pub key: Vec<u8>,
+    pub value: Vec<u8>,
+}
+
+/// Storage for the keyed state of one operator subtask.
 pub trait KeyedStateBackend: Send {
-    /// The value of `state` for `key`.
-    fn get(&self, state: StateId, key: HashedKey<'_>) -> Option<&[u8]>;
+    /// The value of `state` for `key`; the slice lives until the next call.
+    fn get(&mut self, state: StateId, key: HashedKey<'_>) -> Result<Option<&[u8]>, StateError>;
     /// Sets the value of `state` for `key`.
-    fn put(&mut self, state: StateId, key: HashedKey<'_>, value: &[u8]);
+    fn put(&mut self, state: StateId, key: HashedKey<'_>, value: &[u8]) -> Result<(), StateError>;
     /// Removes the value of `state` for `key`.
-    fn delete(&mut self, state: StateId, key: HashedKey<'_>);
-    /// How many (state, key) entries are stored.
-    fn len(&self) -> usize;
-    /// Whether no entry is stored.
-    fn is_empty(&self) -> bool {
-        self.len() == 0
+    fn delete(&mut self, state: StateId, key: HashedKey<'_>) -> Result<(), StateError>;
+    /// Every entry, in no particular order.
+    fn for_each(&mut self, f: &mut dyn FnMut(&Entry)) -> Result<(), StateError>;
+    /// Captures the current state for a checkpoint. Cheap enough to run
+    /// while the task waits; the expensive part is [`StateSnapshot::persist`].
+    fn snapshot(&mut self) -> Result<Box<dyn StateSnapshot>, StateError>;
+    /// Which backend this is.
+    fn kind(&self) -> BackendKind;
+}
+
+/// A captured state, not yet written.
+pub trait StateSnapshot: Send {
+    /// Writes the snapshot's files under `target` and describes them.
+    fn persist(self: Box<Self>, target: &SnapshotTarget) -> Result<BackendHandle, StateError>;
+}
+
+/// Where a subtask's snapshot files go: `root` is the checkpoint directory,
+/// `dir` the checkpoint's own subdirectory (relative to `root`), `name` the
+/// subtask's file prefix. Files that several checkpoints may share go to
+/// `root/shared/`.
+#[derive(Debug, Clone)]
+pub struct SnapshotTarget {
+    pub root: std::path::PathBuf,
+    pub dir: String,
+    pub name: String,
+}
+
+impl SnapshotTarget {
+    /// The path (relative to `root`) of a private file of this snapshot.
+    pub fn private(&self, suffix: &str) -> String {
+        format!("{}/{}.{suffix}", self.dir, self.name)
     }
-    /// Every entry of `state`, in no particular order.
-    fn entries(&self, state: StateId) -> Box<dyn Iterator<Item = (&[u8], &[u8])> + '_>;
+}
+
+/// The state backends a job can choose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    #[default]
+    Memory,
+    Rocksdb,
+}
+
+impl std::fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            BackendKind::Memory => "memory",
+            BackendKind::Rocksdb => "rocksdb",
+        })
+    }
+}
+
+/// The files of one backend snapshot, as a checkpoint manifest records them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "backend", rename_all = "lowercase")]
+pub enum BackendHandle {
+    /// One file in the canonical keyed-state format ([`file`]).
+    Memory { entries: FileRef },
+    /// A RocksDB checkpoint: SST files (shared between checkpoints, never
+    /// rewritten) and the small files describing the database.
+    Rocksdb { shared: Vec<FileRef>, private: Vec<FileRef> },
+}
+
+impl BackendHandle {
+    /// Every file the handle refers to.
+    pub fn files(&self) -> Vec<&FileRef> {
+        match self {
+            BackendHandle::Memory { entries } => vec![entries],
+            BackendHandle::Rocksdb { shared, private } => shared.iter().chain(private).collect(),
+        }
+    }
+}
+
+/// Creates an empty backend of `kind`; RocksDB keeps its files in a fresh
+/// directory under `work_dir`.
+pub fn open_backend(kind: BackendKind, work_dir: &Path) -> Result<Box<dyn KeyedStateBackend>, StateError> {
+    Ok(match kind {
+        BackendKind::Memory => Box::new(MemoryBackend::new()),
+        BackendKind::Rocksdb => Box::new(RocksDbBackend::open(work_dir)?),
+    })
+}
+
+/// Rebuilds a backend of `kind` from a snapshot whose files are under
+/// `root`. A snapshot of the other backend is read entry by entry.
+pub fn restore_backend(
+    kind: BackendKind,
+    handle: &BackendHandle,
+    root: &Path,
+    work_dir: &Path,
+) -> Result<Box<dyn KeyedStateBackend>, StateError> {
+    match (kind, handle) {
+        (BackendKind::Rocksdb, BackendHandle::Rocksdb { shared, private }) => {
+            Ok(Box::new(RocksDbBackend::restore(work_dir, root, shared, private)?))
+        }
+        (_, BackendHandle::Memory { entries }) => {
+            let mut backend = open_backend(kind, work_dir)?;
+            memory::read_entries(root, entries, &mut |entry| {
+                backend.put(entry.state, HashedKey::in_group(&entry.key, entry.group), &entry.value)
+            })?;
+            Ok(backend)
+        }
+        (BackendKind::Memory, BackendHandle::Rocksdb { .. }) => Err(StateError::Incompatible(
+            "this checkpoint holds RocksDB state; run the job with state_backend = \"rocksdb\"".into(),
+        )),
+    }
 }

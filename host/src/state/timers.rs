@@ -59,6 +59,13 @@ impl TimerService {
         fired
     }
 
+    /// Every registered timer: event time first, each domain in time order.
+    pub fn all(&self) -> impl Iterator<Item = (TimeDomain, i64, &[u8])> {
+        let event = self.event_time.iter().map(|(t, k)| (TimeDomain::EventTime, *t, k.as_slice()));
+        let processing = self.processing_time.iter().map(|(t, k)| (TimeDomain::ProcessingTime, *t, k.as_slice()));
+        event.chain(processing)
+    }
+
     /// The earliest processing-time timer, if any.
     pub fn next_processing_time(&self) -> Option<i64> {
         self.processing_time.first().map(|(t, _)| *t)

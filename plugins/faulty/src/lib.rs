@@ -9,14 +9,24 @@
 //!   environment, open a connection) and emits what happened, keyed
 //!   `fs`, `env` and `net`;
 //! - `none`: forwards events unchanged.
+//! - `trap-once`: counts keyed events like `word-count` (emits `(key, n)`),
+//!   but on the first run of the job (restart attempt 0) panics after
+//!   `after` events (config, default 1000) — to test recovery.
+//! - `always-trap`: like `trap-once`, on every attempt.
 
-use weir_sdk::{Config, Context, Error, Event, Operator};
+use weir_sdk::{Config, Context, Error, Event, Operator, ValueState};
 
 pub struct Faulty {
     mode: Mode,
+    /// Events this instance has processed.
+    seen: u64,
+    /// `trap-once` / `always-trap`: panic after this many events.
+    after: u64,
+    attempt: u32,
+    count: ValueState<u64>,
 }
 
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum Mode {
     Panic,
     Alloc,
@@ -24,11 +34,13 @@ enum Mode {
     Error,
     Probe,
     None,
+    TrapOnce,
+    AlwaysTrap,
 }
 
 impl Operator for Faulty {
     fn init(config: &Config) -> Result<Self, Error> {
-        config.allow_only(&["mode"])?;
+        config.allow_only(&["mode", "after"])?;
         let mode = match config.get("mode").unwrap_or("none") {
             "panic" => Mode::Panic,
             "alloc" => Mode::Alloc,
@@ -36,17 +48,32 @@ impl Operator for Faulty {
             "error" => Mode::Error,
             "probe" => Mode::Probe,
             "none" => Mode::None,
+            "trap-once" => Mode::TrapOnce,
+            "always-trap" => Mode::AlwaysTrap,
             other => {
                 return Err(Error::config(format!(
-                    "unknown mode {other:?}; use panic, alloc, loop, error, probe or none"
+                    "unknown mode {other:?}; use panic, alloc, loop, error, probe, none, trap-once or always-trap"
                 )));
             }
         };
-        Ok(Faulty { mode })
+        let after = config.parse_or("after", 1000)?;
+        let attempt = config.task().attempt;
+        Ok(Faulty { mode, seen: 0, after, attempt, count: ValueState::new("count") })
     }
 
     fn process(&mut self, ctx: &mut Context<'_>, event: &Event<'_>) -> Result<(), Error> {
         match self.mode {
+            Mode::TrapOnce | Mode::AlwaysTrap => {
+                self.seen += 1;
+                let trap = self.mode == Mode::AlwaysTrap || self.attempt == 0;
+                if trap && self.seen > self.after {
+                    panic!("faulty operator trapped on purpose after {} events (attempt {})", self.after, self.attempt);
+                }
+                let n = self.count.get(ctx)?.unwrap_or(0) + 1;
+                self.count.set(ctx, &n)?;
+                ctx.emit(event.key(), n);
+                return Ok(());
+            }
             Mode::Panic => panic!("faulty operator panicked on purpose"),
             Mode::Alloc => {
                 let mut hoard: Vec<Vec<u8>> = Vec::new();

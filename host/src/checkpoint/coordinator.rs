@@ -1,0 +1,347 @@
+//! The checkpoint coordinator of a job and the hub its tasks reach it by.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender, unbounded};
+use tracing::{info, warn};
+
+use super::{CheckpointStats, CheckpointStorage, Manifest, TaskState, commit_all};
+use crate::plugin::now_ms;
+use crate::state::{BackendKind, SnapshotTarget};
+
+/// The checkpoint id sinks acknowledge their output at the end of input with.
+pub const FINAL_CHECKPOINT: u64 = u64::MAX;
+/// The checkpoint id an exhausted source (with no operators chained into
+/// its task) acknowledges its final position with: it belongs to every
+/// later checkpoint, so checkpoints go on while other sources still run.
+pub const SOURCE_FINISHED: u64 = u64::MAX - 1;
+
+/// How a job checkpoints.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckpointSettings {
+    pub dir: PathBuf,
+    pub interval: Duration,
+    /// How many completed checkpoints to keep.
+    pub retain: usize,
+    /// A checkpoint not complete after this long is abandoned.
+    pub timeout: Duration,
+}
+
+/// Work for the persister thread: writing a captured snapshot.
+pub type PersistJob = Box<dyn FnOnce() + Send>;
+
+/// A subtask's acknowledgement of a checkpoint.
+pub struct Ack {
+    pub checkpoint: u64,
+    /// The subtask's index in the job.
+    pub subtask: usize,
+    pub state: Result<TaskState, String>,
+    pub alignment: Duration,
+    pub sync: Duration,
+}
+
+/// What tasks share with the coordinator.
+pub struct CheckpointHub {
+    requested: AtomicU64,
+    acks: Sender<Ack>,
+    /// Jobs for the persister thread; `None` tells it to stop.
+    persist: Sender<Option<PersistJob>>,
+    storage: CheckpointStorage,
+}
+
+impl CheckpointHub {
+    /// The newest checkpoint the coordinator has triggered (0: none yet).
+    pub fn requested(&self) -> u64 {
+        self.requested.load(Ordering::Acquire)
+    }
+
+    pub fn ack(&self, ack: Ack) {
+        let _ = self.acks.send(ack);
+    }
+
+    /// Runs `job` on the persister thread, so the task goes on processing.
+    pub fn persist(&self, job: PersistJob) {
+        let _ = self.persist.send(Some(job));
+    }
+
+    /// Where `subtask` of `node` writes its files for `checkpoint`.
+    pub fn target(&self, checkpoint: u64, node: &str, subtask: u32) -> SnapshotTarget {
+        SnapshotTarget {
+            root: self.storage.root().to_path_buf(),
+            dir: CheckpointStorage::dir_name(checkpoint),
+            name: format!("{node}-{subtask}"),
+        }
+    }
+}
+
+/// A checkpoint waiting for acknowledgements.
+struct InFlight {
+    id: u64,
+    started: Instant,
+    states: Vec<Option<TaskState>>,
+    missing: usize,
+    alignment: Duration,
+    sync: Duration,
+}
+
+impl InFlight {
+    fn fill(&mut self, index: usize, state: TaskState) {
+        if self.states[index].replace(state).is_none() {
+            self.missing -= 1;
+        }
+    }
+}
+
+/// What a checkpoint manifest says about the job besides its tasks.
+#[derive(Debug, Clone)]
+pub struct JobIdentity {
+    pub name: String,
+    pub max_parallelism: u32,
+    pub backend: BackendKind,
+}
+
+/// Triggers checkpoints, collects acknowledgements and completes them.
+pub struct Coordinator {
+    settings: CheckpointSettings,
+    job: JobIdentity,
+    storage: CheckpointStorage,
+    hub: Arc<CheckpointHub>,
+    persister: Option<std::thread::JoinHandle<()>>,
+    acks: Receiver<Ack>,
+    subtasks: usize,
+    next_id: u64,
+    last_trigger: Instant,
+    in_flight: Option<InFlight>,
+    /// Once a task other than a lone source has finished, no checkpoint
+    /// can complete: its state is gone.
+    stopped: bool,
+    finals: Vec<TaskState>,
+    /// Final states of exhausted sources, by subtask index.
+    finished_sources: Vec<(usize, TaskState)>,
+    /// Files of the last completed checkpoint (to tell written from shared).
+    previous_files: HashSet<String>,
+    completed: Vec<(u64, CheckpointStats)>,
+}
+
+impl Coordinator {
+    /// A coordinator for a job of `subtasks` subtasks, numbering
+    /// checkpoints past every one in the directory.
+    pub fn new(
+        settings: CheckpointSettings,
+        job: JobIdentity,
+        storage: CheckpointStorage,
+        subtasks: usize,
+        restored: Option<&Manifest>,
+    ) -> Self {
+        let (acks_tx, acks) = unbounded();
+        let (persist_tx, persist_rx) = unbounded::<Option<PersistJob>>();
+        let persister = std::thread::Builder::new()
+            .name("weir-checkpoint-io".into())
+            .spawn(move || persist_rx.iter().map_while(|job| job).for_each(|job| job()))
+            .expect("spawn the checkpoint persister");
+        let hub = Arc::new(CheckpointHub {
+            requested: AtomicU64::new(0),
+            acks: acks_tx,
+            persist: persist_tx,
+            storage: storage.clone(),
+        });
+        let previous_files = restored.map(|m| m.files().map(|f| f.path.clone()).collect()).unwrap_or_default();
+        Coordinator {
+            next_id: storage.next_id(),
+            settings,
+            job,
+            storage,
+            hub,
+            persister: Some(persister),
+            acks,
+            subtasks,
+            last_trigger: Instant::now(),
+            in_flight: None,
+            stopped: false,
+            finals: Vec::new(),
+            finished_sources: Vec::new(),
+            previous_files,
+            completed: Vec::new(),
+        }
+    }
+
+    pub fn hub(&self) -> Arc<CheckpointHub> {
+        self.hub.clone()
+    }
+
+    /// Acknowledgements to pass to [`Coordinator::on_ack`].
+    pub fn acks(&self) -> &Receiver<Ack> {
+        &self.acks
+    }
+
+    /// Figures of the checkpoints completed so far.
+    pub fn completed(&self) -> &[(u64, CheckpointStats)] {
+        &self.completed
+    }
+
+    /// Triggers the next checkpoint when it is due; abandons one that has
+    /// taken too long.
+    pub fn tick(&mut self) {
+        if let Some(flight) = &self.in_flight
+            && flight.started.elapsed() > self.settings.timeout
+        {
+            warn!(checkpoint = flight.id, missing = flight.missing, "checkpoint timed out; abandoning it");
+            self.in_flight = None;
+        }
+        if self.stopped || self.in_flight.is_some() || self.last_trigger.elapsed() < self.settings.interval {
+            return;
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        self.last_trigger = Instant::now();
+        let mut flight = InFlight {
+            id,
+            started: Instant::now(),
+            states: vec![None; self.subtasks],
+            missing: self.subtasks,
+            alignment: Duration::ZERO,
+            sync: Duration::ZERO,
+        };
+        for (index, state) in &self.finished_sources {
+            flight.fill(*index, state.clone());
+        }
+        self.in_flight = Some(flight);
+        self.hub.requested.store(id, Ordering::Release);
+    }
+
+    /// The task of subtask `index` has finished. Unless it was a lone
+    /// source that reported its final position, checkpoints can no longer
+    /// complete (except one it has already acknowledged).
+    pub fn task_finished(&mut self, index: usize) {
+        // The source acknowledged before its task ended: take that first.
+        while let Ok(ack) = self.acks.try_recv() {
+            self.on_ack(ack);
+        }
+        if !self.finished_sources.iter().any(|(i, _)| *i == index) {
+            self.stopped = true;
+        }
+    }
+
+    pub fn on_ack(&mut self, ack: Ack) {
+        if ack.checkpoint == FINAL_CHECKPOINT {
+            if let Ok(state) = ack.state {
+                self.finals.push(state);
+            }
+            return;
+        }
+        if ack.checkpoint == SOURCE_FINISHED {
+            let Ok(state) = ack.state else { return };
+            self.finished_sources.push((ack.subtask, state.clone()));
+            if let Some(flight) = self.in_flight.as_mut()
+                && flight.states[ack.subtask].is_none()
+            {
+                flight.fill(ack.subtask, state);
+                self.complete_if_done();
+            }
+            return;
+        }
+        let Some(flight) = self.in_flight.as_mut().filter(|f| f.id == ack.checkpoint) else { return };
+        match ack.state {
+            Err(reason) => {
+                warn!(checkpoint = flight.id, %reason, "a subtask could not snapshot; abandoning the checkpoint");
+                self.in_flight = None;
+            }
+            Ok(state) => {
+                flight.fill(ack.subtask, state);
+                flight.alignment = flight.alignment.max(ack.alignment);
+                flight.sync = flight.sync.max(ack.sync);
+                self.complete_if_done();
+            }
+        }
+    }
+
+    fn complete_if_done(&mut self) {
+        if self.in_flight.as_ref().is_some_and(|f| f.missing == 0) {
+            let flight = self.in_flight.take().expect("in flight");
+            self.complete(flight);
+        }
+    }
+
+    fn complete(&mut self, flight: InFlight) {
+        let mut tasks: Vec<TaskState> = flight.states.into_iter().flatten().collect();
+        tasks.sort_by(|a, b| (&a.node, a.subtask).cmp(&(&b.node, b.subtask)));
+        let mut manifest = self.manifest(flight.id, false, tasks);
+        let files: HashSet<String> = manifest.files().map(|f| f.path.clone()).collect();
+        manifest.stats = CheckpointStats {
+            duration_ms: ms(flight.started.elapsed()),
+            alignment_ms: ms(flight.alignment),
+            sync_ms: ms(flight.sync),
+            size_bytes: manifest.files().map(|f| f.size).sum(),
+            written_bytes: manifest.files().filter(|f| !self.previous_files.contains(&f.path)).map(|f| f.size).sum(),
+        };
+        if let Err(error) = self.storage.write_manifest(&manifest) {
+            warn!(checkpoint = flight.id, %error, "cannot write the checkpoint manifest; the checkpoint failed");
+            return;
+        }
+        let stats = &manifest.stats;
+        info!(
+            checkpoint = flight.id,
+            duration_ms = stats.duration_ms,
+            size_bytes = stats.size_bytes,
+            written_bytes = stats.written_bytes,
+            alignment_ms = stats.alignment_ms,
+            sync_ms = stats.sync_ms,
+            "checkpoint complete"
+        );
+        commit_all(&manifest);
+        self.storage.retain(flight.id, self.settings.retain);
+        self.previous_files = files;
+        self.completed.push((flight.id, manifest.stats));
+    }
+
+    fn manifest(&self, checkpoint: u64, finished: bool, tasks: Vec<TaskState>) -> Manifest {
+        Manifest {
+            format: super::manifest::FORMAT_VERSION,
+            job: self.job.name.clone(),
+            checkpoint,
+            finished,
+            completed_at_ms: now_ms(),
+            max_parallelism: self.job.max_parallelism,
+            backend: self.job.backend,
+            tasks,
+            stats: CheckpointStats::default(),
+        }
+    }
+
+    /// The job has finished: records that in a last manifest, then commits
+    /// the sinks' final output — so a restart after this point finds the
+    /// job done rather than replaying into committed output.
+    pub fn finish(&mut self) -> std::io::Result<()> {
+        while let Ok(ack) = self.acks.try_recv() {
+            self.on_ack(ack);
+        }
+        let id = self.next_id.max(self.storage.next_id());
+        let finals = std::mem::take(&mut self.finals);
+        let manifest = self.manifest(id, true, finals);
+        self.storage.write_manifest(&manifest)?;
+        commit_all(&manifest);
+        self.storage.retain(id, self.settings.retain);
+        info!(checkpoint = id, "job finished; final output committed");
+        Ok(())
+    }
+}
+
+impl Drop for Coordinator {
+    /// Waits for the snapshots queued so far to be written, so that a
+    /// restarted job never races a previous run's writes into the
+    /// checkpoint directory.
+    fn drop(&mut self) {
+        let _ = self.hub.persist.send(None);
+        if let Some(persister) = self.persister.take() {
+            let _ = persister.join();
+        }
+    }
+}
+
+fn ms(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1000.0
+}

@@ -1,0 +1,158 @@
+//! The manifest of a checkpoint: what every subtask snapshotted, where its
+//! files are and what they must checksum to. A checkpoint exists once its
+//! manifest does; the manifest itself carries a checksum on its first line:
+//!
+//! ```text
+//! weir-checkpoint 1 crc32=1a2b3c4d
+//! { ...JSON... }
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use tracing::{info, warn};
+
+use crate::state::{BackendHandle, BackendKind, FileRef};
+
+/// The version of the manifest format.
+pub const FORMAT_VERSION: u32 = 1;
+const HEADER: &str = "weir-checkpoint";
+
+/// A completed checkpoint.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Manifest {
+    pub format: u32,
+    pub job: String,
+    pub checkpoint: u64,
+    /// The job had finished: every source exhausted, all output committed.
+    pub finished: bool,
+    /// When it completed, ms since the Unix epoch.
+    pub completed_at_ms: i64,
+    pub max_parallelism: u32,
+    pub backend: BackendKind,
+    pub tasks: Vec<TaskState>,
+    pub stats: CheckpointStats,
+}
+
+/// What one subtask snapshotted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskState {
+    /// The node's name (an operator's uid).
+    pub node: String,
+    pub subtask: u32,
+    /// A source's position: the next record it will read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position: Option<u64>,
+    /// An operator's state names, broadcast maps and timers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<FileRef>,
+    /// An operator's keyed state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keyed: Option<BackendHandle>,
+    /// A sink's output to make visible once the checkpoint is complete.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub commits: Vec<PendingCommit>,
+}
+
+impl TaskState {
+    pub fn new(node: &str, subtask: u32) -> Self {
+        TaskState { node: node.to_owned(), subtask, position: None, meta: None, keyed: None, commits: Vec::new() }
+    }
+
+    /// Every checkpoint file this subtask's snapshot refers to.
+    pub fn files(&self) -> Vec<&FileRef> {
+        let keyed = self.keyed.iter().flat_map(BackendHandle::files);
+        self.meta.iter().chain(keyed).collect()
+    }
+}
+
+/// A pending output file and the name that makes it visible.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingCommit {
+    pub from: PathBuf,
+    pub to: PathBuf,
+}
+
+impl PendingCommit {
+    /// Renames the pending file; done already (or never written) is fine,
+    /// so that committing again after a crash is harmless.
+    pub fn commit(&self) -> std::io::Result<bool> {
+        match std::fs::rename(&self.from, &self.to) {
+            Ok(()) => Ok(true),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound && self.to.exists() => Ok(false),
+            Err(error) => Err(error),
+        }
+    }
+}
+
+/// Commits every sink's pending output of `manifest`.
+pub fn commit_all(manifest: &Manifest) {
+    for commit in manifest.tasks.iter().flat_map(|t| &t.commits) {
+        match commit.commit() {
+            Ok(true) => info!(checkpoint = manifest.checkpoint, file = %commit.to.display(), "output committed"),
+            Ok(false) => {}
+            Err(error) => warn!(
+                checkpoint = manifest.checkpoint,
+                file = %commit.from.display(),
+                %error,
+                "cannot commit output file"
+            ),
+        }
+    }
+}
+
+/// Figures of one checkpoint.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CheckpointStats {
+    /// From trigger to the manifest written.
+    pub duration_ms: f64,
+    /// The longest any subtask held inputs back while aligning.
+    pub alignment_ms: f64,
+    /// The longest synchronous capture of any subtask.
+    pub sync_ms: f64,
+    /// The size of every file the checkpoint refers to.
+    pub size_bytes: u64,
+    /// The size of the files this checkpoint wrote (the rest it shares
+    /// with earlier ones).
+    pub written_bytes: u64,
+}
+
+impl Manifest {
+    /// Every file the checkpoint refers to.
+    pub fn files(&self) -> impl Iterator<Item = &FileRef> {
+        self.tasks.iter().flat_map(TaskState::files)
+    }
+
+    /// The snapshot of `subtask` of `node`.
+    pub fn task(&self, node: &str, subtask: u32) -> Option<&TaskState> {
+        self.tasks.iter().find(|t| t.node == node && t.subtask == subtask)
+    }
+
+    /// The manifest as stored: checksum line, then JSON.
+    pub fn encode(&self) -> Vec<u8> {
+        let json = serde_json::to_vec_pretty(self).expect("a manifest serialises");
+        let mut out = format!("{HEADER} {FORMAT_VERSION} crc32={:08x}\n", crc32fast::hash(&json)).into_bytes();
+        out.extend_from_slice(&json);
+        out
+    }
+
+    /// Parses and checks a stored manifest.
+    pub fn decode(path: &Path, bytes: &[u8]) -> Result<Manifest, String> {
+        let newline = bytes.iter().position(|&b| b == b'\n').ok_or("it has no header line (truncated?)")?;
+        let header = std::str::from_utf8(&bytes[..newline]).map_err(|_| "its header is not text")?;
+        let json = &bytes[newline + 1..];
+        let mut words = header.split(' ');
+        let (Some(HEADER), Some(version), Some(crc)) = (words.next(), words.next(), words.next()) else {
+            return Err(format!("its header {header:?} is not a Weir checkpoint header"));
+        };
+        if version != FORMAT_VERSION.to_string() {
+            return Err(format!("it has format version {version}; this Weir reads version {FORMAT_VERSION}"));
+        }
+        let expected = crc.strip_prefix("crc32=").and_then(|c| u32::from_str_radix(c, 16).ok());
+        let actual = crc32fast::hash(json);
+        if expected != Some(actual) {
+            return Err(format!("its checksum is {actual:08x}, its header says {crc} (corrupt or truncated)"));
+        }
+        serde_json::from_slice(json).map_err(|error| format!("{}: {error}", path.display()))
+    }
+}

@@ -1,0 +1,159 @@
+//! The checkpoint directory:
+//!
+//! ```text
+//! CHECKPOINT_DIR/
+//!   chk-00000007/_MANIFEST          complete once this exists
+//!   chk-00000007/<node>-<subtask>.* files private to checkpoint 7
+//!   shared/<db>/<file>.sst          RocksDB files shared by checkpoints
+//! ```
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use tracing::{info, warn};
+
+use super::Manifest;
+use crate::state::read_verified;
+
+const MANIFEST: &str = "_MANIFEST";
+const PREFIX: &str = "chk-";
+
+/// The result of looking for a checkpoint to recover from.
+#[derive(Debug, Default)]
+pub struct Recovered {
+    /// The newest checkpoint that verified.
+    pub manifest: Option<Manifest>,
+    /// Newer checkpoints that did not, and why.
+    pub skipped: Vec<(u64, String)>,
+}
+
+/// A job's checkpoint directory.
+#[derive(Debug, Clone)]
+pub struct CheckpointStorage {
+    root: PathBuf,
+}
+
+impl CheckpointStorage {
+    pub fn open(root: &Path) -> std::io::Result<Self> {
+        std::fs::create_dir_all(root)?;
+        Ok(CheckpointStorage { root: root.to_path_buf() })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The directory name of checkpoint `id`, relative to the root.
+    pub fn dir_name(id: u64) -> String {
+        format!("{PREFIX}{id:08}")
+    }
+
+    /// Ids of every checkpoint directory, complete or not, ascending.
+    fn ids(&self) -> Vec<u64> {
+        let mut ids: Vec<u64> = std::fs::read_dir(&self.root)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.strip_prefix(PREFIX)?.parse().ok())
+            .collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// An id no checkpoint directory has used.
+    pub fn next_id(&self) -> u64 {
+        self.ids().last().map_or(1, |id| id + 1)
+    }
+
+    fn manifest_path(&self, id: u64) -> PathBuf {
+        self.root.join(Self::dir_name(id)).join(MANIFEST)
+    }
+
+    /// Writes `manifest` atomically: to a temporary file, synced, renamed
+    /// into place, and the directory synced.
+    pub fn write_manifest(&self, manifest: &Manifest) -> std::io::Result<()> {
+        let dir = self.root.join(Self::dir_name(manifest.checkpoint));
+        std::fs::create_dir_all(&dir)?;
+        let temporary = dir.join(format!("{MANIFEST}.tmp"));
+        let mut file = File::create(&temporary)?;
+        file.write_all(&manifest.encode())?;
+        file.sync_all()?;
+        std::fs::rename(&temporary, dir.join(MANIFEST))?;
+        File::open(&dir)?.sync_all()?;
+        Ok(())
+    }
+
+    /// Reads and verifies checkpoint `id`: its manifest and every file it
+    /// refers to must match their checksums.
+    pub fn verify(&self, id: u64) -> Result<Manifest, String> {
+        let path = self.manifest_path(id);
+        let bytes = std::fs::read(&path).map_err(|error| format!("cannot read {}: {error}", path.display()))?;
+        let manifest = Manifest::decode(&path, &bytes).map_err(|reason| format!("{} is corrupt: {reason}", path.display()))?;
+        for file in manifest.files() {
+            read_verified(&self.root, file).map_err(|error| error.to_string())?;
+        }
+        Ok(manifest)
+    }
+
+    /// The newest checkpoint that verifies, logging every newer one that
+    /// does not and why.
+    pub fn latest(&self) -> Recovered {
+        let mut recovered = Recovered::default();
+        for id in self.ids().into_iter().rev() {
+            if !self.manifest_path(id).exists() {
+                continue; // Never completed: not a checkpoint.
+            }
+            match self.verify(id) {
+                Ok(manifest) => {
+                    recovered.manifest = Some(manifest);
+                    break;
+                }
+                Err(reason) => {
+                    warn!(checkpoint = id, %reason, "skipping a corrupt checkpoint; trying the one before");
+                    recovered.skipped.push((id, reason));
+                }
+            }
+        }
+        recovered
+    }
+
+    /// Keeps the newest `retain` complete checkpoints up to and including
+    /// `newest`, deletes older and abandoned ones, and shared files no kept
+    /// checkpoint refers to.
+    pub fn retain(&self, newest: u64, retain: usize) {
+        let complete: Vec<u64> =
+            self.ids().into_iter().filter(|&id| id <= newest && self.manifest_path(id).exists()).collect();
+        let keep: Vec<u64> = complete.iter().rev().take(retain.max(1)).copied().collect();
+        for id in self.ids().into_iter().filter(|&id| id < newest && !keep.contains(&id)) {
+            let dir = self.root.join(Self::dir_name(id));
+            match std::fs::remove_dir_all(&dir) {
+                Ok(()) => info!(checkpoint = id, "deleted an old checkpoint"),
+                Err(error) => warn!(checkpoint = id, %error, "cannot delete an old checkpoint"),
+            }
+        }
+        let referenced: HashSet<String> = keep
+            .iter()
+            .filter_map(|&id| Manifest::decode(&self.manifest_path(id), &std::fs::read(self.manifest_path(id)).ok()?).ok())
+            .flat_map(|m| m.files().map(|f| f.path.clone()).collect::<Vec<_>>())
+            .collect();
+        self.delete_unreferenced(&self.root.join("shared"), &referenced);
+    }
+
+    fn delete_unreferenced(&self, dir: &Path, referenced: &HashSet<String>) {
+        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                self.delete_unreferenced(&path, referenced);
+                let _ = std::fs::remove_dir(&path); // Only if now empty.
+                continue;
+            }
+            let relative = path.strip_prefix(&self.root).map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+            if !referenced.contains(&relative) {
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+    }
+}

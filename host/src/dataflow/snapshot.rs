@@ -1,0 +1,88 @@
+//! A subtask's part in a checkpoint: what it records at a barrier and how
+//! it acknowledges.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::operator::OperatorLogic;
+use crate::checkpoint::{Ack, CheckpointHub, FINAL_CHECKPOINT, PendingCommit, SOURCE_FINISHED, TaskState};
+use crate::plugin::CapturedState;
+use crate::state::{SnapshotTarget, write_verified};
+
+/// How one subtask reaches the checkpoint coordinator.
+#[derive(Clone)]
+pub struct TaskCheckpoint {
+    pub hub: Arc<CheckpointHub>,
+    /// The subtask's index in the job.
+    pub index: usize,
+    pub node: String,
+    pub subtask: u32,
+}
+
+impl TaskCheckpoint {
+    fn ack(&self, checkpoint: u64, state: Result<TaskState, String>, alignment: Duration, sync: Duration) {
+        self.hub.ack(Ack { checkpoint, subtask: self.index, state, alignment, sync });
+    }
+
+    /// A new checkpoint the coordinator asks this source to start, if any.
+    pub fn due(&self, last: u64) -> Option<u64> {
+        let requested = self.hub.requested();
+        (requested > last).then_some(requested)
+    }
+
+    /// A source acknowledges with its position.
+    pub fn ack_position(&self, checkpoint: u64, position: u64) {
+        let state = TaskState { position: Some(position), ..TaskState::new(&self.node, self.subtask) };
+        self.ack(checkpoint, Ok(state), Duration::ZERO, Duration::ZERO);
+    }
+
+    /// An exhausted source reports its final position, which every later
+    /// checkpoint takes as its state.
+    pub fn source_finished(&self, position: u64) {
+        self.ack_position(SOURCE_FINISHED, position);
+    }
+
+    /// A sink acknowledges with what to commit (`FINAL_CHECKPOINT` at the
+    /// end of input).
+    pub fn ack_commits(&self, checkpoint: u64, commits: Vec<PendingCommit>, alignment: Duration) {
+        let state = TaskState { commits, ..TaskState::new(&self.node, self.subtask) };
+        self.ack(checkpoint, Ok(state), alignment, Duration::ZERO);
+    }
+
+    /// An operator captures its state now and persists it on the
+    /// checkpoint thread, which acknowledges when the files are written.
+    pub fn snapshot_operator(&self, checkpoint: u64, operator: &mut dyn OperatorLogic, alignment: Duration) {
+        let started = Instant::now();
+        let captured = match operator.snapshot() {
+            Ok(captured) => captured,
+            Err(reason) => return self.ack(checkpoint, Err(reason), alignment, started.elapsed()),
+        };
+        let sync = started.elapsed();
+        let target = self.hub.target(checkpoint, &self.node, self.subtask);
+        let this = self.clone();
+        self.hub.persist(Box::new(move || {
+            let state = persist(captured, &target, TaskState::new(&this.node, this.subtask));
+            this.ack(checkpoint, state, alignment, sync);
+        }));
+    }
+}
+
+fn persist(captured: CapturedState, target: &SnapshotTarget, mut state: TaskState) -> Result<TaskState, String> {
+    let meta = write_verified(&target.root, target.private("meta"), &captured.meta).map_err(|e| e.to_string())?;
+    state.meta = Some(meta);
+    state.keyed = Some(captured.keyed.persist(target).map_err(|e| e.to_string())?);
+    Ok(state)
+}
+
+/// Commits a sink's output at the end of input: through the coordinator
+/// (which records the end in a last manifest first) when checkpointing,
+/// else at once.
+pub fn finish_sink(checkpoint: Option<&TaskCheckpoint>, commits: Vec<PendingCommit>) -> std::io::Result<()> {
+    match checkpoint {
+        Some(checkpoint) => {
+            checkpoint.ack_commits(FINAL_CHECKPOINT, commits, Duration::ZERO);
+            Ok(())
+        }
+        None => commits.iter().try_for_each(|c| c.commit().map(|_| ())),
+    }
+}

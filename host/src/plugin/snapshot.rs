@@ -1,0 +1,79 @@
+//! The part of an operator instance's snapshot that is not keyed entries:
+//! the names of its states (so that restored ids mean the same states),
+//! its broadcast maps and its timers — one small file per subtask.
+//!
+//! ```text
+//! "WEIRMT01"
+//! keyed state names:  u32 count, then each name (u32 len + UTF-8)
+//! broadcast maps:     u32 count, then each: name, u32 entries, (key, value)...
+//! timers:             u32 count, then each: domain u16 (0 event, 1 processing),
+//!                     timestamp i64, key (u32 len + bytes)
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use super::broadcast::BroadcastMaps;
+use crate::state::{RecordReader, RecordWriter, StateError, StateRegistry, TimeDomain, TimerService};
+
+const META_MAGIC: &[u8; 8] = b"WEIRMT01";
+
+/// The non-keyed state of an operator instance.
+#[derive(Debug, Default)]
+pub struct InstanceMeta {
+    pub registry: StateRegistry,
+    pub broadcast: BroadcastMaps,
+    pub timers: TimerService,
+}
+
+/// Encodes an instance's state names, broadcast maps and timers.
+pub fn encode(registry: &StateRegistry, broadcast: &BroadcastMaps, timers: &TimerService) -> Vec<u8> {
+    let mut out = RecordWriter::new(META_MAGIC);
+    out.u32(registry.names().len() as u32);
+    registry.names().iter().for_each(|name| out.bytes(name.as_bytes()));
+    out.u32(broadcast.registry.names().len() as u32);
+    for (index, name) in broadcast.registry.names().iter().enumerate() {
+        out.bytes(name.as_bytes());
+        let empty = BTreeMap::new();
+        let map = broadcast.maps.get(index).unwrap_or(&empty);
+        out.u32(map.len() as u32);
+        for (key, value) in map {
+            out.bytes(key);
+            out.bytes(value);
+        }
+    }
+    out.u32(timers.len() as u32);
+    for (domain, timestamp, key) in timers.all() {
+        out.u16(match domain {
+            TimeDomain::EventTime => 0,
+            TimeDomain::ProcessingTime => 1,
+        });
+        out.i64(timestamp);
+        out.bytes(key);
+    }
+    out.into_bytes()
+}
+
+/// Decodes what [`encode`] wrote (already checked against its checksum).
+pub fn decode(path: &Path, bytes: &[u8]) -> Result<InstanceMeta, StateError> {
+    let mut input = RecordReader::new(path, bytes, META_MAGIC)?;
+    let names = (0..input.u32()?).map(|_| input.string()).collect::<Result<Vec<_>, _>>()?;
+    let mut broadcast = BroadcastMaps::default();
+    for _ in 0..input.u32()? {
+        let id = broadcast.registry.intern(&input.string()?);
+        let mut map = BTreeMap::new();
+        for _ in 0..input.u32()? {
+            let key = input.bytes()?.to_vec();
+            map.insert(key, input.bytes()?.to_vec());
+        }
+        broadcast.maps.resize_with(id.0 as usize + 1, BTreeMap::new);
+        broadcast.maps[id.0 as usize] = map;
+    }
+    let mut timers = TimerService::default();
+    for _ in 0..input.u32()? {
+        let domain = if input.u16()? == 0 { TimeDomain::EventTime } else { TimeDomain::ProcessingTime };
+        let timestamp = input.i64()?;
+        timers.register(domain, timestamp, input.bytes()?);
+    }
+    Ok(InstanceMeta { registry: StateRegistry::with_names(names), broadcast, timers })
+}

@@ -1,0 +1,263 @@
+//! The RocksDB backend: state in an embedded RocksDB, so it may exceed
+//! memory (a bounded block cache and write buffers hold the hot part).
+//!
+//! Key layout: key group (u16, big-endian), state id (u32, big-endian),
+//! then the key — so the entries of a range of key groups are one range of
+//! the database, to be read or moved together when rescaling.
+//!
+//! The write-ahead log is off: durability comes from checkpoints, not from
+//! the working database, which is thrown away on failure. A snapshot is a
+//! RocksDB checkpoint (the memtable flushed, live files hard-linked — cheap,
+//! taken while the task waits at the barrier); persisting it copies SST
+//! files the checkpoint directory does not have yet to `shared/` and the
+//! few small descriptor files to the checkpoint's own directory. SST files
+//! never change once written, so later checkpoints reference the shared
+//! copies: checkpoints are incremental.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rocksdb::{BlockBasedOptions, Cache, DB, IteratorMode, Options, WriteOptions};
+
+use super::file::{FileRef, read_verified, write_verified};
+use super::{BackendHandle, BackendKind, Entry, HashedKey, KeyedStateBackend, SnapshotTarget, StateError, StateId, StateSnapshot};
+
+/// Memory for cached blocks, per subtask.
+const BLOCK_CACHE_BYTES: usize = 32 << 20;
+/// Memtable size, per subtask (two may exist at once).
+const WRITE_BUFFER_BYTES: usize = 16 << 20;
+
+/// Keyed state in an embedded RocksDB.
+pub struct RocksDbBackend {
+    db: DB,
+    dir: PathBuf,
+    /// A name unique to this database instance: its SST names are unique
+    /// only within it.
+    id: String,
+    write: WriteOptions,
+    key: Vec<u8>,
+    value: Vec<u8>,
+    /// SST files already copied to the checkpoint directory, by name.
+    uploaded: Arc<Mutex<HashMap<String, FileRef>>>,
+    snapshots: u64,
+}
+
+impl RocksDbBackend {
+    /// Opens an empty database in a new directory under `work_dir`.
+    pub fn open(work_dir: &Path) -> Result<Self, StateError> {
+        let (id, dir) = fresh_dir(work_dir)?;
+        Self::open_in(id, dir)
+    }
+
+    fn open_in(id: String, dir: PathBuf) -> Result<Self, StateError> {
+        let db = DB::open(&options(), &dir)?;
+        let mut write = WriteOptions::default();
+        write.disable_wal(true);
+        let uploaded = Arc::default();
+        Ok(RocksDbBackend { db, dir, id, write, key: Vec::new(), value: Vec::new(), uploaded, snapshots: 0 })
+    }
+
+    /// Rebuilds a database from a snapshot's files (each verified against
+    /// its checksum) in a new directory under `work_dir`.
+    pub fn restore(work_dir: &Path, root: &Path, shared: &[FileRef], private: &[FileRef]) -> Result<Self, StateError> {
+        let (id, dir) = fresh_dir(work_dir)?;
+        for file in shared.iter().chain(private) {
+            let bytes = read_verified(root, file)?;
+            let local = dir.join(file_name(file));
+            std::fs::write(&local, bytes).map_err(StateError::io(&local))?;
+        }
+        let backend = Self::open_in(id, dir)?;
+        // The restored SSTs already live in the checkpoint directory under
+        // the old database's names; this database numbers its new files
+        // past them, but names its uploads by its own id, so nothing is
+        // shared with the old copies and nothing collides.
+        Ok(backend)
+    }
+
+    fn encode_key(&mut self, state: StateId, key: &HashedKey<'_>) {
+        self.key.clear();
+        self.key.extend_from_slice(&key.group.to_be_bytes());
+        self.key.extend_from_slice(&state.0.to_be_bytes());
+        self.key.extend_from_slice(key.key);
+    }
+
+    /// The directory of the working database.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+impl Drop for RocksDbBackend {
+    fn drop(&mut self) {
+        // The working copy is disposable; checkpoints hold what matters.
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn options() -> Options {
+    let mut options = Options::default();
+    options.create_if_missing(true);
+    options.set_write_buffer_size(WRITE_BUFFER_BYTES);
+    options.set_max_write_buffer_number(2);
+    options.set_max_open_files(256);
+    options.set_compression_type(rocksdb::DBCompressionType::Lz4);
+    let mut table = BlockBasedOptions::default();
+    table.set_block_cache(&Cache::new_lru_cache(BLOCK_CACHE_BYTES));
+    table.set_bloom_filter(10.0, false);
+    options.set_block_based_table_factory(&table);
+    options
+}
+
+/// A new, empty directory for a database, and a name for it.
+fn fresh_dir(work_dir: &Path) -> Result<(String, PathBuf), StateError> {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let id = format!("{}-{nanos:x}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+    let dir = work_dir.join(format!("rocksdb-{id}"));
+    std::fs::create_dir_all(&dir).map_err(StateError::io(&dir))?;
+    Ok((id, dir))
+}
+
+/// The local name of a snapshot file: the last part of its path.
+fn file_name(file: &FileRef) -> &str {
+    file.path.rsplit('/').next().unwrap_or(&file.path)
+}
+
+impl KeyedStateBackend for RocksDbBackend {
+    fn get(&mut self, state: StateId, key: HashedKey<'_>) -> Result<Option<&[u8]>, StateError> {
+        self.encode_key(state, &key);
+        match self.db.get_pinned(&self.key)? {
+            Some(value) => {
+                self.value.clear();
+                self.value.extend_from_slice(&value);
+                Ok(Some(&self.value))
+            }
+            None => Ok(None),
+        }
+    }
+
+    fn put(&mut self, state: StateId, key: HashedKey<'_>, value: &[u8]) -> Result<(), StateError> {
+        self.encode_key(state, &key);
+        Ok(self.db.put_opt(&self.key, value, &self.write)?)
+    }
+
+    fn delete(&mut self, state: StateId, key: HashedKey<'_>) -> Result<(), StateError> {
+        self.encode_key(state, &key);
+        Ok(self.db.delete_opt(&self.key, &self.write)?)
+    }
+
+    fn for_each(&mut self, f: &mut dyn FnMut(&Entry)) -> Result<(), StateError> {
+        for item in self.db.iterator(IteratorMode::Start) {
+            let (key, value) = item?;
+            if key.len() < 6 {
+                continue;
+            }
+            let group = u16::from_be_bytes([key[0], key[1]]);
+            let state = StateId(u32::from_be_bytes([key[2], key[3], key[4], key[5]]));
+            f(&Entry { group, state, key: key[6..].to_vec(), value: value.to_vec() });
+        }
+        Ok(())
+    }
+
+    fn snapshot(&mut self) -> Result<Box<dyn StateSnapshot>, StateError> {
+        self.snapshots += 1;
+        let local = self.dir.with_extension(format!("checkpoint-{}", self.snapshots));
+        let _ = std::fs::remove_dir_all(&local);
+        rocksdb::checkpoint::Checkpoint::new(&self.db)?.create_checkpoint(&local)?;
+        Ok(Box::new(RocksDbSnapshot { local, id: self.id.clone(), uploaded: self.uploaded.clone() }))
+    }
+
+    fn kind(&self) -> BackendKind {
+        BackendKind::Rocksdb
+    }
+}
+
+/// A RocksDB checkpoint on local disk, waiting to be copied out.
+struct RocksDbSnapshot {
+    local: PathBuf,
+    id: String,
+    uploaded: Arc<Mutex<HashMap<String, FileRef>>>,
+}
+
+impl StateSnapshot for RocksDbSnapshot {
+    fn persist(self: Box<Self>, target: &SnapshotTarget) -> Result<BackendHandle, StateError> {
+        let (mut shared, mut private) = (Vec::new(), Vec::new());
+        let entries = std::fs::read_dir(&self.local).map_err(StateError::io(&self.local))?;
+        let mut names: Vec<String> = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(StateError::io(&self.local))?;
+            names.push(entry.file_name().to_string_lossy().into_owned());
+        }
+        names.sort();
+        for name in names {
+            let path = self.local.join(&name);
+            if name.ends_with(".sst") {
+                shared.push(self.upload_shared(target, &name, &path)?);
+            } else {
+                let bytes = std::fs::read(&path).map_err(StateError::io(&path))?;
+                private.push(write_verified(&target.root, format!("{}/{name}", target.private("rocksdb")), &bytes)?);
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.local);
+        Ok(BackendHandle::Rocksdb { shared, private })
+    }
+}
+
+impl RocksDbSnapshot {
+    /// The shared copy of SST `name`: the one uploaded before if it is
+    /// still there, else a new one.
+    fn upload_shared(&self, target: &SnapshotTarget, name: &str, path: &Path) -> Result<FileRef, StateError> {
+        let known = self.uploaded.lock().expect("upload map lock").get(name).cloned();
+        if let Some(file) = known
+            && target.root.join(&file.path).metadata().is_ok_and(|m| m.len() == file.size)
+        {
+            return Ok(file);
+        }
+        let bytes = std::fs::read(path).map_err(StateError::io(path))?;
+        let file = write_verified(&target.root, format!("shared/{}/{name}", self.id), &bytes)?;
+        self.uploaded.lock().expect("upload map lock").insert(name.to_owned(), file.clone());
+        Ok(file)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put_range(backend: &mut RocksDbBackend, range: std::ops::Range<u32>) {
+        for i in range {
+            let key = format!("key-{i}");
+            backend.put(StateId(0), HashedKey::new(key.as_bytes(), 128), &i.to_le_bytes()).unwrap();
+        }
+    }
+
+    #[test]
+    fn incremental_snapshots_share_unchanged_files_and_restore() {
+        let dir = tempfile::tempdir().unwrap();
+        let work = dir.path().join("work");
+        let mut backend = RocksDbBackend::open(&work).unwrap();
+        put_range(&mut backend, 0..5000);
+        let target = |n: u32| SnapshotTarget { root: dir.path().into(), dir: format!("chk-{n}"), name: "op-0".into() };
+        let first = backend.snapshot().unwrap().persist(&target(1)).unwrap();
+        put_range(&mut backend, 5000..6000);
+        let second = backend.snapshot().unwrap().persist(&target(2)).unwrap();
+        let (BackendHandle::Rocksdb { shared: a, .. }, BackendHandle::Rocksdb { shared: b, .. }) = (&first, &second)
+        else {
+            panic!("rocksdb handles")
+        };
+        assert!(!a.is_empty());
+        assert!(a.iter().all(|f| b.contains(f)), "the second checkpoint references the first's files: {a:?} {b:?}");
+        assert_eq!(b.len(), a.len() + 1, "one new SST for the new keys");
+        let mut restored = super::super::restore_backend(BackendKind::Rocksdb, &second, dir.path(), &work).unwrap();
+        for i in [0u32, 4999, 5000, 5999] {
+            let key = format!("key-{i}");
+            let value = restored.get(StateId(0), HashedKey::new(key.as_bytes(), 128)).unwrap();
+            assert_eq!(value, Some(&i.to_le_bytes()[..]));
+        }
+        let mut count = 0;
+        restored.for_each(&mut |_| count += 1).unwrap();
+        assert_eq!(count, 6000);
+    }
+}

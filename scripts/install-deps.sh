@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs the system packages and Rust target the build needs, if missing:
+# the wasm32-wasip2 target (plugins) and libclang (RocksDB's bindings).
+#
+#   scripts/install-deps.sh
+set -euo pipefail
+
+log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+
+packages=(libclang-dev clang)
+missing=()
+for package in "${packages[@]}"; do
+    dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
+done
+if ((${#missing[@]})); then
+    log "installing ${missing[*]}"
+    sudo=""
+    [[ $(id -u) -eq 0 ]] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
+fi
+
+if ! rustup target list --installed | grep -qx wasm32-wasip2; then
+    log "installing the wasm32-wasip2 Rust target"
+    rustup target add wasm32-wasip2
+fi

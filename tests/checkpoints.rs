@@ -1,0 +1,385 @@
+//! Checkpoints and recovery: exactly-once results under SIGKILL, plugin
+//! traps and corrupt checkpoints, for both state backends; alignment of a
+//! multi-input operator; RocksDB with millions of keys in a small memory
+//! budget, checkpointed incrementally.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{JobDir, plugin, run_job, toml_path, weir_binary};
+
+/// A keyed count (`plugin`, with `config`) over `events` generated events
+/// with `keys` keys at `rate` events/s, into the transactional file sink.
+fn count_job(dir: &JobDir, backend: &str, plugin: &Path, config: &str, extra: &str) -> PathBuf {
+    dir.write(
+        "job.toml",
+        &format!(
+            r#"
+name = "chaos-count"
+parallelism = 2
+state_backend = "{backend}"
+checkpoint_dir = "checkpoints"
+checkpoint_interval_ms = 150
+{extra}
+
+[[source]]
+name = "numbers"
+type = "generator"
+events = 60000
+keys = 600
+rate = 8000
+
+[[operator]]
+uid = "count"
+plugin = {plugin}
+inputs = ["numbers"]
+key_by = true
+config = {{ {config} }}
+
+[[sink]]
+name = "out"
+type = "files"
+path = "out"
+input = "count"
+"#,
+            plugin = toml_path(plugin)
+        ),
+    )
+}
+
+/// Every committed output line of the files sink in `dir`, `key<TAB>value`,
+/// grouped by key with values sorted numerically.
+fn committed(dir: &Path) -> BTreeMap<u64, Vec<u64>> {
+    let mut out: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+    for entry in std::fs::read_dir(dir).expect("the sink's directory exists") {
+        let entry = entry.unwrap();
+        if !entry.file_name().to_string_lossy().starts_with("part-") {
+            continue;
+        }
+        for line in std::fs::read_to_string(entry.path()).unwrap().lines() {
+            let (key, value) = line.split_once('\t').expect("key<TAB>value");
+            out.entry(key.parse().unwrap()).or_default().push(value.parse().unwrap());
+        }
+    }
+    out.values_mut().for_each(|v| v.sort_unstable());
+    out
+}
+
+/// Exactly once: every key counted 1, 2, … up to its number of events,
+/// each count exactly once.
+fn assert_exact_counts(out: &BTreeMap<u64, Vec<u64>>, events: u64, keys: u64) {
+    assert_eq!(out.len() as u64, keys, "every key has output");
+    let expected: Vec<u64> = (1..=events / keys).collect();
+    for (key, counts) in out {
+        assert_eq!(counts, &expected, "key {key}: each count exactly once (no loss, no duplicate)");
+    }
+}
+
+fn spawn(job: &Path) -> Child {
+    Command::new(weir_binary())
+        .args(["run", job.to_str().unwrap()])
+        .env("WEIR_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start weir")
+}
+
+/// A small pseudo-random generator (no dependency, seed printed).
+struct Lcg(u64);
+
+impl Lcg {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n
+    }
+}
+
+/// Kills the job with SIGKILL at `kills` random moments while it runs
+/// (each 0.3–1 s after a start), then lets it finish.
+fn run_with_kills(job: &Path, kills: usize) -> String {
+    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+    eprintln!("kill schedule seed: {seed}");
+    let mut random = Lcg(seed);
+    for kill in 0..kills {
+        let mut child = spawn(job);
+        std::thread::sleep(Duration::from_millis(300 + random.below(700)));
+        let finished = child.try_wait().unwrap();
+        assert!(finished.is_none(), "the job ended ({finished:?}) before kill {} of {kills}", kill + 1);
+        child.kill().expect("SIGKILL weir");
+        child.wait().unwrap();
+    }
+    let run = run_job(job, &[]);
+    run.success();
+    run.stderr()
+}
+
+fn chaos(backend: &str) {
+    let dir = JobDir::new();
+    let job = count_job(&dir, backend, &plugin("word-count"), "", "");
+    let stderr = run_with_kills(&job, 6);
+    assert!(stderr.contains("resumed from checkpoint"), "the last run resumes: {stderr}");
+    assert_exact_counts(&committed(&dir.path("out")), 60000, 600);
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path("out"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(leftovers.is_empty(), "no pending or in-progress files remain: {leftovers:?}");
+}
+
+#[test]
+fn sigkill_at_random_moments_loses_and_duplicates_nothing_memory() {
+    chaos("memory");
+}
+
+#[test]
+fn sigkill_at_random_moments_loses_and_duplicates_nothing_rocksdb() {
+    chaos("rocksdb");
+}
+
+#[test]
+fn a_plugin_that_traps_once_is_recovered_from_exactly() {
+    for backend in ["memory", "rocksdb"] {
+        let dir = JobDir::new();
+        let restart = "[restart]\nstrategy = \"fixed-delay\"\nmax_attempts = 3\ndelay_ms = 100";
+        let job = count_job(&dir, backend, &plugin("faulty"), "mode = \"trap-once\", after = 8000", restart);
+        let run = run_job(&job, &[]);
+        run.success();
+        assert!(run.stderr().contains("1 restart(s) after failures"), "{}", run.stderr());
+        assert_exact_counts(&committed(&dir.path("out")), 60000, 600);
+    }
+}
+
+#[test]
+fn a_plugin_that_always_traps_exhausts_the_restart_attempts() {
+    let dir = JobDir::new();
+    let restart = "[restart]\nstrategy = \"exponential-backoff\"\nmax_attempts = 2\ndelay_ms = 50";
+    let job = count_job(&dir, "memory", &plugin("faulty"), "mode = \"always-trap\", after = 100", restart);
+    let error = run_job(&job, &[]).failure();
+    assert!(error.contains("operator `count`"), "{error}");
+    assert!(error.contains("trapped on purpose"), "{error}");
+    assert!(error.contains("gave up after 2 restart(s)"), "{error}");
+    assert!(committed(&dir.path("out")).values().all(|counts| counts.windows(2).all(|w| w[0] < w[1])));
+}
+
+/// Starts the job and kills it once at least `n` checkpoints are complete.
+fn kill_after_checkpoints(job: &Path, checkpoints: &Path, n: usize) {
+    let mut child = spawn(job);
+    let started = Instant::now();
+    while complete_checkpoints(checkpoints).len() < n {
+        assert!(started.elapsed() < Duration::from_secs(30), "no checkpoints were taken");
+        assert!(child.try_wait().unwrap().is_none(), "the job ended before {n} checkpoints");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+/// Complete checkpoint directories, oldest first.
+fn complete_checkpoints(dir: &Path) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("_MANIFEST").exists())
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+fn checkpoint_id(dir: &Path) -> u64 {
+    dir.file_name().unwrap().to_str().unwrap().trim_start_matches("chk-").parse().unwrap()
+}
+
+/// The first file of checkpoint `dir` whose name ends with `suffix`.
+fn file_ending(dir: &Path, suffix: &str) -> PathBuf {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with(suffix))
+        .unwrap_or_else(|| panic!("no *{suffix} in {}", dir.display()))
+}
+
+fn recovers_from_the_previous_checkpoint(corrupt: impl Fn(&Path), what: &str) {
+    let dir = JobDir::new();
+    let job = count_job(&dir, "memory", &plugin("word-count"), "", "");
+    kill_after_checkpoints(&job, &dir.path("checkpoints"), 2);
+    let checkpoints = complete_checkpoints(&dir.path("checkpoints"));
+    let (previous, newest) = (&checkpoints[checkpoints.len() - 2], &checkpoints[checkpoints.len() - 1]);
+    corrupt(newest);
+    let run = run_job(&job, &[]);
+    run.success();
+    let stderr = run.stderr();
+    assert!(stderr.contains("skipping a corrupt checkpoint"), "{what}: {stderr}");
+    assert!(stderr.contains(&format!("checkpoint={}", checkpoint_id(newest))), "{what}: names the checkpoint: {stderr}");
+    assert!(
+        stderr.contains(&format!("resumed from checkpoint {}", checkpoint_id(previous))),
+        "{what}: uses the previous one: {stderr}"
+    );
+    assert_exact_counts(&committed(&dir.path("out")), 60000, 600);
+}
+
+#[test]
+fn a_checkpoint_with_a_flipped_byte_is_skipped_for_the_previous_one() {
+    recovers_from_the_previous_checkpoint(
+        |newest| {
+            let file = file_ending(newest, ".entries");
+            let mut bytes = std::fs::read(&file).unwrap();
+            let middle = bytes.len() / 2;
+            bytes[middle] ^= 0x20;
+            std::fs::write(&file, bytes).unwrap();
+        },
+        "flipped byte",
+    );
+}
+
+#[test]
+fn a_truncated_checkpoint_is_skipped_for_the_previous_one() {
+    recovers_from_the_previous_checkpoint(
+        |newest| {
+            let file = file_ending(newest, "_MANIFEST");
+            let bytes = std::fs::read(&file).unwrap();
+            std::fs::write(&file, &bytes[..bytes.len() / 2]).unwrap();
+        },
+        "truncated manifest",
+    );
+}
+
+#[test]
+fn a_multi_input_operator_aligns_checkpoints_and_restores() {
+    let dir = JobDir::new();
+    // Factors for sensors 900 and 901, read before any of their readings.
+    dir.write("control.jsonl", "{\"key\":\"900\",\"value\":\"10\"}\n{\"key\":\"901\",\"value\":\"0.5\"}\n");
+    let job = dir.write(
+        "job.toml",
+        &format!(
+            r#"
+name = "amplify"
+parallelism = 2
+checkpoint_dir = "checkpoints"
+checkpoint_interval_ms = 100
+
+[[source]]
+name = "readings"
+type = "generator"
+events = 8000
+keys = 1000
+rate = 2000
+
+[[source]]
+name = "control"
+type = "file"
+path = "control.jsonl"
+format = "json"
+
+[[operator]]
+uid = "amplifier"
+plugin = {plugin}
+inputs = ["readings", "control"]
+key_by = true
+
+[[sink]]
+name = "out"
+type = "files"
+path = "out"
+input = "amplifier"
+"#,
+            plugin = toml_path(&plugin("amplifier"))
+        ),
+    );
+    // Kill once the control stream's factors are in a checkpoint, then
+    // twice more at other moments; each restart restores them.
+    kill_after_checkpoints(&job, &dir.path("checkpoints"), 3);
+    let stderr = run_with_kills(&job, 2);
+    assert!(stderr.contains("resumed from checkpoint"), "{stderr}");
+    let manifests: Vec<String> = complete_checkpoints(&dir.path("checkpoints"))
+        .iter()
+        .map(|d| std::fs::read_to_string(d.join("_MANIFEST")).unwrap())
+        .collect();
+    assert!(manifests.iter().any(|m| m.contains("\"alignment_ms\"")), "alignment is recorded");
+    let mut out: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
+    for entry in std::fs::read_dir(dir.path("out")).unwrap() {
+        for line in std::fs::read_to_string(entry.unwrap().path()).unwrap().lines() {
+            let (key, value) = line.split_once('\t').unwrap();
+            out.entry(key.parse().unwrap()).or_default().push(value.parse().unwrap());
+        }
+    }
+    out.values_mut().for_each(|v| v.sort_by(f64::total_cmp));
+    assert_eq!(out.values().map(Vec::len).sum::<usize>(), 8000, "one output per reading, exactly once");
+    let readings = |key: u64, factor: f64| (0..8).map(|i| (key + 1000 * i) as f64 * factor).collect::<Vec<_>>();
+    assert_eq!(out[&900], readings(900, 10.0), "the factor set before the kills survives them");
+    assert_eq!(out[&901], readings(901, 0.5));
+    assert_eq!(out[&5], readings(5, 1.0));
+}
+
+/// Peak memory printed by `weir run` ("peak memory: N MiB").
+fn peak_mib(stderr: &str) -> f64 {
+    let line = stderr.lines().find(|l| l.contains("peak memory")).unwrap_or_else(|| panic!("no peak memory in {stderr}"));
+    line.split_whitespace().rev().nth(1).unwrap().parse().unwrap()
+}
+
+#[test]
+fn rocksdb_holds_millions_of_keys_in_a_small_memory_budget_with_incremental_checkpoints() {
+    let dir = JobDir::new();
+    let keys = 3_000_000;
+    let job = dir.write(
+        "job.toml",
+        &format!(
+            r#"
+name = "many-keys"
+state_backend = "rocksdb"
+checkpoint_dir = "checkpoints"
+checkpoint_interval_ms = 500
+checkpoints_retained = 3
+
+[[source]]
+name = "numbers"
+type = "generator"
+events = {keys}
+keys = {keys}
+
+[[operator]]
+uid = "count"
+plugin = {plugin}
+inputs = ["numbers"]
+key_by = true
+
+[[sink]]
+name = "out"
+type = "discard"
+input = "count"
+"#,
+            plugin = toml_path(&plugin("word-count"))
+        ),
+    );
+    let run = run_job(&job, &[]);
+    run.success();
+    let stderr = run.stderr();
+    let peak = peak_mib(&stderr);
+    assert!(peak < 400.0, "peak memory {peak} MiB for {keys} keys: {stderr}");
+    let manifests: Vec<serde_json::Value> = complete_checkpoints(&dir.path("checkpoints"))
+        .iter()
+        .map(|d| {
+            let text = std::fs::read_to_string(d.join("_MANIFEST")).unwrap();
+            serde_json::from_str(text.split_once('\n').unwrap().1).unwrap()
+        })
+        .filter(|m: &serde_json::Value| m["finished"] == false)
+        .collect();
+    assert!(manifests.len() >= 2, "at least two retained checkpoints with state: {stderr}");
+    let shared = |m: &serde_json::Value| -> Vec<String> {
+        m["tasks"].as_array().unwrap().iter().filter_map(|t| t["keyed"]["shared"].as_array()).flatten().map(|f| f["path"].as_str().unwrap().to_owned()).collect()
+    };
+    let (older, newer) = (&manifests[manifests.len() - 2], &manifests[manifests.len() - 1]);
+    let reused = shared(older).iter().filter(|f| shared(newer).contains(f)).count();
+    assert!(reused > 0, "the newer checkpoint references the older one's SST files");
+    let (size, written) = (newer["stats"]["size_bytes"].as_u64().unwrap(), newer["stats"]["written_bytes"].as_u64().unwrap());
+    assert!(written < size, "an incremental checkpoint writes less than its size ({written} of {size} bytes)");
+    for file in shared(newer) {
+        assert!(dir.path("checkpoints").join(&file).exists(), "{file} is kept while referenced");
+    }
+}
