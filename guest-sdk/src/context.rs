@@ -1,9 +1,9 @@
 //! The per-event context: where state is scoped and output goes.
 
-use crate::event::Outputs;
+use crate::event::{BatchView, Outputs};
 use crate::state::StateStore;
 use crate::timer::TimeDomain;
-use crate::{Encode, Error};
+use crate::{Encode, Error, Event};
 
 /// What an operator can do while it processes one event: emit events and
 /// (through [`crate::ValueState`]) read and write the state of the event's
@@ -78,5 +78,29 @@ impl Context<'_> {
                     .into(),
             )
         })
+    }
+}
+
+/// A keyed batch about to be processed, for [`crate::Operator::prepare`]:
+/// its events with their key slots, and the state to prefetch for them.
+pub struct Batch<'a> {
+    pub(crate) view: &'a BatchView<'a>,
+    pub(crate) states: &'a mut StateStore,
+}
+
+impl<'a> Batch<'a> {
+    /// The batch's events, each with its key's slot.
+    pub fn events(&self) -> impl Iterator<Item = Result<(u32, Event<'a>), Error>> + '_ {
+        (0..self.view.len()).map(|i| Ok((self.view.key_slots[i], self.view.event(i)?)))
+    }
+
+    /// The processing time the batch is processed at.
+    pub fn processing_time(&self) -> i64 {
+        self.view.processing_time
+    }
+
+    /// The watermark before the batch.
+    pub fn watermark(&self) -> i64 {
+        self.view.watermark
     }
 }

@@ -125,6 +125,10 @@ impl RawMapState for HostMapState {
         HostMapState::get(self, slot, sub_key).map_err(from_state_error)
     }
 
+    fn get_many(&self, slots: &[u32], sub_keys: &[u8], offsets: &[u32]) -> Result<SlotValues, Error> {
+        HostMapState::get_many(self, slots, sub_keys, offsets).map_err(from_state_error)
+    }
+
     fn set_many(&self, slots: &[u32], sub_keys: &[u8], offsets: &[u32], values: &SlotValues) -> Result<(), Error> {
         HostMapState::set_many(self, slots, sub_keys, offsets, values).map_err(from_state_error)
     }

@@ -44,6 +44,7 @@ mod context;
 mod error;
 mod event;
 mod export;
+mod hash;
 mod map_state;
 mod operator;
 mod runtime;
@@ -54,7 +55,7 @@ pub mod windows;
 
 pub use broadcast::BroadcastState;
 pub use codec::{Decode, Encode, Json};
-pub use context::Context;
+pub use context::{Batch, Context};
 pub use error::Error;
 pub use event::Event;
 pub use map_state::MapState;

@@ -5,17 +5,18 @@
 //! for the rest of the batch, and written back with the batch's other
 //! changes in one call at its end.
 
-use std::collections::HashMap;
 use std::marker::PhantomData;
 
 use serde::{Serialize, de::DeserializeOwned};
 
+use crate::hash::FastMap;
 use crate::state::{SlotValues, StateStore};
-use crate::{Context, Encode, Error};
+use crate::{Batch, Context, Encode, Error};
 
 /// One map state as the host exposes it.
 pub(crate) trait RawMapState {
     fn get(&self, slot: u32, sub_key: &[u8]) -> Result<Option<Vec<u8>>, Error>;
+    fn get_many(&self, slots: &[u32], sub_keys: &[u8], offsets: &[u32]) -> Result<SlotValues, Error>;
     fn set_many(&self, slots: &[u32], sub_keys: &[u8], offsets: &[u32], values: &SlotValues) -> Result<(), Error>;
 }
 
@@ -45,6 +46,13 @@ impl<V: Serialize + DeserializeOwned> MapState<V> {
             .map_err(|e| Error::State(format!("map state `{}` holds a value this plugin cannot read ({e})", self.name)))
     }
 
+    /// Fetches the entries `(slot, sub_key)` a batch will use in one host
+    /// call (from [`crate::Operator::prepare`]); entries already fetched in
+    /// this batch are not fetched again.
+    pub fn prefetch<K: Encode>(&self, batch: &mut Batch<'_>, entries: impl IntoIterator<Item = (u32, K)>) -> Result<(), Error> {
+        batch.states.map(&self.name).prefetch(entries)
+    }
+
     /// Sets the current key's value under `sub_key`.
     pub fn set(&self, ctx: &mut Context<'_>, sub_key: impl Encode, value: &V) -> Result<(), Error> {
         let slot = ctx.key_slot()?;
@@ -66,32 +74,77 @@ impl<V: Serialize + DeserializeOwned> MapState<V> {
 pub(crate) struct MapCache {
     pub name: String,
     raw: Box<dyn RawMapState>,
-    /// (slot, sub-key) → (value, changed in this batch).
-    entries: HashMap<(u32, Vec<u8>), (Option<Vec<u8>>, bool)>,
+    /// Entry key (slot, 4 bytes little-endian, then the encoded sub-key) →
+    /// (value, changed in this batch). One flat key, so that a lookup
+    /// borrows a reused buffer instead of allocating.
+    entries: FastMap<Vec<u8>, (Option<Vec<u8>>, bool)>,
+    scratch: Vec<u8>,
+}
+
+/// The cache key of `(slot, sub_key)`, written into `buffer`.
+fn entry_key(buffer: &mut Vec<u8>, slot: u32, sub_key: impl Encode) {
+    buffer.clear();
+    buffer.extend_from_slice(&slot.to_le_bytes());
+    sub_key.encode(buffer);
+}
+
+/// The slot and sub-key of a cache key.
+fn split_key(key: &[u8]) -> (u32, &[u8]) {
+    let (slot, sub_key) = key.split_at(4);
+    (u32::from_le_bytes(slot.try_into().expect("4 bytes")), sub_key)
 }
 
 impl MapCache {
     pub fn new(name: &str, raw: Box<dyn RawMapState>) -> Self {
-        MapCache { name: name.to_owned(), raw, entries: HashMap::new() }
+        MapCache { name: name.to_owned(), raw, entries: FastMap::default(), scratch: Vec::new() }
     }
 
     fn entry(&mut self, slot: u32, sub_key: impl Encode) -> Result<&Option<Vec<u8>>, Error> {
-        let mut key = Vec::new();
-        sub_key.encode(&mut key);
-        let entry = match self.entries.entry((slot, key)) {
-            std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
-            std::collections::hash_map::Entry::Vacant(entry) => {
-                let value = self.raw.get(slot, &entry.key().1)?;
-                entry.insert((value, false))
+        entry_key(&mut self.scratch, slot, sub_key);
+        if !self.entries.contains_key(self.scratch.as_slice()) {
+            let value = self.raw.get(slot, &self.scratch[4..])?;
+            self.entries.insert(self.scratch.clone(), (value, false));
+        }
+        Ok(&self.entries[self.scratch.as_slice()].0)
+    }
+
+    fn prefetch<K: Encode>(&mut self, entries: impl IntoIterator<Item = (u32, K)>) -> Result<(), Error> {
+        let mut wanted: Vec<Vec<u8>> = Vec::new();
+        let mut sub_keys = Vec::new();
+        let mut offsets = vec![0u32];
+        let mut slots = Vec::new();
+        for (slot, sub_key) in entries {
+            entry_key(&mut self.scratch, slot, sub_key);
+            if self.entries.contains_key(self.scratch.as_slice()) {
+                continue;
             }
-        };
-        Ok(&entry.0)
+            // A placeholder marks it wanted; the fetched value replaces it.
+            self.entries.insert(self.scratch.clone(), (None, false));
+            slots.push(slot);
+            sub_keys.extend_from_slice(&self.scratch[4..]);
+            offsets.push(sub_keys.len() as u32);
+            wanted.push(self.scratch.clone());
+        }
+        if wanted.is_empty() {
+            return Ok(());
+        }
+        let values = self.raw.get_many(&slots, &sub_keys, &offsets)?;
+        for (i, key) in wanted.into_iter().enumerate() {
+            let value = values.present[i]
+                .then(|| values.data[values.offsets[i] as usize..values.offsets[i + 1] as usize].to_vec());
+            self.entries.insert(key, (value, false));
+        }
+        Ok(())
     }
 
     fn write(&mut self, slot: u32, sub_key: impl Encode, value: Option<Vec<u8>>) {
-        let mut key = Vec::new();
-        sub_key.encode(&mut key);
-        self.entries.insert((slot, key), (value, true));
+        entry_key(&mut self.scratch, slot, sub_key);
+        match self.entries.get_mut(self.scratch.as_slice()) {
+            Some(entry) => *entry = (value, true),
+            None => {
+                self.entries.insert(self.scratch.clone(), (value, true));
+            }
+        }
     }
 
     /// Writes the batch's changes back and forgets its entries.
@@ -100,12 +153,13 @@ impl MapCache {
         let mut sub_keys = Vec::new();
         let mut offsets = vec![0u32];
         let mut values = SlotValues { present: Vec::new(), data: Vec::new(), offsets: vec![0] };
-        for ((slot, key), (value, changed)) in self.entries.drain() {
+        for (key, (value, changed)) in self.entries.drain() {
             if !changed {
                 continue;
             }
+            let (slot, sub_key) = split_key(&key);
             slots.push(slot);
-            sub_keys.extend_from_slice(&key);
+            sub_keys.extend_from_slice(sub_key);
             offsets.push(sub_keys.len() as u32);
             values.present.push(value.is_some());
             values.data.extend_from_slice(value.as_deref().unwrap_or_default());
@@ -124,7 +178,7 @@ impl MapCache {
 
 impl StateStore {
     /// The cache of map state `name`, opened on first use.
-    fn map(&mut self, name: &str) -> &mut MapCache {
+    pub(crate) fn map(&mut self, name: &str) -> &mut MapCache {
         let index = match self.maps.iter().position(|m| m.name == name) {
             Some(index) => index,
             None => {

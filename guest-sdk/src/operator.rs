@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::str::FromStr;
 
-use crate::{Context, Error, Event, Timer};
+use crate::{Batch, Context, Error, Event, Timer};
 
 /// A stream operator. One value is created per parallel instance by
 /// [`Operator::init`]; the host then feeds it events.
@@ -14,6 +14,15 @@ use crate::{Context, Error, Event, Timer};
 pub trait Operator: Sized + 'static {
     /// Creates the operator from the `config` table of the job file.
     fn init(config: &Config) -> Result<Self, Error>;
+
+    /// Called with each keyed batch before its events are processed, to
+    /// fetch the state they will need in one host call rather than one per
+    /// event ([`crate::MapState::prefetch`], [`crate::windows::Windows::prefetch`]).
+    /// Optional: without it, state is fetched on first use.
+    fn prepare(&mut self, batch: &mut Batch<'_>) -> Result<(), Error> {
+        let _ = batch;
+        Ok(())
+    }
 
     /// Processes one event. State accessed through `ctx` belongs to the
     /// event's key.

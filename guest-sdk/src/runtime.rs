@@ -1,7 +1,7 @@
 //! Drives an [`Operator`] over batches: the code shared by the Wasm export
 //! and the native test harness.
 
-use crate::context::Context;
+use crate::context::{Batch, Context};
 use crate::event::{BatchView, Outputs};
 use crate::state::{StateHost, StateStore};
 use crate::timer::{TimeDomain, Timer};
@@ -35,6 +35,9 @@ impl<T: Operator> Runtime<T> {
     pub fn process(&mut self, batch: &BatchView<'_>) -> Result<(), Error> {
         self.states.begin_batch();
         let keyed = batch.is_keyed();
+        if keyed {
+            self.operator.prepare(&mut Batch { view: batch, states: &mut self.states })?;
+        }
         for i in 0..batch.len() {
             let event = batch.event(i)?;
             let mut ctx = Context {

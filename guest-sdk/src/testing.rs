@@ -103,6 +103,8 @@ struct TestStates {
     /// Registered timers: (timestamp, key), per domain.
     event_timers: BTreeSet<(i64, Vec<u8>)>,
     processing_timers: BTreeSet<(i64, Vec<u8>)>,
+    /// Map-state reads from the "host" (`get` and `get-many` calls).
+    map_fetches: usize,
 }
 
 impl TestStates {
@@ -192,6 +194,12 @@ impl<T: Operator> TestHarness<T> {
     pub fn advance_processing_time(&mut self, now: i64) -> Result<Vec<Emitted>, Error> {
         self.processing_time = self.processing_time.max(now);
         self.fire(TimeDomain::ProcessingTime, now)
+    }
+
+    /// How many host calls read map state so far (one per `get`, one per
+    /// prefetch): what `Operator::prepare` saves.
+    pub fn map_fetches(&self) -> usize {
+        self.states.borrow().map_fetches
     }
 
     /// The timers registered, as (timestamp, key), in order.
@@ -340,10 +348,29 @@ impl TestMapState {
     }
 }
 
+impl TestMapState {
+    fn lookup(&self, slot: u32, sub_key: &[u8]) -> Option<Vec<u8>> {
+        let states = self.states.borrow();
+        states.maps.get(&self.entry_key(&states, slot, sub_key)).cloned()
+    }
+}
+
 impl RawMapState for TestMapState {
     fn get(&self, slot: u32, sub_key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
-        let states = self.states.borrow();
-        Ok(states.maps.get(&self.entry_key(&states, slot, sub_key)).cloned())
+        self.states.borrow_mut().map_fetches += 1;
+        Ok(self.lookup(slot, sub_key))
+    }
+
+    fn get_many(&self, slots: &[u32], sub_keys: &[u8], offsets: &[u32]) -> Result<SlotValues, Error> {
+        let mut values = SlotValues { present: Vec::new(), data: Vec::new(), offsets: vec![0] };
+        for (i, &slot) in slots.iter().enumerate() {
+            let value = self.lookup(slot, &sub_keys[offsets[i] as usize..offsets[i + 1] as usize]);
+            values.present.push(value.is_some());
+            values.data.extend_from_slice(value.as_deref().unwrap_or_default());
+            values.offsets.push(values.data.len() as u32);
+        }
+        self.states.borrow_mut().map_fetches += 1;
+        Ok(values)
     }
 
     fn set_many(&self, slots: &[u32], sub_keys: &[u8], offsets: &[u32], values: &SlotValues) -> Result<(), Error> {

@@ -1,7 +1,7 @@
 //! Timers as the operator sees them, and the changes a batch makes to them.
 
-use std::collections::HashMap;
 
+use crate::hash::FastMap;
 use crate::__private::bindings::weir::operator::timers::TimerChange;
 use crate::__private::bindings::weir::operator::types::TimeDomain as WitDomain;
 
@@ -60,7 +60,7 @@ impl<'a> Timer<'a> {
 #[derive(Debug, Default)]
 pub(crate) struct PendingTimers {
     changes: Vec<TimerChange>,
-    index: HashMap<(u32, i64, bool), usize>,
+    index: FastMap<(u32, i64, bool), usize>,
 }
 
 impl PendingTimers {

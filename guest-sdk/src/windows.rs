@@ -21,7 +21,7 @@
 
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
-use crate::{Context, Error, Event, MapState, TimeDomain, Timer, ValueState};
+use crate::{Batch, Context, Error, Event, MapState, TimeDomain, Timer, ValueState};
 
 /// How a window folds its events.
 pub trait Aggregate {
@@ -216,23 +216,46 @@ impl<A: Aggregate> Windows<A> {
 
     /// The windows an event at `timestamp` belongs to, as (start, end).
     pub fn assign(&self, timestamp: i64) -> Vec<(i64, i64)> {
-        match self.kind {
-            WindowKind::Tumbling { size } => {
-                let start = timestamp.div_euclid(size) * size;
-                vec![(start, start + size)]
+        self.windows_of(timestamp).collect()
+    }
+
+    /// [`Windows::assign`] without allocating: the windows in start order.
+    fn windows_of(&self, timestamp: i64) -> impl Iterator<Item = (i64, i64)> + use<A> {
+        let (first, last, slide, size) = match self.kind {
+            WindowKind::Session { gap } => (timestamp, timestamp, 1, gap),
+            WindowKind::Tumbling { size: fixed } | WindowKind::Sliding { size: fixed, .. } => {
+                let slide = match self.kind {
+                    WindowKind::Sliding { slide, .. } => slide,
+                    _ => fixed,
+                };
+                // Starts are multiples of `slide` in (timestamp - size, timestamp].
+                let last = timestamp.div_euclid(slide) * slide;
+                ((timestamp - fixed).div_euclid(slide) * slide + slide, last, slide, fixed)
             }
-            WindowKind::Sliding { size, slide } => {
-                let mut windows = Vec::new();
-                let mut start = timestamp.div_euclid(slide) * slide;
-                while start > timestamp - size {
-                    windows.push((start, start + size));
-                    start -= slide;
-                }
-                windows.reverse();
-                windows
-            }
-            WindowKind::Session { gap } => vec![(timestamp, timestamp + gap)],
+        };
+        (first..=last).step_by(slide as usize).map(move |s| (s, s + size))
+    }
+
+    /// Fetches the accumulators of every window the batch's events fall in,
+    /// in one host call: call it from [`crate::Operator::prepare`]. (Session
+    /// windows need nothing: their value state is read in one call anyway.)
+    pub fn prefetch(&self, batch: &mut Batch<'_>) -> Result<(), Error> {
+        if self.fixed_size().is_none() {
+            return Ok(());
         }
+        let mut entries = Vec::with_capacity(batch.events().size_hint().0);
+        for event in batch.events() {
+            let (slot, event) = event?;
+            let timestamp = match self.domain {
+                TimeDomain::ProcessingTime => batch.processing_time(),
+                TimeDomain::EventTime => match event.timestamp() {
+                    Some(timestamp) => timestamp,
+                    None => continue, // `add` reports it.
+                },
+            };
+            entries.extend(self.windows_of(timestamp).map(|(start, _)| (slot, start)));
+        }
+        self.by_start.prefetch(batch, entries)
     }
 
     /// Adds `event` (with `input` for the aggregate) to its windows. Returns
@@ -305,7 +328,7 @@ impl<A: Aggregate> Windows<A> {
         let watermark = self.clock(ctx);
         let mut updated = Vec::new();
         let mut placed = false;
-        for (start, end) in self.assign(timestamp) {
+        for (start, end) in self.windows_of(timestamp) {
             debug_assert_eq!(end - start, size);
             if self.domain == TimeDomain::EventTime && end - 1 + self.allowed_lateness <= watermark {
                 continue; // Its window is gone.

@@ -10,7 +10,7 @@
 //! Config: `time` (`event` | `processing`), `size_ms` (1000), `lateness_ms` (0).
 
 use weir_sdk::windows::{Sum, Windows};
-use weir_sdk::{Config, Context, Error, Event, Json, Operator, Timer};
+use weir_sdk::{Batch, Config, Context, Error, Event, Json, Operator, Timer};
 
 pub struct SensorWindow {
     windows: Windows<Sum>,
@@ -32,6 +32,11 @@ impl Operator for SensorWindow {
             other => return Err(Error::config(format!("`time` is `event` or `processing`, not {other:?}"))),
         };
         Ok(SensorWindow { windows })
+    }
+
+    fn prepare(&mut self, batch: &mut Batch<'_>) -> Result<(), Error> {
+        // One host call for all the batch's windows, not one per event.
+        self.windows.prefetch(batch)
     }
 
     fn process(&mut self, ctx: &mut Context<'_>, event: &Event<'_>) -> Result<(), Error> {
@@ -71,6 +76,16 @@ mod tests {
                 ("t".to_owned(), r#"{"start":1000,"end":2000,"value":20.0}"#.to_owned()),
             ]
         );
+    }
+
+    #[test]
+    fn a_batch_reads_its_windows_in_one_host_call() {
+        let mut op = TestHarness::<SensorWindow>::new(&[]).unwrap();
+        let batch: Vec<TestEvent> = (0..100).map(|i| TestEvent::new(format!("s{}", i % 10), 1.0).at(i * 25)).collect();
+        op.process(batch).unwrap();
+        assert_eq!(op.map_fetches(), 1, "10 sensors × 3 windows, fetched together");
+        let out = op.advance_watermark(10_000).unwrap();
+        assert_eq!(out.len(), 30, "every window of every sensor fires once");
     }
 
     #[test]
