@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{JobDir, plugin, run_job, toml_path, weir_binary};
+use common::{JobDir, amplifier_job, plugin, run_job, toml_path, weir_binary};
 
 /// A keyed count (`plugin`, with `config`) over `events` generated events
 /// with `keys` keys at `rate` events/s, into the transactional file sink.
@@ -253,45 +253,8 @@ fn a_truncated_checkpoint_is_skipped_for_the_previous_one() {
 #[test]
 fn a_multi_input_operator_aligns_checkpoints_and_restores() {
     let dir = JobDir::new();
-    // Factors for sensors 900 and 901, read before any of their readings.
-    dir.write("control.jsonl", "{\"key\":\"900\",\"value\":\"10\"}\n{\"key\":\"901\",\"value\":\"0.5\"}\n");
-    let job = dir.write(
-        "job.toml",
-        &format!(
-            r#"
-name = "amplify"
-parallelism = 2
-checkpoint_dir = "checkpoints"
-checkpoint_interval_ms = 100
-
-[[source]]
-name = "readings"
-type = "generator"
-events = 8000
-keys = 1000
-rate = 2000
-
-[[source]]
-name = "control"
-type = "file"
-path = "control.jsonl"
-format = "json"
-
-[[operator]]
-uid = "amplifier"
-plugin = {plugin}
-inputs = ["readings", "control"]
-key_by = true
-
-[[sink]]
-name = "out"
-type = "files"
-path = "out"
-input = "amplifier"
-"#,
-            plugin = toml_path(&plugin("amplifier"))
-        ),
-    );
+    let header = "checkpoint_dir = \"checkpoints\"\ncheckpoint_interval_ms = 100";
+    let job = amplifier_job(&dir, header, 8000, 2000, "type = \"files\"\npath = \"out\"");
     // Kill once the control stream's factors are in a checkpoint, then
     // twice more at other moments; each restart restores them.
     kill_after_checkpoints(&job, &dir.path("checkpoints"), 3);

@@ -5,7 +5,7 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use common::{JobDir, plugin, run_job, toml_path};
+use common::{JobDir, amplifier_job, plugin, run_job, toml_path};
 
 /// `key<TAB>value` lines → key → values, sorted numerically (the two source
 /// subtasks interleave in no fixed order).
@@ -29,42 +29,7 @@ fn amplifier_multiplies_readings_by_the_factor_its_control_stream_set() {
     // file has been read: the control messages arrive before any data for
     // their keys, and must wait in keyed state on whichever subtask owns
     // the sensor.
-    dir.write("control.jsonl", "{\"key\":\"900\",\"value\":\"10\"}\n{\"key\":\"901\",\"value\":\"0.5\"}\n");
-    let job = dir.write(
-        "job.toml",
-        &format!(
-            r#"
-name = "amplify"
-parallelism = 2
-
-[[source]]
-name = "readings"
-type = "generator"
-events = 2000
-keys = 1000
-rate = 2000
-
-[[source]]
-name = "control"
-type = "file"
-path = "control.jsonl"
-format = "json"
-
-[[operator]]
-uid = "amplifier"
-plugin = {plugin}
-inputs = ["readings", "control"]
-key_by = true
-
-[[sink]]
-name = "out"
-type = "file"
-path = "out.txt"
-input = "amplifier"
-"#,
-            plugin = toml_path(&plugin("amplifier"))
-        ),
-    );
+    let job = amplifier_job(&dir, "", 2000, 2000, "type = \"file\"\npath = \"out.txt\"");
     run_job(&job, &[]).success();
     let out = by_key(&dir.read("out.txt"));
     assert_eq!(out.values().map(Vec::len).sum::<usize>(), 2000, "one output per reading");

@@ -137,3 +137,47 @@ pub fn toml_path(path: &Path) -> String {
     format!("{:?}", path.to_str().expect("UTF-8 path"))
 }
 
+
+/// The amplifier job: `readings` (a generator of `events` sensor readings,
+/// key = i mod 1000, at `rate` per second, two subtasks) and `control` (a
+/// file setting the factors of sensors 900 and 901 to 10 and 0.5) into the
+/// keyed two-input `amplifier`, then the sink `out` (TOML given). `header`
+/// goes at the top of the job file.
+pub fn amplifier_job(dir: &JobDir, header: &str, events: u64, rate: u64, sink: &str) -> PathBuf {
+    dir.write("control.jsonl", "{\"key\":\"900\",\"value\":\"10\"}\n{\"key\":\"901\",\"value\":\"0.5\"}\n");
+    dir.write(
+        "job.toml",
+        &format!(
+            r#"
+name = "amplify"
+parallelism = 2
+{header}
+
+[[source]]
+name = "readings"
+type = "generator"
+events = {events}
+keys = 1000
+rate = {rate}
+
+[[source]]
+name = "control"
+type = "file"
+path = "control.jsonl"
+format = "json"
+
+[[operator]]
+uid = "amplifier"
+plugin = {plugin}
+inputs = ["readings", "control"]
+key_by = true
+
+[[sink]]
+name = "out"
+input = "amplifier"
+{sink}
+"#,
+            plugin = toml_path(&plugin("amplifier"))
+        ),
+    )
+}
