@@ -53,7 +53,7 @@ done
 } > docs/benchmarks.md.new
 if [[ -f docs/benchmarks.md ]] && grep -q '^## ' docs/benchmarks.md; then
     # Keep the hand-written notes (from the first `## ` heading on).
-    sed -n '/^## /,$p' docs/benchmarks.md >> docs/benchmarks.md.new
+    { echo; sed -n '/^## /,$p' docs/benchmarks.md; } >> docs/benchmarks.md.new
 fi
 mv docs/benchmarks.md.new docs/benchmarks.md
 cat docs/benchmarks.md

@@ -212,6 +212,13 @@ fn recovers_from_the_previous_checkpoint(corrupt: impl Fn(&Path), what: &str) {
     let checkpoints = complete_checkpoints(&dir.path("checkpoints"));
     let (previous, newest) = (&checkpoints[checkpoints.len() - 2], &checkpoints[checkpoints.len() - 1]);
     corrupt(newest);
+    let listing = common::weir(&["checkpoints", dir.path("checkpoints").to_str().unwrap()]);
+    listing.success();
+    let line = |id: u64| {
+        listing.stdout().lines().find(|l| l.trim_start().starts_with(&format!("{id} "))).map(str::to_owned).unwrap_or_default()
+    };
+    assert!(line(checkpoint_id(newest)).contains("CORRUPT"), "{what}: listed as corrupt: {}", listing.stdout());
+    assert!(line(checkpoint_id(previous)).contains(" ok "), "{what}: the previous is fine: {}", listing.stdout());
     let run = run_job(&job, &[]);
     run.success();
     let stderr = run.stderr();

@@ -62,6 +62,11 @@ impl CheckpointStorage {
         ids
     }
 
+    /// Ids of the checkpoints with a manifest (not necessarily valid), ascending.
+    pub fn complete_ids(&self) -> Vec<u64> {
+        self.ids().into_iter().filter(|&id| self.manifest_path(id).exists()).collect()
+    }
+
     /// An id no checkpoint directory has used.
     pub fn next_id(&self) -> u64 {
         self.ids().last().map_or(1, |id| id + 1)
@@ -101,10 +106,8 @@ impl CheckpointStorage {
     /// does not and why.
     pub fn latest(&self) -> Recovered {
         let mut recovered = Recovered::default();
-        for id in self.ids().into_iter().rev() {
-            if !self.manifest_path(id).exists() {
-                continue; // Never completed: not a checkpoint.
-            }
+        // A directory without a manifest never completed: not a checkpoint.
+        for id in self.complete_ids().into_iter().rev() {
             match self.verify(id) {
                 Ok(manifest) => {
                     recovered.manifest = Some(manifest);
@@ -123,8 +126,7 @@ impl CheckpointStorage {
     /// `newest`, deletes older and abandoned ones, and shared files no kept
     /// checkpoint refers to.
     pub fn retain(&self, newest: u64, retain: usize) {
-        let complete: Vec<u64> =
-            self.ids().into_iter().filter(|&id| id <= newest && self.manifest_path(id).exists()).collect();
+        let complete: Vec<u64> = self.complete_ids().into_iter().filter(|&id| id <= newest).collect();
         let keep: Vec<u64> = complete.iter().rev().take(retain.max(1)).copied().collect();
         for id in self.ids().into_iter().filter(|&id| id < newest && !keep.contains(&id)) {
             let dir = self.root.join(Self::dir_name(id));

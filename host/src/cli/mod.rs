@@ -1,6 +1,7 @@
 //! The `weir` command line.
 
 mod bench;
+mod checkpoints;
 mod plugin;
 mod run;
 mod scaffold;
@@ -26,6 +27,12 @@ pub enum Command {
         /// Parallelism of every source and operator (overrides the job file).
         #[arg(long, short = 'p')]
         parallelism: Option<u32>,
+    },
+    /// List the checkpoints in a job's checkpoint directory, verifying each
+    /// against its checksums, with its figures.
+    Checkpoints {
+        /// The checkpoint directory (`checkpoint_dir` of the job file).
+        dir: PathBuf,
     },
     /// Run a reference workload (shared/bench/WORKLOADS.md) and print its throughput.
     Bench(bench::BenchArgs),
@@ -69,6 +76,7 @@ pub fn execute(cli: Cli) -> anyhow::Result<()> {
             scaffold::new_plugin(lang, &name, &dir, sdk.as_deref())
         }
         Command::Bench(args) => bench::bench(&args),
+        Command::Checkpoints { dir } => checkpoints::list(&dir),
     }
 }
 

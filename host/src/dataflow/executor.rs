@@ -236,7 +236,10 @@ pub fn start_job_from(
             std::thread::Builder::new()
                 .name(name)
                 .spawn(move || {
-                    let _ = done.send((index, body()));
+                    // A panic must still report, or the supervisor would wait forever.
+                    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body))
+                        .unwrap_or_else(|panic| Err(TaskError::Panicked(panic_message(&panic))));
+                    let _ = done.send((index, result));
                 })
                 .expect("spawn a task thread")
         })
@@ -354,6 +357,9 @@ impl RunningJob {
                         Ok(()) | Err(TaskError::Stopped) => continue,
                         Err(TaskError::Operator { label, error }) => (label, error.to_string()),
                         Err(TaskError::Connector(error)) => (self.subtasks[index].label.clone(), error.to_string()),
+                        Err(TaskError::Panicked(message)) => {
+                            (self.subtasks[index].label.clone(), format!("Weir panicked (a bug; please report it): {message}"))
+                        }
                     };
                     error!(%task, %cause, "task failed; cancelling the job");
                     self.cancel.cancel();
@@ -577,6 +583,15 @@ impl<'a> Builder<'a> {
                 Box::new(move || task::run_operator(ctx, instance, inbox, kinds, producers))
             }
         })
+    }
+}
+
+/// The message a panic carried.
+fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+    match (panic.downcast_ref::<&str>(), panic.downcast_ref::<String>()) {
+        (Some(message), _) => (*message).to_owned(),
+        (_, Some(message)) => message.clone(),
+        _ => "no message".to_owned(),
     }
 }
 

@@ -28,6 +28,8 @@ pub enum TaskError {
     /// (which may be chained into another task).
     Operator { label: String, error: CallError },
     Connector(ConnectorError),
+    /// The task's thread panicked: a bug in Weir, not in the job.
+    Panicked(String),
 }
 
 impl From<ConnectorError> for TaskError {
