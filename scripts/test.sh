@@ -6,7 +6,5 @@
 #   scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if ! rustup target list --installed | grep -qx wasm32-wasip2; then
-    rustup target add wasm32-wasip2
-fi
+bash scripts/install-deps.sh
 exec cargo test --release --workspace "$@"
