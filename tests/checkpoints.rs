@@ -331,7 +331,8 @@ input = "count"
     run.success();
     let stderr = run.stderr();
     let peak = peak_mib(&stderr);
-    assert!(peak < 400.0, "peak memory {peak} MiB for {keys} keys: {stderr}");
+    // The memory backend needs ~360 MiB for these keys; RocksDB ~110 MiB.
+    assert!(peak < 200.0, "peak memory {peak} MiB for {keys} keys: {stderr}");
     let manifests: Vec<serde_json::Value> = complete_checkpoints(&dir.path("checkpoints"))
         .iter()
         .map(|d| {
