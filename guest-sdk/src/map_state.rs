@@ -130,9 +130,7 @@ impl MapCache {
         }
         let values = self.raw.get_many(&slots, &sub_keys, &offsets)?;
         for (i, key) in wanted.into_iter().enumerate() {
-            let value = values.present[i]
-                .then(|| values.data[values.offsets[i] as usize..values.offsets[i + 1] as usize].to_vec());
-            self.entries.insert(key, (value, false));
+            self.entries.insert(key, (values.value(i).map(<[u8]>::to_vec), false));
         }
         Ok(())
     }
@@ -152,7 +150,7 @@ impl MapCache {
         let mut slots = Vec::new();
         let mut sub_keys = Vec::new();
         let mut offsets = vec![0u32];
-        let mut values = SlotValues { present: Vec::new(), data: Vec::new(), offsets: vec![0] };
+        let mut values = SlotValues::empty();
         for (key, (value, changed)) in self.entries.drain() {
             if !changed {
                 continue;
@@ -161,9 +159,7 @@ impl MapCache {
             slots.push(slot);
             sub_keys.extend_from_slice(sub_key);
             offsets.push(sub_keys.len() as u32);
-            values.present.push(value.is_some());
-            values.data.extend_from_slice(value.as_deref().unwrap_or_default());
-            values.offsets.push(values.data.len() as u32);
+            values.push(value.as_deref());
         }
         if slots.is_empty() {
             return Ok(());

@@ -22,6 +22,26 @@ use crate::{Context, Error};
 
 pub(crate) use crate::__private::bindings::weir::operator::state::SlotValues;
 
+/// Building and reading the host's `slot-values` layout: presence flags, one
+/// flat data buffer, and offsets into it (`n + 1` of them).
+impl SlotValues {
+    pub(crate) fn empty() -> Self {
+        SlotValues { present: Vec::new(), data: Vec::new(), offsets: vec![0] }
+    }
+
+    /// Appends one value, or its absence.
+    pub(crate) fn push(&mut self, value: Option<&[u8]>) {
+        self.present.push(value.is_some());
+        self.data.extend_from_slice(value.unwrap_or_default());
+        self.offsets.push(self.data.len() as u32);
+    }
+
+    /// Value `i`, or `None` where it is absent.
+    pub(crate) fn value(&self, i: usize) -> Option<&[u8]> {
+        self.present[i].then(|| &self.data[self.offsets[i] as usize..self.offsets[i + 1] as usize])
+    }
+}
+
 /// Opens value states by name: the host's `value-state` resource in Wasm, an
 /// in-memory map in the test harness.
 pub(crate) trait StateHost {
@@ -255,17 +275,10 @@ impl SlotCache {
         if !self.loaded || self.dirty_slots.is_empty() {
             return Ok(());
         }
-        let mut update = SlotValues {
-            present: Vec::with_capacity(self.dirty_slots.len()),
-            data: Vec::new(),
-            offsets: Vec::with_capacity(self.dirty_slots.len() + 1),
-        };
-        update.offsets.push(0);
+        let mut update = SlotValues::empty();
         for &slot in &self.dirty_slots {
             let index = slot as usize;
-            update.present.push(self.present[index]);
-            update.data.extend_from_slice(&self.values[index]);
-            update.offsets.push(update.data.len() as u32);
+            update.push(self.present[index].then_some(self.values[index].as_slice()));
             self.dirty[index] = false;
         }
         self.raw.set_many(&self.dirty_slots, &update)?;

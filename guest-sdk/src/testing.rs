@@ -362,12 +362,9 @@ impl RawMapState for TestMapState {
     }
 
     fn get_many(&self, slots: &[u32], sub_keys: &[u8], offsets: &[u32]) -> Result<SlotValues, Error> {
-        let mut values = SlotValues { present: Vec::new(), data: Vec::new(), offsets: vec![0] };
+        let mut values = SlotValues::empty();
         for (i, &slot) in slots.iter().enumerate() {
-            let value = self.lookup(slot, &sub_keys[offsets[i] as usize..offsets[i + 1] as usize]);
-            values.present.push(value.is_some());
-            values.data.extend_from_slice(value.as_deref().unwrap_or_default());
-            values.offsets.push(values.data.len() as u32);
+            values.push(self.lookup(slot, &sub_keys[offsets[i] as usize..offsets[i + 1] as usize]).as_deref());
         }
         self.states.borrow_mut().map_fetches += 1;
         Ok(values)
@@ -378,12 +375,10 @@ impl RawMapState for TestMapState {
         for (i, &slot) in slots.iter().enumerate() {
             let sub_key = &sub_keys[offsets[i] as usize..offsets[i + 1] as usize];
             let entry = self.entry_key(&states, slot, sub_key);
-            if values.present[i] {
-                let value = values.data[values.offsets[i] as usize..values.offsets[i + 1] as usize].to_vec();
-                states.maps.insert(entry, value);
-            } else {
-                states.maps.remove(&entry);
-            }
+            match values.value(i) {
+                Some(value) => states.maps.insert(entry, value.to_vec()),
+                None => states.maps.remove(&entry),
+            };
         }
         Ok(())
     }
@@ -434,12 +429,9 @@ struct TestValueState {
 impl RawValueState for TestValueState {
     fn get_all(&self) -> Result<SlotValues, Error> {
         let states = self.states.borrow();
-        let mut values = SlotValues { present: Vec::new(), data: Vec::new(), offsets: vec![0] };
+        let mut values = SlotValues::empty();
         for key in &states.batch_keys {
-            let value = states.values.get(&(self.name.clone(), key.clone()));
-            values.present.push(value.is_some());
-            values.data.extend_from_slice(value.map(Vec::as_slice).unwrap_or_default());
-            values.offsets.push(values.data.len() as u32);
+            values.push(states.values.get(&(self.name.clone(), key.clone())).map(Vec::as_slice));
         }
         Ok(values)
     }
@@ -449,12 +441,10 @@ impl RawValueState for TestValueState {
         for (i, &slot) in slots.iter().enumerate() {
             let key = states.batch_keys[slot as usize].clone();
             let entry = (self.name.clone(), key);
-            if values.present[i] {
-                let bytes = values.data[values.offsets[i] as usize..values.offsets[i + 1] as usize].to_vec();
-                states.values.insert(entry, bytes);
-            } else {
-                states.values.remove(&entry);
-            }
+            match values.value(i) {
+                Some(value) => states.values.insert(entry, value.to_vec()),
+                None => states.values.remove(&entry),
+            };
         }
         Ok(())
     }
