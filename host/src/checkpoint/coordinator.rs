@@ -178,6 +178,11 @@ impl Coordinator {
         &self.acks
     }
 
+    /// The checkpoint directory.
+    pub fn dir(&self) -> &std::path::Path {
+        self.storage.root()
+    }
+
     /// Figures of the checkpoints completed so far.
     pub fn completed(&self) -> &[(u64, CheckpointStats)] {
         &self.completed

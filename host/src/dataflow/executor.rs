@@ -21,7 +21,7 @@ use super::snapshot::TaskCheckpoint;
 use super::task::{self, TaskContext, TaskError, TaskMetrics};
 use super::time::WatermarkGenerator;
 use crate::checkpoint::{
-    CheckpointHub, CheckpointStats, CheckpointStorage, Coordinator, JobIdentity, Manifest, commit_all,
+    CheckpointSettings, CheckpointStats, CheckpointStorage, Coordinator, JobIdentity, Manifest, commit_all,
 };
 use crate::connectors::{self, ConnectorError};
 use crate::job::{JobGraph, Node, NodeKind, OperatorNode, Partitioning};
@@ -191,9 +191,7 @@ pub fn run_job(graph: &JobGraph, engine: &Arc<PluginEngine>) -> Result<JobSummar
 /// pending output (again: a crash may have come between the two).
 fn latest_checkpoint(graph: &JobGraph) -> Result<Option<Manifest>, RunError> {
     let Some(settings) = &graph.checkpoints else { return Ok(None) };
-    let storage = CheckpointStorage::open(&settings.dir)
-        .map_err(|source| RunError::Checkpoints { dir: settings.dir.clone(), source })?;
-    let recovered = storage.latest();
+    let recovered = open_storage(settings)?.latest();
     if let Some(manifest) = &recovered.manifest {
         commit_all(manifest);
     }
@@ -215,8 +213,8 @@ pub fn start_job_from(
     restore: Option<&Manifest>,
     attempt: u32,
 ) -> Result<RunningJob, RunError> {
-    if let Some(manifest) = restore {
-        info!(job = %graph.name, checkpoint = manifest.checkpoint, dir = %graph.checkpoints.as_ref().map(|c| c.dir.display().to_string()).unwrap_or_default(), "resuming from checkpoint");
+    if let (Some(manifest), Some(settings)) = (restore, &graph.checkpoints) {
+        info!(job = %graph.name, checkpoint = manifest.checkpoint, dir = %settings.dir.display(), "resuming from checkpoint");
     }
     let mut builder = Builder::new(graph, engine, restore, attempt)?;
     let mut bodies = Vec::new();
@@ -293,7 +291,8 @@ impl RunningJob {
         }
         let mut checkpoints = Vec::new();
         if let Some(coordinator) = &mut self.coordinator {
-            coordinator.finish().map_err(|source| RunError::Checkpoints { dir: PathBuf::new(), source })?;
+            let dir = coordinator.dir().to_path_buf();
+            coordinator.finish().map_err(|source| RunError::Checkpoints { dir, source })?;
             checkpoints = coordinator.completed().to_vec();
         }
         let summary = JobSummary {
@@ -394,7 +393,6 @@ struct Builder<'a> {
     restore: Option<&'a Manifest>,
     attempt: u32,
     coordinator: Option<Coordinator>,
-    hub: Option<Arc<CheckpointHub>>,
     /// Where RocksDB keeps its working files.
     work_dir: PathBuf,
 }
@@ -408,7 +406,6 @@ impl<'a> Builder<'a> {
     ) -> Result<Self, RunError> {
         let plugins = load_plugins(graph, engine)?;
         let coordinator = coordinator(graph, restore)?;
-        let hub = coordinator.as_ref().map(Coordinator::hub);
         let work_dir = work_dir(graph)?;
         let chained: Vec<bool> = graph.nodes.iter().map(|n| is_chainable(graph, n)).collect();
         let inboxes = graph
@@ -433,14 +430,13 @@ impl<'a> Builder<'a> {
             restore,
             attempt,
             coordinator,
-            hub,
             work_dir,
         })
     }
 
     /// How `subtask` of `node` reaches the coordinator, when checkpointing.
     fn task_checkpoint(&self, index: usize, node: &Node, subtask: u32) -> Option<TaskCheckpoint> {
-        let hub = self.hub.clone()?;
+        let hub = self.coordinator.as_ref()?.hub();
         Some(TaskCheckpoint { hub, index, node: node.name.clone(), subtask })
     }
 
@@ -595,11 +591,15 @@ fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
     }
 }
 
+/// The job's checkpoint directory.
+fn open_storage(settings: &CheckpointSettings) -> Result<CheckpointStorage, RunError> {
+    CheckpointStorage::open(&settings.dir).map_err(|source| RunError::Checkpoints { dir: settings.dir.clone(), source })
+}
+
 /// The job's checkpoint coordinator, if it checkpoints.
 fn coordinator(graph: &JobGraph, restore: Option<&Manifest>) -> Result<Option<Coordinator>, RunError> {
     let Some(settings) = &graph.checkpoints else { return Ok(None) };
-    let storage = CheckpointStorage::open(&settings.dir)
-        .map_err(|source| RunError::Checkpoints { dir: settings.dir.clone(), source })?;
+    let storage = open_storage(settings)?;
     let job = JobIdentity { name: graph.name.clone(), max_parallelism: graph.max_parallelism, backend: graph.backend };
     let subtasks = graph.nodes.iter().map(|n| n.parallelism as usize).sum();
     Ok(Some(Coordinator::new(settings.clone(), job, storage, subtasks, restore)))

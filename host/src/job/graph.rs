@@ -113,12 +113,8 @@ impl RestartSpec {
 /// from its last checkpoint up to 3 times, 1 s apart; without checkpoints,
 /// it is not restarted.
 fn restart_policy(spec: &JobSpec) -> RestartSpec {
-    spec.restart.clone().unwrap_or(RestartSpec {
-        strategy: if spec.checkpoint_dir.is_some() { RestartStrategy::FixedDelay } else { RestartStrategy::None },
-        max_attempts: 3,
-        delay_ms: 1000,
-        max_delay_ms: 30_000,
-    })
+    let strategy = if spec.checkpoint_dir.is_some() { RestartStrategy::FixedDelay } else { RestartStrategy::None };
+    spec.restart.clone().unwrap_or_else(|| RestartSpec::with_defaults(strategy))
 }
 
 fn checkpoint_settings(spec: &JobSpec, base: &Path) -> Result<Option<CheckpointSettings>, String> {

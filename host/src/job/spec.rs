@@ -94,6 +94,18 @@ pub enum RestartStrategy {
     ExponentialBackoff,
 }
 
+impl RestartSpec {
+    /// `strategy` with the table's default attempts and delays.
+    pub fn with_defaults(strategy: RestartStrategy) -> Self {
+        RestartSpec {
+            strategy,
+            max_attempts: default_attempts(),
+            delay_ms: default_delay(),
+            max_delay_ms: default_max_delay(),
+        }
+    }
+}
+
 fn default_attempts() -> u32 {
     3
 }

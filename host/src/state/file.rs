@@ -44,7 +44,7 @@ pub fn read_verified(root: &Path, file: &FileRef) -> Result<Vec<u8>, StateError>
 }
 
 /// Checks `bytes` against the size and checksum `file` recorded.
-pub fn check(full: &Path, file: &FileRef, bytes: &[u8]) -> Result<(), StateError> {
+fn check(full: &Path, file: &FileRef, bytes: &[u8]) -> Result<(), StateError> {
     let corrupt = |reason| StateError::Corrupt { path: full.to_path_buf(), reason };
     if bytes.len() as u64 != file.size {
         return Err(corrupt(format!("it has {} bytes, the manifest says {} (truncated?)", bytes.len(), file.size)));

@@ -82,11 +82,6 @@ impl RocksDbBackend {
         self.key.extend_from_slice(&state.0.to_be_bytes());
         self.key.extend_from_slice(key.key);
     }
-
-    /// The directory of the working database.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
 }
 
 impl Drop for RocksDbBackend {
