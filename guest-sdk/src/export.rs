@@ -4,7 +4,7 @@ use std::any::Any;
 use std::cell::RefCell;
 use std::marker::PhantomData;
 
-use crate::__private::bindings::exports::weir::operator::operator::{Guest, OperatorError};
+use crate::__private::bindings::exports::weir::operator::operator::{Guest, OperatorError, StateKind};
 use crate::__private::bindings::weir::operator::broadcast_state::BroadcastMap as HostBroadcastMap;
 use crate::__private::bindings::weir::operator::state::{MapState as HostMapState, ValueState as HostValueState};
 use crate::map_state::RawMapState;
@@ -50,6 +50,11 @@ impl<T: Operator> Guest for Adapter<T> {
             };
             runtime.process(&view)
         })
+    }
+
+    fn check_state(name: String, kind: StateKind, data: Vec<u8>, offsets: Vec<u32>) -> Result<(), String> {
+        let values = offsets.windows(2).map(|w| data.get(w[0] as usize..w[1] as usize).unwrap_or_default());
+        crate::schema::check(&name, kind == StateKind::MapState, values)
     }
 
     fn on_timer(timers: TimerBatch) -> Result<Vec<OutputBatch>, OperatorError> {

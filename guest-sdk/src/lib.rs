@@ -48,6 +48,7 @@ mod hash;
 mod map_state;
 mod operator;
 mod runtime;
+mod schema;
 mod state;
 pub mod testing;
 mod timer;

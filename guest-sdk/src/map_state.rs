@@ -31,7 +31,9 @@ pub struct MapState<V> {
 impl<V: Serialize + DeserializeOwned> MapState<V> {
     /// A handle on the map state called `name`.
     pub fn new(name: impl Into<String>) -> Self {
-        MapState { name: name.into(), _type: PhantomData }
+        let name = name.into();
+        crate::schema::declare::<V>(&name, true);
+        MapState { name, _type: PhantomData }
     }
 
     /// The current key's value under `sub_key`.

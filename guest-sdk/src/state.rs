@@ -74,7 +74,9 @@ pub struct ValueState<T> {
 impl<T: Serialize + DeserializeOwned> ValueState<T> {
     /// A handle on the value state called `name`.
     pub fn new(name: impl Into<String>) -> Self {
-        ValueState { name: name.into(), hint: Cell::new(None), _type: PhantomData }
+        let name = name.into();
+        crate::schema::declare::<T>(&name, false);
+        ValueState { name, hint: Cell::new(None), _type: PhantomData }
     }
 
     /// The state's name.

@@ -1,0 +1,90 @@
+//! The types of an instance's states, as declared by creating typed handles
+//! (`ValueState<T>`, `MapState<V>`), so that the host can ask — before an
+//! upgrade stops the old version — whether this version can read what the
+//! old one stored (the `check-state` export).
+
+use std::cell::RefCell;
+
+use serde::de::DeserializeOwned;
+
+/// One declared state: its name, whether it is a map, and how to check a
+/// stored value.
+struct Declared {
+    name: String,
+    map: bool,
+    check: fn(&[u8]) -> Result<(), String>,
+}
+
+thread_local! {
+    /// A component instance is single-threaded: this is the instance's.
+    static DECLARED: RefCell<Vec<Declared>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Records that state `name` holds JSON-encoded `T`s.
+pub(crate) fn declare<T: DeserializeOwned>(name: &str, map: bool) {
+    DECLARED.with(|declared| {
+        let mut declared = declared.borrow_mut();
+        declared.retain(|d| !(d.name == name && d.map == map));
+        declared.push(Declared { name: name.to_owned(), map, check: check_json::<T> });
+    });
+}
+
+fn check_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<(), String> {
+    serde_json::from_slice::<T>(bytes).map(|_| ()).map_err(|e| e.to_string())
+}
+
+/// Checks that every value can be read as the type state `name` was
+/// declared with.
+pub(crate) fn check<'a>(name: &str, map: bool, values: impl Iterator<Item = &'a [u8]>) -> Result<(), String> {
+    let kind = if map { "map state" } else { "value state" };
+    let check = DECLARED.with(|declared| declared.borrow().iter().find(|d| d.name == name && d.map == map).map(|d| d.check));
+    let Some(check) = check else {
+        return Err(format!(
+            "this plugin declares no {kind} `{name}` (its stored entries would be lost); keep the state's name, \
+             or drop the state on purpose with --allow-non-restored-state"
+        ));
+    };
+    for (i, value) in values.enumerate() {
+        check(value).map_err(|error| {
+            format!(
+                "{kind} `{name}`: stored value #{i} ({}) cannot be read by this plugin: {error}. \
+                 New fields need #[serde(default)]; a changed type needs a new state name",
+                preview(value)
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// The start of a value, for messages.
+fn preview(value: &[u8]) -> String {
+    let text = String::from_utf8_lossy(value);
+    match text.char_indices().nth(60) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.into_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(serde::Deserialize)]
+    #[allow(dead_code)]
+    struct V2 {
+        state: String,
+        #[serde(default)]
+        failures: u64,
+    }
+
+    #[test]
+    fn added_fields_with_defaults_read_old_values_and_other_changes_do_not() {
+        declare::<V2>("session", false);
+        assert!(check("session", false, [&br#"{"state":"active"}"#[..]].into_iter()).is_ok());
+        let error = check("session", false, [&br#"{"state":2}"#[..]].into_iter()).unwrap_err();
+        assert!(error.contains("value state `session`: stored value #0 ({\"state\":2})"), "{error}");
+        let error = check("count", false, std::iter::empty()).unwrap_err();
+        assert!(error.contains("declares no value state `count`"), "{error}");
+        assert!(check("session", true, std::iter::empty()).is_err(), "a map of the same name is another state");
+    }
+}
