@@ -13,9 +13,12 @@
 
 pub mod checkpoint;
 pub mod connectors;
+pub mod control;
 pub mod dataflow;
+pub mod host;
 pub mod job;
 pub mod plugin;
+pub mod savepoint;
 pub mod state;
 
 pub use dataflow::{JobSummary, RunError, run_job};

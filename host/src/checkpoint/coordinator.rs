@@ -1,7 +1,7 @@
 //! The checkpoint coordinator of a job and the hub its tasks reach it by.
 
-use std::collections::HashSet;
-use std::path::PathBuf;
+use std::collections::{HashSet, VecDeque};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -10,8 +10,10 @@ use crossbeam_channel::{Receiver, Sender, unbounded};
 use tracing::{info, warn};
 
 use super::{CheckpointStats, CheckpointStorage, Manifest, TaskState, commit_all};
+use crate::control::SavepointInfo;
 use crate::plugin::now_ms;
-use crate::state::{BackendKind, SnapshotTarget};
+use crate::savepoint::{JobDescription, write_savepoint};
+use crate::state::SnapshotTarget;
 
 /// The checkpoint id sinks acknowledge their output at the end of input with.
 pub const FINAL_CHECKPOINT: u64 = u64::MAX;
@@ -44,9 +46,27 @@ pub struct Ack {
     pub sync: Duration,
 }
 
+/// A request for a savepoint: the next checkpoint, rewritten into `dir` in
+/// the canonical savepoint format once complete; with `stop`, sources read
+/// nothing after its barrier and the job stops once it is written.
+pub struct SavepointOrder {
+    pub dir: PathBuf,
+    pub stop: bool,
+    pub reply: Sender<Result<SavepointInfo, String>>,
+    pub requested: Instant,
+}
+
+impl SavepointOrder {
+    fn fail(self, reason: impl Into<String>) {
+        let _ = self.reply.send(Err(reason.into()));
+    }
+}
+
 /// What tasks share with the coordinator.
 pub struct CheckpointHub {
     requested: AtomicU64,
+    /// The checkpoint sources stop at (a stop-with-savepoint); 0: none.
+    stop_at: AtomicU64,
     acks: Sender<Ack>,
     /// Jobs for the persister thread; `None` tells it to stop.
     persist: Sender<Option<PersistJob>>,
@@ -57,6 +77,11 @@ impl CheckpointHub {
     /// The newest checkpoint the coordinator has triggered (0: none yet).
     pub fn requested(&self) -> u64 {
         self.requested.load(Ordering::Acquire)
+    }
+
+    /// The checkpoint after whose barrier sources read nothing more.
+    pub fn stop_at(&self) -> Option<u64> {
+        Some(self.stop_at.load(Ordering::Acquire)).filter(|&id| id != 0)
     }
 
     pub fn ack(&self, ack: Ack) {
@@ -86,6 +111,7 @@ struct InFlight {
     missing: usize,
     alignment: Duration,
     sync: Duration,
+    savepoint: Option<SavepointOrder>,
 }
 
 impl InFlight {
@@ -96,18 +122,19 @@ impl InFlight {
     }
 }
 
-/// What a checkpoint manifest says about the job besides its tasks.
-#[derive(Debug, Clone)]
-pub struct JobIdentity {
-    pub name: String,
-    pub max_parallelism: u32,
-    pub backend: BackendKind,
-}
-
 /// Triggers checkpoints, collects acknowledgements and completes them.
 pub struct Coordinator {
     settings: CheckpointSettings,
-    job: JobIdentity,
+    job: JobDescription,
+    /// Where a RocksDB checkpoint is opened to be rewritten as a savepoint.
+    work_dir: PathBuf,
+    /// Savepoints asked for and not yet started.
+    orders: VecDeque<SavepointOrder>,
+    /// The savepoint the job stopped with.
+    stopped_with: Option<SavepointInfo>,
+    /// The checkpoint directory is the coordinator's own (the job file
+    /// has none; only savepoints are taken): removed at the end.
+    ephemeral: bool,
     storage: CheckpointStorage,
     hub: Arc<CheckpointHub>,
     persister: Option<std::thread::JoinHandle<()>>,
@@ -132,7 +159,7 @@ impl Coordinator {
     /// checkpoints past every one in the directory.
     pub fn new(
         settings: CheckpointSettings,
-        job: JobIdentity,
+        job: JobDescription,
         storage: CheckpointStorage,
         subtasks: usize,
         restored: Option<&Manifest>,
@@ -145,6 +172,7 @@ impl Coordinator {
             .expect("spawn the checkpoint persister");
         let hub = Arc::new(CheckpointHub {
             requested: AtomicU64::new(0),
+            stop_at: AtomicU64::new(0),
             acks: acks_tx,
             persist: persist_tx,
             storage: storage.clone(),
@@ -154,6 +182,10 @@ impl Coordinator {
             next_id: storage.next_id(),
             settings,
             job,
+            work_dir: std::env::temp_dir(),
+            orders: VecDeque::new(),
+            stopped_with: None,
+            ephemeral: false,
             storage,
             hub,
             persister: Some(persister),
@@ -167,6 +199,32 @@ impl Coordinator {
             previous_files,
             completed: Vec::new(),
         }
+    }
+
+    /// Rewrites savepoints from `work_dir`; with `ephemeral`, the checkpoint
+    /// directory is removed when the coordinator is dropped.
+    pub fn with_work_dir(mut self, work_dir: &Path, ephemeral: bool) -> Self {
+        self.work_dir = work_dir.to_path_buf();
+        self.ephemeral = ephemeral;
+        self
+    }
+
+    /// Takes a savepoint at the next checkpoint (right away, unless one is
+    /// in flight); the order's reply says when it is written.
+    pub fn request_savepoint(&mut self, order: SavepointOrder) {
+        if self.stopped {
+            return order.fail("the job is finishing: some of its tasks have ended, so no savepoint can complete");
+        }
+        if order.stop && (self.orders.iter().any(|o| o.stop) || self.stopped_with.is_some()) {
+            return order.fail("the job is already stopping with a savepoint");
+        }
+        self.orders.push_back(order);
+    }
+
+    /// The savepoint the job has stopped with: the supervisor cancels the
+    /// tasks, which have nothing more to do.
+    pub fn stopped_with(&self) -> Option<&SavepointInfo> {
+        self.stopped_with.as_ref()
     }
 
     pub fn hub(&self) -> Arc<CheckpointHub> {
@@ -195,9 +253,10 @@ impl Coordinator {
             && flight.started.elapsed() > self.settings.timeout
         {
             warn!(checkpoint = flight.id, missing = flight.missing, "checkpoint timed out; abandoning it");
-            self.in_flight = None;
+            self.abandon("it timed out");
         }
-        if self.stopped || self.in_flight.is_some() || self.last_trigger.elapsed() < self.settings.interval {
+        let due = self.last_trigger.elapsed() >= self.settings.interval || !self.orders.is_empty();
+        if self.stopped || self.in_flight.is_some() || !due || self.stopped_with.is_some() {
             return;
         }
         let id = self.next_id;
@@ -210,7 +269,12 @@ impl Coordinator {
             missing: self.subtasks,
             alignment: Duration::ZERO,
             sync: Duration::ZERO,
+            savepoint: self.orders.pop_front(),
         };
+        if flight.savepoint.as_ref().is_some_and(|o| o.stop) {
+            // Before the barrier is requested, so every source sees both.
+            self.hub.stop_at.store(id, Ordering::Release);
+        }
         for (index, state) in &self.finished_sources {
             flight.fill(*index, state.clone());
         }
@@ -228,6 +292,22 @@ impl Coordinator {
         }
         if !self.finished_sources.iter().any(|(i, _)| *i == index) {
             self.stopped = true;
+            for order in self.orders.drain(..) {
+                order.fail("the job finished before the savepoint could be taken");
+            }
+            if self.in_flight.as_ref().is_some_and(|f| f.savepoint.is_some() && f.states[index].is_none()) {
+                self.abandon("the job finished before the savepoint was complete");
+            }
+        }
+    }
+
+    /// Gives up the checkpoint in flight; a savepoint waiting on it fails
+    /// and stopped sources go on.
+    fn abandon(&mut self, reason: &str) {
+        let Some(flight) = self.in_flight.take() else { return };
+        if let Some(order) = flight.savepoint {
+            self.hub.stop_at.store(0, Ordering::Release);
+            order.fail(format!("checkpoint {} for the savepoint failed: {reason}", flight.id));
         }
     }
 
@@ -253,7 +333,7 @@ impl Coordinator {
         match ack.state {
             Err(reason) => {
                 warn!(checkpoint = flight.id, %reason, "a subtask could not snapshot; abandoning the checkpoint");
-                self.in_flight = None;
+                self.abandon(&format!("a subtask could not snapshot: {reason}"));
             }
             Ok(state) => {
                 flight.fill(ack.subtask, state);
@@ -271,7 +351,8 @@ impl Coordinator {
         }
     }
 
-    fn complete(&mut self, flight: InFlight) {
+    fn complete(&mut self, mut flight: InFlight) {
+        let order = flight.savepoint.take();
         let mut tasks: Vec<TaskState> = flight.states.into_iter().flatten().collect();
         tasks.sort_by(|a, b| (&a.node, a.subtask).cmp(&(&b.node, b.subtask)));
         let mut manifest = self.manifest(flight.id, false, tasks);
@@ -285,6 +366,10 @@ impl Coordinator {
         };
         if let Err(error) = self.storage.write_manifest(&manifest) {
             warn!(checkpoint = flight.id, %error, "cannot write the checkpoint manifest; the checkpoint failed");
+            if let Some(order) = order {
+                self.hub.stop_at.store(0, Ordering::Release);
+                order.fail(format!("cannot write the manifest of checkpoint {}: {error}", flight.id));
+            }
             return;
         }
         let stats = &manifest.stats;
@@ -298,9 +383,38 @@ impl Coordinator {
             "checkpoint complete"
         );
         commit_all(&manifest);
+        if let Some(order) = order {
+            self.savepoint(&manifest, order);
+        }
         self.storage.retain(flight.id, self.settings.retain);
         self.previous_files = files;
         self.completed.push((flight.id, manifest.stats));
+    }
+
+    /// Rewrites the checkpoint just completed as the savepoint `order` asked
+    /// for (before retention may delete it).
+    fn savepoint(&mut self, manifest: &Manifest, order: SavepointOrder) {
+        match write_savepoint(manifest, self.storage.root(), &self.job, &order.dir, &self.work_dir) {
+            Ok(savepoint) => {
+                let info = SavepointInfo {
+                    job: self.job.name.clone(),
+                    dir: order.dir.clone(),
+                    checkpoint: manifest.checkpoint,
+                    size_bytes: savepoint.files().map(|f| f.size).sum(),
+                    entries: savepoint.operators.iter().flat_map(|o| &o.keyed).map(|k| k.entries).sum(),
+                    duration_ms: ms(order.requested.elapsed()),
+                };
+                if order.stop {
+                    self.stopped_with = Some(info.clone());
+                }
+                let _ = order.reply.send(Ok(info));
+            }
+            Err(error) => {
+                self.hub.stop_at.store(0, Ordering::Release);
+                warn!(checkpoint = manifest.checkpoint, %error, "cannot write the savepoint");
+                order.fail(error.to_string());
+            }
+        }
     }
 
     fn manifest(&self, checkpoint: u64, finished: bool, tasks: Vec<TaskState>) -> Manifest {
@@ -343,6 +457,9 @@ impl Drop for Coordinator {
         let _ = self.hub.persist.send(None);
         if let Some(persister) = self.persister.take() {
             let _ = persister.join();
+        }
+        if self.ephemeral {
+            let _ = std::fs::remove_dir_all(self.storage.root());
         }
     }
 }

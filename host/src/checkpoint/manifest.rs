@@ -12,10 +12,11 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
+use crate::connectors::SourceSplit;
 use crate::state::{BackendHandle, BackendKind, FileRef};
 
 /// The version of the manifest format.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 const HEADER: &str = "weir-checkpoint";
 
 /// A completed checkpoint.
@@ -40,9 +41,9 @@ pub struct TaskState {
     /// The node's name (an operator's uid).
     pub node: String,
     pub subtask: u32,
-    /// A source's position: the next record it will read.
+    /// A source's splits, each with the next record it will read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub position: Option<u64>,
+    pub splits: Option<Vec<SourceSplit>>,
     /// An operator's state names, broadcast maps and timers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub meta: Option<FileRef>,
@@ -56,7 +57,7 @@ pub struct TaskState {
 
 impl TaskState {
     pub fn new(node: &str, subtask: u32) -> Self {
-        TaskState { node: node.to_owned(), subtask, position: None, meta: None, keyed: None, commits: Vec::new() }
+        TaskState { node: node.to_owned(), subtask, splits: None, meta: None, keyed: None, commits: Vec::new() }
     }
 
     /// Every checkpoint file this subtask's snapshot refers to.
@@ -121,6 +122,11 @@ impl Manifest {
     /// Every file the checkpoint refers to.
     pub fn files(&self) -> impl Iterator<Item = &FileRef> {
         self.tasks.iter().flat_map(TaskState::files)
+    }
+
+    /// Every split of source `node`, over all its subtasks.
+    pub fn source_splits(&self, node: &str) -> Vec<SourceSplit> {
+        self.tasks.iter().filter(|t| t.node == node).flat_map(|t| t.splits.iter().flatten().copied()).collect()
     }
 
     /// The snapshot of `subtask` of `node`.

@@ -27,7 +27,7 @@ mod storage;
 
 pub use aligner::{Aligned, BarrierAligner};
 pub use coordinator::{
-    Ack, CheckpointHub, CheckpointSettings, Coordinator, FINAL_CHECKPOINT, JobIdentity, PersistJob, SOURCE_FINISHED,
+    Ack, CheckpointHub, CheckpointSettings, Coordinator, FINAL_CHECKPOINT, PersistJob, SavepointOrder, SOURCE_FINISHED,
 };
 pub use manifest::{CheckpointStats, Manifest, PendingCommit, TaskState, commit_all};
 pub use storage::{CheckpointStorage, Recovered};

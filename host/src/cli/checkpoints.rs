@@ -40,7 +40,7 @@ pub fn list(dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn bytes(n: u64) -> String {
+pub(crate) fn bytes(n: u64) -> String {
     match n {
         n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / 1048576.0),
         n => format!("{:.1} KiB", n as f64 / 1024.0),

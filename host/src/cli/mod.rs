@@ -2,8 +2,10 @@
 
 mod bench;
 mod checkpoints;
+mod control;
 mod plugin;
 mod run;
+mod savepoint_inspect;
 mod scaffold;
 
 use std::path::PathBuf;
@@ -21,13 +23,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a job described by a TOML job file, in the foreground.
-    Run {
-        /// The job file.
-        job: PathBuf,
-        /// Parallelism of every source and operator (overrides the job file).
-        #[arg(long, short = 'p')]
-        parallelism: Option<u32>,
-    },
+    Run(run::RunArgs),
     /// List the checkpoints in a job's checkpoint directory, verifying each
     /// against its checksums, with its figures.
     Checkpoints {
@@ -41,6 +37,18 @@ pub enum Command {
         #[command(subcommand)]
         command: PluginCommand,
     },
+    /// List the jobs of a running host (`weir run`).
+    Jobs(control::JobsArgs),
+    /// Take a savepoint of a running job (`weir savepoint JOB`), or inspect
+    /// a savepoint directory (`weir savepoint inspect DIR`).
+    Savepoint(control::SavepointArgs),
+    /// Cancel a running job.
+    Cancel(control::CancelArgs),
+    /// Swap the plugin of one operator of a running job, keeping its state.
+    Upgrade(control::UpgradeArgs),
+    /// Start a new job from a running job or a savepoint, with other
+    /// plugins or sinks.
+    Fork(control::ForkArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -70,13 +78,18 @@ pub enum PluginCommand {
 /// Runs the parsed command line.
 pub fn execute(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Run { job, parallelism } => run::run(&job, parallelism),
+        Command::Run(args) => run::run(&args),
         Command::Plugin { command: PluginCommand::Check { plugin } } => plugin::check(&plugin),
         Command::Plugin { command: PluginCommand::New { name, lang, dir, sdk } } => {
             scaffold::new_plugin(lang, &name, &dir, sdk.as_deref())
         }
         Command::Bench(args) => bench::bench(&args),
         Command::Checkpoints { dir } => checkpoints::list(&dir),
+        Command::Jobs(args) => control::jobs(&args),
+        Command::Savepoint(args) => control::savepoint(&args),
+        Command::Cancel(args) => control::cancel(&args),
+        Command::Upgrade(args) => control::upgrade(&args),
+        Command::Fork(args) => control::fork(&args),
     }
 }
 

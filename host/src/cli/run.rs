@@ -1,30 +1,102 @@
-//! `weir run`.
+//! `weir run`: a host running one job (and whatever forks join it), with
+//! its control API on localhost.
 
-use std::path::Path;
+use std::path::PathBuf;
+use std::sync::Arc;
 
-use weir::job::{self, Overrides};
-use weir::{PluginEngine, run_job};
+use anyhow::Context;
+use clap::Args;
+use weir::control::DEFAULT_API_ADDR;
+use weir::control::server::ApiServer;
+use weir::dataflow::JobSummary;
+use weir::host::{JobManager, JobStatus};
+use weir::job::{self, JobGraph, Overrides};
+use weir::savepoint::Savepoint;
+use weir::PluginEngine;
 
-pub fn run(job_file: &Path, parallelism: Option<u32>) -> anyhow::Result<()> {
-    let graph = job::load(job_file, Overrides { parallelism })?;
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The job file.
+    job: PathBuf,
+    /// Parallelism of every source and operator (overrides the job file).
+    #[arg(long, short = 'p')]
+    parallelism: Option<u32>,
+    /// Start from this savepoint (state is matched to operators by uid;
+    /// key groups are spread over the parallelism the job has now).
+    #[arg(long, value_name = "DIR")]
+    from_savepoint: Option<PathBuf>,
+    /// Restore even though the savepoint has state for operators the job
+    /// no longer has (that state is dropped).
+    #[arg(long, requires = "from_savepoint")]
+    allow_non_restored_state: bool,
+    /// Where to serve the control API [default: 127.0.0.1:7070, or any
+    /// free port if that one is taken].
+    #[arg(long, value_name = "ADDR")]
+    api: Option<String>,
+}
+
+pub fn run(args: &RunArgs) -> anyhow::Result<()> {
+    let graph = job::load(&args.job, Overrides { parallelism: args.parallelism })?;
+    let savepoint = match &args.from_savepoint {
+        Some(dir) => Some(Savepoint::open(dir)?),
+        None => None,
+    };
     let engine = PluginEngine::new()?;
-    let summary = run_job(&graph, &engine)?;
+    let manager = JobManager::new(engine);
+    let server = serve(args.api.as_deref(), &manager)?;
+    eprintln!("weir: control API on http://{0} (for weir jobs/savepoint/upgrade/fork: --api {0})", server.addr());
+    manager.submit(graph.clone(), savepoint, args.allow_non_restored_state).map_err(anyhow::Error::msg)?;
+    let ended = manager.wait_all();
+    drop(server);
+    let mut failed = Vec::new();
+    for (name, status, summary) in ended {
+        match (status, summary) {
+            (JobStatus::Failed(reason), _) => failed.push(format!("job `{name}` failed: {reason}")),
+            (JobStatus::Cancelled, _) => eprintln!("job `{name}` was cancelled"),
+            (_, Some(summary)) => report(&summary, &graph),
+            (status, None) => eprintln!("job `{name}`: {status:?}"),
+        }
+    }
+    eprintln!("peak memory: {}", super::peak_memory().unwrap_or_else(|| "unknown".into()));
+    match failed.len() {
+        0 => Ok(()),
+        _ => anyhow::bail!(failed.join("\n")),
+    }
+}
+
+/// Serves the control API on `requested`, or on the default address — or
+/// any free port if another host has that one.
+fn serve(requested: Option<&str>, manager: &Arc<JobManager>) -> anyhow::Result<ApiServer> {
+    let plane = Arc::new(manager.clone());
+    if let Some(addr) = requested {
+        return ApiServer::start(addr, plane).with_context(|| format!("cannot serve the control API on {addr}"));
+    }
+    ApiServer::start(DEFAULT_API_ADDR, plane.clone())
+        .or_else(|_| ApiServer::start("127.0.0.1:0", plane))
+        .context("cannot serve the control API on localhost")
+}
+
+/// What became of a job that ran to its end (or stopped with a savepoint).
+fn report(summary: &JobSummary, graph: &JobGraph) {
+    let name = &summary.name;
     if summary.already_finished {
         let dir = graph.checkpoints.as_ref().map(|c| c.dir.display().to_string()).unwrap_or_default();
         eprintln!(
-            "job `{}` had already finished (checkpoint {} in {dir}); nothing to do. \
+            "job `{name}` had already finished (checkpoint {} in {dir}); nothing to do. \
              To run it again from the start, delete that directory.",
-            summary.name,
             summary.restored_from.unwrap_or_default()
         );
-        return Ok(());
+        return;
+    }
+    if let Some(savepoint) = &summary.stopped_with {
+        eprintln!("job `{name}` stopped with savepoint {}", savepoint.dir.display());
+        return;
     }
     if let Some(checkpoint) = summary.restored_from {
-        eprintln!("job `{}` resumed from checkpoint {checkpoint}", summary.name);
+        eprintln!("job `{name}` resumed from checkpoint {checkpoint}");
     }
     eprintln!(
-        "job `{}` finished in {:.2} s: {} events read, {} written{}",
-        summary.name,
+        "job `{name}` finished in {:.2} s: {} events read, {} written{}",
         summary.duration.as_secs_f64(),
         summary.records_read(),
         summary.records_written(),
@@ -33,9 +105,8 @@ pub fn run(job_file: &Path, parallelism: Option<u32>) -> anyhow::Result<()> {
             n => format!(" ({n} restart(s) after failures)"),
         }
     );
-    eprintln!("peak memory: {}", super::peak_memory().unwrap_or_else(|| "unknown".into()));
-    if !summary.checkpoints.is_empty() {
+    if !summary.checkpoints.is_empty() && graph.checkpoints.is_some() {
         eprintln!("{}", super::checkpoint_figures(&summary.checkpoints));
     }
-    Ok(())
 }
+

@@ -3,10 +3,11 @@
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::{ConnectorError, Poll, Source};
+use super::{ConnectorError, Poll, Source, SourceSplit};
 use crate::dataflow::RecordBatch;
 use crate::job::FileFormat;
 
@@ -19,19 +20,60 @@ pub struct FileSource {
     line: String,
     line_number: u64,
     offset: u64,
+    /// This subtask reads nothing (restored without the file's split).
+    done: bool,
+    /// Lines per second at most, counted from `started`.
+    rate: Option<f64>,
+    started: Instant,
+    lines_since_start: u64,
 }
 
 impl FileSource {
-    pub fn open(path: &Path, format: FileFormat) -> Result<Self, ConnectorError> {
+    /// Opens `path` to read from byte `offset` on (`None`: nothing to read —
+    /// a restored subtask that was given no split).
+    pub fn open(path: &Path, format: FileFormat, offset: Option<u64>) -> Result<Self, ConnectorError> {
         let file = File::open(path).map_err(|source| ConnectorError::Open { path: path.into(), source })?;
-        Ok(FileSource {
+        let mut source = FileSource {
             path: path.into(),
             format,
             reader: BufReader::with_capacity(1 << 16, file),
             line: String::new(),
             line_number: 0,
             offset: 0,
-        })
+            done: offset.is_none(),
+            rate: None,
+            started: Instant::now(),
+            lines_since_start: 0,
+        };
+        if let Some(offset) = offset.filter(|&o| o > 0) {
+            source.seek(offset)?;
+        }
+        Ok(source)
+    }
+
+    /// Reads no more than `rate` lines per second.
+    pub fn with_rate(mut self, rate: Option<f64>) -> Self {
+        self.rate = rate;
+        self
+    }
+
+    /// How many lines may be read now without exceeding the rate.
+    fn allowance(&self, max: usize) -> usize {
+        let Some(rate) = self.rate else { return max };
+        let due = (self.started.elapsed().as_secs_f64() * rate) as u64;
+        let allowed = due.saturating_sub(self.lines_since_start).min(max as u64) as usize;
+        if allowed == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        allowed
+    }
+
+    fn seek(&mut self, position: u64) -> Result<(), ConnectorError> {
+        use std::io::Seek;
+        let io_error = |source| ConnectorError::Io { what: self.path.display().to_string(), source };
+        self.reader.seek(std::io::SeekFrom::Start(position)).map_err(io_error)?;
+        self.offset = position;
+        Ok(())
     }
 
     fn push_line(&self, batch: &mut RecordBatch) -> Result<(), ConnectorError> {
@@ -54,21 +96,19 @@ impl FileSource {
 }
 
 impl Source for FileSource {
-    /// Byte offset of the next line to read.
-    fn position(&self) -> u64 {
-        self.offset
-    }
-
-    fn seek(&mut self, position: u64) -> Result<(), ConnectorError> {
-        use std::io::Seek;
-        let io_error = |source| ConnectorError::Io { what: self.path.display().to_string(), source };
-        self.reader.seek(std::io::SeekFrom::Start(position)).map_err(io_error)?;
-        self.offset = position;
-        Ok(())
+    /// The file is one split; its position is the byte offset of the next line.
+    fn splits(&self) -> Vec<SourceSplit> {
+        if self.done {
+            return Vec::new();
+        }
+        vec![SourceSplit { id: 0, next: self.offset, end: None }]
     }
 
     fn poll(&mut self, batch: &mut RecordBatch, max: usize) -> Result<Poll, ConnectorError> {
-        for _ in 0..max {
+        if self.done {
+            return Ok(Poll::Exhausted);
+        }
+        for _ in 0..self.allowance(max) {
             self.line.clear();
             let read = self.reader.read_line(&mut self.line).map_err(|source| ConnectorError::Io {
                 what: self.path.display().to_string(),
@@ -78,6 +118,7 @@ impl Source for FileSource {
                 return Ok(if batch.is_empty() { Poll::Exhausted } else { Poll::Ready });
             }
             self.line_number += 1;
+            self.lines_since_start += 1;
             self.offset += read as u64;
             self.push_line(batch)?;
         }
@@ -133,13 +174,20 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("in.txt");
         std::fs::write(&path, "one\r\ntwo\nthree").unwrap();
-        let mut source = FileSource::open(&path, FileFormat::Text).unwrap();
+        let mut source = FileSource::open(&path, FileFormat::Text, Some(0)).unwrap();
         let mut batch = RecordBatch::new();
         assert_eq!(source.poll(&mut batch, 2).unwrap(), Poll::Ready);
-        assert_eq!(source.position(), 9);
+        assert_eq!(source.splits(), [SourceSplit { id: 0, next: 9, end: None }]);
         assert_eq!(source.poll(&mut batch, 2).unwrap(), Poll::Ready);
         assert_eq!(source.poll(&mut RecordBatch::new(), 2).unwrap(), Poll::Exhausted);
         let values: Vec<&[u8]> = batch.iter().map(|r| r.value).collect();
         assert_eq!(values, [&b"one"[..], b"two", b"three"]);
+        let mut resumed = FileSource::open(&path, FileFormat::Text, Some(9)).unwrap();
+        let mut rest = RecordBatch::new();
+        resumed.poll(&mut rest, 10).unwrap();
+        assert_eq!(rest.iter().map(|r| r.value).collect::<Vec<_>>(), [&b"three"[..]]);
+        let mut empty = FileSource::open(&path, FileFormat::Text, None).unwrap();
+        assert_eq!(empty.poll(&mut RecordBatch::new(), 10).unwrap(), Poll::Exhausted);
+        assert!(empty.splits().is_empty());
     }
 }

@@ -3,11 +3,13 @@
 //! Event `i` is a pure function of the configuration and `i`, so the same
 //! job always sees the same events, and a generator can resume at any
 //! sequence number. With parallelism `P`, the `N` events are split into `P`
-//! contiguous ranges, one per subtask (as in the reference workloads).
+//! contiguous ranges, one per subtask (as in the reference workloads). Each
+//! range is a [`SourceSplit`]; a subtask restored at another parallelism
+//! may be given several, which it reads one after the other.
 
 use std::time::{Duration, Instant};
 
-use super::{ConnectorError, Poll, Source};
+use super::{ConnectorError, Poll, Source, SourceSplit};
 use crate::dataflow::RecordBatch;
 use crate::job::GeneratorMode;
 
@@ -33,9 +35,13 @@ pub const SENSOR_TICK_MS: i64 = 10;
 /// One subtask of a generator.
 pub struct Generator {
     config: GeneratorConfig,
-    /// Next sequence number, and the end of this subtask's range.
+    /// Next sequence number, and the end of the range being read.
     next: u64,
     end: u64,
+    /// The id (first sequence number) of the range being read.
+    range: u64,
+    /// Ranges still to read after this one.
+    queued: Vec<SourceSplit>,
     started: Instant,
     first: u64,
     /// This subtask's share of the rate, in events per second.
@@ -60,10 +66,38 @@ impl Generator {
             config,
             next: start,
             end,
+            range: start,
+            queued: Vec::new(),
             started: Instant::now(),
             first: start,
             rate: config.rate.map(|r| r / f64::from(parallelism)),
         }
+    }
+
+    /// A subtask (of `parallelism`) that reads the restored `splits`, in
+    /// order, each from where it was.
+    pub fn resume(config: GeneratorConfig, mut splits: Vec<SourceSplit>, parallelism: u32) -> Self {
+        let mut generator = Generator::new(config, 0, parallelism);
+        splits.sort_by_key(|split| std::cmp::Reverse(split.id));
+        generator.queued = splits;
+        generator.end = 0;
+        generator.next = 0;
+        generator.advance();
+        generator
+    }
+
+    /// Moves on to the next queued range once the current one is done.
+    fn advance(&mut self) -> bool {
+        while self.next >= self.end {
+            let Some(split) = self.queued.pop() else { return false };
+            self.range = split.id;
+            self.next = split.next;
+            self.end = split.end.unwrap_or(u64::MAX);
+            // Pace from here, as if starting now.
+            self.first = self.next;
+            self.started = Instant::now();
+        }
+        true
     }
 
     /// How many events may be produced now without exceeding the rate or,
@@ -121,21 +155,15 @@ impl Generator {
 }
 
 impl Source for Generator {
-    /// The next sequence number this subtask will produce.
-    fn position(&self) -> u64 {
-        self.next
-    }
-
-    fn seek(&mut self, position: u64) -> Result<(), ConnectorError> {
-        self.next = position.min(self.end);
-        // Pace from here, as if starting now.
-        self.first = self.next;
-        self.started = Instant::now();
-        Ok(())
+    /// The range being read (with the next sequence number) and those queued.
+    fn splits(&self) -> Vec<SourceSplit> {
+        let current = SourceSplit { id: self.range, next: self.next, end: Some(self.end) };
+        let current = (self.next < self.end).then_some(current);
+        current.into_iter().chain(self.queued.iter().rev().copied()).collect()
     }
 
     fn poll(&mut self, batch: &mut RecordBatch, max: usize) -> Result<Poll, ConnectorError> {
-        if self.next >= self.end {
+        if !self.advance() {
             return Ok(Poll::Exhausted);
         }
         let count = (self.end - self.next).min(self.allowance(max) as u64);
@@ -255,6 +283,28 @@ mod tests {
         let mut all: Vec<String> = (0..3).flat_map(|s| drain(&mut Generator::new(config(10), s, 3))).map(|e| e.1).collect();
         all.sort_by_key(|v| v.parse::<u64>().unwrap());
         assert_eq!(all, (0..10).map(|i| i.to_string()).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn restored_splits_are_read_from_where_they_were_at_any_parallelism() {
+        let mut first: Vec<Generator> = (0..2).map(|s| Generator::new(config(20), s, 2)).collect();
+        let mut seen: Vec<String> = Vec::new();
+        for generator in &mut first {
+            let mut batch = RecordBatch::new();
+            generator.poll(&mut batch, 3).unwrap();
+            seen.extend(batch.iter().map(|r| String::from_utf8(r.value.to_vec()).unwrap()));
+        }
+        let splits: Vec<SourceSplit> = first.iter().flat_map(|g| g.splits()).collect();
+        assert_eq!(splits.len(), 2);
+        for parallelism in [1, 3] {
+            let mut all = seen.clone();
+            for subtask in 0..parallelism {
+                let mine = super::super::assign_splits(splits.clone(), subtask, parallelism);
+                all.extend(drain(&mut Generator::resume(config(20), mine, parallelism)).into_iter().map(|e| e.1));
+            }
+            all.sort_by_key(|v| v.parse::<u64>().unwrap());
+            assert_eq!(all, (0..20).map(|i| i.to_string()).collect::<Vec<_>>(), "at parallelism {parallelism}");
+        }
     }
 
     #[test]

@@ -53,10 +53,32 @@ pub enum Poll {
 pub trait Source: Send {
     /// Appends up to `max` records to `batch`.
     fn poll(&mut self, batch: &mut RecordBatch, max: usize) -> Result<Poll, ConnectorError>;
-    /// Where the next record comes from, as a checkpoint records it.
-    fn position(&self) -> u64;
-    /// Continues from `position` (one [`Source::position`] returned).
-    fn seek(&mut self, position: u64) -> Result<(), ConnectorError>;
+    /// How far each of its splits has been read, as a checkpoint records it.
+    fn splits(&self) -> Vec<SourceSplit>;
+}
+
+/// A part of a source's input that one subtask reads, and how far it has
+/// been read: a generator's range of sequence numbers, a file, a Kafka
+/// partition. Snapshots record the splits of every subtask; a restore hands
+/// them out again over the subtasks it has — the same ones at the same
+/// parallelism, spread round-robin at another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SourceSplit {
+    /// Identifies the split within its source (a generator range's first
+    /// sequence number, a partition number; 0 for a file).
+    pub id: u64,
+    /// The next record to read (sequence number, byte offset, offset).
+    pub next: u64,
+    /// Where the split ends, if it does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<u64>,
+}
+
+/// The restored splits of `subtask` of `parallelism`: split `k` of all the
+/// source's splits, in id order, goes to subtask `k mod parallelism`.
+pub fn assign_splits(mut all: Vec<SourceSplit>, subtask: u32, parallelism: u32) -> Vec<SourceSplit> {
+    all.sort_by_key(|split| split.id);
+    all.into_iter().enumerate().filter(|(k, _)| *k as u32 % parallelism == subtask).map(|(_, split)| split).collect()
 }
 
 /// One subtask of a sink.
@@ -80,10 +102,23 @@ pub trait Sink: Send {
     }
 }
 
-/// Creates subtask `subtask` of `parallelism` for a source.
-pub fn open_source(spec: &SourceSpec, subtask: u32, parallelism: u32) -> Result<Box<dyn Source>, ConnectorError> {
+/// Creates subtask `subtask` of `parallelism` for a source: from the start,
+/// or reading the `restored` splits from where they were.
+pub fn open_source(
+    spec: &SourceSpec,
+    subtask: u32,
+    parallelism: u32,
+    restored: Option<Vec<SourceSplit>>,
+) -> Result<Box<dyn Source>, ConnectorError> {
     Ok(match spec {
-        SourceSpec::File { path, format, .. } => Box::new(FileSource::open(path, *format)?),
+        SourceSpec::File { path, format, rate, .. } => {
+            let offset = match restored.as_deref() {
+                None => Some(0),
+                Some([]) => None,
+                Some(splits) => Some(splits[0].next),
+            };
+            Box::new(FileSource::open(path, *format, offset)?.with_rate(*rate))
+        }
         SourceSpec::Generator { events, mode, keys, rate, seed, events_per_ms, shuffle_ms, speed, .. } => {
             let config = generator::GeneratorConfig {
                 events: *events,
@@ -95,18 +130,22 @@ pub fn open_source(spec: &SourceSpec, subtask: u32, parallelism: u32) -> Result<
                 shuffle_ms: *shuffle_ms,
                 speed: *speed,
             };
-            Box::new(Generator::new(config, subtask, parallelism))
+            match restored {
+                Some(splits) => Box::new(Generator::resume(config, splits, parallelism)),
+                None => Box::new(Generator::new(config, subtask, parallelism)),
+            }
         }
     })
 }
 
-/// Creates a sink subtask; `restored` is the checkpoint the job resumes
-/// from (0 for a fresh start), which a transactional sink cleans up to.
-pub fn open_sink(spec: &SinkSpec, subtask: u32, restored: u64) -> Result<Box<dyn Sink>, ConnectorError> {
+/// Creates subtask `subtask` of `parallelism` of a sink; `restored` is the
+/// checkpoint the job resumes from (0 for a fresh start), which a
+/// transactional sink cleans up to.
+pub fn open_sink(spec: &SinkSpec, subtask: u32, parallelism: u32, restored: u64) -> Result<Box<dyn Sink>, ConnectorError> {
     Ok(match spec {
         SinkSpec::Stdout { format, .. } => Box::new(LineSink::stdout(*format)),
         SinkSpec::File { path, format, .. } => Box::new(LineSink::file(path, *format)?),
-        SinkSpec::Files { path, format, .. } => Box::new(PartFileSink::open(path, subtask, *format, restored)?),
+        SinkSpec::Files { path, format, .. } => Box::new(PartFileSink::open(path, subtask, parallelism, *format, restored)?),
         SinkSpec::Discard { rate, .. } => Box::new(DiscardSink::new(*rate)),
     })
 }

@@ -40,12 +40,18 @@ pub struct PartFileSink {
 }
 
 impl PartFileSink {
-    /// Opens subtask `subtask`'s files in `dir`, cleaning up to checkpoint
-    /// `restored` (0: the job starts afresh).
-    pub fn open(dir: &Path, subtask: u32, format: OutputFormat, restored: u64) -> Result<Self, ConnectorError> {
+    /// Opens subtask `subtask` (of `parallelism`)'s files in `dir`, cleaning
+    /// up to checkpoint `restored` (0: the job starts afresh).
+    pub fn open(
+        dir: &Path,
+        subtask: u32,
+        parallelism: u32,
+        format: OutputFormat,
+        restored: u64,
+    ) -> Result<Self, ConnectorError> {
         std::fs::create_dir_all(dir).map_err(|source| ConnectorError::Open { path: dir.into(), source })?;
         let sink = PartFileSink { dir: dir.into(), subtask, format, current: None, line: Vec::new(), pending: Vec::new() };
-        sink.clean_up(restored)?;
+        sink.clean_up(restored, parallelism)?;
         Ok(sink)
     }
 
@@ -57,20 +63,27 @@ impl PartFileSink {
         ConnectorError::Io { what: self.dir.display().to_string(), source }
     }
 
-    fn clean_up(&self, restored: u64) -> Result<(), ConnectorError> {
+    /// Removes this subtask's uncommitted files and the parts of
+    /// checkpoints after `restored` (with the final part, when restoring:
+    /// it is output after `restored` too). Subtask 0 also cleans up after
+    /// subtasks beyond `parallelism`, left by a run at a higher parallelism.
+    fn clean_up(&self, restored: u64, parallelism: u32) -> Result<(), ConnectorError> {
         let entries = std::fs::read_dir(&self.dir).map_err(|e| self.io_error(e))?;
-        let uncommitted = [format!(".part-{}.", self.subtask), format!(".part-{}-", self.subtask)];
-        let committed = format!("part-{}-", self.subtask);
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
-            let rolled_back = name
-                .strip_prefix(&committed)
-                .and_then(|epoch| epoch.parse::<u64>().ok())
-                .is_some_and(|epoch| epoch > restored);
+            let Some((subtask, label)) = parse_part_name(&name) else { continue };
+            if subtask != self.subtask && !(self.subtask == 0 && subtask >= parallelism) {
+                continue;
+            }
+            let rolled_back = match label {
+                None => false,
+                Some("final") => restored > 0,
+                Some(epoch) => epoch.parse::<u64>().is_ok_and(|epoch| epoch > restored),
+            };
             if rolled_back {
                 warn!(file = %entry.path().display(), restored, "removing output of a checkpoint newer than the one restored");
             }
-            if rolled_back || uncommitted.iter().any(|p| name.starts_with(p.as_str())) {
+            if rolled_back || name.starts_with('.') {
                 std::fs::remove_file(entry.path()).map_err(|e| self.io_error(e))?;
             }
         }
@@ -89,6 +102,18 @@ impl PartFileSink {
         self.pending.push(commit.clone());
         Ok(Some(commit))
     }
+}
+
+/// The subtask of a part file's name, and for a committed part its label:
+/// `part-S-LABEL` → (S, Some(LABEL)); `.part-S.inprogress` and
+/// `.part-S-LABEL.pending` → (S, None).
+fn parse_part_name(name: &str) -> Option<(u32, Option<&str>)> {
+    if let Some(hidden) = name.strip_prefix(".part-") {
+        let end = hidden.find(['.', '-'])?;
+        return Some((hidden[..end].parse().ok()?, None));
+    }
+    let (subtask, label) = name.strip_prefix("part-")?.split_once('-')?;
+    Some((subtask.parse().ok()?, Some(label)))
 }
 
 impl Sink for PartFileSink {
@@ -144,7 +169,7 @@ mod tests {
     #[test]
     fn output_is_visible_only_once_committed_and_uncommitted_output_is_dropped_on_restore() {
         let dir = tempfile::tempdir().unwrap();
-        let mut sink = PartFileSink::open(dir.path(), 0, OutputFormat::Value, 0).unwrap();
+        let mut sink = PartFileSink::open(dir.path(), 0, 1, OutputFormat::Value, 0).unwrap();
         sink.write(&batch(&["a", "b"])).unwrap();
         let commits = sink.precommit(1).unwrap();
         sink.write(&batch(&["c"])).unwrap();
@@ -156,7 +181,20 @@ mod tests {
         // Checkpoint 2 was pre-committed but never completed; the job restarts from 1.
         sink.precommit(2).unwrap();
         drop(sink);
-        PartFileSink::open(dir.path(), 0, OutputFormat::Value, 1).unwrap();
+        PartFileSink::open(dir.path(), 0, 1, OutputFormat::Value, 1).unwrap();
         assert_eq!(names(dir.path()), ["part-0-00000001"]);
+    }
+
+    #[test]
+    fn a_restore_at_lower_parallelism_cleans_up_after_the_subtasks_gone_and_drops_later_final_parts() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["part-0-00000001", "part-0-final", "part-3-00000001", "part-3-00000002", ".part-3.inprogress", ".part-3-00000002.pending", "part-1-00000002"] {
+            std::fs::write(dir.path().join(name), "x\n").unwrap();
+        }
+        PartFileSink::open(dir.path(), 0, 2, OutputFormat::Value, 1).unwrap();
+        assert_eq!(names(dir.path()), ["part-0-00000001", "part-1-00000002", "part-3-00000001"]);
+        assert_eq!(parse_part_name("part-12-final"), Some((12, Some("final"))));
+        assert_eq!(parse_part_name(".part-12-00000003.pending"), Some((12, None)));
+        assert_eq!(parse_part_name("notes.txt"), None);
     }
 }

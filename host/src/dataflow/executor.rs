@@ -21,9 +21,11 @@ use super::snapshot::TaskCheckpoint;
 use super::task::{self, TaskContext, TaskError, TaskMetrics};
 use super::time::WatermarkGenerator;
 use crate::checkpoint::{
-    CheckpointSettings, CheckpointStats, CheckpointStorage, Coordinator, JobIdentity, Manifest, commit_all,
+    CheckpointSettings, CheckpointStats, CheckpointStorage, Coordinator, Manifest, SavepointOrder, commit_all,
 };
-use crate::connectors::{self, ConnectorError};
+use crate::connectors::{self, ConnectorError, SourceSplit, assign_splits};
+use crate::control::SavepointInfo;
+use crate::savepoint::{JobDescription, NodeDescription, Savepoint, SavepointError};
 use crate::job::{JobGraph, Node, NodeKind, OperatorNode, Partitioning};
 use crate::plugin::{
     CallError, InitialState, InputKind, LoadedPlugin, OperatorInstance, PluginEngine, PluginError, decode_meta,
@@ -65,6 +67,8 @@ pub enum RunError {
         #[source]
         source: StateError,
     },
+    #[error("cannot restore from savepoint: {0}")]
+    Savepoint(#[from] SavepointError),
     #[error("{last}\n(gave up after {restarts} restart(s); the job's [restart] table allows {max_attempts})")]
     RestartsExhausted { last: Box<RunError>, restarts: u32, max_attempts: u32 },
 }
@@ -112,6 +116,8 @@ pub struct JobSummary {
     pub checkpoints: Vec<(u64, CheckpointStats)>,
     /// The checkpoint directory said the job had finished already: nothing ran.
     pub already_finished: bool,
+    /// The job was stopped with this savepoint (it did not run to the end).
+    pub stopped_with: Option<SavepointInfo>,
 }
 
 impl JobSummary {
@@ -142,6 +148,47 @@ struct Subtask {
     metrics: Arc<TaskMetrics>,
 }
 
+/// What a job can be told while it runs (by the host's control API).
+pub enum JobCommand {
+    /// Take a savepoint (and maybe stop).
+    Savepoint(SavepointOrder),
+    /// Stop every task; the job ends as cancelled.
+    Cancel,
+    /// Say how many records have been read and written.
+    Progress(Sender<Progress>),
+}
+
+/// Where a job starts from.
+#[derive(Clone, Copy)]
+pub enum Restore<'a> {
+    Checkpoint(&'a Manifest),
+    Savepoint(&'a Savepoint),
+}
+
+impl Restore<'_> {
+    /// The checkpoint the state was taken at (a savepoint's in the job it
+    /// came from), which transactional sinks clean up to.
+    fn checkpoint(&self) -> u64 {
+        match self {
+            Restore::Checkpoint(manifest) => manifest.checkpoint,
+            Restore::Savepoint(savepoint) => savepoint.manifest.checkpoint,
+        }
+    }
+}
+
+/// How to run a job beyond its graph.
+#[derive(Default)]
+pub struct RunOptions {
+    /// Start from this savepoint rather than the latest checkpoint.
+    pub savepoint: Option<Savepoint>,
+    /// Restore even if the savepoint has state for operators the job lacks.
+    pub allow_non_restored_state: bool,
+    /// Commands from the host while the job runs.
+    pub commands: Option<Receiver<JobCommand>>,
+    /// Told when the job's tasks are running (each attempt).
+    pub started: Option<Sender<()>>,
+}
+
 /// A job whose tasks are running.
 pub struct RunningJob {
     name: String,
@@ -153,6 +200,7 @@ pub struct RunningJob {
     started: Instant,
     coordinator: Option<Coordinator>,
     restored_from: Option<u64>,
+    commands: Receiver<JobCommand>,
 }
 
 /// Runs `graph` to completion (every source exhausted and every record at a
@@ -160,16 +208,42 @@ pub struct RunningJob {
 /// the job's checkpoint directory; a task failure cancels the run and, as
 /// the restart strategy allows, starts it again from the latest checkpoint.
 pub fn run_job(graph: &JobGraph, engine: &Arc<PluginEngine>) -> Result<JobSummary, RunError> {
+    run_job_with(graph, engine, RunOptions::default())
+}
+
+/// [`run_job`], from a savepoint if `options` give one (until the job
+/// completes a checkpoint of its own), taking commands while it runs.
+pub fn run_job_with(graph: &JobGraph, engine: &Arc<PluginEngine>, options: RunOptions) -> Result<JobSummary, RunError> {
+    if let Some(savepoint) = &options.savepoint {
+        let check = savepoint.check(graph, options.allow_non_restored_state)?;
+        info!(job = %graph.name, savepoint = %savepoint.dir.display(), new = ?check.new_nodes, dropped = ?check.dropped, "restoring from savepoint");
+    }
+    // Checkpoints from before this run (numbered below this) are not ours
+    // to recover from when starting from a savepoint.
+    let first_own = match &graph.checkpoints {
+        Some(settings) => open_storage(settings)?.next_id(),
+        None => 0,
+    };
+    let commands = options.commands.clone().unwrap_or_else(crossbeam_channel::never);
     let mut restarts = 0;
     loop {
-        let restore = latest_checkpoint(graph)?;
-        if let Some(manifest) = restore.as_ref().filter(|m| m.finished) {
-            commit_all(manifest);
+        let latest = latest_checkpoint(graph)?;
+        let latest = latest.filter(|m| options.savepoint.is_none() || m.checkpoint >= first_own);
+        let restore = match (&latest, &options.savepoint) {
+            (Some(manifest), _) => Some(Restore::Checkpoint(manifest)),
+            (None, Some(savepoint)) => Some(Restore::Savepoint(savepoint)),
+            (None, None) => None,
+        };
+        if let Some(manifest) = latest.as_ref().filter(|m| m.finished) {
             info!(job = %graph.name, checkpoint = manifest.checkpoint, "the job had already finished; nothing to do");
             let name = graph.name.clone();
             return Ok(JobSummary { name, restored_from: Some(manifest.checkpoint), already_finished: true, ..Default::default() });
         }
-        let failure = match start_job_from(graph, engine, restore.as_ref(), restarts)?.wait() {
+        let running = start_job_from(graph, engine, restore, restarts)?.with_commands(commands.clone());
+        if let Some(started) = &options.started {
+            let _ = started.send(());
+        }
+        let failure = match running.wait() {
             Ok(summary) => return Ok(JobSummary { restarts, ..summary }),
             Err(failure @ RunError::TaskFailed { .. }) => failure,
             Err(other) => return Err(other),
@@ -203,6 +277,31 @@ pub fn start_job(graph: &JobGraph, engine: &Arc<PluginEngine>) -> Result<Running
     start_job_from(graph, engine, None, 0)
 }
 
+/// The job's sources and operators, for savepoint manifests.
+fn describe(graph: &JobGraph, plugins: &[Option<LoadedPlugin>]) -> JobDescription {
+    let nodes = graph
+        .nodes
+        .iter()
+        .filter_map(|node| match &node.kind {
+            NodeKind::Source(_) => Some(NodeDescription::Source { name: node.name.clone(), parallelism: node.parallelism }),
+            NodeKind::Operator(op) => Some(NodeDescription::Operator {
+                uid: node.name.clone(),
+                plugin: op.plugin.clone(),
+                digest: plugins[node.id.0].as_ref().map(|p| p.digest.clone()),
+                parallelism: node.parallelism,
+            }),
+            NodeKind::Sink(_) => None,
+        })
+        .collect();
+    JobDescription {
+        name: graph.name.clone(),
+        max_parallelism: graph.max_parallelism,
+        backend: graph.backend,
+        definition: graph.definition.clone(),
+        nodes,
+    }
+}
+
 /// Starts `graph`'s tasks, on the state of `restore` if given, and returns
 /// without waiting for them; `attempt` counts restarts after failures.
 /// Plugins, connectors and operator instances are all set up before any
@@ -210,10 +309,10 @@ pub fn start_job(graph: &JobGraph, engine: &Arc<PluginEngine>) -> Result<Running
 pub fn start_job_from(
     graph: &JobGraph,
     engine: &Arc<PluginEngine>,
-    restore: Option<&Manifest>,
+    restore: Option<Restore<'_>>,
     attempt: u32,
 ) -> Result<RunningJob, RunError> {
-    if let (Some(manifest), Some(settings)) = (restore, &graph.checkpoints) {
+    if let (Some(Restore::Checkpoint(manifest)), Some(settings)) = (restore, &graph.checkpoints) {
         info!(job = %graph.name, checkpoint = manifest.checkpoint, dir = %settings.dir.display(), "resuming from checkpoint");
     }
     let mut builder = Builder::new(graph, engine, restore, attempt)?;
@@ -251,7 +350,8 @@ pub fn start_job_from(
         done,
         started: Instant::now(),
         coordinator: builder.coordinator,
-        restored_from: restore.map(|m| m.checkpoint),
+        restored_from: restore.map(|r| r.checkpoint()),
+        commands: crossbeam_channel::never(),
     })
 }
 
@@ -271,6 +371,17 @@ impl RunningJob {
         }
     }
 
+    /// Records read and written so far, for a status command.
+    fn answer_progress(&self, reply: Sender<Progress>) {
+        let _ = reply.send(self.progress());
+    }
+
+    /// Takes commands from `commands` while supervising.
+    pub fn with_commands(mut self, commands: Receiver<JobCommand>) -> Self {
+        self.commands = commands;
+        self
+    }
+
     /// Asks every task to stop; `wait` then returns [`RunError::Cancelled`].
     pub fn cancel(&self) {
         self.cancel.cancel();
@@ -286,11 +397,12 @@ impl RunningJob {
         if let Some(failure) = failure {
             return Err(failure);
         }
-        if self.cancel.is_cancelled() {
+        let stopped_with = self.coordinator.as_ref().and_then(|c| c.stopped_with().cloned());
+        if self.cancel.is_cancelled() && stopped_with.is_none() {
             return Err(RunError::Cancelled);
         }
         let mut checkpoints = Vec::new();
-        if let Some(coordinator) = &mut self.coordinator {
+        if let Some(coordinator) = self.coordinator.as_mut().filter(|_| stopped_with.is_none()) {
             let dir = coordinator.dir().to_path_buf();
             coordinator.finish().map_err(|source| RunError::Checkpoints { dir, source })?;
             checkpoints = coordinator.completed().to_vec();
@@ -302,6 +414,7 @@ impl RunningJob {
             restarts: 0,
             checkpoints,
             already_finished: false,
+            stopped_with,
             tasks: self
                 .subtasks
                 .iter()
@@ -324,14 +437,39 @@ impl RunningJob {
         Ok(summary)
     }
 
+    fn on_command(&mut self, command: JobCommand) {
+        match command {
+            JobCommand::Progress(reply) => self.answer_progress(reply),
+            JobCommand::Cancel => {
+                info!(job = %self.name, "cancelling the job");
+                self.cancel.cancel();
+            }
+            JobCommand::Savepoint(order) => match &mut self.coordinator {
+                Some(coordinator) => coordinator.request_savepoint(order),
+                None => {
+                    let _ = order.reply.send(Err("the job takes no snapshots".into()));
+                }
+            },
+        }
+    }
+
     fn supervise(&mut self) -> Option<RunError> {
         let mut failure = None;
         let mut last_report = Instant::now();
         let never = crossbeam_channel::never();
         while self.running > 0 {
             let acks = self.coordinator.as_ref().map_or(&never, |c| c.acks()).clone();
+            let commands = self.commands.clone();
             let done = select! {
                 recv(self.done) -> done => Some(done.map_err(|_| ())),
+                recv(commands) -> command => {
+                    match command {
+                        Ok(command) => self.on_command(command),
+                        // The host is gone: nobody can send commands any more.
+                        Err(_) => self.commands = crossbeam_channel::never(),
+                    }
+                    None
+                }
                 recv(acks) -> ack => {
                     if let (Ok(ack), Some(coordinator)) = (ack, self.coordinator.as_mut()) {
                         coordinator.on_ack(ack);
@@ -342,6 +480,10 @@ impl RunningJob {
             };
             if let Some(coordinator) = &mut self.coordinator {
                 coordinator.tick();
+                if coordinator.stopped_with().is_some() && !self.cancel.is_cancelled() {
+                    info!(job = %self.name, "stopped with a savepoint");
+                    self.cancel.cancel();
+                }
             }
             let Some(done) = done else { continue };
             match done {
@@ -390,7 +532,7 @@ struct Builder<'a> {
     inboxes: Vec<Vec<Inbox>>,
     subtasks: Vec<Subtask>,
     cancel: Cancel,
-    restore: Option<&'a Manifest>,
+    restore: Option<Restore<'a>>,
     attempt: u32,
     coordinator: Option<Coordinator>,
     /// Where RocksDB keeps its working files.
@@ -401,12 +543,16 @@ impl<'a> Builder<'a> {
     fn new(
         graph: &'a JobGraph,
         engine: &'a Arc<PluginEngine>,
-        restore: Option<&'a Manifest>,
+        restore: Option<Restore<'a>>,
         attempt: u32,
     ) -> Result<Self, RunError> {
         let plugins = load_plugins(graph, engine)?;
-        let coordinator = coordinator(graph, restore)?;
         let work_dir = work_dir(graph)?;
+        let restored_checkpoint = match restore {
+            Some(Restore::Checkpoint(manifest)) => Some(manifest),
+            _ => None,
+        };
+        let coordinator = coordinator(graph, describe(graph, &plugins), restored_checkpoint, &work_dir)?;
         let chained: Vec<bool> = graph.nodes.iter().map(|n| is_chainable(graph, n)).collect();
         let inboxes = graph
             .nodes
@@ -440,20 +586,40 @@ impl<'a> Builder<'a> {
         Some(TaskCheckpoint { hub, index, node: node.name.clone(), subtask })
     }
 
-    /// The restored state of `subtask` of `node`, if resuming.
-    fn restored(&self, node: &Node, subtask: u32) -> Option<&'a crate::checkpoint::TaskState> {
-        self.restore?.task(&node.name, subtask)
+    /// The splits `subtask` of source `node` reads when resuming (`None`:
+    /// from the start).
+    fn restored_splits(&self, node: &Node, subtask: u32) -> Option<Vec<SourceSplit>> {
+        match self.restore? {
+            Restore::Checkpoint(manifest) => {
+                let has_state = manifest.tasks.iter().any(|t| t.node == node.name);
+                has_state.then(|| assign_splits(manifest.source_splits(&node.name), subtask, node.parallelism))
+            }
+            Restore::Savepoint(savepoint) => savepoint.source_splits(&node.name, subtask, node.parallelism),
+        }
     }
 
-    /// An operator subtask's state: restored from the checkpoint, or empty.
+    /// An operator subtask's state: restored from the checkpoint or
+    /// savepoint, or empty.
     fn initial_state(&self, node: &Node, subtask: u32) -> Result<InitialState, RunError> {
+        let manifest = match self.restore {
+            Some(Restore::Savepoint(savepoint)) => {
+                let state =
+                    savepoint.operator_state(&node.name, subtask, node.parallelism, self.graph.backend, &self.work_dir)?;
+                if let Some(state) = state {
+                    return Ok(state);
+                }
+                None
+            }
+            Some(Restore::Checkpoint(manifest)) => Some(manifest),
+            None => None,
+        };
         let restore_error = |source| RunError::Restore {
             task: format!("{} (subtask {})", node.describe(), subtask + 1),
-            checkpoint: self.restore.map_or(0, |m| m.checkpoint),
+            checkpoint: manifest.map_or(0, |m| m.checkpoint),
             source,
         };
         let root = self.graph.checkpoints.as_ref().map(|c| c.dir.clone()).unwrap_or_default();
-        let restored = self.restored(node, subtask);
+        let restored = manifest.and_then(|m| m.task(&node.name, subtask));
         let backend = match restored.and_then(|t| t.keyed.as_ref()) {
             Some(handle) => restore_backend(self.graph.backend, handle, &root, &self.work_dir),
             None => open_backend(self.graph.backend, &self.work_dir),
@@ -541,14 +707,8 @@ impl<'a> Builder<'a> {
             .map_err(|error: CallError| failed(error.to_string()))
     }
 
-    /// The operator's config with the host's `weir.*` keys added (sorted by key).
     fn config_for(&self, config: &[(String, String)], node: &Node, subtask: u32) -> Vec<(String, String)> {
-        let mut config = config.to_vec();
-        config.push(("weir.attempt".into(), self.attempt.to_string()));
-        config.push(("weir.parallelism".into(), node.parallelism.to_string()));
-        config.push(("weir.subtask".into(), subtask.to_string()));
-        config.sort();
-        config
+        instance_config(config, node.parallelism, subtask, self.attempt)
     }
 
     /// Opens the subtask's connector or instantiates its operator, and
@@ -559,16 +719,14 @@ impl<'a> Builder<'a> {
         let producers = producers(self.graph, node);
         Ok(match &node.kind {
             NodeKind::Source(spec) => {
-                let mut source = connectors::open_source(spec, subtask, node.parallelism).map_err(connector_error)?;
-                if let Some(position) = self.restored(node, subtask).and_then(|t| t.position) {
-                    source.seek(position).map_err(connector_error)?;
-                }
+                let splits = self.restored_splits(node, subtask);
+                let source = connectors::open_source(spec, subtask, node.parallelism, splits).map_err(connector_error)?;
                 let watermarks = WatermarkGenerator::new(spec.watermark_settings());
                 Box::new(move || task::run_source(ctx, source, watermarks))
             }
             NodeKind::Sink(spec) => {
-                let restored = self.restore.map_or(0, |m| m.checkpoint);
-                let sink = connectors::open_sink(spec, subtask, restored).map_err(connector_error)?;
+                let restored = self.restore.map_or(0, |r| r.checkpoint());
+                let sink = connectors::open_sink(spec, subtask, node.parallelism, restored).map_err(connector_error)?;
                 let inbox = inbox();
                 Box::new(move || task::run_sink(ctx, sink, inbox, producers))
             }
@@ -580,6 +738,16 @@ impl<'a> Builder<'a> {
             }
         })
     }
+}
+
+/// An operator's config with the host's `weir.*` keys added (sorted by key).
+pub fn instance_config(config: &[(String, String)], parallelism: u32, subtask: u32, attempt: u32) -> Vec<(String, String)> {
+    let mut config = config.to_vec();
+    config.push(("weir.attempt".into(), attempt.to_string()));
+    config.push(("weir.parallelism".into(), parallelism.to_string()));
+    config.push(("weir.subtask".into(), subtask.to_string()));
+    config.sort();
+    config
 }
 
 /// The message a panic carried.
@@ -596,20 +764,45 @@ fn open_storage(settings: &CheckpointSettings) -> Result<CheckpointStorage, RunE
     CheckpointStorage::open(&settings.dir).map_err(|source| RunError::Checkpoints { dir: settings.dir.clone(), source })
 }
 
-/// The job's checkpoint coordinator, if it checkpoints.
-fn coordinator(graph: &JobGraph, restore: Option<&Manifest>) -> Result<Option<Coordinator>, RunError> {
-    let Some(settings) = &graph.checkpoints else { return Ok(None) };
-    let storage = open_storage(settings)?;
-    let job = JobIdentity { name: graph.name.clone(), max_parallelism: graph.max_parallelism, backend: graph.backend };
+/// The job's checkpoint coordinator. A job without a checkpoint directory
+/// gets one that takes savepoints only, in a directory of its own.
+fn coordinator(
+    graph: &JobGraph,
+    job: JobDescription,
+    restore: Option<&Manifest>,
+    work_dir: &std::path::Path,
+) -> Result<Option<Coordinator>, RunError> {
+    let (settings, ephemeral) = match &graph.checkpoints {
+        Some(settings) => (settings.clone(), false),
+        None => (savepoints_only(work_dir), true),
+    };
+    let storage = open_storage(&settings)?;
     let subtasks = graph.nodes.iter().map(|n| n.parallelism as usize).sum();
-    Ok(Some(Coordinator::new(settings.clone(), job, storage, subtasks, restore)))
+    let coordinator = Coordinator::new(settings, job, storage, subtasks, restore);
+    Ok(Some(coordinator.with_work_dir(work_dir, ephemeral)))
+}
+
+/// Checkpoint settings for a job that checkpoints only for savepoints.
+fn savepoints_only(work_dir: &std::path::Path) -> CheckpointSettings {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    CheckpointSettings {
+        dir: work_dir.join(format!("savepoint-checkpoints-{}-{n}", std::process::id())),
+        interval: Duration::MAX,
+        retain: 1,
+        timeout: Duration::from_secs(600),
+    }
 }
 
 /// Where RocksDB keeps working files: beside the checkpoints (same disk,
 /// cleared at start: what a killed run left is garbage), else in the
 /// temporary directory.
 fn work_dir(graph: &JobGraph) -> Result<PathBuf, RunError> {
-    let Some(settings) = &graph.checkpoints else { return Ok(std::env::temp_dir().join("weir-state")) };
+    let Some(settings) = &graph.checkpoints else {
+        let dir = std::env::temp_dir().join("weir-state");
+        std::fs::create_dir_all(&dir).map_err(|source| RunError::Checkpoints { dir: dir.clone(), source })?;
+        return Ok(dir);
+    };
     let dir = settings.dir.join(".work");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).map_err(|source| RunError::Checkpoints { dir: dir.clone(), source })?;

@@ -30,7 +30,11 @@ pub use channel::{Envelope, Message};
 pub use time::{InputClock, WatermarkSettings};
 pub use batch::{NO_TIMESTAMP, Record, RecordBatch};
 pub use operator::{Emitted, NATIVE_PREFIX, OperatorLogic, native_operator};
-pub use executor::{JobSummary, Progress, Role, RunError, RunningJob, TaskSummary, run_job, start_job};
+pub use executor::{
+    JobCommand, JobSummary, Progress, Restore, Role, RunError, RunOptions, RunningJob, TaskSummary, instance_config, run_job,
+    run_job_with,
+    start_job,
+};
 
 /// Records per batch: sources fill batches of this size and key-by edges
 /// flush per-target batches when they reach it.

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::operator::OperatorLogic;
+use crate::connectors::SourceSplit;
 use crate::checkpoint::{Ack, CheckpointHub, FINAL_CHECKPOINT, PendingCommit, SOURCE_FINISHED, TaskState};
 use crate::plugin::CapturedState;
 use crate::state::{SnapshotTarget, write_verified};
@@ -30,16 +31,22 @@ impl TaskCheckpoint {
         (requested > last).then_some(requested)
     }
 
-    /// A source acknowledges with its position.
-    pub fn ack_position(&self, checkpoint: u64, position: u64) {
-        let state = TaskState { position: Some(position), ..TaskState::new(&self.node, self.subtask) };
+    /// A source acknowledges with the positions of its splits.
+    pub fn ack_splits(&self, checkpoint: u64, splits: Vec<SourceSplit>) {
+        let state = TaskState { splits: Some(splits), ..TaskState::new(&self.node, self.subtask) };
         self.ack(checkpoint, Ok(state), Duration::ZERO, Duration::ZERO);
     }
 
-    /// An exhausted source reports its final position, which every later
+    /// An exhausted source reports its final positions, which every later
     /// checkpoint takes as its state.
-    pub fn source_finished(&self, position: u64) {
-        self.ack_position(SOURCE_FINISHED, position);
+    pub fn source_finished(&self, splits: Vec<SourceSplit>) {
+        self.ack_splits(SOURCE_FINISHED, splits);
+    }
+
+    /// Whether the job stops at `checkpoint` (a stop-with-savepoint): a
+    /// source reads nothing after that barrier.
+    pub fn stops_at(&self, checkpoint: u64) -> bool {
+        self.hub.stop_at() == Some(checkpoint)
     }
 
     /// A sink acknowledges with what to commit (`FINAL_CHECKPOINT` at the

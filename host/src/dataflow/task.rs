@@ -98,9 +98,13 @@ pub fn run_source(
             && let Some(n) = checkpoint.due(last_barrier)
         {
             last_barrier = n;
-            let position = source.position();
+            let splits = source.splits();
             ctx.outputs.barrier(n, &ctx.cancel)?;
-            checkpoint.ack_position(n, position);
+            checkpoint.ack_splits(n, splits);
+            if checkpoint.stops_at(n) {
+                ctx.outputs.flush(&ctx.cancel)?;
+                return wait_for_cancel(&ctx.cancel);
+            }
         }
         let mut batch = RecordBatch::with_capacity(BATCH_SIZE, 16 * BATCH_SIZE);
         let poll = source.poll(&mut batch, BATCH_SIZE)?;
@@ -118,7 +122,7 @@ pub fn run_source(
             if let Some(checkpoint) = &ctx.checkpoint
                 && !ctx.outputs.has_chained()
             {
-                checkpoint.source_finished(source.position());
+                checkpoint.source_finished(source.splits());
             }
             return ctx.outputs.end(&ctx.cancel);
         }
@@ -232,4 +236,13 @@ pub fn run_sink(
     let commits = sink.finish()?;
     let committed = finish_sink(ctx.checkpoint.as_ref(), commits);
     committed.map_err(|source| TaskError::Connector(ConnectorError::Io { what: ctx.label.clone(), source }))
+}
+
+/// A source stopped for a savepoint idles until the job is cancelled (once
+/// the savepoint is complete), so that nothing follows the barrier.
+fn wait_for_cancel(cancel: &Cancel) -> Result<(), TaskError> {
+    while !cancel.is_cancelled() {
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    Err(TaskError::Stopped)
 }

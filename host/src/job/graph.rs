@@ -88,6 +88,9 @@ pub struct JobGraph {
     /// Checkpointing, if the job file enables it.
     pub checkpoints: Option<CheckpointSettings>,
     pub restart: RestartSpec,
+    /// The job file it was loaded from (savepoints keep it, so that a job
+    /// can be forked from a savepoint alone).
+    pub definition: Option<crate::savepoint::JobDefinition>,
 }
 
 impl RestartSpec {
@@ -216,7 +219,8 @@ impl JobGraph {
         }
         let checkpoints = checkpoint_settings(&spec, base)?;
         let restart = restart_policy(&spec);
-        Ok(JobGraph { name: spec.name, max_parallelism, nodes, backend: spec.state_backend, checkpoints, restart })
+        let backend = spec.state_backend;
+        Ok(JobGraph { name: spec.name, max_parallelism, nodes, backend, checkpoints, restart, definition: None })
     }
 }
 
@@ -376,8 +380,8 @@ fn operator_node(op: &OperatorSpec, base: &Path) -> Result<OperatorNode, String>
 
 fn resolve_source(source: SourceSpec, base: &Path) -> SourceSpec {
     match source {
-        SourceSpec::File { name, path, format, out_of_orderness_ms, idle_timeout_ms } => {
-            SourceSpec::File { name, path: base.join(path), format, out_of_orderness_ms, idle_timeout_ms }
+        SourceSpec::File { name, path, format, rate, out_of_orderness_ms, idle_timeout_ms } => {
+            SourceSpec::File { name, path: base.join(path), format, rate, out_of_orderness_ms, idle_timeout_ms }
         }
         other => other,
     }

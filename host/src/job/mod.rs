@@ -40,10 +40,13 @@ pub enum JobError {
 pub fn load(path: &Path, overrides: Overrides) -> Result<JobGraph, JobError> {
     let text = std::fs::read_to_string(path).map_err(|source| JobError::Read { path: path.into(), source })?;
     let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-    parse(&text, &base, overrides).map_err(|error| match error {
+    let mut graph = parse(&text, &base, overrides).map_err(|error| match error {
         ParseError::Syntax(message) => JobError::Parse { path: path.into(), message },
         ParseError::Invalid(message) => JobError::Invalid { path: path.into(), message },
-    })
+    })?;
+    let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    graph.definition = Some(crate::savepoint::JobDefinition { path, text });
+    Ok(graph)
 }
 
 /// Why a job text was refused, before the file's path is attached.

@@ -10,6 +10,7 @@
 //! type = "file"              # or "generator"
 //! path = "words.txt"         # relative to the job file
 //! format = "text"            # or "json"
+//! rate = 1000                # lines per second at most (optional)
 //!
 //! [[operator]]
 //! uid = "count"              # stable identity: state is stored under it
@@ -128,6 +129,9 @@ pub enum SourceSpec {
         path: PathBuf,
         #[serde(default)]
         format: FileFormat,
+        /// Lines per second at most (as fast as possible if absent): to
+        /// replay a file as a live stream.
+        rate: Option<f64>,
         /// Watermarks lag the newest event timestamp by this much.
         #[serde(default)]
         out_of_orderness_ms: u64,

@@ -4,6 +4,7 @@ use hashbrown::HashTable;
 use wasmtime::{Store, Trap};
 
 use super::bindings::weir::operator::types::TimeDomain as WitDomain;
+use super::bindings::exports::weir::operator::operator::StateKind;
 use super::bindings::{EventBatch, InputBatch, OperatorError, Plugin, TimerBatch};
 use super::engine::{LoadedPlugin, PluginEngine};
 use super::error::CallError;
@@ -228,6 +229,22 @@ impl OperatorInstance {
             })
             .collect();
         (key_slots, keys.len() as u32)
+    }
+
+    /// Asks the plugin whether it can read stored values of its state `name`
+    /// (a map state if `map`): value `i` is `data[offsets[i]..offsets[i + 1]]`.
+    /// `Ok(Err(why))` is the plugin's answer that it cannot.
+    pub fn check_state(
+        &mut self,
+        name: &str,
+        map: bool,
+        data: &[u8],
+        offsets: &[u32],
+    ) -> Result<Result<(), String>, CallError> {
+        self.store.set_epoch_deadline(self.limits.deadline_ticks());
+        let kind = if map { StateKind::MapState } else { StateKind::ValueState };
+        let result = self.bindings.weir_operator_operator().call_check_state(&mut self.store, name, kind, data, offsets);
+        self.returned(result.map(Ok))
     }
 
     fn returned<T>(&mut self, result: wasmtime::Result<Result<T, OperatorError>>) -> Result<T, CallError> {

@@ -24,6 +24,7 @@ mod state;
 mod timers;
 mod types;
 
+pub use broadcast::BroadcastMaps;
 pub use engine::{LoadedPlugin, PluginEngine};
 pub use error::{CallError, PluginError};
 pub use inspect::{Inspection, Item, OPERATOR_EXPORT, WIT_PACKAGE};

@@ -90,6 +90,15 @@ impl RecordWriter {
         self.bytes.extend_from_slice(v);
     }
 
+    /// Bytes written so far (the offset of the next record).
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
     pub fn into_bytes(self) -> Vec<u8> {
         self.bytes
     }
@@ -156,5 +165,10 @@ impl<'a> RecordReader<'a> {
 
     pub fn is_empty(&self) -> bool {
         self.bytes.is_empty()
+    }
+
+    /// Bytes not read yet.
+    pub fn remaining(&self) -> usize {
+        self.bytes.len()
     }
 }

@@ -1,0 +1,348 @@
+//! `weir jobs`, `weir savepoint`, `weir cancel`, `weir upgrade` and
+//! `weir fork`: requests to a running host's control API.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use weir::control::client::ApiClient;
+use weir::control::{DEFAULT_API_ADDR, ForkRequest, JobInfo, SavepointRequest, UpgradeRequest};
+
+/// Where the host is.
+#[derive(Debug, Clone, Args)]
+pub struct ApiArg {
+    /// The address of the running host's control API
+    /// [default: $WEIR_API, else 127.0.0.1:7070].
+    #[arg(long, value_name = "ADDR")]
+    pub api: Option<String>,
+}
+
+impl ApiArg {
+    /// `--api`, else `WEIR_API`, else the default address.
+    fn address(&self) -> String {
+        self.api
+            .clone()
+            .or_else(|| std::env::var("WEIR_API").ok())
+            .map(|a| a.trim().to_owned())
+            .filter(|a| !a.is_empty())
+            .unwrap_or_else(|| DEFAULT_API_ADDR.to_owned())
+    }
+
+    fn client(&self) -> ApiClient {
+        ApiClient::new(&self.address())
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct JobsArgs {
+    #[command(flatten)]
+    pub api: ApiArg,
+}
+
+/// `weir savepoint JOB ...` or `weir savepoint inspect DIR ...`.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct SavepointArgs {
+    #[command(subcommand)]
+    pub command: Option<SavepointCommand>,
+    /// The running job to take a savepoint of.
+    #[arg(required = true, value_name = "JOB")]
+    pub job: Option<String>,
+    /// Where to write it [default: savepoints/sp-JOB-CHECKPOINT beside the
+    /// job's checkpoint directory].
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// Stop the job once the savepoint is written.
+    #[arg(long)]
+    pub stop: bool,
+    #[command(flatten)]
+    pub api: ApiArg,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SavepointCommand {
+    /// Show what a savepoint directory holds, verifying it.
+    Inspect {
+        /// The savepoint directory.
+        dir: PathBuf,
+        /// List its keyed entries too.
+        #[arg(long)]
+        entries: bool,
+        /// List at most this many entries.
+        #[arg(long, value_name = "N")]
+        limit: Option<usize>,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct CancelArgs {
+    /// The job to cancel.
+    pub job: String,
+    #[command(flatten)]
+    pub api: ApiArg,
+}
+
+#[derive(Debug, Args)]
+pub struct UpgradeArgs {
+    /// The running job.
+    pub job: String,
+    /// The uid of the operator to swap the plugin of.
+    #[arg(long, value_name = "UID")]
+    pub operator: String,
+    /// The new plugin file (.wasm).
+    #[arg(long, value_name = "NEW.wasm")]
+    pub plugin: PathBuf,
+    /// Where to write the savepoint the upgrade goes through.
+    #[arg(long, value_name = "DIR")]
+    pub savepoint_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub api: ApiArg,
+}
+
+#[derive(Debug, Args)]
+pub struct ForkArgs {
+    /// A running job's name (a savepoint is taken first), or a savepoint directory.
+    pub from: String,
+    /// The new job's name.
+    #[arg(long)]
+    pub name: String,
+    /// Run an operator with another plugin (repeatable).
+    #[arg(long = "operator", value_name = "UID=PLUGIN", value_parser = assignment)]
+    pub operators: Vec<(String, PathBuf)>,
+    /// Write a sink to another path (repeatable).
+    #[arg(long = "sink", value_name = "NAME=PATH", value_parser = assignment)]
+    pub sinks: Vec<(String, PathBuf)>,
+    /// The new job's checkpoint directory [default: beside the original's,
+    /// named after the new job].
+    #[arg(long, value_name = "DIR")]
+    pub checkpoint_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub api: ApiArg,
+}
+
+/// `NAME=PATH`.
+fn assignment(text: &str) -> Result<(String, PathBuf), String> {
+    match text.split_once('=') {
+        Some((name, path)) if !name.trim().is_empty() && !path.is_empty() => {
+            Ok((name.trim().to_owned(), PathBuf::from(path)))
+        }
+        _ => Err(format!("expected NAME=PATH, got `{text}`")),
+    }
+}
+
+/// A path as the host must see it: its working directory may not be ours.
+fn absolute(path: &Path) -> anyhow::Result<PathBuf> {
+    std::path::absolute(path).with_context(|| format!("cannot make {} an absolute path", path.display()))
+}
+
+pub fn jobs(args: &JobsArgs) -> anyhow::Result<()> {
+    let client = args.api.client();
+    let jobs = client.jobs()?;
+    if jobs.is_empty() {
+        println!("no jobs in the Weir host at {}", client.addr());
+        return Ok(());
+    }
+    print!("{}", jobs_table(&jobs));
+    Ok(())
+}
+
+/// The table of `weir jobs`, then why the failed jobs failed.
+fn jobs_table(jobs: &[JobInfo]) -> String {
+    let header = ["NAME", "STATUS", "UPTIME", "READ", "WRITTEN", "OPERATORS"];
+    let rows: Vec<[String; 6]> = jobs
+        .iter()
+        .map(|job| {
+            let operators = job
+                .operators
+                .iter()
+                .map(|op| {
+                    let file = op.plugin.file_name().map_or_else(|| op.plugin.display().to_string(), |f| {
+                        f.to_string_lossy().into_owned()
+                    });
+                    format!("{}={file}", op.uid)
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+            [
+                job.name.clone(),
+                job.status.clone(),
+                duration(job.uptime_s),
+                job.read.to_string(),
+                job.written.to_string(),
+                operators,
+            ]
+        })
+        .collect();
+    let mut widths = header.map(str::len);
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let line = |cells: [&str; 6]| {
+        let [name, status, uptime, read, written, operators] = cells;
+        let [w0, w1, w2, w3, w4, _] = widths;
+        format!("{name:<w0$}  {status:<w1$}  {uptime:>w2$}  {read:>w3$}  {written:>w4$}  {operators}")
+            .trim_end()
+            .to_owned()
+            + "\n"
+    };
+    let mut out = line(header);
+    for row in &rows {
+        out += &line(row.each_ref().map(String::as_str));
+    }
+    for job in jobs {
+        if let Some(error) = &job.error {
+            out += &format!("\njob `{}` {}: {error}\n", job.name, job.status);
+        }
+    }
+    out
+}
+
+pub fn savepoint(args: &SavepointArgs) -> anyhow::Result<()> {
+    if let Some(SavepointCommand::Inspect { dir, entries, limit }) = &args.command {
+        return crate::cli::savepoint_inspect::inspect(dir, *entries, *limit);
+    }
+    let job = args.job.as_deref().context("name the job to take a savepoint of")?;
+    let request = SavepointRequest { dir: args.dir.as_deref().map(absolute).transpose()?, stop: args.stop };
+    let info = args.api.client().savepoint(job, &request)?;
+    println!(
+        "savepoint of job `{}` written to {}: checkpoint {}, {}, {} entries, in {:.1} ms",
+        info.job,
+        info.dir.display(),
+        info.checkpoint,
+        bytes(info.size_bytes),
+        info.entries,
+        info.duration_ms
+    );
+    if args.stop {
+        println!("job `{}` stopped", info.job);
+    }
+    Ok(())
+}
+
+pub fn cancel(args: &CancelArgs) -> anyhow::Result<()> {
+    let job = args.api.client().cancel(&args.job)?;
+    println!("job `{}` {}: read {}, written {}", job.name, job.status, job.read, job.written);
+    Ok(())
+}
+
+pub fn upgrade(args: &UpgradeArgs) -> anyhow::Result<()> {
+    let request = UpgradeRequest {
+        operator: args.operator.clone(),
+        plugin: absolute(&args.plugin)?,
+        savepoint_dir: args.savepoint_dir.as_deref().map(absolute).transpose()?,
+    };
+    let info = args.api.client().upgrade(&args.job, &request)?;
+    println!(
+        "upgraded operator `{}` of job `{}` to {}: downtime {:.1} ms (savepoint {}, {} entries checked)",
+        info.operator,
+        info.job,
+        info.plugin.display(),
+        info.downtime_ms,
+        info.savepoint.dir.display(),
+        info.checked_entries
+    );
+    Ok(())
+}
+
+pub fn fork(args: &ForkArgs) -> anyhow::Result<()> {
+    let client = args.api.client();
+    // FROM is a job when the host has one of that name, else a directory.
+    let from = if client.jobs()?.iter().any(|job| job.name == args.from) {
+        args.from.clone()
+    } else {
+        let dir = Path::new(&args.from);
+        if !dir.is_dir() {
+            anyhow::bail!(
+                "`{}` is neither a job of the Weir host at {} nor a savepoint directory",
+                args.from,
+                client.addr()
+            );
+        }
+        absolute(dir)?.to_string_lossy().into_owned()
+    };
+    let request = ForkRequest {
+        from,
+        name: args.name.clone(),
+        operators: args
+            .operators
+            .iter()
+            .map(|(uid, plugin)| Ok((uid.clone(), absolute(plugin)?)))
+            .collect::<anyhow::Result<_>>()?,
+        sinks: args
+            .sinks
+            .iter()
+            .map(|(name, path)| Ok((name.clone(), absolute(path)?)))
+            .collect::<anyhow::Result<_>>()?,
+        checkpoint_dir: args.checkpoint_dir.as_deref().map(absolute).transpose()?,
+    };
+    let info = client.fork(&request)?;
+    println!(
+        "started job `{}` from {} (savepoint {}): {}",
+        info.job.name,
+        args.from,
+        info.savepoint.display(),
+        info.job.status
+    );
+    print!("{}", jobs_table(std::slice::from_ref(&info.job)));
+    Ok(())
+}
+
+/// `12.5 s`, `3m05s`, `2h07m`, `3d04h`.
+fn duration(seconds: f64) -> String {
+    let s = seconds.max(0.0);
+    let whole = s as u64;
+    match whole {
+        0..60 => format!("{s:.1}s"),
+        60..3600 => format!("{}m{:02}s", whole / 60, whole % 60),
+        3600..86400 => format!("{}h{:02}m", whole / 3600, whole % 3600 / 60),
+        _ => format!("{}d{:02}h", whole / 86400, whole % 86400 / 3600),
+    }
+}
+
+fn bytes(n: u64) -> String {
+    match n {
+        n if n >= 1 << 30 => format!("{:.2} GiB", n as f64 / (1u64 << 30) as f64),
+        n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / 1048576.0),
+        n if n >= 1 << 10 => format!("{:.1} KiB", n as f64 / 1024.0),
+        n => format!("{n} B"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use weir::control::OperatorInfo;
+
+    use super::*;
+
+    #[test]
+    fn the_jobs_table() {
+        let job = JobInfo {
+            name: "words".into(),
+            status: "failed".into(),
+            uptime_s: 125.0,
+            read: 1000,
+            written: 7,
+            operators: vec![OperatorInfo { uid: "count".into(), plugin: "/p/word_count.wasm".into(), parallelism: 2 }],
+            error: Some("boom".into()),
+        };
+        let table = jobs_table(&[job]);
+        assert_eq!(
+            table,
+            "NAME   STATUS  UPTIME  READ  WRITTEN  OPERATORS\n\
+             words  failed   2m05s  1000        7  count=word_count.wasm\n\
+             \njob `words` failed: boom\n"
+        );
+    }
+
+    #[test]
+    fn figures() {
+        assert_eq!(duration(12.34), "12.3s");
+        assert_eq!(duration(3725.0), "1h02m");
+        assert_eq!(bytes(512), "512 B");
+        assert_eq!(bytes(4096), "4.0 KiB");
+        assert_eq!(assignment("count=new.wasm").unwrap(), ("count".into(), PathBuf::from("new.wasm")));
+        assert!(assignment("count").is_err());
+    }
+}

@@ -1,0 +1,70 @@
+//! Controlling a running host: its jobs, savepoints, upgrades and forks.
+//!
+//! A [`ControlPlane`] is what the host offers; [`server`] serves it as
+//! HTTP/JSON on localhost and [`client`] is what the `weir jobs`,
+//! `weir savepoint`, `weir cancel`, `weir upgrade` and `weir fork` commands
+//! use to reach it.
+//!
+//! | method and path                  | body                | reply            |
+//! |----------------------------------|---------------------|------------------|
+//! | `GET /jobs`                      |                     | `[JobInfo]`      |
+//! | `GET /jobs/{name}`               |                     | `JobInfo`        |
+//! | `POST /jobs/{name}/savepoint`    | `SavepointRequest`  | `SavepointInfo`  |
+//! | `POST /jobs/{name}/cancel`       |                     | `JobInfo`        |
+//! | `POST /jobs/{name}/upgrade`      | `UpgradeRequest`    | `UpgradeInfo`    |
+//! | `POST /forks`                    | `ForkRequest`       | `ForkInfo`       |
+//!
+//! Errors come back as `{"error": "..."}` with status 404 (no such job),
+//! 400 (a bad request: a bad module, an unknown uid, incompatible state),
+//! 409 (the job is not in a state to do that) or 500.
+
+/// Where `weir run` serves the control API, and where the commands look for
+/// it, unless told otherwise (`--api`, `WEIR_API`).
+pub const DEFAULT_API_ADDR: &str = "127.0.0.1:7070";
+
+pub mod client;
+pub mod server;
+mod types;
+
+pub use types::{
+    ErrorReply, ForkInfo, ForkRequest, JobInfo, OperatorInfo, SavepointInfo, SavepointRequest, UpgradeInfo,
+    UpgradeRequest,
+};
+
+/// Why a control request failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ControlError {
+    #[error("there is no job `{0}` in this host")]
+    NoSuchJob(String),
+    /// The request cannot be carried out as asked; nothing was changed.
+    #[error("{0}")]
+    Rejected(String),
+    /// The job is not in a state to do that (finished, being upgraded …).
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl ControlError {
+    /// The HTTP status that carries this error.
+    pub fn status(&self) -> u16 {
+        match self {
+            ControlError::NoSuchJob(_) => 404,
+            ControlError::Rejected(_) => 400,
+            ControlError::Conflict(_) => 409,
+            ControlError::Failed(_) => 500,
+        }
+    }
+}
+
+/// What a running host lets its clients do. Every method may block until
+/// the work is done (a savepoint written, an upgrade complete).
+pub trait ControlPlane: Send + Sync {
+    fn jobs(&self) -> Vec<JobInfo>;
+    fn job(&self, name: &str) -> Result<JobInfo, ControlError>;
+    fn savepoint(&self, job: &str, request: SavepointRequest) -> Result<SavepointInfo, ControlError>;
+    fn cancel(&self, job: &str) -> Result<JobInfo, ControlError>;
+    fn upgrade(&self, job: &str, request: UpgradeRequest) -> Result<UpgradeInfo, ControlError>;
+    fn fork(&self, request: ForkRequest) -> Result<ForkInfo, ControlError>;
+}

@@ -1,0 +1,621 @@
+//! Serving a [`ControlPlane`] as HTTP/JSON (the routes are in the
+//! [module doc](super)).
+//!
+//! Each request is handled on a thread of its own: an upgrade or a savepoint
+//! can block for seconds, and `GET /jobs` must still answer meanwhile.
+
+use std::io::Read;
+use std::net::SocketAddr;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tiny_http::{Header, Method, Request, Response, Server};
+
+use super::{ControlError, ControlPlane, ErrorReply, ForkRequest, SavepointRequest, UpgradeRequest};
+
+/// The largest request body accepted (requests are a few paths and names).
+const MAX_BODY: u64 = 1 << 20;
+
+/// The routes, for the message of a 404 or 405.
+const ROUTES: &str = "GET /jobs, GET /jobs/{name}, POST /jobs/{name}/savepoint, POST /jobs/{name}/cancel, \
+                      POST /jobs/{name}/upgrade, POST /forks";
+
+/// The control API of a running host, served on a background thread until
+/// it is stopped or dropped.
+pub struct ApiServer {
+    addr: SocketAddr,
+    server: Option<Arc<Server>>,
+    stopping: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl ApiServer {
+    /// Listens on `addr` (`127.0.0.1:7070`, or `127.0.0.1:0` for any free
+    /// port; an `http://` prefix is allowed) and serves `plane` there.
+    pub fn start(addr: &str, plane: Arc<dyn ControlPlane>) -> std::io::Result<ApiServer> {
+        let listen = addr.trim().trim_start_matches("http://").trim_end_matches('/');
+        let server = Server::http(listen).map_err(|error| {
+            let kind = error.downcast_ref::<std::io::Error>().map_or(std::io::ErrorKind::Other, |e| e.kind());
+            std::io::Error::new(kind, format!("cannot serve the control API on {listen}: {error}"))
+        })?;
+        let bound = server.server_addr().to_ip().ok_or_else(|| {
+            std::io::Error::other(format!("cannot serve the control API on {listen}: not an IP address"))
+        })?;
+        let server = Arc::new(server);
+        let stopping = Arc::new(AtomicBool::new(false));
+        let thread = std::thread::Builder::new().name("weir-api".into()).spawn({
+            let server = Arc::clone(&server);
+            let stopping = Arc::clone(&stopping);
+            move || accept_loop(&server, &stopping, plane)
+        })?;
+        tracing::debug!(addr = %bound, "control API listening");
+        Ok(ApiServer { addr: bound, server: Some(server), stopping, thread: Some(thread) })
+    }
+
+    /// The address it listens on (with the real port when started on port 0).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stops accepting requests and closes the listening socket. Requests
+    /// already being handled are still answered. Dropping the server does
+    /// the same.
+    pub fn stop(&mut self) {
+        self.stopping.store(true, Ordering::SeqCst);
+        if let Some(server) = &self.server {
+            server.unblock();
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+        // The last reference: dropping it closes the listener, on
+        // tiny_http's accept thread, soon after.
+        if self.server.take().is_some() {
+            self.await_port_closed();
+        }
+    }
+
+    /// Waits (a little, at most) until the listening socket is closed, so
+    /// that the port is free and connecting to it fails once `stop` returns.
+    fn await_port_closed(&self) {
+        let deadline = Instant::now() + std::time::Duration::from_secs(2);
+        while Instant::now() < deadline {
+            match std::net::TcpListener::bind(self.addr) {
+                Ok(_) => return,
+                Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+                    std::thread::sleep(std::time::Duration::from_millis(2))
+                }
+                Err(_) => return,
+            }
+        }
+    }
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+impl std::fmt::Debug for ApiServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiServer").field("addr", &self.addr).finish_non_exhaustive()
+    }
+}
+
+fn accept_loop(server: &Server, stopping: &AtomicBool, plane: Arc<dyn ControlPlane>) {
+    loop {
+        let received = server.recv();
+        if stopping.load(Ordering::SeqCst) {
+            break;
+        }
+        match received {
+            Ok(request) => {
+                let plane = Arc::clone(&plane);
+                let spawned = std::thread::Builder::new()
+                    .name("weir-api-request".into())
+                    .spawn(move || serve(plane.as_ref(), request));
+                if let Err(error) = spawned {
+                    tracing::error!(%error, "control API: cannot start a thread for a request");
+                }
+            }
+            Err(error) => {
+                // A failed accept: keep serving, but don't spin on a
+                // persistent failure.
+                tracing::warn!(%error, "control API: accepting a connection failed");
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        }
+    }
+}
+
+/// Handles one request and logs it.
+fn serve(plane: &dyn ControlPlane, mut request: Request) {
+    let start = Instant::now();
+    let method = request.method().clone();
+    let url = request.url().to_owned();
+    let path = url.split(['?', '#']).next().unwrap_or("").to_owned();
+    let (status, body) = match read_body(&mut request) {
+        Ok(body) => match std::panic::catch_unwind(AssertUnwindSafe(|| handle(plane, &method, &path, &body))) {
+            Ok(reply) => reply,
+            Err(panic) => {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a panic".into());
+                error(500, format!("the host failed handling {method} {path}: {what}"))
+            }
+        },
+        Err(reply) => reply,
+    };
+    let mut response = Response::from_string(body).with_status_code(status);
+    response.add_header(Header::from_bytes(&b"Content-Type"[..], &b"application/json"[..]).expect("a valid header"));
+    if status == 405
+        && let Ok(Some((_, allow))) = resolve(&path)
+    {
+        response.add_header(Header::from_bytes(&b"Allow"[..], allow.as_str().as_bytes()).expect("a valid header"));
+    }
+    let sent = request.respond(response);
+    // To the hundredth of a millisecond, so that logs don't show 0.10052000000000001.
+    let ms = (start.elapsed().as_secs_f64() * 100_000.0).round() / 100.0;
+    let method = method.as_str();
+    if status >= 500 {
+        tracing::warn!(method, path = %path, status, ms, "control request");
+    } else {
+        tracing::info!(method, path = %path, status, ms, "control request");
+    }
+    if let Err(error) = sent {
+        tracing::debug!(method, path = %path, %error, "control API: the reply could not be sent");
+    }
+}
+
+fn read_body(request: &mut Request) -> Result<Vec<u8>, (u16, String)> {
+    if request.body_length().is_some_and(|n| n as u64 > MAX_BODY) {
+        return Err(error(413, format!("the request body is larger than {MAX_BODY} bytes")));
+    }
+    let mut body = Vec::new();
+    request
+        .as_reader()
+        .take(MAX_BODY + 1)
+        .read_to_end(&mut body)
+        .map_err(|e| error(400, format!("cannot read the request body: {e}")))?;
+    if body.len() as u64 > MAX_BODY {
+        return Err(error(413, format!("the request body is larger than {MAX_BODY} bytes")));
+    }
+    Ok(body)
+}
+
+/// What a request asks for.
+#[derive(Debug, PartialEq)]
+enum Route {
+    Jobs,
+    Job(String),
+    Savepoint(String),
+    Cancel(String),
+    Upgrade(String),
+    Fork,
+}
+
+/// Finds the route of a request, or the error reply (404, 405) for a path
+/// or method that has none.
+fn route(method: &Method, path: &str) -> Result<Route, (u16, String)> {
+    match resolve(path)? {
+        None => Err(error(404, format!("no route for {method} {path}; the routes are: {ROUTES}"))),
+        Some((_, expected)) if *method != expected => {
+            Err(error(405, format!("{path} takes {expected}, not {method}; the routes are: {ROUTES}")))
+        }
+        Some((route, _)) => Ok(route),
+    }
+}
+
+/// The route of a path and the method it takes; `None` for a path that
+/// has no route.
+fn resolve(path: &str) -> Result<Option<(Route, Method)>, (u16, String)> {
+    let trimmed = path.trim_matches('/');
+    let segments: Vec<&str> = if trimmed.is_empty() { Vec::new() } else { trimmed.split('/').collect() };
+    let name = |segment: &str| -> Result<String, (u16, String)> {
+        percent_decode(segment)
+            .ok_or_else(|| error(400, format!("the job name in {path} is not valid percent-encoded UTF-8")))
+    };
+    Ok(Some(match segments.as_slice() {
+        ["jobs"] => (Route::Jobs, Method::Get),
+        ["jobs", job] => (Route::Job(name(job)?), Method::Get),
+        ["jobs", job, "savepoint"] => (Route::Savepoint(name(job)?), Method::Post),
+        ["jobs", job, "cancel"] => (Route::Cancel(name(job)?), Method::Post),
+        ["jobs", job, "upgrade"] => (Route::Upgrade(name(job)?), Method::Post),
+        ["forks"] => (Route::Fork, Method::Post),
+        _ => return Ok(None),
+    }))
+}
+
+/// Carries out one request: its status and JSON reply.
+fn handle(plane: &dyn ControlPlane, method: &Method, path: &str, body: &[u8]) -> (u16, String) {
+    let route = match route(method, path) {
+        Ok(route) => route,
+        Err(reply) => return reply,
+    };
+    match route {
+        Route::Jobs => json(200, &plane.jobs()),
+        Route::Job(job) => reply(plane.job(&job)),
+        Route::Savepoint(job) => {
+            // An empty body asks for the defaults.
+            let request = if body.iter().all(u8::is_ascii_whitespace) {
+                SavepointRequest::default()
+            } else {
+                match parse::<SavepointRequest>(body, "SavepointRequest") {
+                    Ok(request) => request,
+                    Err(reply) => return reply,
+                }
+            };
+            reply(plane.savepoint(&job, request))
+        }
+        Route::Cancel(job) => reply(plane.cancel(&job)),
+        Route::Upgrade(job) => match parse::<UpgradeRequest>(body, "UpgradeRequest") {
+            Ok(request) => reply(plane.upgrade(&job, request)),
+            Err(reply) => reply,
+        },
+        Route::Fork => match parse::<ForkRequest>(body, "ForkRequest") {
+            Ok(request) => reply(plane.fork(request)),
+            Err(reply) => reply,
+        },
+    }
+}
+
+fn parse<T: DeserializeOwned>(body: &[u8], what: &str) -> Result<T, (u16, String)> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(error(400, format!("the request needs a JSON {what} body, and it had none")));
+    }
+    serde_json::from_slice(body).map_err(|e| error(400, format!("bad {what} body: {e}")))
+}
+
+fn reply<T: Serialize>(result: Result<T, ControlError>) -> (u16, String) {
+    match result {
+        Ok(value) => json(200, &value),
+        Err(e) => error(e.status(), e.to_string()),
+    }
+}
+
+fn json<T: Serialize>(status: u16, value: &T) -> (u16, String) {
+    match serde_json::to_string(value) {
+        Ok(mut text) => {
+            text.push('\n');
+            (status, text)
+        }
+        Err(e) => error(500, format!("cannot encode the reply: {e}")),
+    }
+}
+
+fn error(status: u16, message: String) -> (u16, String) {
+    let mut text = serde_json::to_string(&ErrorReply { error: message }).expect("a string encodes");
+    text.push('\n');
+    (status, text)
+}
+
+/// Decodes `%XX` escapes; `None` if they are malformed or not UTF-8.
+fn percent_decode(segment: &str) -> Option<String> {
+    let bytes = segment.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::control::client::{ApiClient, ClientError};
+    use crate::control::{ForkInfo, JobInfo, OperatorInfo, SavepointInfo, UpgradeInfo};
+
+    /// A host with one job, `words`, that records what it was asked.
+    #[derive(Default)]
+    struct FakePlane {
+        calls: Mutex<Vec<String>>,
+        /// How long an upgrade takes.
+        upgrade_delay: Duration,
+    }
+
+    fn job(name: &str, status: &str) -> JobInfo {
+        JobInfo {
+            name: name.into(),
+            status: status.into(),
+            uptime_s: 12.5,
+            read: 1000,
+            written: 990,
+            operators: vec![
+                OperatorInfo { uid: "tokenize".into(), plugin: "/p/tokenize.wasm".into(), parallelism: 2 },
+                OperatorInfo { uid: "count".into(), plugin: "/p/word_count.wasm".into(), parallelism: 2 },
+            ],
+            error: None,
+        }
+    }
+
+    fn savepoint(job: &str, dir: PathBuf) -> SavepointInfo {
+        SavepointInfo { job: job.into(), dir, checkpoint: 7, size_bytes: 4096, entries: 42, duration_ms: 3.5 }
+    }
+
+    impl FakePlane {
+        fn known(&self, name: &str) -> Result<(), ControlError> {
+            if name == "words" { Ok(()) } else { Err(ControlError::NoSuchJob(name.into())) }
+        }
+        fn record(&self, call: String) {
+            self.calls.lock().unwrap().push(call);
+        }
+    }
+
+    impl ControlPlane for FakePlane {
+        fn jobs(&self) -> Vec<JobInfo> {
+            self.record("jobs".into());
+            vec![job("words", "running")]
+        }
+        fn job(&self, name: &str) -> Result<JobInfo, ControlError> {
+            self.known(name)?;
+            Ok(job(name, "running"))
+        }
+        fn savepoint(&self, name: &str, request: SavepointRequest) -> Result<SavepointInfo, ControlError> {
+            self.known(name)?;
+            self.record(format!("savepoint {name} {:?} {}", request.dir, request.stop));
+            Ok(savepoint(name, request.dir.unwrap_or_else(|| "/sp/default".into())))
+        }
+        fn cancel(&self, name: &str) -> Result<JobInfo, ControlError> {
+            self.known(name)?;
+            Ok(job(name, "cancelled"))
+        }
+        fn upgrade(&self, name: &str, request: UpgradeRequest) -> Result<UpgradeInfo, ControlError> {
+            self.known(name)?;
+            if request.operator != "count" {
+                return Err(ControlError::Rejected(format!("job `{name}` has no operator `{}`", request.operator)));
+            }
+            self.record(format!("upgrade started {name}"));
+            std::thread::sleep(self.upgrade_delay);
+            self.record(format!("upgrade done {name}"));
+            Ok(UpgradeInfo {
+                job: name.into(),
+                operator: request.operator,
+                plugin: request.plugin,
+                savepoint: savepoint(name, "/sp/up".into()),
+                downtime_ms: 123.4,
+                checked_entries: 42,
+            })
+        }
+        fn fork(&self, request: ForkRequest) -> Result<ForkInfo, ControlError> {
+            if request.name == "words" {
+                return Err(ControlError::Conflict("there is already a job `words`".into()));
+            }
+            self.record(format!("fork {} {} {:?} {:?}", request.from, request.name, request.operators, request.sinks));
+            Ok(ForkInfo { job: job(&request.name, "running"), savepoint: "/sp/fork".into() })
+        }
+    }
+
+    fn start(plane: FakePlane) -> (ApiServer, Arc<FakePlane>) {
+        let plane = Arc::new(plane);
+        let server = ApiServer::start("127.0.0.1:0", plane.clone()).expect("the server starts");
+        (server, plane)
+    }
+
+    /// A raw request (for what ApiClient never sends): status and body.
+    fn raw(server: &ApiServer, method: &str, path: &str, body: &str) -> (u16, String) {
+        let agent: ureq::Agent =
+            ureq::Agent::config_builder().http_status_as_error(false).proxy(None).build().into();
+        let url = format!("http://{}{path}", server.addr());
+        let mut response = match method {
+            "GET" => agent.get(&url).call(),
+            "DELETE" => agent.delete(&url).call(),
+            _ => agent.post(&url).content_type("application/json").send(body),
+        }
+        .expect("the request is answered");
+        let content_type = response.headers().get("content-type").map(|v| v.to_str().unwrap().to_owned());
+        assert_eq!(content_type.as_deref(), Some("application/json"));
+        (response.status().as_u16(), response.body_mut().read_to_string().unwrap())
+    }
+
+    fn error_text(body: &str) -> String {
+        serde_json::from_str::<ErrorReply>(body).expect("an ErrorReply").error
+    }
+
+    #[test]
+    fn every_route_answers_through_the_client() {
+        let (server, plane) = start(FakePlane::default());
+        let client = ApiClient::new(&server.addr().to_string());
+
+        let jobs = client.jobs().unwrap();
+        assert_eq!(jobs, vec![job("words", "running")]);
+        assert_eq!(client.job("words").unwrap(), job("words", "running"));
+
+        let sp = client.savepoint("words", &SavepointRequest { dir: Some("/tmp/sp1".into()), stop: true }).unwrap();
+        assert_eq!(sp, savepoint("words", "/tmp/sp1".into()));
+
+        assert_eq!(client.cancel("words").unwrap().status, "cancelled");
+
+        let upgrade = client
+            .upgrade(
+                "words",
+                &UpgradeRequest { operator: "count".into(), plugin: "/p/new.wasm".into(), savepoint_dir: None },
+            )
+            .unwrap();
+        assert_eq!(upgrade.operator, "count");
+        assert_eq!(upgrade.plugin, PathBuf::from("/p/new.wasm"));
+        assert_eq!(upgrade.checked_entries, 42);
+
+        let fork = client
+            .fork(&ForkRequest {
+                from: "words".into(),
+                name: "words-b".into(),
+                operators: vec![("count".into(), "/p/b.wasm".into())],
+                sinks: vec![("out".into(), "/tmp/b.txt".into())],
+                checkpoint_dir: None,
+            })
+            .unwrap();
+        assert_eq!(fork.job.name, "words-b");
+        assert_eq!(fork.savepoint, PathBuf::from("/sp/fork"));
+
+        let calls = plane.calls.lock().unwrap().clone();
+        assert_eq!(
+            calls,
+            vec![
+                "jobs".to_string(),
+                "savepoint words Some(\"/tmp/sp1\") true".into(),
+                "upgrade started words".into(),
+                "upgrade done words".into(),
+                "fork words words-b [(\"count\", \"/p/b.wasm\")] [(\"out\", \"/tmp/b.txt\")]".into(),
+            ]
+        );
+    }
+
+    #[test]
+    fn errors_carry_their_status_and_text() {
+        let (server, _plane) = start(FakePlane::default());
+        let client = ApiClient::new(&format!("http://{}/", server.addr()));
+
+        let missing = client.job("nope").unwrap_err();
+        assert_eq!(missing.status(), Some(404));
+        assert_eq!(missing.to_string(), "there is no job `nope` in this host");
+        assert_eq!(client.cancel("nope").unwrap_err().status(), Some(404));
+
+        let rejected = client
+            .upgrade("words", &UpgradeRequest { operator: "nope".into(), plugin: "/x.wasm".into(), savepoint_dir: None })
+            .unwrap_err();
+        assert!(matches!(&rejected, ClientError::Reply { status: 400, message } if message == "job `words` has no operator `nope`"));
+
+        let conflict = client
+            .fork(&ForkRequest {
+                from: "/sp/x".into(),
+                name: "words".into(),
+                operators: vec![],
+                sinks: vec![],
+                checkpoint_dir: None,
+            })
+            .unwrap_err();
+        assert_eq!(conflict.status(), Some(409));
+    }
+
+    #[test]
+    fn unknown_jobs_routes_and_methods() {
+        let (server, _plane) = start(FakePlane::default());
+
+        let (status, body) = raw(&server, "GET", "/jobs/nope", "");
+        assert_eq!(status, 404);
+        assert_eq!(error_text(&body), "there is no job `nope` in this host");
+
+        let (status, body) = raw(&server, "GET", "/nothing/here", "");
+        assert_eq!(status, 404);
+        let text = error_text(&body);
+        assert!(text.contains("GET /nothing/here") && text.contains("POST /jobs/{name}/upgrade"), "{text}");
+
+        let (status, body) = raw(&server, "POST", "/jobs/words/frobnicate", "{}");
+        assert_eq!(status, 404, "{body}");
+
+        let (status, body) = raw(&server, "DELETE", "/jobs/words", "");
+        assert_eq!(status, 405, "{body}");
+        assert!(error_text(&body).contains("takes GET"), "{body}");
+
+        let (status, _) = raw(&server, "GET", "/jobs/words/cancel", "");
+        assert_eq!(status, 405);
+
+        // A query string and a trailing slash don't matter; names are percent-decoded.
+        assert_eq!(raw(&server, "GET", "/jobs/?pretty", "").0, 200);
+        assert_eq!(raw(&server, "GET", "/jobs/w%6Frds", "").0, 200);
+    }
+
+    #[test]
+    fn bad_bodies_are_rejected_with_the_reason() {
+        let (server, plane) = start(FakePlane::default());
+
+        let (status, body) = raw(&server, "POST", "/jobs/words/upgrade", "{\"operator\": \"count\"");
+        assert_eq!(status, 400);
+        let text = error_text(&body);
+        assert!(text.starts_with("bad UpgradeRequest body: "), "{text}");
+
+        let (status, body) = raw(&server, "POST", "/jobs/words/upgrade", "{\"operator\": \"count\"}");
+        assert_eq!(status, 400);
+        assert!(error_text(&body).contains("missing field `plugin`"), "{body}");
+
+        let (status, body) = raw(&server, "POST", "/forks", "");
+        assert_eq!(status, 400);
+        assert!(error_text(&body).contains("ForkRequest"), "{body}");
+
+        let (status, body) = raw(&server, "POST", "/jobs/words/savepoint", "{\"stop\": \"yes\"}");
+        assert_eq!(status, 400);
+        assert!(error_text(&body).contains("SavepointRequest"), "{body}");
+
+        // An empty savepoint body means the defaults.
+        let (status, body) = raw(&server, "POST", "/jobs/words/savepoint", "");
+        assert_eq!(status, 200, "{body}");
+        let info: SavepointInfo = serde_json::from_str(&body).unwrap();
+        assert_eq!(info.dir, PathBuf::from("/sp/default"));
+        assert!(plane.calls.lock().unwrap().contains(&"savepoint words None false".to_string()));
+    }
+
+    #[test]
+    fn a_slow_upgrade_does_not_block_other_requests() {
+        let (server, plane) =
+            start(FakePlane { upgrade_delay: Duration::from_secs(1), ..FakePlane::default() });
+        let addr = server.addr().to_string();
+        let upgrade = std::thread::spawn(move || {
+            ApiClient::new(&addr).upgrade(
+                "words",
+                &UpgradeRequest { operator: "count".into(), plugin: "/p/new.wasm".into(), savepoint_dir: None },
+            )
+        });
+        // Wait until the upgrade is under way.
+        while !plane.calls.lock().unwrap().iter().any(|c| c == "upgrade started words") {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let client = ApiClient::new(&server.addr().to_string());
+        assert_eq!(client.jobs().unwrap().len(), 1);
+        assert_eq!(upgrade.join().unwrap().unwrap().downtime_ms, 123.4);
+        // `jobs` was answered while the upgrade was still in progress.
+        let calls = plane.calls.lock().unwrap().clone();
+        assert_eq!(calls, vec!["upgrade started words", "jobs", "upgrade done words"]);
+    }
+
+    #[test]
+    fn stopping_closes_the_port() {
+        let (mut server, _plane) = start(FakePlane::default());
+        let addr = server.addr();
+        assert_ne!(addr.port(), 0);
+        assert!(ApiClient::new(&addr.to_string()).jobs().is_ok());
+        server.stop();
+        let error = ApiClient::new(&addr.to_string()).jobs().unwrap_err();
+        assert!(matches!(error, ClientError::Unreachable { .. }), "{error}");
+        drop(server);
+    }
+
+    #[test]
+    fn routes_and_names() {
+        assert_eq!(route(&Method::Get, "/jobs"), Ok(Route::Jobs));
+        assert_eq!(route(&Method::Get, "/jobs/a%20b"), Ok(Route::Job("a b".into())));
+        assert_eq!(route(&Method::Post, "/jobs/x/savepoint"), Ok(Route::Savepoint("x".into())));
+        assert_eq!(route(&Method::Post, "/forks"), Ok(Route::Fork));
+        assert_eq!(route(&Method::Get, "/").unwrap_err().0, 404);
+        assert_eq!(route(&Method::Get, "/jobs/%zz").unwrap_err().0, 400);
+        assert_eq!(percent_decode("%E2%9C%93ok"), Some("✓ok".into()));
+        assert_eq!(percent_decode("%2"), None);
+    }
+
+    #[test]
+    fn a_busy_port_is_an_addr_in_use_error() {
+        let (server, plane) = start(FakePlane::default());
+        let error = ApiServer::start(&server.addr().to_string(), plane).unwrap_err();
+        assert_eq!(error.kind(), std::io::ErrorKind::AddrInUse);
+        assert!(error.to_string().contains(&server.addr().to_string()), "{error}");
+    }
+}

@@ -1,0 +1,117 @@
+//! What the control API says: requests and replies, as JSON.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// A job the host runs (or ran).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobInfo {
+    pub name: String,
+    /// `running`, `upgrading`, `finished`, `failed`, `cancelled` or `stopped`
+    /// (stopped with a savepoint).
+    pub status: String,
+    /// Seconds since the job (its current incarnation) started.
+    pub uptime_s: f64,
+    /// Records read by its sources and written by its sinks so far.
+    pub read: u64,
+    pub written: u64,
+    /// Each operator's uid and plugin file.
+    pub operators: Vec<OperatorInfo>,
+    /// Why it failed, when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OperatorInfo {
+    pub uid: String,
+    pub plugin: PathBuf,
+    pub parallelism: u32,
+}
+
+/// `POST /jobs/{name}/savepoint`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct SavepointRequest {
+    /// Where to write it (default: `savepoints/sp-<job>-<checkpoint>` beside
+    /// the job's checkpoint directory, or in the host's working directory).
+    #[serde(default)]
+    pub dir: Option<PathBuf>,
+    /// Stop the job once the savepoint is complete.
+    #[serde(default)]
+    pub stop: bool,
+}
+
+/// A savepoint written.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SavepointInfo {
+    pub job: String,
+    pub dir: PathBuf,
+    /// The checkpoint it was taken at.
+    pub checkpoint: u64,
+    pub size_bytes: u64,
+    /// Keyed entries it holds (all operators).
+    pub entries: u64,
+    /// From the request to the savepoint written.
+    pub duration_ms: f64,
+}
+
+/// `POST /jobs/{name}/upgrade`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct UpgradeRequest {
+    /// The operator to swap the plugin of.
+    pub operator: String,
+    /// The new plugin file.
+    pub plugin: PathBuf,
+    /// Where to write the savepoint the upgrade goes through (default as
+    /// for savepoints).
+    #[serde(default)]
+    pub savepoint_dir: Option<PathBuf>,
+}
+
+/// An upgrade done.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UpgradeInfo {
+    pub job: String,
+    pub operator: String,
+    pub plugin: PathBuf,
+    pub savepoint: SavepointInfo,
+    /// From the stop request to the new job's tasks running: how long the
+    /// job produced nothing.
+    pub downtime_ms: f64,
+    /// State entries of the operator checked against the new plugin.
+    pub checked_entries: u64,
+}
+
+/// `POST /forks`: start a second job from a running job (a
+/// savepoint is taken first) or from a savepoint directory.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ForkRequest {
+    /// A running job's name, or a savepoint directory.
+    pub from: String,
+    /// The new job's name.
+    pub name: String,
+    /// Plugin swaps: operator uid → plugin file.
+    #[serde(default)]
+    pub operators: Vec<(String, PathBuf)>,
+    /// Sink path overrides: sink name → path.
+    #[serde(default)]
+    pub sinks: Vec<(String, PathBuf)>,
+    /// The new job's checkpoint directory (default: beside the original's,
+    /// named after the new job).
+    #[serde(default)]
+    pub checkpoint_dir: Option<PathBuf>,
+}
+
+/// A fork started.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ForkInfo {
+    pub job: JobInfo,
+    pub savepoint: PathBuf,
+}
+
+/// An error reply: `{"error": "..."}` with an HTTP status.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorReply {
+    pub error: String,
+}

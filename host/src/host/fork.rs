@@ -1,0 +1,139 @@
+//! Fork: a second job from the same snapshot as a running job (a savepoint
+//! is taken first) or from a savepoint directory, with other plugins and
+//! sinks, running beside the first.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::upgrade::{check_state, with_plugin};
+use super::{JobManager, absolute};
+use crate::control::{ControlError, ControlPlane, ForkInfo, ForkRequest};
+use crate::job::{JobGraph, NodeKind, Overrides, SinkSpec};
+use crate::savepoint::Savepoint;
+
+pub(super) fn fork(manager: &Arc<JobManager>, request: ForkRequest) -> Result<ForkInfo, ControlError> {
+    if manager.lock().get(&request.name).is_some_and(|j| j.status.is_active()) {
+        return Err(ControlError::Conflict(format!("a job named `{}` is running already; choose another name", request.name)));
+    }
+    let (base, savepoint) = match manager.running(&request.from) {
+        Ok((graph, _, _)) => {
+            let dir = manager.default_savepoint_dir(&graph, "fork");
+            let info = manager.take_savepoint(&request.from, dir, false)?;
+            (graph, Savepoint::open(&info.dir).map_err(|e| ControlError::Failed(e.to_string()))?)
+        }
+        Err(ControlError::NoSuchJob(_)) => {
+            let savepoint = Savepoint::open(Path::new(&request.from)).map_err(|e| {
+                ControlError::Rejected(format!("`{}` is neither a job of this host nor a savepoint: {e}", request.from))
+            })?;
+            (graph_of(&savepoint)?, savepoint)
+        }
+        Err(other) => return Err(other),
+    };
+    let graph = forked_graph(manager, base, &request)?;
+    for (uid, _) in &request.operators {
+        let plugin = plugin_of(&graph, uid);
+        let loaded = manager.engine.load(&plugin).map_err(|e| ControlError::Rejected(e.to_string()))?;
+        check_state(manager, &graph, uid, &loaded, &savepoint).map_err(|reason| {
+            ControlError::Rejected(format!("plugin {} cannot take over the state of operator `{uid}`: {reason}", plugin.display()))
+        })?;
+    }
+    manager.submit(graph.clone(), Some(savepoint.clone()), false)?;
+    let info = manager.job(&graph.name)?;
+    Ok(ForkInfo { job: info, savepoint: savepoint.dir })
+}
+
+/// The job a savepoint was taken from, as its job file describes it, with
+/// the plugins it was running when the savepoint was taken.
+fn graph_of(savepoint: &Savepoint) -> Result<JobGraph, ControlError> {
+    let Some(definition) = &savepoint.manifest.job_file else {
+        return Err(ControlError::Rejected(format!(
+            "savepoint {} does not record its job file, so a fork cannot be made from it alone",
+            savepoint.dir.display()
+        )));
+    };
+    let base = definition.path.parent().map(Path::to_path_buf).unwrap_or_default();
+    let mut graph = crate::job::parse(&definition.text, &base, Overrides::default()).map_err(|e| {
+        ControlError::Rejected(format!("the job file recorded in savepoint {} no longer parses: {e:?}", savepoint.dir.display()))
+    })?;
+    graph.definition = Some(definition.clone());
+    for operator in &savepoint.manifest.operators {
+        if graph.nodes.iter().any(|n| n.name == operator.uid) {
+            graph = with_plugin(&graph, &operator.uid, &operator.plugin)?;
+        }
+    }
+    Ok(graph)
+}
+
+/// `base` renamed, with the request's plugins and sinks, and a checkpoint
+/// directory of its own.
+fn forked_graph(manager: &JobManager, base: JobGraph, request: &ForkRequest) -> Result<JobGraph, ControlError> {
+    let mut graph = base;
+    graph.name = request.name.clone();
+    for (uid, plugin) in &request.operators {
+        graph = with_plugin(&graph, uid, &absolute(plugin))?;
+    }
+    for (sink, path) in &request.sinks {
+        set_sink_path(&mut graph, sink, absolute(path))?;
+    }
+    if let Some(settings) = graph.checkpoints.as_mut() {
+        settings.dir = match &request.checkpoint_dir {
+            Some(dir) => absolute(dir),
+            None => settings.dir.with_file_name(&request.name),
+        };
+    }
+    refuse_shared_outputs(manager, &graph)?;
+    Ok(graph)
+}
+
+fn plugin_of(graph: &JobGraph, uid: &str) -> PathBuf {
+    graph
+        .nodes
+        .iter()
+        .find_map(|n| match &n.kind {
+            NodeKind::Operator(op) if n.name == uid => Some(op.plugin.clone()),
+            _ => None,
+        })
+        .expect("with_plugin checked the uid")
+}
+
+fn set_sink_path(graph: &mut JobGraph, sink: &str, new_path: PathBuf) -> Result<(), ControlError> {
+    let node = graph.nodes.iter_mut().find(|n| n.name == sink && matches!(n.kind, NodeKind::Sink(_)));
+    match node.map(|n| &mut n.kind) {
+        Some(NodeKind::Sink(SinkSpec::File { path, .. } | SinkSpec::Files { path, .. })) => {
+            *path = new_path;
+            Ok(())
+        }
+        Some(_) => Err(ControlError::Rejected(format!("sink `{sink}` has no path to change"))),
+        None => Err(ControlError::Rejected(format!("the job has no sink `{sink}`"))),
+    }
+}
+
+/// Paths a job writes to: its sinks' files and its checkpoint directory.
+fn outputs(graph: &JobGraph) -> Vec<(String, PathBuf)> {
+    let sinks = graph.nodes.iter().filter_map(|n| match &n.kind {
+        NodeKind::Sink(SinkSpec::File { path, .. } | SinkSpec::Files { path, .. }) => {
+            Some((format!("sink `{}`", n.name), absolute(path)))
+        }
+        _ => None,
+    });
+    let checkpoints = graph.checkpoints.iter().map(|c| ("its checkpoint directory".to_owned(), absolute(&c.dir)));
+    sinks.chain(checkpoints).collect()
+}
+
+/// Two jobs writing the same files would destroy each other's output.
+fn refuse_shared_outputs(manager: &JobManager, graph: &JobGraph) -> Result<(), ControlError> {
+    let jobs = manager.lock();
+    for (name, job) in jobs.iter().filter(|(_, j)| j.status.is_active()) {
+        let theirs = outputs(&job.graph);
+        for (what, path) in outputs(graph) {
+            if theirs.iter().any(|(_, p)| *p == path) {
+                return Err(ControlError::Rejected(format!(
+                    "{what} of the fork would write to {}, as job `{name}` does; give it another path \
+                     (--sink NAME=PATH, --checkpoint-dir DIR)",
+                    path.display()
+                )));
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,328 @@
+//! The host: the jobs one `weir` process runs, and what its control API
+//! does to them.
+//!
+//! Each job runs on a thread of its own ([`run_job_with`]) and is driven by
+//! [`JobCommand`]s: savepoints, cancellation, progress. Upgrades and forks
+//! are made of those: an upgrade checks the new plugin against the running
+//! job's state (through a savepoint taken while the job runs on), then
+//! stops the job with a savepoint and starts it again from there with the
+//! new plugin, under the same name; a fork starts a second job from a
+//! savepoint beside the first.
+
+mod fork;
+mod upgrade;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Sender, bounded, unbounded};
+use tracing::{error, info};
+
+use crate::checkpoint::SavepointOrder;
+use crate::control::{
+    ControlError, ControlPlane, ForkInfo, ForkRequest, JobInfo, OperatorInfo, SavepointInfo, SavepointRequest,
+    UpgradeInfo, UpgradeRequest,
+};
+use crate::dataflow::{JobCommand, JobSummary, RunError, RunOptions, run_job_with};
+use crate::job::{JobGraph, NodeKind};
+use crate::plugin::{PluginEngine, now_ms};
+use crate::savepoint::Savepoint;
+
+/// How long a status question may wait for a busy job.
+const STATUS_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// What became of a job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobStatus {
+    Running,
+    /// Being stopped and restarted with a new plugin.
+    Upgrading,
+    Finished,
+    Failed(String),
+    Cancelled,
+    /// Stopped with a savepoint (and not restarted).
+    Stopped,
+}
+
+impl JobStatus {
+    fn word(&self) -> &'static str {
+        match self {
+            JobStatus::Running => "running",
+            JobStatus::Upgrading => "upgrading",
+            JobStatus::Finished => "finished",
+            JobStatus::Failed(_) => "failed",
+            JobStatus::Cancelled => "cancelled",
+            JobStatus::Stopped => "stopped",
+        }
+    }
+
+    fn is_active(&self) -> bool {
+        matches!(self, JobStatus::Running | JobStatus::Upgrading)
+    }
+}
+
+/// One job of the host (its current incarnation).
+struct Job {
+    graph: JobGraph,
+    status: JobStatus,
+    started: Instant,
+    commands: Sender<JobCommand>,
+    /// Bumped by each incarnation, so a thread that ends late does not
+    /// overwrite the status of the one that replaced it.
+    generation: u64,
+    summary: Option<JobSummary>,
+}
+
+/// The jobs of one host process.
+pub struct JobManager {
+    engine: Arc<PluginEngine>,
+    jobs: Mutex<BTreeMap<String, Job>>,
+    /// Signalled whenever a job ends.
+    changed: Condvar,
+}
+
+impl JobManager {
+    pub fn new(engine: Arc<PluginEngine>) -> Arc<Self> {
+        Arc::new(JobManager { engine, jobs: Mutex::new(BTreeMap::new()), changed: Condvar::new() })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<String, Job>> {
+        self.jobs.lock().expect("job table lock")
+    }
+
+    /// Starts `graph` (from `savepoint`, if given) and waits until its tasks
+    /// run — or returns why they could not start.
+    pub fn submit(
+        self: &Arc<Self>,
+        graph: JobGraph,
+        savepoint: Option<Savepoint>,
+        allow_non_restored_state: bool,
+    ) -> Result<(), ControlError> {
+        let name = graph.name.clone();
+        let (commands, receiver) = unbounded();
+        let (started_tx, started) = bounded(1);
+        let generation = {
+            let mut jobs = self.lock();
+            let previous = jobs.get(&name);
+            if previous.is_some_and(|job| job.status == JobStatus::Running) {
+                return Err(ControlError::Conflict(format!("a job named `{name}` is running already; choose another name")));
+            }
+            let generation = previous.map_or(0, |job| job.generation + 1);
+            let job = Job {
+                graph: graph.clone(),
+                status: JobStatus::Running,
+                started: Instant::now(),
+                commands,
+                generation,
+                summary: None,
+            };
+            jobs.insert(name.clone(), job);
+            generation
+        };
+        let options = RunOptions {
+            savepoint,
+            allow_non_restored_state,
+            commands: Some(receiver),
+            started: Some(started_tx),
+        };
+        let manager = self.clone();
+        std::thread::Builder::new()
+            .name(format!("weir-job-{name}"))
+            .spawn(move || {
+                let result = run_job_with(&graph, &manager.engine, options);
+                manager.ended(&graph.name, generation, result);
+            })
+            .expect("spawn a job thread");
+        // The job thread says when its tasks run; if it ends first, it failed to start.
+        if started.recv().is_err() {
+            let jobs = self.lock();
+            if let Some(JobStatus::Failed(reason)) = jobs.get(&name).map(|j| &j.status) {
+                return Err(ControlError::Rejected(reason.clone()));
+            }
+            // It had finished already, by its checkpoints.
+            return Ok(());
+        }
+        info!(job = %name, "job started");
+        Ok(())
+    }
+
+    /// Records how a job's thread ended.
+    fn ended(&self, name: &str, generation: u64, result: Result<JobSummary, RunError>) {
+        let mut jobs = self.lock();
+        let Some(job) = jobs.get_mut(name).filter(|j| j.generation == generation) else { return };
+        job.status = match &result {
+            // An upgrade stopped it and starts it again.
+            Ok(summary) if summary.stopped_with.is_some() && job.status == JobStatus::Upgrading => JobStatus::Upgrading,
+            Ok(summary) if summary.stopped_with.is_some() => JobStatus::Stopped,
+            Ok(_) => JobStatus::Finished,
+            Err(RunError::Cancelled) => JobStatus::Cancelled,
+            Err(error) => {
+                error!(job = %name, %error, "job failed");
+                JobStatus::Failed(error.to_string())
+            }
+        };
+        job.summary = result.ok();
+        drop(jobs);
+        self.changed.notify_all();
+    }
+
+    /// Waits until no job is running; returns the final status and summary
+    /// of each.
+    pub fn wait_all(&self) -> Vec<(String, JobStatus, Option<JobSummary>)> {
+        let mut jobs = self.lock();
+        while jobs.values().any(|j| j.status.is_active()) {
+            jobs = self.changed.wait(jobs).expect("job table lock");
+        }
+        jobs.iter().map(|(name, job)| (name.clone(), job.status.clone(), job.summary.clone())).collect()
+    }
+
+    /// Waits until the current incarnation of `name` has ended.
+    fn wait_ended(&self, name: &str, generation: u64) -> JobStatus {
+        let mut jobs = self.lock();
+        loop {
+            match jobs.get(name) {
+                Some(job) if job.generation == generation && job.summary.is_none() && job.status.is_active() => {
+                    jobs = self.changed.wait(jobs).expect("job table lock");
+                }
+                Some(job) => return job.status.clone(),
+                None => return JobStatus::Cancelled,
+            }
+        }
+    }
+
+    /// The running job `name`: its graph, command channel and generation.
+    fn running(&self, name: &str) -> Result<(JobGraph, Sender<JobCommand>, u64), ControlError> {
+        self.active(name, false)
+    }
+
+    /// Job `name` if it is running (or, with `upgrading`, being upgraded).
+    fn active(&self, name: &str, upgrading: bool) -> Result<(JobGraph, Sender<JobCommand>, u64), ControlError> {
+        let jobs = self.lock();
+        let job = jobs.get(name).ok_or_else(|| ControlError::NoSuchJob(name.to_owned()))?;
+        if job.status != JobStatus::Running && !(upgrading && job.status == JobStatus::Upgrading) {
+            return Err(ControlError::Conflict(format!("job `{name}` is {}, not running", job.status.word())));
+        }
+        Ok((job.graph.clone(), job.commands.clone(), job.generation))
+    }
+
+    fn set_status(&self, name: &str, status: JobStatus) {
+        if let Some(job) = self.lock().get_mut(name) {
+            job.status = status;
+        }
+    }
+
+    /// Asks job `name` (running, or being upgraded) for a savepoint in
+    /// `dir` and waits until it is written.
+    fn take_savepoint(&self, name: &str, dir: PathBuf, stop: bool) -> Result<SavepointInfo, ControlError> {
+        let (_, commands, _) = self.active(name, true)?;
+        let (reply, answer) = bounded(1);
+        let order = SavepointOrder { dir, stop, reply, requested: Instant::now() };
+        commands
+            .send(JobCommand::Savepoint(order))
+            .map_err(|_| ControlError::Conflict(format!("job `{name}` has ended")))?;
+        match answer.recv() {
+            Ok(Ok(info)) => Ok(info),
+            Ok(Err(reason)) => Err(ControlError::Failed(format!("savepoint of job `{name}` failed: {reason}"))),
+            Err(_) => Err(ControlError::Failed(format!("job `{name}` ended before its savepoint was written"))),
+        }
+    }
+
+    /// Where a savepoint goes when the request names no directory: under
+    /// the job's checkpoint directory, else `savepoints/` in the working
+    /// directory.
+    fn default_savepoint_dir(&self, graph: &JobGraph, label: &str) -> PathBuf {
+        let root = match &graph.checkpoints {
+            Some(settings) => settings.dir.join("savepoints"),
+            None => PathBuf::from("savepoints"),
+        };
+        let dir = root.join(format!("{label}-{}-{}", graph.name, now_ms()));
+        std::path::absolute(&dir).unwrap_or(dir)
+    }
+
+    fn info(&self, name: &str, job: &Job) -> JobInfo {
+        let progress = job.status.is_active().then(|| {
+            let (reply, answer) = bounded(1);
+            job.commands.send(JobCommand::Progress(reply)).ok()?;
+            answer.recv_timeout(STATUS_TIMEOUT).ok()
+        });
+        let (read, written) = match (progress.flatten(), &job.summary) {
+            (Some(p), _) => (p.read, p.written),
+            (None, Some(summary)) => (summary.records_read(), summary.records_written()),
+            (None, None) => (0, 0),
+        };
+        JobInfo {
+            name: name.to_owned(),
+            status: job.status.word().to_owned(),
+            uptime_s: job.started.elapsed().as_secs_f64(),
+            read,
+            written,
+            operators: operators(&job.graph),
+            error: match &job.status {
+                JobStatus::Failed(reason) => Some(reason.clone()),
+                _ => None,
+            },
+        }
+    }
+}
+
+/// The operators of a job, for [`JobInfo`].
+fn operators(graph: &JobGraph) -> Vec<OperatorInfo> {
+    graph
+        .nodes
+        .iter()
+        .filter_map(|node| match &node.kind {
+            NodeKind::Operator(op) => {
+                Some(OperatorInfo { uid: node.name.clone(), plugin: op.plugin.clone(), parallelism: node.parallelism })
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// `path` made absolute against the host's working directory.
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+impl ControlPlane for Arc<JobManager> {
+    fn jobs(&self) -> Vec<JobInfo> {
+        let jobs = self.lock();
+        jobs.iter().map(|(name, job)| self.info(name, job)).collect()
+    }
+
+    fn job(&self, name: &str) -> Result<JobInfo, ControlError> {
+        let jobs = self.lock();
+        let job = jobs.get(name).ok_or_else(|| ControlError::NoSuchJob(name.to_owned()))?;
+        Ok(self.info(name, job))
+    }
+
+    fn savepoint(&self, name: &str, request: SavepointRequest) -> Result<SavepointInfo, ControlError> {
+        let (graph, _, generation) = self.running(name)?;
+        let dir = match request.dir {
+            Some(dir) => absolute(&dir),
+            None => self.default_savepoint_dir(&graph, "savepoint"),
+        };
+        let info = self.take_savepoint(name, dir, request.stop)?;
+        if request.stop {
+            self.wait_ended(name, generation);
+        }
+        Ok(info)
+    }
+
+    fn cancel(&self, name: &str) -> Result<JobInfo, ControlError> {
+        let (_, commands, generation) = self.running(name)?;
+        let _ = commands.send(JobCommand::Cancel);
+        self.wait_ended(name, generation);
+        self.job(name)
+    }
+
+    fn upgrade(&self, name: &str, request: UpgradeRequest) -> Result<UpgradeInfo, ControlError> {
+        upgrade::upgrade(self, name, request)
+    }
+
+    fn fork(&self, request: ForkRequest) -> Result<ForkInfo, ControlError> {
+        fork::fork(self, request)
+    }
+}

@@ -1,0 +1,156 @@
+//! Hot upgrade: swap the plugin of one operator of a running job.
+//!
+//! 1. The new module is compiled and checked against the world.
+//! 2. A savepoint is taken while the job runs on, and every stored value
+//!    of the operator's states is offered to the new plugin's
+//!    `check-state`: a plugin that cannot read its predecessor's state is
+//!    refused here, with the job untouched.
+//! 3. The job is stopped with a savepoint (sources stop at its barrier),
+//!    and started again from it with the new plugin, in the same host.
+//!
+//! The downtime is the time from the stop request to the new tasks running.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use tracing::{info, warn};
+
+use super::{JobManager, JobStatus, absolute};
+use crate::control::{ControlError, UpgradeInfo, UpgradeRequest};
+use crate::dataflow::instance_config;
+use crate::job::{JobGraph, NodeKind};
+use crate::plugin::{InitialState, LoadedPlugin, OperatorInstance};
+use crate::savepoint::{Savepoint, StateKind};
+use crate::state::{BackendKind, open_backend};
+
+/// Values handed to `check-state` per call.
+const CHECK_BATCH: usize = 4096;
+
+pub(super) fn upgrade(manager: &Arc<JobManager>, name: &str, request: UpgradeRequest) -> Result<UpgradeInfo, ControlError> {
+    let (graph, _, generation) = manager.running(name)?;
+    let uid = &request.operator;
+    let plugin_path = absolute(&request.plugin);
+    let plugin = manager
+        .engine
+        .load(&plugin_path)
+        .map_err(|e| ControlError::Rejected(format!("upgrade refused, job `{name}` runs on unchanged: {e}")))?;
+    let upgraded = with_plugin(&graph, uid, &plugin_path)?;
+
+    let check_dir = manager.default_savepoint_dir(&graph, "upgrade-check");
+    let check = manager.take_savepoint(name, check_dir.clone(), false)?;
+    let checked = check_state(manager, &upgraded, uid, &plugin, &Savepoint::open(&check.dir).map_err(failed)?);
+    let _ = std::fs::remove_dir_all(&check_dir);
+    let checked_entries = checked.map_err(|reason| {
+        ControlError::Rejected(format!(
+            "upgrade refused, job `{name}` runs on unchanged: the new plugin {} cannot take over the state of \
+             operator `{uid}`: {reason}",
+            plugin_path.display()
+        ))
+    })?;
+
+    manager.set_status(name, JobStatus::Upgrading);
+    let stop_requested = Instant::now();
+    let dir = match &request.savepoint_dir {
+        Some(dir) => absolute(dir),
+        None => manager.default_savepoint_dir(&graph, "upgrade"),
+    };
+    let savepoint = match manager.take_savepoint(name, dir, true) {
+        Ok(info) => info,
+        Err(error) => {
+            manager.set_status(name, JobStatus::Running);
+            return Err(error);
+        }
+    };
+    manager.wait_ended(name, generation);
+    let opened = Savepoint::open(&savepoint.dir).map_err(failed)?;
+    if let Err(error) = manager.submit(upgraded, Some(opened.clone()), false) {
+        warn!(job = %name, %error, "the upgraded job did not start; starting the old version again");
+        manager.submit(graph, Some(opened), false)?;
+        return Err(ControlError::Failed(format!(
+            "the upgraded job did not start ({error}); job `{name}` was restarted with its old plugin from savepoint {}",
+            savepoint.dir.display()
+        )));
+    }
+    let downtime_ms = stop_requested.elapsed().as_secs_f64() * 1000.0;
+    info!(job = %name, operator = %uid, plugin = %plugin_path.display(), downtime_ms, "upgraded");
+    Ok(UpgradeInfo { job: name.to_owned(), operator: uid.clone(), plugin: plugin_path, savepoint, downtime_ms, checked_entries })
+}
+
+/// `graph` with operator `uid` running `plugin`.
+pub(super) fn with_plugin(graph: &JobGraph, uid: &str, plugin: &std::path::Path) -> Result<JobGraph, ControlError> {
+    let mut graph = graph.clone();
+    let node = graph.nodes.iter_mut().find(|n| n.name == *uid);
+    match node.map(|n| &mut n.kind) {
+        Some(NodeKind::Operator(op)) => op.plugin = plugin.to_path_buf(),
+        _ => {
+            let uids: Vec<&str> = graph
+                .nodes
+                .iter()
+                .filter(|n| matches!(n.kind, NodeKind::Operator(_)))
+                .map(|n| n.name.as_str())
+                .collect();
+            return Err(ControlError::Rejected(format!(
+                "job `{}` has no operator with uid `{uid}` (its operators: {})",
+                graph.name,
+                uids.join(", ")
+            )));
+        }
+    }
+    Ok(graph)
+}
+
+/// Offers every stored value of operator `uid`'s value and map states in
+/// `savepoint` to a fresh instance of `plugin`; returns how many it read.
+pub(super) fn check_state(
+    manager: &JobManager,
+    graph: &JobGraph,
+    uid: &str,
+    plugin: &LoadedPlugin,
+    savepoint: &Savepoint,
+) -> Result<u64, String> {
+    if savepoint.manifest.operator(uid).is_none() {
+        return Ok(0);
+    }
+    let node = graph.nodes.iter().find(|n| n.name == uid).expect("the uid was checked");
+    let NodeKind::Operator(op) = &node.kind else { unreachable!("the uid is an operator's") };
+    let backend = open_backend(BackendKind::Memory, &std::env::temp_dir()).map_err(|e| e.to_string())?;
+    let state = InitialState { backend, meta: None, max_parallelism: graph.max_parallelism };
+    let config = instance_config(&op.config, node.parallelism, 0, 0);
+    let mut instance = OperatorInstance::new(&manager.engine, plugin, op.limits, state, &config)
+        .map_err(|e| format!("it fails to start: {e}"))?;
+    let mut values: BTreeMap<(String, bool), Vec<Vec<u8>>> = BTreeMap::new();
+    savepoint
+        .entries(uid, &mut |entry| {
+            if !entry.kind.is_timer() {
+                values.entry((entry.state, entry.kind == StateKind::Map)).or_default().push(entry.value);
+            }
+        })
+        .map_err(|e| e.to_string())?;
+    let mut checked = 0;
+    for ((name, map), values) in &values {
+        for chunk in values.chunks(CHECK_BATCH) {
+            let (data, offsets) = flatten(chunk);
+            instance
+                .check_state(name, *map, &data, &offsets)
+                .map_err(|e| format!("its check-state call failed: {e}"))??;
+        }
+        checked += values.len() as u64;
+    }
+    Ok(checked)
+}
+
+/// Values as one buffer and `len + 1` offsets.
+fn flatten(values: &[Vec<u8>]) -> (Vec<u8>, Vec<u32>) {
+    let mut data = Vec::new();
+    let mut offsets = vec![0];
+    for value in values {
+        data.extend_from_slice(value);
+        offsets.push(data.len() as u32);
+    }
+    (data, offsets)
+}
+
+fn failed(error: impl std::fmt::Display) -> ControlError {
+    ControlError::Failed(error.to_string())
+}

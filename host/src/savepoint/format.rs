@@ -1,0 +1,176 @@
+//! The savepoint manifest and the encoding of its data files.
+//!
+//! ```text
+//! DIR/_SAVEPOINT                 "weir-savepoint 1 crc32=XXXXXXXX\n" + JSON manifest
+//! DIR/<uid>/keyed-<first>-<last>.wsk
+//!     "WEIRSK01", then entries sorted by (key group, state, key, value):
+//!     key group u16, state u32 (a descriptor id), key (u32 len + bytes),
+//!     value (u32 len + bytes); little-endian
+//! DIR/<uid>/broadcast.wsb
+//!     "WEIRSB01", u32 maps, each: name, u32 entries, (key, value)...
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::connectors::SourceSplit;
+use crate::state::FileRef;
+
+/// The version of the savepoint format this Weir writes and reads.
+pub const FORMAT_VERSION: u32 = 1;
+/// The manifest's file name; a savepoint exists once it does.
+pub const MANIFEST_FILE: &str = "_SAVEPOINT";
+const HEADER: &str = "weir-savepoint";
+pub(super) const KEYED_MAGIC: &[u8; 8] = b"WEIRSK01";
+pub(super) const BROADCAST_MAGIC: &[u8; 8] = b"WEIRSB01";
+
+/// What a savepoint holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SavepointManifest {
+    pub format: u32,
+    pub job: String,
+    /// The checkpoint of the job it was made from.
+    pub checkpoint: u64,
+    /// When it was written, ms since the Unix epoch.
+    pub taken_at_ms: i64,
+    /// The job's number of key groups; a restore must use the same.
+    pub max_parallelism: u32,
+    /// The job file it was taken from (to fork from a savepoint alone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_file: Option<JobDefinition>,
+    pub operators: Vec<OperatorSnapshot>,
+    pub sources: Vec<SourceSnapshot>,
+}
+
+/// A job file's path and text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobDefinition {
+    pub path: PathBuf,
+    pub text: String,
+}
+
+/// An operator's state, by uid.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OperatorSnapshot {
+    pub uid: String,
+    /// The plugin file it ran, and that file's SHA-256.
+    pub plugin: PathBuf,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin_sha256: Option<String>,
+    /// Its parallelism when the savepoint was taken.
+    pub parallelism: u32,
+    /// The states entries refer to, by `id`.
+    pub states: Vec<StateDescriptor>,
+    /// Keyed entries, one file per subtask that had any, by key-group range.
+    pub keyed: Vec<KeyedFile>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub broadcast: Option<FileRef>,
+}
+
+/// One state of an operator.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateDescriptor {
+    pub id: u32,
+    /// The name the plugin opened it by.
+    pub name: String,
+    pub kind: StateKind,
+}
+
+/// What kind of state a descriptor is, and so how its entries read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StateKind {
+    /// key = the key; value = the plugin's bytes.
+    Value,
+    /// key = primary key length (u32 LE) ++ primary key ++ sub-key.
+    Map,
+    /// key = the timer's key; value = its timestamp (i64 LE, ms).
+    EventTimer,
+    ProcessingTimer,
+}
+
+impl StateKind {
+    pub fn is_timer(self) -> bool {
+        matches!(self, StateKind::EventTimer | StateKind::ProcessingTimer)
+    }
+}
+
+/// A file of keyed entries covering key groups `first..=last`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KeyedFile {
+    pub file: FileRef,
+    pub first_key_group: u32,
+    pub last_key_group: u32,
+    pub entries: u64,
+    /// Where each non-empty key group's entries start.
+    pub index: Vec<KeyGroupIndex>,
+}
+
+/// A key group's entries in a [`KeyedFile`]: `entries` entries from byte
+/// `offset` on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyGroupIndex {
+    pub key_group: u32,
+    pub offset: u64,
+    pub entries: u64,
+}
+
+/// A source's positions, by name.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SourceSnapshot {
+    pub name: String,
+    pub parallelism: u32,
+    pub splits: Vec<SourceSplit>,
+}
+
+impl SavepointManifest {
+    pub fn operator(&self, uid: &str) -> Option<&OperatorSnapshot> {
+        self.operators.iter().find(|o| o.uid == uid)
+    }
+
+    pub fn source(&self, name: &str) -> Option<&SourceSnapshot> {
+        self.sources.iter().find(|s| s.name == name)
+    }
+
+    /// Every data file.
+    pub fn files(&self) -> impl Iterator<Item = &FileRef> {
+        self.operators.iter().flat_map(|o| o.keyed.iter().map(|k| &k.file).chain(o.broadcast.iter()))
+    }
+
+    /// The manifest as stored: checksum line, then JSON.
+    pub fn encode(&self) -> Vec<u8> {
+        let json = serde_json::to_vec_pretty(self).expect("a savepoint manifest serialises");
+        let mut out = format!("{HEADER} {FORMAT_VERSION} crc32={:08x}\n", crc32fast::hash(&json)).into_bytes();
+        out.extend_from_slice(&json);
+        out
+    }
+
+    /// Parses and checks a stored manifest.
+    pub fn decode(path: &Path, bytes: &[u8]) -> Result<SavepointManifest, String> {
+        let newline = bytes.iter().position(|&b| b == b'\n').ok_or("it has no header line (truncated?)")?;
+        let header = std::str::from_utf8(&bytes[..newline]).map_err(|_| "its header is not text")?;
+        let json = &bytes[newline + 1..];
+        let mut words = header.split(' ');
+        let (Some(HEADER), Some(version), Some(crc)) = (words.next(), words.next(), words.next()) else {
+            return Err(format!("its first line {header:?} is not a Weir savepoint header"));
+        };
+        if version != FORMAT_VERSION.to_string() {
+            return Err(format!(
+                "it has savepoint format version {version}; this Weir reads version {FORMAT_VERSION}"
+            ));
+        }
+        let expected = crc.strip_prefix("crc32=").and_then(|c| u32::from_str_radix(c, 16).ok());
+        let actual = crc32fast::hash(json);
+        if expected != Some(actual) {
+            return Err(format!("its manifest's checksum is {actual:08x}, its header says {crc} (corrupt or truncated)"));
+        }
+        serde_json::from_slice(json).map_err(|error| format!("{}: {error}", path.display()))
+    }
+}
+
+/// A uid as a directory name: anything but letters, digits, `-`, `_` and
+/// `.` becomes `_`.
+pub(super) fn dir_name(uid: &str) -> String {
+    uid.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect()
+}
