@@ -4,9 +4,10 @@
 
 #![allow(dead_code)]
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::sync::OnceLock;
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// The workspace root.
@@ -34,7 +35,17 @@ pub fn weir_binary() -> &'static Path {
 }
 
 /// The example and test plugins, built for wasm32-wasip2 from source.
-pub const PLUGINS: [&str; 6] = ["tokenize", "word-count", "faulty", "amplifier", "rules-filter", "sensor-window"];
+pub const PLUGINS: [&str; 9] = [
+    "tokenize",
+    "word-count",
+    "faulty",
+    "amplifier",
+    "rules-filter",
+    "sensor-window",
+    "fraud-detector",
+    "fraud-detector-v2",
+    "fraud-detector-incompatible",
+];
 
 /// The path of plugin `name` (a crate under plugins/), built from source.
 pub fn plugin(name: &str) -> PathBuf {
@@ -180,4 +191,118 @@ input = "amplifier"
             plugin = toml_path(&plugin("amplifier"))
         ),
     )
+}
+
+/// A `weir run` in the background, with its control API.
+pub struct Host {
+    child: Child,
+    /// The control API's address, as the host printed it.
+    pub api: String,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Host {
+    /// Starts `weir run JOB EXTRA... --api 127.0.0.1:0` and waits for it to
+    /// say where its control API is.
+    pub fn start(job: &Path, extra: &[&str]) -> Host {
+        let mut child = Command::new(weir_binary())
+            .arg("run")
+            .arg(job)
+            .args(extra)
+            .args(["--api", "127.0.0.1:0"])
+            .env("WEIR_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start weir run");
+        let mut lines = BufReader::new(child.stderr.take().expect("piped stderr")).lines();
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let mut api = None;
+        for line in lines.by_ref() {
+            let line = line.expect("read weir's stderr");
+            stderr.lock().unwrap().push_str(&format!("{line}\n"));
+            if let Some(rest) = line.strip_prefix("weir: control API on http://") {
+                api = rest.split_whitespace().next().map(str::to_owned);
+                break;
+            }
+        }
+        let api = api.unwrap_or_else(|| panic!("weir run printed no API address: {}", stderr.lock().unwrap()));
+        let log = stderr.clone();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                log.lock().unwrap().push_str(&format!("{line}\n"));
+            }
+        });
+        Host { child, api, stderr }
+    }
+
+    /// Runs `weir ARGS... --api ADDR` against this host.
+    pub fn weir(&self, args: &[&str]) -> Run {
+        let mut args = args.to_vec();
+        args.extend(["--api", &self.api]);
+        weir(&args)
+    }
+
+    /// Records read so far by the job `name` (from `weir jobs`).
+    pub fn records_read(&self, name: &str) -> u64 {
+        let jobs = self.weir(&["jobs"]).success().stdout();
+        let line = jobs.lines().find(|l| l.split_whitespace().next() == Some(name));
+        let line = line.unwrap_or_else(|| panic!("no job `{name}` in: {jobs}"));
+        line.split_whitespace().nth(3).and_then(|n| n.parse().ok()).unwrap_or(0)
+    }
+
+    /// Waits until job `name` has read at least `n` records.
+    pub fn wait_for_records(&self, name: &str, n: u64) {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while self.records_read(name) < n {
+            assert!(Instant::now() < deadline, "job `{name}` did not read {n} records: {}", self.stderr());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Everything the host wrote on standard error so far.
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Waits for the host to exit (every job ended).
+    pub fn wait(mut self) -> (ExitStatus, String) {
+        let deadline = Instant::now() + Duration::from_secs(300);
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait for weir") {
+                std::thread::sleep(Duration::from_millis(50)); // Let the reader drain stderr.
+                return (status, self.stderr());
+            }
+            assert!(Instant::now() < deadline, "weir run did not end: {}", self.stderr());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The lines of every committed part file in `dir` (sorted), or of those
+/// whose checkpoint is after `after` (with the final parts).
+pub fn committed_lines(dir: &Path, after: Option<u64>) -> Vec<String> {
+    let mut lines = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("read the output directory") {
+        let entry = entry.unwrap();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(label) = name.strip_prefix("part-").and_then(|rest| rest.split_once('-')).map(|(_, l)| l.to_owned()) else {
+            continue;
+        };
+        let checkpoint = label.parse::<u64>().unwrap_or(u64::MAX);
+        if after.is_some_and(|after| checkpoint <= after) {
+            continue;
+        }
+        let text = std::fs::read_to_string(entry.path()).unwrap();
+        lines.extend(text.lines().map(str::to_owned));
+    }
+    lines.sort();
+    lines
 }

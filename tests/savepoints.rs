@@ -1,0 +1,426 @@
+//! Savepoints, rescaling, hot upgrades, forks and reprocessing, through
+//! the `weir` binary and its control API: every test counts the committed
+//! output against what an uninterrupted run (or a model of the plugin)
+//! gives — nothing lost, nothing twice.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use common::{Host, JobDir, committed_lines, plugin, run_job, toml_path, weir};
+
+/// A keyed count over `events` generated events (key = i mod `keys`), at
+/// `rate` events/s, into part files in `out/`.
+fn count_job(dir: &JobDir, name: &str, events: u64, keys: u64, rate: u64, plugin_path: &Path) -> PathBuf {
+    dir.write(
+        &format!("{name}.toml"),
+        &format!(
+            r#"
+name = "{name}"
+parallelism = 2
+checkpoint_dir = "checkpoints"
+checkpoint_interval_ms = 300
+
+[[source]]
+name = "numbers"
+type = "generator"
+events = {events}
+keys = {keys}
+rate = {rate}
+
+[[operator]]
+uid = "count"
+plugin = {plugin}
+inputs = ["numbers"]
+key_by = true
+
+[[sink]]
+name = "out"
+type = "files"
+input = "count"
+path = "out"
+"#,
+            plugin = toml_path(plugin_path)
+        ),
+    )
+}
+
+/// What a keyed count emits, exactly once: `key<TAB>n` for n = 1..=count.
+fn expected_counts(events: u64, keys: u64) -> Vec<String> {
+    let mut lines: Vec<String> = (0..keys)
+        .flat_map(|key| {
+            let count = events / keys + u64::from(key < events % keys);
+            (1..=count).map(move |n| format!("{key}\t{n}"))
+        })
+        .collect();
+    lines.sort();
+    lines
+}
+
+/// The checkpoint a savepoint was taken at, and its manifest as JSON.
+fn savepoint_manifest(dir: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(dir.join("_SAVEPOINT")).expect("read the savepoint manifest");
+    let (_, json) = text.split_once('\n').expect("a header line");
+    serde_json::from_str(json).expect("the manifest is JSON")
+}
+
+fn savepoint_checkpoint(dir: &Path) -> u64 {
+    savepoint_manifest(dir)["checkpoint"].as_u64().expect("a checkpoint number")
+}
+
+/// The byte offset the file source had reached in a savepoint.
+fn savepoint_offset(dir: &Path) -> u64 {
+    savepoint_manifest(dir)["sources"][0]["splits"][0]["next"].as_u64().expect("a file offset")
+}
+
+#[test]
+fn a_job_stopped_and_restored_at_parallelism_1_4_and_2_counts_exactly_as_an_uninterrupted_run() {
+    let dir = JobDir::new();
+    let (events, keys) = (60_000, 500);
+    let job = count_job(&dir, "rescaled", events, keys, 15_000, &plugin("word-count"));
+    let mut restore_from: Option<PathBuf> = None;
+    for (round, parallelism) in ["1", "4", "2"].iter().enumerate() {
+        let mut extra = vec!["-p", parallelism];
+        let from = restore_from.as_ref().map(|d| d.to_str().unwrap().to_owned());
+        if let Some(from) = &from {
+            extra.extend(["--from-savepoint", from]);
+        }
+        let host = Host::start(&job, &extra);
+        if round == 2 {
+            let (status, stderr) = host.wait();
+            assert!(status.success(), "{stderr}");
+            break;
+        }
+        host.wait_for_records("rescaled", 5_000 * (round as u64 + 1));
+        let savepoint = dir.path(&format!("sp-{round}"));
+        let reply = host.weir(&["savepoint", "rescaled", "--stop", "--dir", savepoint.to_str().unwrap()]).success().stdout();
+        assert!(reply.contains("written to"), "{reply}");
+        let (status, stderr) = host.wait();
+        assert!(status.success(), "{stderr}");
+        assert!(stderr.contains("stopped with savepoint"), "{stderr}");
+        let inspect = weir(&["savepoint", "inspect", savepoint.to_str().unwrap()]).success().stdout();
+        assert!(inspect.contains(&format!("operator `count` (parallelism {parallelism})")), "{inspect}");
+        assert!(inspect.contains("every file matches its checksum"), "{inspect}");
+        restore_from = Some(savepoint);
+    }
+    assert_eq!(committed_lines(&dir.path("out"), None), expected_counts(events, keys));
+}
+
+#[test]
+fn a_hot_upgrade_mid_stream_loses_and_repeats_nothing() {
+    let dir = JobDir::new();
+    let (events, keys) = (80_000, 1_000);
+    let job = count_job(&dir, "counts", events, keys, 20_000, &plugin("word-count"));
+    // The same code under another file name: what matters is the swap.
+    let v2 = dir.path("word_count_v2.wasm");
+    std::fs::copy(plugin("word-count"), &v2).unwrap();
+    let host = Host::start(&job, &[]);
+    host.wait_for_records("counts", 10_000);
+    let reply = host.weir(&["upgrade", "counts", "--operator", "count", "--plugin", v2.to_str().unwrap()]).success().stdout();
+    assert!(reply.contains("upgraded operator `count` of job `counts`") && reply.contains("downtime"), "{reply}");
+    let jobs = host.weir(&["jobs"]).success().stdout();
+    assert!(jobs.contains("count=word_count_v2.wasm") && jobs.contains("running"), "{jobs}");
+    let (status, stderr) = host.wait();
+    assert!(status.success(), "{stderr}");
+    assert_eq!(committed_lines(&dir.path("out"), None), expected_counts(events, keys));
+}
+
+/// Login events of `addresses` source addresses, as JSON lines: mostly
+/// valid sessions, with invalid transitions and second logins mixed in.
+fn fraud_events(addresses: u32, events: u32) -> String {
+    let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut random = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut phase: BTreeMap<u32, usize> = BTreeMap::new();
+    let script = ["login", "auth-ok", "access", "access", "logout"];
+    let mut out = String::new();
+    for _ in 0..events {
+        let address = (random() % u64::from(addresses)) as u32;
+        let step = phase.entry(address).or_insert(0);
+        let event = match random() % 100 {
+            0..=3 => ["access", "logout", "auth-ok", "hack"][(random() % 4) as usize],
+            4..=9 if *step >= 2 => "login",
+            10..=13 if *step == 1 => "auth-fail",
+            _ => script[*step],
+        };
+        *step = match event {
+            "auth-fail" => 0,
+            _ if event == script[*step] => (*step + 1) % script.len(),
+            _ => *step,
+        };
+        out.push_str(&format!("{{\"key\": \"10.0.{}.{}\", \"value\": \"{event}\"}}\n", address / 256, address % 256));
+    }
+    out
+}
+
+/// The fraud detector, as a model: v1 until byte `cut` of the input, v2
+/// after (with v1's sessions carried over); the alerts it emits as
+/// `address<TAB>alert` lines, sorted.
+fn model_alerts(input: &str, cut: usize, v2_after_cut: bool) -> Vec<String> {
+    #[derive(Default, Clone)]
+    struct Session {
+        state: &'static str,
+        events: u64,
+        failures: u64,
+    }
+    let mut sessions: BTreeMap<String, Session> = BTreeMap::new();
+    let mut alerts = Vec::new();
+    let mut offset = 0;
+    for line in input.lines() {
+        let v2 = v2_after_cut && offset >= cut;
+        offset += line.len() + 1;
+        let event: serde_json::Value = serde_json::from_str(line).unwrap();
+        let (key, event) = (event["key"].as_str().unwrap(), event["value"].as_str().unwrap());
+        let session = sessions.entry(key.to_owned()).or_insert(Session { state: "logged-out", ..Default::default() });
+        session.events += 1;
+        if v2 && event == "auth-fail" {
+            session.failures += 1;
+        }
+        let next = match (session.state, event) {
+            ("logged-out", "login") => Some("authenticating"),
+            ("authenticating", "auth-ok") => Some("active"),
+            ("authenticating", "auth-fail") => Some("logged-out"),
+            ("active", "access") => Some("active"),
+            ("active", "logout") => Some("logged-out"),
+            ("active", "login") if v2 => Some("active"),
+            _ => None,
+        };
+        match next {
+            Some(next) => session.state = next,
+            None => {
+                let mut alert = format!("{key}\tinvalid {event} in {} after {} events", session.state, session.events);
+                if v2 {
+                    alert.push_str(&format!(" (failures {})", session.failures));
+                }
+                alerts.push(alert);
+                session.state = "logged-out";
+            }
+        }
+    }
+    alerts.sort();
+    alerts
+}
+
+/// A fraud-detection job over `events.jsonl` at `rate` lines/s.
+fn fraud_job(dir: &JobDir, name: &str, plugin_name: &str, rate: u32, out: &str) -> PathBuf {
+    dir.write(
+        &format!("{name}.toml"),
+        &format!(
+            r#"
+name = "{name}"
+parallelism = 2
+checkpoint_dir = "checkpoints-{name}"
+checkpoint_interval_ms = 300
+
+[[source]]
+name = "logins"
+type = "file"
+format = "json"
+path = "events.jsonl"
+rate = {rate}
+
+[[operator]]
+uid = "detector"
+plugin = {plugin}
+inputs = ["logins"]
+key_by = true
+
+[[sink]]
+name = "alerts"
+type = "files"
+input = "detector"
+path = "{out}"
+"#,
+            plugin = toml_path(&plugin(plugin_name))
+        ),
+    )
+}
+
+#[test]
+fn the_fraud_detector_v1_to_v2_upgrade_carries_every_open_session_over() {
+    let dir = JobDir::new();
+    let input = fraud_events(300, 40_000);
+    dir.write("events.jsonl", &input);
+    let job = fraud_job(&dir, "fraud", "fraud-detector", 5_000, "alerts");
+    let host = Host::start(&job, &[]);
+    host.wait_for_records("fraud", 8_000);
+    let savepoint = dir.path("upgrade-savepoint");
+    let v2 = plugin("fraud-detector-v2");
+    let reply = host
+        .weir(&["upgrade", "fraud", "--operator", "detector", "--plugin", v2.to_str().unwrap(), "--savepoint-dir", savepoint.to_str().unwrap()])
+        .success()
+        .stdout();
+    assert!(reply.contains("entries checked"), "{reply}");
+    let (status, stderr) = host.wait();
+    assert!(status.success(), "{stderr}");
+    let cut = savepoint_offset(&savepoint) as usize;
+    assert!(cut > 0 && cut < input.len(), "the upgrade happened mid-stream (at byte {cut})");
+    let expected = model_alerts(&input, cut, true);
+    assert_ne!(expected, model_alerts(&input, cut, false), "the data exercises v2's new rule");
+    assert_eq!(committed_lines(&dir.path("alerts"), None), expected);
+}
+
+#[test]
+fn rejected_upgrades_leave_the_running_job_running() {
+    let dir = JobDir::new();
+    let input = fraud_events(200, 30_000);
+    dir.write("events.jsonl", &input);
+    let garbage = dir.write("broken.wasm", "\0asm not really");
+    let job = fraud_job(&dir, "fraud", "fraud-detector", 4_000, "alerts");
+    let host = Host::start(&job, &[]);
+    host.wait_for_records("fraud", 4_000);
+    let broken = host.weir(&["upgrade", "fraud", "--operator", "detector", "--plugin", garbage.to_str().unwrap()]);
+    let error = broken.failure();
+    assert!(error.contains("upgrade refused, job `fraud` runs on unchanged") && error.contains("broken.wasm"), "{error}");
+    let incompatible = plugin("fraud-detector-incompatible");
+    let error = host.weir(&["upgrade", "fraud", "--operator", "detector", "--plugin", incompatible.to_str().unwrap()]).failure();
+    assert!(error.contains("cannot take over the state of operator `detector`"), "{error}");
+    assert!(error.contains("value state `session`") && error.contains("cannot be read by this plugin"), "{error}");
+    let error = host.weir(&["upgrade", "fraud", "--operator", "nope", "--plugin", incompatible.to_str().unwrap()]).failure();
+    assert!(error.contains("no operator with uid `nope`"), "{error}");
+    let jobs = host.weir(&["jobs"]).success().stdout();
+    assert!(jobs.contains("running") && jobs.contains("detector=fraud_detector.wasm"), "{jobs}");
+    let (status, stderr) = host.wait();
+    assert!(status.success(), "{stderr}");
+    assert_eq!(committed_lines(&dir.path("alerts"), None), model_alerts(&input, 0, false));
+}
+
+#[test]
+fn forks_from_one_savepoint_match_the_original_and_differ_with_v2_only_by_its_rule() {
+    let dir = JobDir::new();
+    let input = fraud_events(300, 40_000);
+    dir.write("events.jsonl", &input);
+    let job = fraud_job(&dir, "original", "fraud-detector", 5_000, "alerts-original");
+    let host = Host::start(&job, &[]);
+    host.wait_for_records("original", 8_000);
+    let savepoint = dir.path("fork-point");
+    host.weir(&["savepoint", "original", "--dir", savepoint.to_str().unwrap()]).success();
+    let same = dir.path("alerts-same");
+    let reply = host
+        .weir(&["fork", savepoint.to_str().unwrap(), "--name", "same", "--sink", &format!("alerts={}", same.display())])
+        .success()
+        .stdout();
+    assert!(reply.contains("same"), "{reply}");
+    let v2 = dir.path("alerts-v2");
+    let v2_plugin = plugin("fraud-detector-v2");
+    host.weir(&[
+        "fork",
+        savepoint.to_str().unwrap(),
+        "--name",
+        "v2",
+        "--operator",
+        &format!("detector={}", v2_plugin.display()),
+        "--sink",
+        &format!("alerts={}", v2.display()),
+    ])
+    .success();
+    let clash = host.weir(&["fork", "original", "--name", "clash"]).failure();
+    assert!(clash.contains("would write to") && clash.contains("as job `original` does"), "{clash}");
+    let jobs = host.weir(&["jobs"]).success().stdout();
+    for name in ["original", "same", "v2"] {
+        assert!(jobs.lines().any(|l| l.starts_with(name)), "{jobs}");
+    }
+    let (status, stderr) = host.wait();
+    assert!(status.success(), "{stderr}");
+
+    let checkpoint = savepoint_checkpoint(&savepoint);
+    let original_after = committed_lines(&dir.path("alerts-original"), Some(checkpoint));
+    let forked_same = committed_lines(&same, None);
+    assert!(!forked_same.is_empty());
+    assert_eq!(forked_same, original_after, "an identical fork reproduces the original from the savepoint on");
+
+    // v2 alone, from the same point: exactly what the model says v2 does
+    // on v1's sessions; and where no second login happened in an active
+    // session, the same alerts as v1 (but for v2's failure counts).
+    let cut = savepoint_offset(&savepoint) as usize;
+    let after = |alerts: Vec<String>, v1: &[String]| -> Vec<String> {
+        let mut rest = alerts;
+        for line in v1 {
+            if let Some(i) = rest.iter().position(|l| l == line) {
+                rest.remove(i);
+            }
+        }
+        rest
+    };
+    let v1_before = model_alerts(&input[..cut], cut, false);
+    let v2_expected = after(model_alerts(&input, cut, true), &v1_before);
+    let forked_v2 = committed_lines(&v2, None);
+    assert_eq!(forked_v2, v2_expected);
+    let strip = |line: &String| line.split(" (failures").next().unwrap().to_owned();
+    let differing: std::collections::BTreeSet<String> = forked_v2
+        .iter()
+        .map(strip)
+        .collect::<std::collections::BTreeSet<_>>()
+        .symmetric_difference(&forked_same.iter().cloned().collect())
+        .map(|l| l.split('\t').next().unwrap().to_owned())
+        .collect();
+    let relogins: std::collections::BTreeSet<String> =
+        forked_same.iter().filter(|l| l.contains("invalid login in active")).map(|l| l.split('\t').next().unwrap().to_owned()).collect();
+    assert!(!differing.is_empty());
+    assert!(differing.is_subset(&relogins), "v2 differs only for addresses that logged in again while active");
+}
+
+#[test]
+fn reprocessing_from_an_older_savepoint_with_new_code_recomputes_the_output_from_there() {
+    let dir = JobDir::new();
+    let input = fraud_events(200, 30_000);
+    dir.write("events.jsonl", &input);
+    let job = fraud_job(&dir, "fraud", "fraud-detector", 6_000, "alerts");
+    let host = Host::start(&job, &[]);
+    host.wait_for_records("fraud", 6_000);
+    let savepoint = dir.path("older");
+    host.weir(&["savepoint", "fraud", "--dir", savepoint.to_str().unwrap()]).success();
+    let (status, stderr) = host.wait();
+    assert!(status.success(), "{stderr}");
+    assert_eq!(committed_lines(&dir.path("alerts"), None), model_alerts(&input, 0, false));
+
+    // The same job (name, checkpoints, output) with v2, from the savepoint.
+    let v2_job = dir.write(
+        "fraud-v2.toml",
+        &std::fs::read_to_string(&job).unwrap().replace("fraud_detector.wasm", "fraud_detector_v2.wasm"),
+    );
+    run_job(&v2_job, &["--from-savepoint", savepoint.to_str().unwrap()]).success();
+    let cut = savepoint_offset(&savepoint) as usize;
+    assert_eq!(committed_lines(&dir.path("alerts"), None), model_alerts(&input, cut, true));
+}
+
+#[test]
+fn restores_refuse_savepoints_that_do_not_fit_the_job() {
+    let dir = JobDir::new();
+    let job = count_job(&dir, "small", 20_000, 100, 10_000, &plugin("word-count"));
+    let host = Host::start(&job, &[]);
+    host.wait_for_records("small", 2_000);
+    let savepoint = dir.path("sp");
+    host.weir(&["savepoint", "small", "--stop", "--dir", savepoint.to_str().unwrap()]).success();
+    host.wait();
+    let sp = savepoint.to_str().unwrap();
+
+    let text = std::fs::read_to_string(&job).unwrap();
+    let other_groups = dir.write("groups.toml", &text.replace("parallelism = 2", "parallelism = 2\nmax_parallelism = 64"));
+    let error = run_job(&other_groups, &["--from-savepoint", sp]).failure();
+    assert!(error.contains("max_parallelism = 128 but the job has 64"), "{error}");
+
+    let renamed = text.replace("uid = \"count\"", "uid = \"counter\"").replace("input = \"count\"", "input = \"counter\"");
+    let renamed = dir.write("renamed.toml", &renamed);
+    let error = run_job(&renamed, &["--from-savepoint", sp]).failure();
+    assert!(error.contains("state for operator `count` which the job does not have"), "{error}");
+    assert!(error.contains("--allow-non-restored-state"), "{error}");
+    run_job(&renamed, &["--from-savepoint", sp, "--allow-non-restored-state"]).success();
+
+    let keyed = std::fs::read_dir(savepoint.join("count")).unwrap().next().unwrap().unwrap().path();
+    let mut bytes = std::fs::read(&keyed).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x40;
+    std::fs::write(&keyed, bytes).unwrap();
+    let inspect = weir(&["savepoint", "inspect", sp]);
+    assert!(inspect.stdout().contains("CORRUPT"), "{}", inspect.stdout());
+    let error = run_job(&job, &["--from-savepoint", sp]).failure();
+    assert!(error.contains("checksum") && error.contains("does not match"), "{error}");
+    let error = run_job(&job, &["--from-savepoint", dir.path("nowhere").to_str().unwrap()]).failure();
+    assert!(error.contains("is not a Weir savepoint: it has no _SAVEPOINT file"), "{error}");
+}
