@@ -412,6 +412,10 @@ fn restores_refuse_savepoints_that_do_not_fit_the_job() {
     assert!(error.contains("--allow-non-restored-state"), "{error}");
     run_job(&renamed, &["--from-savepoint", sp, "--allow-non-restored-state"]).success();
 
+    let other_code = dir.write("other-code.toml", &text.replace("word_count.wasm", "fraud_detector.wasm"));
+    let error = run_job(&other_code, &["--from-savepoint", sp]).failure();
+    assert!(error.contains("cannot take over its state") && error.contains("declares no value state `count`"), "{error}");
+
     let keyed = std::fs::read_dir(savepoint.join("count")).unwrap().next().unwrap().unwrap().path();
     let mut bytes = std::fs::read(&keyed).unwrap();
     let middle = bytes.len() / 2;
@@ -423,4 +427,21 @@ fn restores_refuse_savepoints_that_do_not_fit_the_job() {
     assert!(error.contains("checksum") && error.contains("does not match"), "{error}");
     let error = run_job(&job, &["--from-savepoint", dir.path("nowhere").to_str().unwrap()]).failure();
     assert!(error.contains("is not a Weir savepoint: it has no _SAVEPOINT file"), "{error}");
+}
+
+#[test]
+fn a_savepoint_of_rocksdb_state_restores_into_the_memory_backend_at_another_parallelism() {
+    let dir = JobDir::new();
+    let (events, keys) = (40_000, 2_000);
+    let job = count_job(&dir, "backends", events, keys, 10_000, &plugin("word-count"));
+    let text = std::fs::read_to_string(&job).unwrap();
+    let rocksdb = dir.write("rocksdb.toml", &text.replace("parallelism = 2", "parallelism = 2\nstate_backend = \"rocksdb\""));
+    let host = Host::start(&rocksdb, &[]);
+    host.wait_for_records("backends", 8_000);
+    let savepoint = dir.path("sp");
+    host.weir(&["savepoint", "backends", "--stop", "--dir", savepoint.to_str().unwrap()]).success();
+    let (status, stderr) = host.wait();
+    assert!(status.success(), "{stderr}");
+    run_job(&job, &["--from-savepoint", savepoint.to_str().unwrap(), "-p", "3"]).success();
+    assert_eq!(committed_lines(&dir.path("out"), None), expected_counts(events, keys));
 }

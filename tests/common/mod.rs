@@ -243,12 +243,12 @@ impl Host {
         weir(&args)
     }
 
-    /// Records read so far by the job `name` (from `weir jobs`).
+    /// Records read so far by the job `name` (from `weir jobs`; 0 while
+    /// the host is still setting it up).
     pub fn records_read(&self, name: &str) -> u64 {
         let jobs = self.weir(&["jobs"]).success().stdout();
         let line = jobs.lines().find(|l| l.split_whitespace().next() == Some(name));
-        let line = line.unwrap_or_else(|| panic!("no job `{name}` in: {jobs}"));
-        line.split_whitespace().nth(3).and_then(|n| n.parse().ok()).unwrap_or(0)
+        line.and_then(|l| l.split_whitespace().nth(3)).and_then(|n| n.parse().ok()).unwrap_or(0)
     }
 
     /// Waits until job `name` has read at least `n` records.

@@ -39,8 +39,8 @@ pub fn inspect(dir: &Path, entries: bool, limit: Option<usize>) -> anyhow::Resul
             .splits
             .iter()
             .map(|s| match s.end {
-                Some(end) => format!("{}: next {} of ..{end}", s.id, s.next),
-                None => format!("{}: next {}", s.id, s.next),
+                Some(end) => format!("split {}: next {} (ends at {end})", s.id, s.next),
+                None => format!("split {}: next {}", s.id, s.next),
             })
             .collect();
         println!("source `{}` (parallelism {}): {}", source.name, source.parallelism, splits.join(", "));

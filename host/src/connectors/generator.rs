@@ -9,7 +9,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::{ConnectorError, Poll, Source, SourceSplit};
+use super::{ConnectorError, Poll, RestoredSplits, Source, SourceSplit};
 use crate::dataflow::RecordBatch;
 use crate::job::GeneratorMode;
 
@@ -74,10 +74,13 @@ impl Generator {
         }
     }
 
-    /// A subtask (of `parallelism`) that reads the restored `splits`, in
-    /// order, each from where it was.
-    pub fn resume(config: GeneratorConfig, mut splits: Vec<SourceSplit>, parallelism: u32) -> Self {
-        let mut generator = Generator::new(config, 0, parallelism);
+    /// A subtask that reads the `restored` splits, in order, each from where
+    /// it was, at its splits' share of the rate.
+    pub fn resume(config: GeneratorConfig, restored: RestoredSplits) -> Self {
+        let mut generator = Generator::new(config, 0, 1);
+        let share = restored.splits.len() as f64 / restored.of.max(1) as f64;
+        generator.rate = config.rate.map(|rate| rate * share);
+        let mut splits = restored.splits;
         splits.sort_by_key(|split| std::cmp::Reverse(split.id));
         generator.queued = splits;
         generator.end = 0;
@@ -146,6 +149,10 @@ impl Generator {
                 let line = words_line(self.config.seed, i);
                 batch.push(b"", line.as_bytes(), self.timestamp(i));
             }
+            GeneratorMode::Logins => {
+                let (address, event) = login_event(self.config.seed, self.config.keys, i);
+                batch.push(address.as_bytes(), event.as_bytes(), self.timestamp(i));
+            }
             GeneratorMode::Sensors => {
                 let event = sensor_event(self.config.seed, self.config.shuffle_ms, i, self.config.events);
                 batch.push(event.sensor.as_bytes(), event.value.to_string().as_bytes(), Some(event.timestamp));
@@ -157,7 +164,9 @@ impl Generator {
 impl Source for Generator {
     /// The range being read (with the next sequence number) and those queued.
     fn splits(&self) -> Vec<SourceSplit> {
-        let current = SourceSplit { id: self.range, next: self.next, end: Some(self.end) };
+        // An unbounded generator's ranges are spaces of 2^48 numbers: endless.
+        let end = self.config.events.map(|_| self.end);
+        let current = SourceSplit { id: self.range, next: self.next, end };
         let current = (self.next < self.end).then_some(current);
         current.into_iter().chain(self.queued.iter().rev().copied()).collect()
     }
@@ -215,6 +224,25 @@ pub fn sensor_event(seed: u64, shuffle_ms: u64, i: u64, total: Option<u64>) -> S
 fn split(total: u64, subtask: u32, parallelism: u32) -> (u64, u64) {
     let bound = |s: u32| (u128::from(total) * u128::from(s) / u128::from(parallelism)) as u64;
     (bound(subtask), bound(subtask + 1))
+}
+
+/// Event `i` of the `logins` mode: address `i mod keys` takes its
+/// `i / keys`-th step through a session (login, auth-ok, access, access,
+/// logout); a hash of (seed, i) makes 4% of events an invalid one and 5%
+/// of those in an open session a second login.
+pub fn login_event(seed: u64, keys: u64, i: u64) -> (String, &'static str) {
+    const SESSION: [&str; 5] = ["login", "auth-ok", "access", "access", "logout"];
+    const INVALID: [&str; 4] = ["access", "logout", "auth-ok", "auth-fail"];
+    let keys = keys.max(1);
+    let address = i % keys;
+    let step = ((i / keys) % SESSION.len() as u64) as usize;
+    let dice = splitmix64(seed ^ splitmix64(i));
+    let event = match dice % 100 {
+        0..=3 => INVALID[(dice >> 32) as usize % INVALID.len()],
+        4..=8 if step >= 2 => "login",
+        _ => SESSION[step],
+    };
+    (format!("10.{}.{}.{}", address >> 16 & 255, address >> 8 & 255, address & 255), event)
 }
 
 /// Line `i` of the `words` mode: 1 to 8 words, chosen by a hash of (seed, i).
@@ -300,7 +328,7 @@ mod tests {
             let mut all = seen.clone();
             for subtask in 0..parallelism {
                 let mine = super::super::assign_splits(splits.clone(), subtask, parallelism);
-                all.extend(drain(&mut Generator::resume(config(20), mine, parallelism)).into_iter().map(|e| e.1));
+                all.extend(drain(&mut Generator::resume(config(20), mine)).into_iter().map(|e| e.1));
             }
             all.sort_by_key(|v| v.parse::<u64>().unwrap());
             assert_eq!(all, (0..20).map(|i| i.to_string()).collect::<Vec<_>>(), "at parallelism {parallelism}");
@@ -329,6 +357,16 @@ mod tests {
         let mut cut: Vec<i64> = (0..1000).map(|i| sensor_event(1, 300, i, Some(1000)).timestamp).collect();
         cut.sort();
         assert_eq!(cut.last(), Some(&(SENSORS_EPOCH_MS + 333 * SENSOR_TICK_MS)), "a short last block stays within the total");
+    }
+
+    #[test]
+    fn login_events_follow_sessions_per_address_with_some_invalid_ones() {
+        let events: Vec<(String, &str)> = (0..10_000).map(|i| login_event(3, 10, i)).collect();
+        assert_eq!(events[0].0, "10.0.0.0");
+        assert_eq!(events[13].0, "10.0.0.3");
+        let valid = events.iter().enumerate().filter(|(i, (_, e))| *e == ["login", "auth-ok", "access", "access", "logout"][i / 10 % 5]).count();
+        assert!((8_500..9_800).contains(&valid), "mostly valid: {valid}");
+        assert_eq!(login_event(3, 10, 77), login_event(3, 10, 77));
     }
 
     #[test]

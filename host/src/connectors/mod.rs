@@ -74,11 +74,21 @@ pub struct SourceSplit {
     pub end: Option<u64>,
 }
 
+/// The splits a restored source subtask reads, out of how many the source has.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RestoredSplits {
+    pub splits: Vec<SourceSplit>,
+    pub of: usize,
+}
+
 /// The restored splits of `subtask` of `parallelism`: split `k` of all the
 /// source's splits, in id order, goes to subtask `k mod parallelism`.
-pub fn assign_splits(mut all: Vec<SourceSplit>, subtask: u32, parallelism: u32) -> Vec<SourceSplit> {
+pub fn assign_splits(mut all: Vec<SourceSplit>, subtask: u32, parallelism: u32) -> RestoredSplits {
     all.sort_by_key(|split| split.id);
-    all.into_iter().enumerate().filter(|(k, _)| *k as u32 % parallelism == subtask).map(|(_, split)| split).collect()
+    let of = all.len();
+    let splits =
+        all.into_iter().enumerate().filter(|(k, _)| *k as u32 % parallelism == subtask).map(|(_, split)| split).collect();
+    RestoredSplits { splits, of }
 }
 
 /// One subtask of a sink.
@@ -108,11 +118,11 @@ pub fn open_source(
     spec: &SourceSpec,
     subtask: u32,
     parallelism: u32,
-    restored: Option<Vec<SourceSplit>>,
+    restored: Option<RestoredSplits>,
 ) -> Result<Box<dyn Source>, ConnectorError> {
     Ok(match spec {
         SourceSpec::File { path, format, rate, .. } => {
-            let offset = match restored.as_deref() {
+            let offset = match restored.as_ref().map(|r| r.splits.as_slice()) {
                 None => Some(0),
                 Some([]) => None,
                 Some(splits) => Some(splits[0].next),
@@ -131,7 +141,7 @@ pub fn open_source(
                 speed: *speed,
             };
             match restored {
-                Some(splits) => Box::new(Generator::resume(config, splits, parallelism)),
+                Some(restored) => Box::new(Generator::resume(config, restored)),
                 None => Box::new(Generator::new(config, subtask, parallelism)),
             }
         }

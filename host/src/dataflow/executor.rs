@@ -23,7 +23,7 @@ use super::time::WatermarkGenerator;
 use crate::checkpoint::{
     CheckpointSettings, CheckpointStats, CheckpointStorage, Coordinator, Manifest, SavepointOrder, commit_all,
 };
-use crate::connectors::{self, ConnectorError, SourceSplit, assign_splits};
+use crate::connectors::{self, ConnectorError, RestoredSplits, assign_splits};
 use crate::control::SavepointInfo;
 use crate::savepoint::{JobDescription, NodeDescription, Savepoint, SavepointError};
 use crate::job::{JobGraph, Node, NodeKind, OperatorNode, Partitioning};
@@ -427,13 +427,13 @@ impl RunningJob {
                 })
                 .collect(),
         };
-        info!(
-            job = %self.name,
-            seconds = summary.duration.as_secs_f64(),
-            read = summary.records_read(),
-            written = summary.records_written(),
-            "job finished"
-        );
+        let (seconds, read, written) = (summary.duration.as_secs_f64(), summary.records_read(), summary.records_written());
+        match &summary.stopped_with {
+            Some(savepoint) => {
+                info!(job = %self.name, seconds, read, written, savepoint = %savepoint.dir.display(), "job stopped with a savepoint")
+            }
+            None => info!(job = %self.name, seconds, read, written, "job finished"),
+        }
         Ok(summary)
     }
 
@@ -588,7 +588,7 @@ impl<'a> Builder<'a> {
 
     /// The splits `subtask` of source `node` reads when resuming (`None`:
     /// from the start).
-    fn restored_splits(&self, node: &Node, subtask: u32) -> Option<Vec<SourceSplit>> {
+    fn restored_splits(&self, node: &Node, subtask: u32) -> Option<RestoredSplits> {
         match self.restore? {
             Restore::Checkpoint(manifest) => {
                 let has_state = manifest.tasks.iter().any(|t| t.node == node.name);

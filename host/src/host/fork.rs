@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::upgrade::{check_state, with_plugin};
+use super::upgrade::with_plugin;
 use super::{JobManager, absolute};
 use crate::control::{ControlError, ControlPlane, ForkInfo, ForkRequest};
 use crate::job::{JobGraph, NodeKind, Overrides, SinkSpec};
@@ -30,13 +30,6 @@ pub(super) fn fork(manager: &Arc<JobManager>, request: ForkRequest) -> Result<Fo
         Err(other) => return Err(other),
     };
     let graph = forked_graph(manager, base, &request)?;
-    for (uid, _) in &request.operators {
-        let plugin = plugin_of(&graph, uid);
-        let loaded = manager.engine.load(&plugin).map_err(|e| ControlError::Rejected(e.to_string()))?;
-        check_state(manager, &graph, uid, &loaded, &savepoint).map_err(|reason| {
-            ControlError::Rejected(format!("plugin {} cannot take over the state of operator `{uid}`: {reason}", plugin.display()))
-        })?;
-    }
     manager.submit(graph.clone(), Some(savepoint.clone()), false)?;
     let info = manager.job(&graph.name)?;
     Ok(ForkInfo { job: info, savepoint: savepoint.dir })
@@ -83,17 +76,6 @@ fn forked_graph(manager: &JobManager, base: JobGraph, request: &ForkRequest) -> 
     }
     refuse_shared_outputs(manager, &graph)?;
     Ok(graph)
-}
-
-fn plugin_of(graph: &JobGraph, uid: &str) -> PathBuf {
-    graph
-        .nodes
-        .iter()
-        .find_map(|n| match &n.kind {
-            NodeKind::Operator(op) if n.name == uid => Some(op.plugin.clone()),
-            _ => None,
-        })
-        .expect("with_plugin checked the uid")
 }
 
 fn set_sink_path(graph: &mut JobGraph, sink: &str, new_path: PathBuf) -> Result<(), ControlError> {

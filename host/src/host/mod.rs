@@ -93,8 +93,23 @@ impl JobManager {
     }
 
     /// Starts `graph` (from `savepoint`, if given) and waits until its tasks
-    /// run — or returns why they could not start.
+    /// run — or returns why they could not start. An operator whose plugin
+    /// is not the one the savepoint was taken with must be able to read
+    /// the savepoint's state (see [`upgrade`]).
     pub fn submit(
+        self: &Arc<Self>,
+        graph: JobGraph,
+        savepoint: Option<Savepoint>,
+        allow_non_restored_state: bool,
+    ) -> Result<(), ControlError> {
+        if let Some(savepoint) = &savepoint {
+            upgrade::check_changed_plugins(&self.engine, &graph, savepoint)?;
+        }
+        self.start(graph, savepoint, allow_non_restored_state)
+    }
+
+    /// [`JobManager::submit`] without checking plugins against the state.
+    fn start(
         self: &Arc<Self>,
         graph: JobGraph,
         savepoint: Option<Savepoint>,
@@ -313,9 +328,11 @@ impl ControlPlane for Arc<JobManager> {
 
     fn cancel(&self, name: &str) -> Result<JobInfo, ControlError> {
         let (_, commands, generation) = self.running(name)?;
+        let last = self.job(name)?;
         let _ = commands.send(JobCommand::Cancel);
         self.wait_ended(name, generation);
-        self.job(name)
+        // Its figures as they were when it was cancelled.
+        Ok(JobInfo { status: self.job(name)?.status, ..last })
     }
 
     fn upgrade(&self, name: &str, request: UpgradeRequest) -> Result<UpgradeInfo, ControlError> {

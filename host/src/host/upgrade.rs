@@ -20,7 +20,8 @@ use super::{JobManager, JobStatus, absolute};
 use crate::control::{ControlError, UpgradeInfo, UpgradeRequest};
 use crate::dataflow::instance_config;
 use crate::job::{JobGraph, NodeKind};
-use crate::plugin::{InitialState, LoadedPlugin, OperatorInstance};
+use crate::dataflow::NATIVE_PREFIX;
+use crate::plugin::{InitialState, LoadedPlugin, OperatorInstance, PluginEngine};
 use crate::savepoint::{Savepoint, StateKind};
 use crate::state::{BackendKind, open_backend};
 
@@ -39,7 +40,7 @@ pub(super) fn upgrade(manager: &Arc<JobManager>, name: &str, request: UpgradeReq
 
     let check_dir = manager.default_savepoint_dir(&graph, "upgrade-check");
     let check = manager.take_savepoint(name, check_dir.clone(), false)?;
-    let checked = check_state(manager, &upgraded, uid, &plugin, &Savepoint::open(&check.dir).map_err(failed)?);
+    let checked = check_state(&manager.engine, &upgraded, uid, &plugin, &Savepoint::open(&check.dir).map_err(failed)?);
     let _ = std::fs::remove_dir_all(&check_dir);
     let checked_entries = checked.map_err(|reason| {
         ControlError::Rejected(format!(
@@ -64,9 +65,10 @@ pub(super) fn upgrade(manager: &Arc<JobManager>, name: &str, request: UpgradeReq
     };
     manager.wait_ended(name, generation);
     let opened = Savepoint::open(&savepoint.dir).map_err(failed)?;
-    if let Err(error) = manager.submit(upgraded, Some(opened.clone()), false) {
+    // The state was checked above; its newest writes are by the same plugin.
+    if let Err(error) = manager.start(upgraded, Some(opened.clone()), false) {
         warn!(job = %name, %error, "the upgraded job did not start; starting the old version again");
-        manager.submit(graph, Some(opened), false)?;
+        manager.start(graph, Some(opened), false)?;
         return Err(ControlError::Failed(format!(
             "the upgraded job did not start ({error}); job `{name}` was restarted with its old plugin from savepoint {}",
             savepoint.dir.display()
@@ -100,10 +102,39 @@ pub(super) fn with_plugin(graph: &JobGraph, uid: &str, plugin: &std::path::Path)
     Ok(graph)
 }
 
+/// Checks every operator whose plugin differs from the one `savepoint` was
+/// taken with against its state there.
+pub(super) fn check_changed_plugins(
+    engine: &PluginEngine,
+    graph: &JobGraph,
+    savepoint: &Savepoint,
+) -> Result<(), ControlError> {
+    for node in &graph.nodes {
+        let NodeKind::Operator(op) = &node.kind else { continue };
+        let Some(recorded) = savepoint.manifest.operator(&node.name) else { continue };
+        if op.plugin.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(NATIVE_PREFIX)) {
+            continue;
+        }
+        let plugin = engine.load(&op.plugin).map_err(|e| ControlError::Rejected(format!("operator `{}`: {e}", node.name)))?;
+        if recorded.plugin_sha256.as_deref() == Some(plugin.digest.as_str()) {
+            continue;
+        }
+        check_state(engine, graph, &node.name, &plugin, savepoint).map_err(|reason| {
+            ControlError::Rejected(format!(
+                "plugin {} of operator `{}` cannot take over its state in savepoint {}: {reason}",
+                op.plugin.display(),
+                node.name,
+                savepoint.dir.display()
+            ))
+        })?;
+    }
+    Ok(())
+}
+
 /// Offers every stored value of operator `uid`'s value and map states in
 /// `savepoint` to a fresh instance of `plugin`; returns how many it read.
 pub(super) fn check_state(
-    manager: &JobManager,
+    engine: &PluginEngine,
     graph: &JobGraph,
     uid: &str,
     plugin: &LoadedPlugin,
@@ -117,7 +148,7 @@ pub(super) fn check_state(
     let backend = open_backend(BackendKind::Memory, &std::env::temp_dir()).map_err(|e| e.to_string())?;
     let state = InitialState { backend, meta: None, max_parallelism: graph.max_parallelism };
     let config = instance_config(&op.config, node.parallelism, 0, 0);
-    let mut instance = OperatorInstance::new(&manager.engine, plugin, op.limits, state, &config)
+    let mut instance = OperatorInstance::new(engine, plugin, op.limits, state, &config)
         .map_err(|e| format!("it fails to start: {e}"))?;
     let mut values: BTreeMap<(String, bool), Vec<Vec<u8>>> = BTreeMap::new();
     savepoint

@@ -219,6 +219,13 @@ pub enum GeneratorMode {
     /// a period of exactly 1 s, aligned to whole seconds) and `door` (1 open,
     /// 0 closed), each read every 10 ms of event time.
     Sensors,
+    /// Session events for the fraud-detection demo: key = one of `keys`
+    /// source addresses, value = `login`, `auth-ok`, `auth-fail`, `access`
+    /// or `logout` — mostly in valid session order, with invalid
+    /// transitions and second logins mixed in. Address `a` gets events
+    /// `a, a + keys, a + 2 keys …`: give the source `parallelism = 1` so
+    /// that each address's events stay in order.
+    Logins,
 }
 
 /// An `[[operator]]` table.

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use super::format::{BROADCAST_MAGIC, KEYED_MAGIC};
 use super::write::MAP_PREFIX;
 use super::{KeyedFile, MANIFEST_FILE, OperatorSnapshot, SavepointError, SavepointManifest, StateKind};
-use crate::connectors::{SourceSplit, assign_splits};
+use crate::connectors::{RestoredSplits, assign_splits};
 use crate::job::{JobGraph, NodeKind};
 use crate::plugin::{BroadcastMaps, InitialState, InstanceMeta};
 use crate::state::{
@@ -117,7 +117,7 @@ impl Savepoint {
 
     /// The splits subtask `subtask` of `parallelism` of source `name` reads
     /// (`None`: the savepoint has no such source; start from the beginning).
-    pub fn source_splits(&self, name: &str, subtask: u32, parallelism: u32) -> Option<Vec<SourceSplit>> {
+    pub fn source_splits(&self, name: &str, subtask: u32, parallelism: u32) -> Option<RestoredSplits> {
         let source = self.manifest.source(name)?;
         Some(assign_splits(source.splits.clone(), subtask, parallelism))
     }
