@@ -227,8 +227,11 @@ pub fn run_job_with(graph: &JobGraph, engine: &Arc<PluginEngine>, options: RunOp
     let commands = options.commands.clone().unwrap_or_else(crossbeam_channel::never);
     let mut restarts = 0;
     loop {
-        let latest = latest_checkpoint(graph)?;
-        let latest = latest.filter(|m| options.savepoint.is_none() || m.checkpoint >= first_own);
+        // A first start from a savepoint has no checkpoint of its own yet.
+        let latest = match (&options.savepoint, restarts) {
+            (Some(_), 0) => None,
+            _ => latest_checkpoint(graph)?.filter(|m| options.savepoint.is_none() || m.checkpoint >= first_own),
+        };
         let restore = match (&latest, &options.savepoint) {
             (Some(manifest), _) => Some(Restore::Checkpoint(manifest)),
             (None, Some(savepoint)) => Some(Restore::Savepoint(savepoint)),
@@ -537,6 +540,7 @@ struct Builder<'a> {
     coordinator: Option<Coordinator>,
     /// Where RocksDB keeps its working files.
     work_dir: PathBuf,
+    states: PreloadedStates,
 }
 
 impl<'a> Builder<'a> {
@@ -553,6 +557,10 @@ impl<'a> Builder<'a> {
             _ => None,
         };
         let coordinator = coordinator(graph, describe(graph, &plugins), restored_checkpoint, &work_dir)?;
+        let states = match restore {
+            Some(_) => preload_states(graph, restore, &work_dir),
+            None => PreloadedStates::default(),
+        };
         let chained: Vec<bool> = graph.nodes.iter().map(|n| is_chainable(graph, n)).collect();
         let inboxes = graph
             .nodes
@@ -577,6 +585,7 @@ impl<'a> Builder<'a> {
             attempt,
             coordinator,
             work_dir,
+            states,
         })
     }
 
@@ -598,41 +607,11 @@ impl<'a> Builder<'a> {
         }
     }
 
-    /// An operator subtask's state: restored from the checkpoint or
-    /// savepoint, or empty.
+    /// An operator subtask's state: loaded in advance when restoring, else
+    /// empty.
     fn initial_state(&self, node: &Node, subtask: u32) -> Result<InitialState, RunError> {
-        let manifest = match self.restore {
-            Some(Restore::Savepoint(savepoint)) => {
-                let state =
-                    savepoint.operator_state(&node.name, subtask, node.parallelism, self.graph.backend, &self.work_dir)?;
-                if let Some(state) = state {
-                    return Ok(state);
-                }
-                None
-            }
-            Some(Restore::Checkpoint(manifest)) => Some(manifest),
-            None => None,
-        };
-        let restore_error = |source| RunError::Restore {
-            task: format!("{} (subtask {})", node.describe(), subtask + 1),
-            checkpoint: manifest.map_or(0, |m| m.checkpoint),
-            source,
-        };
-        let root = self.graph.checkpoints.as_ref().map(|c| c.dir.clone()).unwrap_or_default();
-        let restored = manifest.and_then(|m| m.task(&node.name, subtask));
-        let backend = match restored.and_then(|t| t.keyed.as_ref()) {
-            Some(handle) => restore_backend(self.graph.backend, handle, &root, &self.work_dir),
-            None => open_backend(self.graph.backend, &self.work_dir),
-        }
-        .map_err(restore_error)?;
-        let meta = match restored.and_then(|t| t.meta.as_ref()) {
-            Some(file) => {
-                let bytes = read_verified(&root, file).map_err(restore_error)?;
-                Some(decode_meta(&root.join(&file.path), &bytes).map_err(restore_error)?)
-            }
-            None => None,
-        };
-        Ok(InitialState { backend, meta, max_parallelism: self.graph.max_parallelism })
+        let preloaded = self.states.lock().expect("state table lock").remove(&(node.id.0, subtask));
+        preloaded.unwrap_or_else(|| load_state(self.graph, self.restore, &self.work_dir, node, subtask))
     }
 
     /// Registers a subtask and builds its context (with its outputs, which
@@ -749,6 +728,79 @@ pub fn instance_config(config: &[(String, String)], parallelism: u32, subtask: u
     config.sort();
     config
 }
+
+/// An operator subtask's state: restored from the checkpoint or savepoint,
+/// or empty.
+fn load_state(
+    graph: &JobGraph,
+    restore: Option<Restore<'_>>,
+    work_dir: &std::path::Path,
+    node: &Node,
+    subtask: u32,
+) -> Result<InitialState, RunError> {
+    let manifest = match restore {
+        Some(Restore::Savepoint(savepoint)) => {
+            let state =
+                savepoint.operator_state(&node.name, subtask, node.parallelism, graph.backend, work_dir)?;
+            if let Some(state) = state {
+                return Ok(state);
+            }
+            None
+        }
+        Some(Restore::Checkpoint(manifest)) => Some(manifest),
+        None => None,
+    };
+    let restore_error = |source| RunError::Restore {
+        task: format!("{} (subtask {})", node.describe(), subtask + 1),
+        checkpoint: manifest.map_or(0, |m| m.checkpoint),
+        source,
+    };
+    let root = graph.checkpoints.as_ref().map(|c| c.dir.clone()).unwrap_or_default();
+    let restored = manifest.and_then(|m| m.task(&node.name, subtask));
+    let backend = match restored.and_then(|t| t.keyed.as_ref()) {
+        Some(handle) => restore_backend(graph.backend, handle, &root, work_dir),
+        None => open_backend(graph.backend, work_dir),
+    }
+    .map_err(restore_error)?;
+    let meta = match restored.and_then(|t| t.meta.as_ref()) {
+        Some(file) => {
+            let bytes = read_verified(&root, file).map_err(restore_error)?;
+            Some(decode_meta(&root.join(&file.path), &bytes).map_err(restore_error)?)
+        }
+        None => None,
+    };
+    Ok(InitialState { backend, meta, max_parallelism: graph.max_parallelism })
+}
+
+/// Loads the restored state of every operator subtask, several at a time
+/// (each reads and indexes its own files), before any task starts.
+fn preload_states(graph: &JobGraph, restore: Option<Restore<'_>>, work_dir: &std::path::Path) -> PreloadedStates {
+    let wanted: Vec<(&Node, u32)> = graph
+        .nodes
+        .iter()
+        .filter(|n| matches!(n.kind, NodeKind::Operator(_)))
+        .flat_map(|n| (0..n.parallelism).map(move |s| (n, s)))
+        .collect();
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(wanted.len()).max(1);
+    let loaded = std::thread::scope(|scope| {
+        let workers: Vec<_> = wanted
+            .chunks(wanted.len().div_ceil(threads).max(1))
+            .map(|chunk| {
+                scope.spawn(move || {
+                    chunk
+                        .iter()
+                        .map(|&(node, subtask)| ((node.id.0, subtask), load_state(graph, restore, work_dir, node, subtask)))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        workers.into_iter().flat_map(|w| w.join().expect("a restore thread panicked")).collect()
+    });
+    std::sync::Mutex::new(loaded)
+}
+
+/// Restored operator states by (node, subtask), taken as operators are built.
+type PreloadedStates = std::sync::Mutex<std::collections::HashMap<(usize, u32), Result<InitialState, RunError>>>;
 
 /// The message a panic carried.
 fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {

@@ -12,7 +12,7 @@ use super::{
 use crate::checkpoint::{Manifest, TaskState};
 use crate::plugin::{InstanceMeta, decode_meta, now_ms};
 use crate::state::{
-    BackendKind, FileRef, RecordWriter, StateError, TimeDomain, key_group_for, read_verified, restore_backend,
+    BackendKind, FileRef, RecordWriter, StateError, TimeDomain, key_group_for, read_verified, visit_snapshot,
     write_verified,
 };
 
@@ -36,8 +36,33 @@ pub enum NodeDescription {
     Operator { uid: String, plugin: PathBuf, digest: Option<String>, parallelism: u32 },
 }
 
-/// One keyed entry, as sorted into a savepoint.
-type SortedEntry = (u32, u32, Vec<u8>, Vec<u8>);
+/// A subtask's keyed entries, gathered for sorting: keys and values are
+/// copied into one buffer, so a million entries are not a million
+/// allocations.
+#[derive(Default)]
+struct Entries {
+    bytes: Vec<u8>,
+    /// (key group, descriptor id, key, value), the last two as ranges of `bytes`.
+    index: Vec<(u32, u32, std::ops::Range<usize>, std::ops::Range<usize>)>,
+}
+
+impl Entries {
+    fn push(&mut self, group: u32, state: u32, key: &[u8], value: &[u8]) {
+        let key_start = self.bytes.len();
+        self.bytes.extend_from_slice(key);
+        let value_start = self.bytes.len();
+        self.bytes.extend_from_slice(value);
+        self.index.push((group, state, key_start..value_start, value_start..self.bytes.len()));
+    }
+
+    /// Sorts by (key group, state, key, value): the savepoint's order.
+    fn sort(&mut self) {
+        let bytes = &self.bytes;
+        self.index.sort_unstable_by(|a, b| {
+            (a.0, a.1, &bytes[a.2.clone()], &bytes[a.3.clone()]).cmp(&(b.0, b.1, &bytes[b.2.clone()], &bytes[b.3.clone()]))
+        });
+    }
+}
 
 /// Writes the state of checkpoint `manifest` (in `checkpoint_root`) as a
 /// savepoint in `dir`, which must not hold one already. `work_dir` is where
@@ -81,8 +106,16 @@ pub fn write_savepoint(
                     keyed: Vec::new(),
                     broadcast: None,
                 };
-                for task in tasks {
-                    write_subtask(&mut snapshot, task, job, checkpoint_root, dir, work_dir).map_err(state_error)?;
+                // Subtasks are read and sorted in parallel, then written in order.
+                let gathered: Vec<Result<Gathered, StateError>> = std::thread::scope(|scope| {
+                    let threads: Vec<_> = tasks
+                        .iter()
+                        .map(|task| scope.spawn(|| gather(task, job, checkpoint_root, work_dir)))
+                        .collect();
+                    threads.into_iter().map(|t| t.join().expect("a savepoint thread panicked")).collect()
+                });
+                for subtask in gathered {
+                    write_subtask(&mut snapshot, subtask.map_err(state_error)?, dir).map_err(state_error)?;
                 }
                 operators.push(snapshot);
             }
@@ -114,44 +147,66 @@ fn write_manifest(dir: &Path, savepoint: &SavepointManifest) -> std::io::Result<
     std::fs::File::open(dir)?.sync_all()
 }
 
-/// Adds one operator subtask's checkpointed state to `snapshot`.
-fn write_subtask(
-    snapshot: &mut OperatorSnapshot,
-    task: &TaskState,
-    job: &JobDescription,
-    checkpoint_root: &Path,
-    dir: &Path,
-    work_dir: &Path,
-) -> Result<(), StateError> {
+/// One operator subtask's checkpointed state, read back and sorted.
+struct Gathered {
+    meta: InstanceMeta,
+    /// Entries with the subtask's own state ids (timers: [`EVENT_TIMERS`],
+    /// [`PROCESSING_TIMERS`]).
+    entries: Entries,
+}
+
+/// Pseudo state ids of timers in [`Gathered::entries`], past any real one.
+const EVENT_TIMERS: u32 = u32::MAX - 1;
+const PROCESSING_TIMERS: u32 = u32::MAX;
+
+/// Reads one subtask's state from the checkpoint: its meta, keyed entries
+/// and timers (as entries of their key's group), sorted.
+fn gather(task: &TaskState, job: &JobDescription, checkpoint_root: &Path, work_dir: &Path) -> Result<Gathered, StateError> {
     let meta = match &task.meta {
         Some(file) => decode_meta(&checkpoint_root.join(&file.path), &read_verified(checkpoint_root, file)?)?,
         None => InstanceMeta::default(),
     };
-    let mut ids: Vec<u32> = Vec::new();
-    for name in meta.registry.names() {
-        ids.push(descriptor(&mut snapshot.states, name));
-    }
-    let mut entries: Vec<SortedEntry> = Vec::new();
+    let mut entries = Entries::default();
     if let Some(handle) = &task.keyed {
-        let mut backend = restore_backend(job.backend, handle, checkpoint_root, work_dir)?;
-        backend.for_each(&mut |entry| {
-            entries.push((u32::from(entry.group), ids[entry.state.0 as usize], entry.key.clone(), entry.value.clone()));
+        visit_snapshot(job.backend, handle, checkpoint_root, work_dir, &mut |group, state, key, value| {
+            entries.push(u32::from(group), state.0, key, value);
         })?;
     }
     for (domain, timestamp, key) in meta.timers.all() {
-        let kind = match domain {
-            TimeDomain::EventTime => StateKind::EventTimer,
-            TimeDomain::ProcessingTime => StateKind::ProcessingTimer,
+        let id = match domain {
+            TimeDomain::EventTime => EVENT_TIMERS,
+            TimeDomain::ProcessingTime => PROCESSING_TIMERS,
         };
-        let id = timer_descriptor(&mut snapshot.states, kind);
-        let group = key_group_for(key, job.max_parallelism);
-        entries.push((group, id, key.to_vec(), timestamp.to_le_bytes().to_vec()));
+        entries.push(key_group_for(key, job.max_parallelism), id, key, &timestamp.to_le_bytes());
+    }
+    entries.sort();
+    Ok(Gathered { meta, entries })
+}
+
+/// Adds one operator subtask's gathered state to `snapshot`, mapping its
+/// state ids to the operator's descriptors.
+fn write_subtask(snapshot: &mut OperatorSnapshot, gathered: Gathered, dir: &Path) -> Result<(), StateError> {
+    let Gathered { meta, mut entries } = gathered;
+    let ids: Vec<u32> = meta.registry.names().iter().map(|name| descriptor(&mut snapshot.states, name)).collect();
+    let id_of = |states: &mut Vec<StateDescriptor>, id: u32| match id {
+        EVENT_TIMERS => timer_descriptor(states, StateKind::EventTimer),
+        PROCESSING_TIMERS => timer_descriptor(states, StateKind::ProcessingTimer),
+        id => ids[id as usize],
+    };
+    let mut remapped = false;
+    for entry in &mut entries.index {
+        let id = id_of(&mut snapshot.states, entry.1);
+        remapped |= id != entry.1;
+        entry.1 = id;
+    }
+    if remapped {
+        // Descriptor ids may order differently from the subtask's own ids.
+        entries.sort();
     }
     if snapshot.broadcast.is_none() && !meta.broadcast.registry.names().is_empty() {
         snapshot.broadcast = Some(write_broadcast(&meta, dir, &snapshot.uid)?);
     }
-    if !entries.is_empty() {
-        entries.sort_unstable();
+    if !entries.index.is_empty() {
         snapshot.keyed.push(write_keyed(&entries, dir, &snapshot.uid)?);
     }
     Ok(())
@@ -181,23 +236,24 @@ fn find_or_add(states: &mut Vec<StateDescriptor>, name: &str, kind: StateKind) -
 }
 
 /// Writes sorted entries with their key-group index.
-fn write_keyed(entries: &[SortedEntry], dir: &Path, uid: &str) -> Result<KeyedFile, StateError> {
+fn write_keyed(entries: &Entries, dir: &Path, uid: &str) -> Result<KeyedFile, StateError> {
     let mut out = RecordWriter::new(KEYED_MAGIC);
     let mut index: Vec<KeyGroupIndex> = Vec::new();
-    for (group, state, key, value) in entries {
+    for (group, state, key, value) in &entries.index {
         match index.last_mut() {
             Some(last) if last.key_group == *group => last.entries += 1,
             _ => index.push(KeyGroupIndex { key_group: *group, offset: out.len() as u64, entries: 1 }),
         }
         out.u16(*group as u16);
         out.u32(*state);
-        out.bytes(key);
-        out.bytes(value);
+        out.bytes(&entries.bytes[key.clone()]);
+        out.bytes(&entries.bytes[value.clone()]);
     }
-    let (first, last) = (entries[0].0, entries[entries.len() - 1].0);
+    let all = &entries.index;
+    let (first, last) = (all[0].0, all[all.len() - 1].0);
     let path = format!("{}/keyed-{first:05}-{last:05}.wsk", dir_name(uid));
     let file: FileRef = write_verified(dir, path, &out.into_bytes())?;
-    Ok(KeyedFile { file, first_key_group: first, last_key_group: last, entries: entries.len() as u64, index })
+    Ok(KeyedFile { file, first_key_group: first, last_key_group: last, entries: all.len() as u64, index })
 }
 
 /// Writes an operator's broadcast maps (the same in every subtask).

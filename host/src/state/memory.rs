@@ -156,15 +156,27 @@ pub fn read_entries(
     file: &FileRef,
     f: &mut dyn FnMut(Entry) -> Result<(), StateError>,
 ) -> Result<(), StateError> {
+    visit_entries(root, file, &mut |group, state, key, value| {
+        f(Entry { group, state, key: key.to_vec(), value: value.to_vec() })
+    })
+}
+
+/// Calls `f(group, state, key, value)` for each entry of a canonical
+/// keyed-state file, without copying.
+pub fn visit_entries(
+    root: &Path,
+    file: &FileRef,
+    f: &mut dyn FnMut(u16, StateId, &[u8], &[u8]) -> Result<(), StateError>,
+) -> Result<(), StateError> {
     let bytes = read_verified(root, file)?;
     let path = root.join(&file.path);
     let mut reader = RecordReader::new(&path, &bytes, ENTRIES_MAGIC)?;
     while !reader.is_empty() {
         let group = reader.u16()?;
         let state = StateId(reader.u32()?);
-        let key = reader.bytes()?.to_vec();
-        let value = reader.bytes()?.to_vec();
-        f(Entry { group, state, key, value })?;
+        let key = reader.bytes()?;
+        let value = reader.bytes()?;
+        f(group, state, key, value)?;
     }
     Ok(())
 }

@@ -201,6 +201,26 @@ pub fn open_backend(kind: BackendKind, work_dir: &Path) -> Result<Box<dyn KeyedS
 
 /// Rebuilds a backend of `kind` from a snapshot whose files are under
 /// `root`. A snapshot of the other backend is read entry by entry.
+/// Calls `f(group, state, key, value)` for every entry of a snapshot,
+/// whichever backend wrote it (to rewrite it as a savepoint).
+pub fn visit_snapshot(
+    kind: BackendKind,
+    handle: &BackendHandle,
+    root: &Path,
+    work_dir: &Path,
+    f: &mut dyn FnMut(u16, StateId, &[u8], &[u8]),
+) -> Result<(), StateError> {
+    match handle {
+        BackendHandle::Memory { entries } => memory::visit_entries(root, entries, &mut |group, state, key, value| {
+            f(group, state, key, value);
+            Ok(())
+        }),
+        BackendHandle::Rocksdb { .. } => {
+            restore_backend(kind, handle, root, work_dir)?.for_each(&mut |e| f(e.group, e.state, &e.key, &e.value))
+        }
+    }
+}
+
 pub fn restore_backend(
     kind: BackendKind,
     handle: &BackendHandle,
