@@ -10,40 +10,43 @@ use std::path::{Path, PathBuf};
 
 use common::{Host, JobDir, committed_lines, plugin, run_job, toml_path, weir};
 
-/// A keyed count over `events` generated events (key = i mod `keys`), at
-/// `rate` events/s, into part files in `out/`.
-fn count_job(dir: &JobDir, name: &str, events: u64, keys: u64, rate: u64, plugin_path: &Path) -> PathBuf {
+/// A job of one keyed operator `uid` running `plugin` over the source
+/// `source` (its table's fields), into part files in `out/`, checkpointing.
+fn keyed_job(dir: &JobDir, name: &str, source: &str, uid: &str, plugin: &Path, out: &str) -> PathBuf {
     dir.write(
         &format!("{name}.toml"),
         &format!(
             r#"
 name = "{name}"
 parallelism = 2
-checkpoint_dir = "checkpoints"
+checkpoint_dir = "checkpoints-{name}"
 checkpoint_interval_ms = 300
 
 [[source]]
-name = "numbers"
-type = "generator"
-events = {events}
-keys = {keys}
-rate = {rate}
+{source}
 
 [[operator]]
-uid = "count"
+uid = "{uid}"
 plugin = {plugin}
-inputs = ["numbers"]
+inputs = ["input"]
 key_by = true
 
 [[sink]]
 name = "out"
 type = "files"
-input = "count"
-path = "out"
+input = "{uid}"
+path = "{out}"
 "#,
-            plugin = toml_path(plugin_path)
+            plugin = toml_path(plugin)
         ),
     )
+}
+
+/// A keyed count over `events` generated events (key = i mod `keys`), at
+/// `rate` events/s, into part files in `out/`.
+fn count_job(dir: &JobDir, name: &str, events: u64, keys: u64, rate: u64, plugin_path: &Path) -> PathBuf {
+    let source = format!("name = \"input\"\ntype = \"generator\"\nevents = {events}\nkeys = {keys}\nrate = {rate}");
+    keyed_job(dir, name, &source, "count", plugin_path, "out")
 }
 
 /// What a keyed count emits, exactly once: `key<TAB>n` for n = 1..=count.
@@ -208,37 +211,8 @@ fn model_alerts(input: &str, cut: usize, v2_after_cut: bool) -> Vec<String> {
 
 /// A fraud-detection job over `events.jsonl` at `rate` lines/s.
 fn fraud_job(dir: &JobDir, name: &str, plugin_name: &str, rate: u32, out: &str) -> PathBuf {
-    dir.write(
-        &format!("{name}.toml"),
-        &format!(
-            r#"
-name = "{name}"
-parallelism = 2
-checkpoint_dir = "checkpoints-{name}"
-checkpoint_interval_ms = 300
-
-[[source]]
-name = "logins"
-type = "file"
-format = "json"
-path = "events.jsonl"
-rate = {rate}
-
-[[operator]]
-uid = "detector"
-plugin = {plugin}
-inputs = ["logins"]
-key_by = true
-
-[[sink]]
-name = "alerts"
-type = "files"
-input = "detector"
-path = "{out}"
-"#,
-            plugin = toml_path(&plugin(plugin_name))
-        ),
-    )
+    let source = format!("name = \"input\"\ntype = \"file\"\nformat = \"json\"\npath = \"events.jsonl\"\nrate = {rate}");
+    keyed_job(dir, name, &source, "detector", &plugin(plugin_name), out)
 }
 
 #[test]
@@ -302,7 +276,7 @@ fn forks_from_one_savepoint_match_the_original_and_differ_with_v2_only_by_its_ru
     host.weir(&["savepoint", "original", "--dir", savepoint.to_str().unwrap()]).success();
     let same = dir.path("alerts-same");
     let reply = host
-        .weir(&["fork", savepoint.to_str().unwrap(), "--name", "same", "--sink", &format!("alerts={}", same.display())])
+        .weir(&["fork", savepoint.to_str().unwrap(), "--name", "same", "--sink", &format!("out={}", same.display())])
         .success()
         .stdout();
     assert!(reply.contains("same"), "{reply}");
@@ -316,7 +290,7 @@ fn forks_from_one_savepoint_match_the_original_and_differ_with_v2_only_by_its_ru
         "--operator",
         &format!("detector={}", v2_plugin.display()),
         "--sink",
-        &format!("alerts={}", v2.display()),
+        &format!("out={}", v2.display()),
     ])
     .success();
     let clash = host.weir(&["fork", "original", "--name", "clash"]).failure();

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
 use crate::connectors::SourceSplit;
-use crate::state::{BackendHandle, BackendKind, FileRef};
+use crate::state::{BackendHandle, BackendKind, FileRef, strip_header, with_header};
 
 /// The version of the manifest format.
 pub const FORMAT_VERSION: u32 = 2;
@@ -136,29 +136,12 @@ impl Manifest {
 
     /// The manifest as stored: checksum line, then JSON.
     pub fn encode(&self) -> Vec<u8> {
-        let json = serde_json::to_vec_pretty(self).expect("a manifest serialises");
-        let mut out = format!("{HEADER} {FORMAT_VERSION} crc32={:08x}\n", crc32fast::hash(&json)).into_bytes();
-        out.extend_from_slice(&json);
-        out
+        with_header(HEADER, FORMAT_VERSION, &serde_json::to_vec_pretty(self).expect("a manifest serialises"))
     }
 
     /// Parses and checks a stored manifest.
     pub fn decode(path: &Path, bytes: &[u8]) -> Result<Manifest, String> {
-        let newline = bytes.iter().position(|&b| b == b'\n').ok_or("it has no header line (truncated?)")?;
-        let header = std::str::from_utf8(&bytes[..newline]).map_err(|_| "its header is not text")?;
-        let json = &bytes[newline + 1..];
-        let mut words = header.split(' ');
-        let (Some(HEADER), Some(version), Some(crc)) = (words.next(), words.next(), words.next()) else {
-            return Err(format!("its header {header:?} is not a Weir checkpoint header"));
-        };
-        if version != FORMAT_VERSION.to_string() {
-            return Err(format!("it has format version {version}; this Weir reads version {FORMAT_VERSION}"));
-        }
-        let expected = crc.strip_prefix("crc32=").and_then(|c| u32::from_str_radix(c, 16).ok());
-        let actual = crc32fast::hash(json);
-        if expected != Some(actual) {
-            return Err(format!("its checksum is {actual:08x}, its header says {crc} (corrupt or truncated)"));
-        }
+        let json = strip_header(bytes, HEADER, FORMAT_VERSION)?;
         serde_json::from_slice(json).map_err(|error| format!("{}: {error}", path.display()))
     }
 }

@@ -7,7 +7,7 @@ use wasmtime::component::{HasData, Resource, ResourceTable};
 
 use super::bindings::weir::operator::broadcast_state::{Host, HostBroadcastMap};
 use super::bindings::weir::operator::types::StateError;
-use crate::state::{StateId, StateRegistry};
+use crate::state::{RecordReader, RecordWriter, StateId, StateRegistry};
 
 /// The host's representation of a guest's `broadcast-map` resource.
 #[derive(Debug, Clone, Copy)]
@@ -33,6 +33,36 @@ impl BroadcastMaps {
 
     fn map(&self, id: StateId) -> Option<&BTreeMap<Vec<u8>, Vec<u8>>> {
         self.maps.get(id.0 as usize)
+    }
+
+    /// Writes every map: a u32 count, then each map's name, a u32 count of
+    /// entries and each key and value (the layout checkpoint meta files and
+    /// savepoints share).
+    pub fn encode(&self, out: &mut RecordWriter) {
+        out.u32(self.registry.names().len() as u32);
+        for (index, name) in self.registry.names().iter().enumerate() {
+            out.bytes(name.as_bytes());
+            let map = self.maps.get(index);
+            out.u32(map.map_or(0, |m| m.len() as u32));
+            for (key, value) in map.into_iter().flatten() {
+                out.bytes(key);
+                out.bytes(value);
+            }
+        }
+    }
+
+    /// Reads what [`BroadcastMaps::encode`] wrote.
+    pub fn decode(input: &mut RecordReader<'_>) -> Result<Self, crate::state::StateError> {
+        let mut broadcast = BroadcastMaps::default();
+        for _ in 0..input.u32()? {
+            let id = broadcast.registry.intern(&input.string()?);
+            let map = broadcast.map_mut(id);
+            for _ in 0..input.u32()? {
+                let key = input.bytes()?.to_vec();
+                map.insert(key, input.bytes()?.to_vec());
+            }
+        }
+        Ok(broadcast)
     }
 }
 

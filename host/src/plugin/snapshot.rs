@@ -10,7 +10,6 @@
 //!                     timestamp i64, key (u32 len + bytes)
 //! ```
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::broadcast::BroadcastMaps;
@@ -31,17 +30,7 @@ pub fn encode(registry: &StateRegistry, broadcast: &BroadcastMaps, timers: &Time
     let mut out = RecordWriter::new(META_MAGIC);
     out.u32(registry.names().len() as u32);
     registry.names().iter().for_each(|name| out.bytes(name.as_bytes()));
-    out.u32(broadcast.registry.names().len() as u32);
-    for (index, name) in broadcast.registry.names().iter().enumerate() {
-        out.bytes(name.as_bytes());
-        let empty = BTreeMap::new();
-        let map = broadcast.maps.get(index).unwrap_or(&empty);
-        out.u32(map.len() as u32);
-        for (key, value) in map {
-            out.bytes(key);
-            out.bytes(value);
-        }
-    }
+    broadcast.encode(&mut out);
     out.u32(timers.len() as u32);
     for (domain, timestamp, key) in timers.all() {
         out.u16(match domain {
@@ -58,17 +47,7 @@ pub fn encode(registry: &StateRegistry, broadcast: &BroadcastMaps, timers: &Time
 pub fn decode(path: &Path, bytes: &[u8]) -> Result<InstanceMeta, StateError> {
     let mut input = RecordReader::new(path, bytes, META_MAGIC)?;
     let names = (0..input.u32()?).map(|_| input.string()).collect::<Result<Vec<_>, _>>()?;
-    let mut broadcast = BroadcastMaps::default();
-    for _ in 0..input.u32()? {
-        let id = broadcast.registry.intern(&input.string()?);
-        let mut map = BTreeMap::new();
-        for _ in 0..input.u32()? {
-            let key = input.bytes()?.to_vec();
-            map.insert(key, input.bytes()?.to_vec());
-        }
-        broadcast.maps.resize_with(id.0 as usize + 1, BTreeMap::new);
-        broadcast.maps[id.0 as usize] = map;
-    }
+    let broadcast = BroadcastMaps::decode(&mut input)?;
     let mut timers = TimerService::default();
     for _ in 0..input.u32()? {
         let domain = if input.u16()? == 0 { TimeDomain::EventTime } else { TimeDomain::ProcessingTime };

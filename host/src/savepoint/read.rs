@@ -1,7 +1,6 @@
 //! Reading a savepoint: checking it against a job, and handing each new
 //! subtask the key groups it owns.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::format::{BROADCAST_MAGIC, KEYED_MAGIC};
@@ -216,22 +215,10 @@ impl Savepoint {
     }
 
     fn broadcast(&self, operator: &OperatorSnapshot) -> Result<BroadcastMaps, StateError> {
-        let mut broadcast = BroadcastMaps::default();
-        let Some(file) = &operator.broadcast else { return Ok(broadcast) };
+        let Some(file) = &operator.broadcast else { return Ok(BroadcastMaps::default()) };
         let bytes = read_verified(&self.dir, file)?;
         let path = self.dir.join(&file.path);
-        let mut input = RecordReader::new(&path, &bytes, BROADCAST_MAGIC)?;
-        for _ in 0..input.u32()? {
-            let id = broadcast.registry.intern(&input.string()?);
-            let mut map = BTreeMap::new();
-            for _ in 0..input.u32()? {
-                let key = input.bytes()?.to_vec();
-                map.insert(key, input.bytes()?.to_vec());
-            }
-            broadcast.maps.resize_with(id.0 as usize + 1, BTreeMap::new);
-            broadcast.maps[id.0 as usize] = map;
-        }
-        Ok(broadcast)
+        BroadcastMaps::decode(&mut RecordReader::new(&path, &bytes, BROADCAST_MAGIC)?)
     }
 }
 

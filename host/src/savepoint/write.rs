@@ -259,16 +259,6 @@ fn write_keyed(entries: &Entries, dir: &Path, uid: &str) -> Result<KeyedFile, St
 /// Writes an operator's broadcast maps (the same in every subtask).
 fn write_broadcast(meta: &InstanceMeta, dir: &Path, uid: &str) -> Result<FileRef, StateError> {
     let mut out = RecordWriter::new(BROADCAST_MAGIC);
-    let names = meta.broadcast.registry.names();
-    out.u32(names.len() as u32);
-    for (index, name) in names.iter().enumerate() {
-        out.bytes(name.as_bytes());
-        let map = meta.broadcast.maps.get(index);
-        out.u32(map.map_or(0, |m| m.len() as u32));
-        for (key, value) in map.into_iter().flatten() {
-            out.bytes(key);
-            out.bytes(value);
-        }
-    }
+    meta.broadcast.encode(&mut out);
     write_verified(dir, format!("{}/broadcast.wsb", dir_name(uid)), &out.into_bytes())
 }

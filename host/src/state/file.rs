@@ -56,6 +56,38 @@ fn check(full: &Path, file: &FileRef, bytes: &[u8]) -> Result<(), StateError> {
     Ok(())
 }
 
+/// A JSON document behind a checksummed header line, as manifests are
+/// stored: `<kind> <version> crc32=<8 hex digits of the JSON's CRC-32>`.
+pub fn with_header(kind: &str, version: u32, json: &[u8]) -> Vec<u8> {
+    let mut out = format!("{kind} {version} crc32={:08x}\n", crc32fast::hash(json)).into_bytes();
+    out.extend_from_slice(json);
+    out
+}
+
+/// The JSON behind a header [`with_header`] wrote, once the header names
+/// `kind` and `version` and the checksum matches; else why not.
+pub fn strip_header<'a>(bytes: &'a [u8], kind: &str, version: u32) -> Result<&'a [u8], String> {
+    let newline = bytes.iter().position(|&b| b == b'\n').ok_or("it has no header line (truncated?)")?;
+    let header = std::str::from_utf8(&bytes[..newline]).map_err(|_| "its header is not text")?;
+    let json = &bytes[newline + 1..];
+    let mut words = header.split(' ');
+    let (Some(found), Some(found_version), Some(crc)) = (words.next(), words.next(), words.next()) else {
+        return Err(format!("its header {header:?} is not a `{kind}` header"));
+    };
+    if found != kind {
+        return Err(format!("its header {header:?} is not a `{kind}` header"));
+    }
+    if found_version != version.to_string() {
+        return Err(format!("it has format version {found_version}; this Weir reads version {version}"));
+    }
+    let expected = crc.strip_prefix("crc32=").and_then(|c| u32::from_str_radix(c, 16).ok());
+    let actual = crc32fast::hash(json);
+    if expected != Some(actual) {
+        return Err(format!("its checksum is {actual:08x}, its header says {crc} (corrupt or truncated)"));
+    }
+    Ok(json)
+}
+
 /// Builds a snapshot file in memory.
 #[derive(Debug, Default)]
 pub struct RecordWriter {
