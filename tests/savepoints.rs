@@ -419,3 +419,62 @@ fn a_savepoint_of_rocksdb_state_restores_into_the_memory_backend_at_another_para
     run_job(&job, &["--from-savepoint", savepoint.to_str().unwrap(), "-p", "3"]).success();
     assert_eq!(committed_lines(&dir.path("out"), None), expected_counts(events, keys));
 }
+
+/// The sensors demo (30 s of readings at 5× speed, one source subtask) in
+/// 1 s event-time windows — map state and timers — into part files in `out`.
+fn windows_job(dir: &JobDir, name: &str, out: &str) -> PathBuf {
+    dir.write(
+        &format!("{name}.toml"),
+        &format!(
+            r#"
+name = "{name}"
+parallelism = 2
+checkpoint_dir = "checkpoints-{name}"
+
+[[source]]
+name = "sensors"
+type = "generator"
+mode = "sensors"
+events = 9000
+shuffle_ms = 100
+speed = 5
+out_of_orderness_ms = 100
+parallelism = 1
+
+[[operator]]
+uid = "windows"
+plugin = {plugin}
+inputs = ["sensors"]
+key_by = true
+config = {{ time = "event" }}
+
+[[sink]]
+name = "sums"
+type = "files"
+input = "windows"
+path = "{out}"
+"#,
+            plugin = toml_path(&plugin("sensor-window"))
+        ),
+    )
+}
+
+#[test]
+fn open_windows_and_their_timers_survive_a_stop_and_a_restore_at_another_parallelism() {
+    let dir = JobDir::new();
+    run_job(&windows_job(&dir, "uninterrupted", "expected"), &["-p", "2"]).success();
+    let expected = committed_lines(&dir.path("expected"), None);
+    assert_eq!(expected.len(), 90, "30 one-second windows of 3 sensors");
+
+    let job = windows_job(&dir, "stopped", "out");
+    let host = Host::start(&job, &[]);
+    host.wait_for_records("stopped", 3_000);
+    let savepoint = dir.path("sp");
+    host.weir(&["savepoint", "stopped", "--stop", "--dir", savepoint.to_str().unwrap()]).success();
+    let (status, stderr) = host.wait();
+    assert!(status.success(), "{stderr}");
+    let inspect = weir(&["savepoint", "inspect", savepoint.to_str().unwrap()]).success().stdout();
+    assert!(inspect.contains("(map)") && inspect.contains("(event-time timers)"), "{inspect}");
+    run_job(&job, &["--from-savepoint", savepoint.to_str().unwrap(), "-p", "3"]).success();
+    assert_eq!(committed_lines(&dir.path("out"), None), expected);
+}
