@@ -92,8 +92,10 @@ fn report(summary: &JobSummary, graph: &JobGraph) {
         eprintln!("job `{name}` stopped with savepoint {}", savepoint.dir.display());
         return;
     }
-    if let Some(checkpoint) = summary.restored_from {
-        eprintln!("job `{name}` resumed from checkpoint {checkpoint}");
+    match (&summary.savepoint, summary.restored_from) {
+        (Some(savepoint), _) => eprintln!("job `{name}` started from savepoint {}", savepoint.display()),
+        (None, Some(checkpoint)) => eprintln!("job `{name}` resumed from checkpoint {checkpoint}"),
+        (None, None) => {}
     }
     eprintln!(
         "job `{name}` finished in {:.2} s: {} events read, {} written{}",

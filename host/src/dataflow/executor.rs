@@ -110,6 +110,8 @@ pub struct JobSummary {
     pub tasks: Vec<TaskSummary>,
     /// The checkpoint the (last) run resumed from.
     pub restored_from: Option<u64>,
+    /// The savepoint it started from, if the last run did.
+    pub savepoint: Option<PathBuf>,
     /// Restarts after task failures.
     pub restarts: u32,
     /// Checkpoints completed by the last run, with their figures.
@@ -247,7 +249,13 @@ pub fn run_job_with(graph: &JobGraph, engine: &Arc<PluginEngine>, options: RunOp
             let _ = started.send(());
         }
         let failure = match running.wait() {
-            Ok(summary) => return Ok(JobSummary { restarts, ..summary }),
+            Ok(summary) => {
+                let savepoint = match restore {
+                    Some(Restore::Savepoint(savepoint)) => Some(savepoint.dir.clone()),
+                    _ => None,
+                };
+                return Ok(JobSummary { restarts, savepoint, ..summary });
+            }
             Err(failure @ RunError::TaskFailed { .. }) => failure,
             Err(other) => return Err(other),
         };
@@ -414,6 +422,7 @@ impl RunningJob {
             name: self.name.clone(),
             duration: self.started.elapsed(),
             restored_from: self.restored_from,
+            savepoint: None,
             restarts: 0,
             checkpoints,
             already_finished: false,
