@@ -222,9 +222,11 @@ impl JobManager {
         Ok((job.graph.clone(), job.commands.clone(), job.generation))
     }
 
-    fn set_status(&self, name: &str, status: JobStatus) {
-        if let Some(job) = self.lock().get_mut(name) {
-            job.status = status;
+    /// An upgrade given up before the job was stopped: it runs on (unless
+    /// it ended meanwhile).
+    fn abandon_upgrade(&self, name: &str) {
+        if let Some(job) = self.lock().get_mut(name).filter(|j| j.status == JobStatus::Upgrading) {
+            job.status = JobStatus::Running;
         }
     }
 

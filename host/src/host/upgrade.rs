@@ -37,20 +37,17 @@ pub(super) fn upgrade(manager: &Arc<JobManager>, name: &str, request: UpgradeReq
         .load(&plugin_path)
         .map_err(|e| ControlError::Rejected(format!("upgrade refused, job `{name}` runs on unchanged: {e}")))?;
     let upgraded = with_plugin(&graph, uid, &plugin_path)?;
+    // From here on, other upgrades and savepoint requests are turned away.
+    manager.begin_upgrade(name, generation)?;
+    let checked = check_before_stop(manager, name, &graph, &upgraded, uid, &plugin);
+    let checked_entries = match checked {
+        Ok(entries) => entries,
+        Err(error) => {
+            manager.abandon_upgrade(name);
+            return Err(error);
+        }
+    };
 
-    let check_dir = manager.default_savepoint_dir(&graph, "upgrade-check");
-    let check = manager.take_savepoint(name, check_dir.clone(), false)?;
-    let checked = check_state(&manager.engine, &upgraded, uid, &plugin, &Savepoint::open(&check.dir).map_err(failed)?);
-    let _ = std::fs::remove_dir_all(&check_dir);
-    let checked_entries = checked.map_err(|reason| {
-        ControlError::Rejected(format!(
-            "upgrade refused, job `{name}` runs on unchanged: the new plugin {} cannot take over the state of \
-             operator `{uid}`: {reason}",
-            plugin_path.display()
-        ))
-    })?;
-
-    manager.set_status(name, JobStatus::Upgrading);
     let stop_requested = Instant::now();
     let dir = match &request.savepoint_dir {
         Some(dir) => absolute(dir),
@@ -59,7 +56,7 @@ pub(super) fn upgrade(manager: &Arc<JobManager>, name: &str, request: UpgradeReq
     let savepoint = match manager.take_savepoint(name, dir, true) {
         Ok(info) => info,
         Err(error) => {
-            manager.set_status(name, JobStatus::Running);
+            manager.abandon_upgrade(name);
             return Err(error);
         }
     };
@@ -184,4 +181,45 @@ fn flatten(values: &[Vec<u8>]) -> (Vec<u8>, Vec<u32>) {
 
 fn failed(error: impl std::fmt::Display) -> ControlError {
     ControlError::Failed(error.to_string())
+}
+
+impl JobManager {
+    /// Marks job `name` (incarnation `generation`) as being upgraded, if it
+    /// is running.
+    fn begin_upgrade(&self, name: &str, generation: u64) -> Result<(), ControlError> {
+        let mut jobs = self.lock();
+        match jobs.get_mut(name) {
+            Some(job) if job.generation == generation && job.status == JobStatus::Running => {
+                job.status = JobStatus::Upgrading;
+                Ok(())
+            }
+            Some(job) => Err(ControlError::Conflict(format!("job `{name}` is {}, not running", job.status.word()))),
+            None => Err(ControlError::NoSuchJob(name.to_owned())),
+        }
+    }
+}
+
+/// Takes a savepoint of the running job and checks the new plugin against
+/// the operator's state in it; returns how many values it read.
+fn check_before_stop(
+    manager: &JobManager,
+    name: &str,
+    graph: &JobGraph,
+    upgraded: &JobGraph,
+    uid: &str,
+    plugin: &LoadedPlugin,
+) -> Result<u64, ControlError> {
+    let check_dir = manager.default_savepoint_dir(graph, "upgrade-check");
+    let check = manager.take_savepoint(name, check_dir.clone(), false)?;
+    let checked = Savepoint::open(&check.dir)
+        .map_err(|e| e.to_string())
+        .and_then(|savepoint| check_state(&manager.engine, upgraded, uid, plugin, &savepoint));
+    let _ = std::fs::remove_dir_all(&check_dir);
+    checked.map_err(|reason| {
+        ControlError::Rejected(format!(
+            "upgrade refused, job `{name}` runs on unchanged: the new plugin {} cannot take over the state of \
+             operator `{uid}`: {reason}",
+            plugin.path.display()
+        ))
+    })
 }

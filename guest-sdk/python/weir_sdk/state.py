@@ -1,0 +1,454 @@
+"""Keyed state over the host's bulk state interface.
+
+The host hands out keyed state per *batch*: ``get-all`` returns the value of
+every distinct key of the batch, ``set-many`` writes changed ones back. As in
+the Rust SDK, a :class:`ValueState` fetches its values on its first use in a
+batch (one host call), keeps them while the operator processes the batch
+event by event, and writes the changed slots back in one call when the batch
+is done. A :class:`MapState` fetches each (key, sub-key) entry on first use
+(or all of a batch's at once with :meth:`MapState.prefetch`) and writes the
+changed entries back in one call. The host takes checkpoints between
+batches, so every checkpoint sees all of a batch's writes or none.
+
+Values are stored as JSON (written exactly as the Rust SDK's serde_json
+writes them), so a Python and a Rust version of a plugin read each other's
+state: a Rust ``ValueState<u64>`` holding 3 stores ``3``, and so does a
+Python ``ValueState`` set to ``3``.
+
+Values returned by ``get`` are the batch's cached objects: after changing a
+list or dict in place, call ``set`` with it, or the change is lost.
+"""
+
+from . import codec
+from .errors import StateError
+
+__all__ = ["ValueState", "MapState", "BroadcastState"]
+
+_NOT_KEYED = (
+    "keyed state used on an input that is not keyed: set `key_by = true` for this operator in the job file"
+)
+_TIMER_NOT_KEYED = "timers need a keyed input: set `key_by = true` for this operator in the job file"
+
+
+class _Sentinel:
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return self.name
+
+
+_UNREAD = _Sentinel("<unread>")  # fetched, not decoded yet
+_ABSENT = _Sentinel("<absent>")  # the key has no value
+
+# States declared by creating handles, for `check-state`:
+# (name, is_map) -> validate function or None.
+_declared = {}
+
+
+def _declare(name, is_map, validate):
+    if not isinstance(name, str) or not name:
+        raise ValueError("a state needs a non-empty name")
+    _declared[(name, is_map)] = validate
+
+
+def check_values(name, is_map, values):
+    """Raises ``ValueError`` with a message unless every value (bytes) of
+    state ``name`` can be read by the states this plugin declares."""
+    kind = "map state" if is_map else "value state"
+    if (name, is_map) not in _declared:
+        raise ValueError(
+            f"this plugin declares no {kind} `{name}` (its stored entries would be lost); keep the state's "
+            "name, or drop the state on purpose with --allow-non-restored-state"
+        )
+    validate = _declared[(name, is_map)]
+    for i, raw in enumerate(values):
+        try:
+            value = codec.loads(raw)
+            if validate is not None and validate(value) is False:
+                raise ValueError("rejected by its validate function")
+        except Exception as e:  # noqa: BLE001 - every failure refuses the value
+            preview = bytes(raw).decode("utf-8", "replace")
+            if len(preview) > 60:
+                preview = preview[:60] + "…"
+            raise ValueError(
+                f"{kind} `{name}`: stored value #{i} ({preview}) cannot be read by this plugin: "
+                f"{type(e).__name__}: {e}"
+            ) from None
+
+
+def _decode(kind, name, raw):
+    try:
+        return codec.loads(raw)
+    except ValueError as e:
+        raise StateError(f"{kind} `{name}` holds a value this plugin cannot read ({e})") from None
+
+
+def _encode(kind, name, value):
+    try:
+        return codec.dumps(value).encode()
+    except (TypeError, ValueError, RecursionError) as e:
+        raise StateError(f"cannot encode {kind} `{name}`: {e}") from None
+
+
+class Store:
+    """The states of the operator instance and their caches for the current
+    call. One per instance (a component instance is single-threaded)."""
+
+    def __init__(self, host):
+        self.host = host
+        self.batch = 0  # counts calls; a cache is valid for one
+        self.touched = []  # caches used in this call, to flush
+        self.timers = {}  # (slot, timestamp, event_time) -> delete
+        self.values = {}
+        self.maps = {}
+        self.mirrors = {}
+
+    def begin(self):
+        self.batch += 1
+        self.touched = []
+        self.timers = {}
+
+    def flush(self):
+        for cache in self.touched:
+            cache.flush()
+        self.touched = []
+        if self.timers:
+            changes = [(s, t, ev, d) for (s, t, ev), d in self.timers.items()]
+            self.timers = {}
+            self.host.update_timers(changes)
+
+    def discard(self):
+        """Forgets the writes of a failed call."""
+        for cache in self.touched:
+            cache.discard()
+        self.touched = []
+        self.timers = {}
+        self.batch += 1
+
+    def value_cache(self, name):
+        cache = self.values.get(name)
+        if cache is None:
+            cache = self.values[name] = _ValueCache(self, name)
+        return cache
+
+    def map_cache(self, name):
+        cache = self.maps.get(name)
+        if cache is None:
+            cache = self.maps[name] = _MapCache(self, name)
+        return cache
+
+    def mirror(self, name):
+        mirror = self.mirrors.get(name)
+        if mirror is None:
+            mirror = self.mirrors[name] = _Mirror(self.host.open_broadcast(name))
+        return mirror
+
+
+class _ValueCache:
+    __slots__ = ("store", "name", "raw", "batch", "encoded", "values", "dirty")
+
+    def __init__(self, store, name):
+        self.store = store
+        self.name = name
+        self.raw = store.host.open_value(name)
+        self.batch = -1
+        self.encoded = []
+        self.values = []
+        self.dirty = {}
+
+    def load(self):
+        present, data, offsets = self.raw.get_all()
+        if len(offsets) != len(present) + 1:
+            raise StateError(f"host sent malformed values for state `{self.name}`")
+        self.encoded = [data[offsets[i] : offsets[i + 1]] if p else None for i, p in enumerate(present)]
+        self.values = [_UNREAD] * len(present)
+        self.dirty = {}
+        self.batch = self.store.batch
+        self.store.touched.append(self)
+
+    def read(self, slot):
+        value = self.values[slot]
+        if value is _UNREAD:
+            raw = self.encoded[slot]
+            value = _ABSENT if raw is None else _decode("value state", self.name, raw)
+            self.values[slot] = value
+        return value
+
+    def write(self, slot, value):
+        self.values[slot] = value
+        self.dirty[slot] = None
+
+    def flush(self):
+        if not self.dirty:
+            return
+        slots = list(self.dirty)
+        present, parts, offsets, pos = [], [], [0], 0
+        values = self.values
+        for slot in slots:
+            value = values[slot]
+            if value is _ABSENT:
+                present.append(False)
+            else:
+                b = _encode("value state", self.name, value)
+                present.append(True)
+                parts.append(b)
+                pos += len(b)
+            offsets.append(pos)
+        self.dirty = {}
+        self.raw.set_many(slots, present, b"".join(parts), offsets)
+
+    def discard(self):
+        self.dirty = {}
+        self.batch = -1
+
+
+class _MapCache:
+    __slots__ = ("store", "name", "raw", "batch", "entries", "dirty")
+
+    def __init__(self, store, name):
+        self.store = store
+        self.name = name
+        self.raw = store.host.open_map(name)
+        self.batch = -1
+        self.entries = {}  # (slot, sub-key bytes) -> value or _ABSENT
+        self.dirty = {}
+
+    def begin(self):
+        self.entries = {}
+        self.dirty = {}
+        self.batch = self.store.batch
+        self.store.touched.append(self)
+
+    def read(self, slot, sub_key):
+        entry = (slot, sub_key)
+        value = self.entries.get(entry, _UNREAD)
+        if value is _UNREAD:
+            raw = self.raw.get(slot, sub_key)
+            value = _ABSENT if raw is None else _decode("map state", self.name, raw)
+            self.entries[entry] = value
+        return value
+
+    def prefetch(self, wanted):
+        slots, sub_keys, sub_offsets, keys = [], [], [0], []
+        pos = 0
+        entries = self.entries
+        for slot, sub_key in wanted:
+            entry = (slot, sub_key)
+            if entry in entries:
+                continue
+            entries[entry] = _UNREAD
+            slots.append(slot)
+            sub_keys.append(sub_key)
+            pos += len(sub_key)
+            sub_offsets.append(pos)
+            keys.append(entry)
+        if not keys:
+            return
+        present, data, offsets = self.raw.get_many(slots, b"".join(sub_keys), sub_offsets)
+        for i, entry in enumerate(keys):
+            entries[entry] = (
+                _decode("map state", self.name, data[offsets[i] : offsets[i + 1]]) if present[i] else _ABSENT
+            )
+
+    def write(self, slot, sub_key, value):
+        entry = (slot, sub_key)
+        self.entries[entry] = value
+        self.dirty[entry] = None
+
+    def flush(self):
+        if not self.dirty:
+            return
+        slots, sub_keys, sub_offsets, present, parts, offsets = [], [], [0], [], [], [0]
+        spos = pos = 0
+        for entry in self.dirty:
+            slot, sub_key = entry
+            slots.append(slot)
+            sub_keys.append(sub_key)
+            spos += len(sub_key)
+            sub_offsets.append(spos)
+            value = self.entries[entry]
+            if value is _ABSENT:
+                present.append(False)
+            else:
+                b = _encode("map state", self.name, value)
+                present.append(True)
+                parts.append(b)
+                pos += len(b)
+            offsets.append(pos)
+        self.dirty = {}
+        self.raw.set_many(slots, b"".join(sub_keys), sub_offsets, present, b"".join(parts), offsets)
+
+    def discard(self):
+        self.entries = {}
+        self.dirty = {}
+        self.batch = -1
+
+
+class _Mirror:
+    """A full copy of a broadcast map: only this instance writes it."""
+
+    __slots__ = ("raw", "entries")
+
+    def __init__(self, raw):
+        self.raw = raw
+        self.entries = dict(raw.entries())
+
+
+def _slot(ctx):
+    slot = ctx._slot
+    if slot is None:
+        raise StateError(_NOT_KEYED)
+    return slot
+
+
+class ValueState:
+    """A keyed value state: at most one JSON value per key.
+
+    Create it in ``init`` (or at class level) with a name that stays the
+    same across versions of the plugin: snapshots store state by that name.
+    ``validate``, if given, is called with each decoded value when the host
+    asks (before an upgrade) whether this plugin can read another version's
+    values: it rejects a value by raising or returning ``False``.
+    """
+
+    __slots__ = ("name", "_store", "_cache")
+
+    def __init__(self, name, validate=None):
+        _declare(name, False, validate)
+        self.name = name
+        self._store = None
+        self._cache = None
+
+    def _loaded(self, ctx):
+        store = ctx._store
+        if self._store is not store:
+            self._cache = store.value_cache(self.name)
+            self._store = store
+        cache = self._cache
+        if cache.batch != store.batch:
+            cache.load()
+        return cache
+
+    def get(self, ctx, default=None):
+        """The current key's value, or ``default`` if it has none."""
+        slot = ctx._slot
+        if slot is None:
+            raise StateError(_NOT_KEYED)
+        value = self._loaded(ctx).read(slot)
+        return default if value is _ABSENT else value
+
+    def set(self, ctx, value):
+        """Sets the current key's value (any JSON-encodable value; ``None``
+        is stored as JSON ``null``, use :meth:`clear` to remove)."""
+        slot = ctx._slot
+        if slot is None:
+            raise StateError(_NOT_KEYED)
+        self._loaded(ctx).write(slot, value)
+
+    def clear(self, ctx):
+        """Removes the current key's value."""
+        self._loaded(ctx).write(_slot(ctx), _ABSENT)
+
+    def update(self, ctx, f, default=None):
+        """Sets the current key's value to ``f(old value or default)`` and
+        returns it."""
+        value = f(self.get(ctx, default))
+        self.set(ctx, value)
+        return value
+
+    def __repr__(self):
+        return f"ValueState({self.name!r})"
+
+
+class MapState:
+    """A keyed map state: for the current key, JSON values by sub-key — for
+    keys with many entries of which an event touches few (one accumulator
+    per window, say). Sub-keys are encoded like event keys (``int`` as
+    decimal text, ``str`` as UTF-8, ``bytes`` as they are), as in the Rust
+    SDK.
+
+    An entry is fetched from the host on its first use in a call, one host
+    call each; :meth:`prefetch` (from ``Operator.prepare``) fetches a whole
+    batch's entries in one.
+    """
+
+    __slots__ = ("name", "_store", "_cache")
+
+    def __init__(self, name, validate=None):
+        _declare(name, True, validate)
+        self.name = name
+        self._store = None
+        self._cache = None
+
+    def _cached(self, store):
+        if self._store is not store:
+            self._cache = store.map_cache(self.name)
+            self._store = store
+        cache = self._cache
+        if cache.batch != store.batch:
+            cache.begin()
+        return cache
+
+    def get(self, ctx, sub_key, default=None):
+        """The current key's value under ``sub_key``, or ``default``."""
+        value = self._cached(ctx._store).read(_slot(ctx), codec.encode(sub_key))
+        return default if value is _ABSENT else value
+
+    def set(self, ctx, sub_key, value):
+        """Sets the current key's value under ``sub_key``."""
+        self._cached(ctx._store).write(_slot(ctx), codec.encode(sub_key), value)
+
+    def remove(self, ctx, sub_key):
+        """Removes the current key's entry ``sub_key``."""
+        self._cached(ctx._store).write(_slot(ctx), codec.encode(sub_key), _ABSENT)
+
+    def prefetch(self, batch, entries):
+        """Fetches the entries ``(slot, sub_key)`` a batch will use in one
+        host call; entries already fetched in this call are not fetched again."""
+        if batch._slots is None:
+            raise StateError(_NOT_KEYED)
+        self._cached(batch._store).prefetch((slot, codec.encode(k)) for slot, k in entries)
+
+    def __repr__(self):
+        return f"MapState({self.name!r})"
+
+
+class BroadcastState:
+    """A broadcast map: JSON values by key (encoded like event keys), held
+    in full by every subtask. Any call may read it; only a call processing a
+    batch from a broadcast input (``broadcast = [...]`` in the job file) may
+    change it. Read from a local mirror, loaded on first use."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        if not isinstance(name, str) or not name:
+            raise ValueError("a state needs a non-empty name")
+        self.name = name
+
+    def get(self, ctx, key, default=None):
+        raw = ctx._store.mirror(self.name).entries.get(codec.encode(key))
+        return default if raw is None else _decode("broadcast state", self.name, raw)
+
+    def set(self, ctx, key, value):
+        key = codec.encode(key)
+        encoded = _encode("broadcast state", self.name, value)
+        mirror = ctx._store.mirror(self.name)
+        mirror.raw.set(key, encoded)
+        mirror.entries[key] = encoded
+
+    def remove(self, ctx, key):
+        key = codec.encode(key)
+        mirror = ctx._store.mirror(self.name)
+        mirror.raw.remove(key)
+        mirror.entries.pop(key, None)
+
+    def items(self, ctx):
+        """Every entry as ``(key bytes, value)``, in no particular order."""
+        return [(k, _decode("broadcast state", self.name, v)) for k, v in ctx._store.mirror(self.name).entries.items()]
+
+    def __repr__(self):
+        return f"BroadcastState({self.name!r})"

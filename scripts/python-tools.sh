@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Installs the tools that build Python plugins, if they are missing, and
+# prints the path of the componentize-py executable on stdout (logs go to
+# stderr). Idempotent: a second run only checks the installed version.
+#
+#   componentize_py="$(scripts/python-tools.sh)"
+#
+# The tools live in a virtualenv at ${WEIR_TOOLS:-$HOME/.cache/weir-tools}/venv,
+# created with `python3 -m venv` (Python 3.10 or later). Set PYTHON to use
+# another interpreter for the venv.
+set -euo pipefail
+
+# Pinned: componentize-py bundles its own CPython and wit-bindgen; another
+# version may generate different bindings. Change it on purpose, and rebuild
+# and re-test the Python plugins when you do.
+COMPONENTIZE_PY_VERSION="0.25.1"
+
+tools="${WEIR_TOOLS:-$HOME/.cache/weir-tools}"
+venv="$tools/venv"
+exe="$venv/bin/componentize-py"
+python="${PYTHON:-python3}"
+
+log() { printf '==> %s\n' "$*" >&2; }
+
+installed_version() {
+    "$venv/bin/python" - <<'EOF' 2>/dev/null
+from importlib.metadata import version
+print(version("componentize-py"))
+EOF
+}
+
+if [[ -x "$exe" && "$(installed_version || true)" == "$COMPONENTIZE_PY_VERSION" ]]; then
+    printf '%s\n' "$exe"
+    exit 0
+fi
+
+if [[ ! -x "$venv/bin/python" ]]; then
+    command -v "$python" >/dev/null || { log "error: $python not found; install Python 3.10+ (apt-get install python3 python3-venv)"; exit 1; }
+    log "creating a virtualenv at $venv"
+    mkdir -p "$tools"
+    "$python" -m venv "$venv" >&2
+fi
+
+log "installing componentize-py==$COMPONENTIZE_PY_VERSION into $venv"
+"$venv/bin/python" -m pip install --quiet "componentize-py==$COMPONENTIZE_PY_VERSION" >&2
+
+if [[ ! -x "$exe" ]]; then
+    log "error: $exe is missing after the install"
+    exit 1
+fi
+printf '%s\n' "$exe"
