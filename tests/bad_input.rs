@@ -92,12 +92,14 @@ fn a_component_for_another_world() {
 }
 
 #[test]
-fn a_component_built_against_another_wit_version() {
+fn components_built_against_an_older_or_newer_wit_version() {
     let dir = JobDir::new();
-    let path = component_from_wat(&dir, "newer.wasm", &component_exporting("weir:operator/operator@0.3.0"));
-    let error = run_job(&job_with_plugin(&dir, &path), &[]).failure();
-    assert!(error.contains("was built against weir:operator@0.3.0"), "{error}");
-    assert!(error.contains("this host implements weir:operator@0.2.0"), "{error}");
+    for version in ["0.1.0", "0.3.0"] {
+        let path = component_from_wat(&dir, &format!("{version}.wasm"), &component_exporting(&format!("weir:operator/operator@{version}")));
+        let error = run_job(&job_with_plugin(&dir, &path), &[]).failure();
+        assert!(error.contains(&format!("was built against weir:operator@{version}")), "{error}");
+        assert!(error.contains("this host implements weir:operator@0.2.0"), "{error}");
+    }
 }
 
 #[test]
