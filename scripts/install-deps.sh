@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the system packages and Rust target the build needs, if missing:
-# the wasm32-wasip2 target (plugins) and libclang (RocksDB's bindings).
+# the wasm32-wasip2 target (plugins) and libclang (RocksDB's bindings); and
+# the toolchains of Python and JavaScript plugins (componentize-py in a
+# virtualenv, jco with npm) under ~/.cache/weir-tools.
 #
 #   scripts/install-deps.sh
 set -euo pipefail
@@ -24,3 +26,8 @@ if ! rustup target list --installed | grep -qx wasm32-wasip2; then
     log "installing the wasm32-wasip2 Rust target"
     rustup target add wasm32-wasip2
 fi
+
+cd "$(dirname "$0")/.."
+log "checking the Python and JavaScript plugin toolchains"
+bash scripts/python-tools.sh >/dev/null
+bash scripts/js-tools.sh >/dev/null

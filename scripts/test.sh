@@ -7,4 +7,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
+printf '\033[1m==> %s\033[0m\n' "the Python SDK's unit tests" >&2
+python3 -m unittest discover -s guest-sdk/python/tests
 exec cargo test --release --workspace "$@"

@@ -15,7 +15,7 @@ pub fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("host/ is inside the workspace").to_path_buf()
 }
 
-fn target_dir() -> PathBuf {
+pub fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace().join("target"))
 }
 

@@ -82,7 +82,7 @@ def check_values(name, is_map, values):
 def _decode(kind, name, raw):
     try:
         return codec.loads(raw)
-    except ValueError as e:
+    except ValueError as e:  # (UnicodeDecodeError is one)
         raise StateError(f"{kind} `{name}` holds a value this plugin cannot read ({e})") from None
 
 
@@ -337,7 +337,12 @@ class ValueState:
         slot = ctx._slot
         if slot is None:
             raise StateError(_NOT_KEYED)
-        value = self._loaded(ctx).read(slot)
+        cache = self._cache
+        if self._store is not ctx._store or cache.batch != ctx._store.batch:
+            cache = self._loaded(ctx)
+        value = cache.values[slot]
+        if value is _UNREAD:
+            value = cache.read(slot)
         return default if value is _ABSENT else value
 
     def set(self, ctx, value):
@@ -346,7 +351,11 @@ class ValueState:
         slot = ctx._slot
         if slot is None:
             raise StateError(_NOT_KEYED)
-        self._loaded(ctx).write(slot, value)
+        cache = self._cache
+        if self._store is not ctx._store or cache.batch != ctx._store.batch:
+            cache = self._loaded(ctx)
+        cache.values[slot] = value
+        cache.dirty[slot] = None
 
     def clear(self, ctx):
         """Removes the current key's value."""

@@ -14,9 +14,6 @@ pub enum Language {
 
 /// Creates `dir/name`, a plugin project for `language`.
 pub fn new_plugin(language: Language, name: &str, dir: &Path, sdk: Option<&Path>) -> anyhow::Result<()> {
-    if language != Language::Rust {
-        bail!("scaffolding {language:?} plugins is not supported yet; only --lang rust is (see docs/plugin-guide.md for the contract)");
-    }
     if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
         bail!("plugin name {name:?} must be letters, digits, '-' or '_'");
     }
@@ -24,34 +21,103 @@ pub fn new_plugin(language: Language, name: &str, dir: &Path, sdk: Option<&Path>
     if project.exists() {
         bail!("{} already exists; choose another name or directory", project.display());
     }
-    let sdk = sdk_path(sdk)?;
-    std::fs::create_dir_all(project.join("src")).with_context(|| format!("cannot create {}", project.display()))?;
+    let weir = weir_root(sdk)?;
+    let (files, build) = match language {
+        Language::Rust => rust_project(name, &weir.join("guest-sdk")),
+        Language::Python => python_project(name, &weir),
+        Language::Js => js_project(name, &weir),
+    };
+    for (file, contents) in files {
+        let path = project.join(file);
+        std::fs::create_dir_all(path.parent().expect("inside the project"))
+            .with_context(|| format!("cannot create {}", project.display()))?;
+        std::fs::write(&path, contents).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    println!("created {} — build it with:", project.display());
+    println!("  cd {} && {build}", project.display());
+    Ok(())
+}
+
+/// A project's files (path, contents) and its build command.
+type Project = (Vec<(String, String)>, String);
+
+fn rust_project(name: &str, sdk: &Path) -> Project {
     let files = [
-        ("Cargo.toml", cargo_toml(name, &sdk)),
+        ("Cargo.toml", cargo_toml(name, sdk)),
         ("src/lib.rs", LIB_RS.to_owned()),
         ("README.md", readme(name)),
         (".gitignore", "/target/\n".to_owned()),
     ];
-    for (file, contents) in files {
-        let path = project.join(file);
-        std::fs::write(&path, contents).with_context(|| format!("cannot write {}", path.display()))?;
-    }
-    println!("created {} — build it with:", project.display());
-    println!("  cd {} && cargo build --release --target wasm32-wasip2", project.display());
-    Ok(())
+    (files.map(|(f, c)| (f.to_owned(), c)).into(), "cargo build --release --target wasm32-wasip2".to_owned())
 }
 
-/// The SDK crate to depend on: `--sdk`, else the one this binary was built from.
-fn sdk_path(given: Option<&Path>) -> anyhow::Result<PathBuf> {
-    let path = match given {
+fn python_project(name: &str, weir: &Path) -> Project {
+    let wasm = format!("{}.wasm", name.replace('-', "_"));
+    let build = format!("{}/scripts/build-python-plugin.sh . {wasm}", weir.display());
+    let files = [
+        ("app.py".to_owned(), APP_PY.to_owned()),
+        ("README.md".to_owned(), other_readme(name, "Python", "app.py", &build, &wasm)),
+        (".gitignore".to_owned(), "*.wasm\n__pycache__/\n".to_owned()),
+    ];
+    (files.into(), build)
+}
+
+fn js_project(name: &str, weir: &Path) -> Project {
+    let (source, wasm) = (format!("{name}.js"), format!("{}.wasm", name.replace('-', "_")));
+    let build = format!("{}/scripts/build-js-plugin.sh {source} {wasm}", weir.display());
+    let files = [
+        ("README.md".to_owned(), other_readme(name, "JavaScript", &source, &build, &wasm)),
+        (source, PLUGIN_JS.to_owned()),
+        (".gitignore".to_owned(), "*.wasm\n".to_owned()),
+    ];
+    (files.into(), build)
+}
+
+fn other_readme(name: &str, language: &str, source: &str, build: &str, wasm: &str) -> String {
+    format!(
+        r#"# {name}
+
+A Weir operator plugin in {language} (`{source}`). Build it into a
+WebAssembly component with
+
+    {build}
+
+(the first build installs the toolchain under ~/.cache/weir-tools), check
+it with
+
+    weir plugin check {wasm}
+
+and use it in a job file:
+
+```toml
+[[operator]]
+uid = "{name}"
+plugin = "{wasm}"
+inputs = ["your-source"]
+key_by = true
+```
+
+The contract is in Weir's docs/plugin-guide.md; the SDK's API in Weir's
+guest-sdk/{sdk}/README.md.
+"#,
+        sdk = if language == "Python" { "python" } else { "js" }
+    )
+}
+
+/// The Weir checkout whose SDKs and build scripts a project uses: the
+/// parent of `--sdk` (the guest-sdk directory), else the one this binary
+/// was built from.
+fn weir_root(sdk: Option<&Path>) -> anyhow::Result<PathBuf> {
+    let sdk = match sdk {
         Some(path) => path.to_path_buf(),
         None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-sdk"),
     };
-    path.join("Cargo.toml")
+    sdk.join("Cargo.toml")
         .is_file()
-        .then(|| path.canonicalize())
+        .then(|| sdk.canonicalize())
         .transpose()?
-        .with_context(|| format!("no weir-sdk crate at {}; pass --sdk PATH to the guest-sdk directory", path.display()))
+        .and_then(|sdk| sdk.parent().map(Path::to_path_buf))
+        .with_context(|| format!("no weir-sdk at {}; pass --sdk PATH to Weir's guest-sdk directory", sdk.display()))
 }
 
 fn cargo_toml(name: &str, sdk: &Path) -> String {
@@ -143,4 +209,44 @@ mod tests {
         assert_eq!(counts, ["1", "1", "2"]);
     }
 }
+"#;
+
+const APP_PY: &str = r#""""A Weir operator: counts events per key and emits (key, count so far).
+Change `process` to do what you need."""
+
+from weir_sdk import Operator, ValueState, export
+
+
+class Plugin(Operator):
+    def init(self, config):
+        self.seen = ValueState("seen")
+
+    def process(self, ctx, event):
+        seen = self.seen.get(ctx, 0) + 1
+        self.seen.set(ctx, seen)
+        ctx.emit(event.key, str(seen).encode())
+
+
+export(Plugin)
+"#;
+
+const PLUGIN_JS: &str = r#"// A Weir operator: counts events per key and emits (key, count so far).
+// Change `process` to do what you need.
+
+import { Operator, ValueState, exportOperator } from "weir-sdk";
+
+class Plugin extends Operator {
+  init(config) {
+    config.allowOnly([]);
+    this.seen = new ValueState("seen");
+  }
+
+  process(ctx, event) {
+    const seen = (this.seen.get(ctx) ?? 0) + 1;
+    this.seen.set(ctx, seen);
+    ctx.emit(event.key, seen);
+  }
+}
+
+export const operator = exportOperator(Plugin);
 "#;

@@ -1,0 +1,1065 @@
+// weir-sdk — write Weir stream operators in JavaScript.
+//
+// A Weir operator is a WebAssembly component implementing the WIT world
+// `weir:operator/plugin@0.2.0` (see wit/ and docs/plugin-guide.md). This
+// module hides the component plumbing: subclass `Operator`, export
+// `exportOperator(YourClass)` as `operator`, and build the file with
+// scripts/build-js-plugin.sh, which bundles this module with the plugin and
+// runs `jco componentize` (componentize-js, a SpiderMonkey engine).
+//
+//     import { Operator, ValueState, exportOperator } from "weir-sdk";
+//
+//     class WordCount extends Operator {
+//       init(config) { this.count = new ValueState("count"); }
+//       process(ctx, event) {
+//         const n = (this.count.get(ctx) ?? 0) + 1;
+//         this.count.set(ctx, n);
+//         ctx.emit(event.key, String(n));
+//       }
+//     }
+//     export const operator = exportOperator(WordCount);
+//
+// How it maps to the host (the same as the Rust SDK, guest-sdk/src):
+// the host calls the plugin once per *batch*; the SDK calls `process` once
+// per event of it. Keyed state is fetched for all keys of the batch on its
+// first use in the batch (one `get-all` per state), kept in a local cache
+// while the batch is processed, and the changed slots are written back with
+// one `set-many` per state when the batch is done; timer changes go in one
+// `timers.update`. Emitted events are collected in flat buffers and returned
+// in one piece. If the operator throws, nothing is written back and the
+// host fails the call.
+//
+// State values are JSON (UTF-8 `JSON.stringify` text), as in the Rust SDK,
+// so JavaScript and Rust versions of a plugin read each other's state.
+
+import { ValueState as HostValueState } from "weir:operator/state@0.2.0";
+import { update as updateTimers } from "weir:operator/timers@0.2.0";
+
+/** Timestamp sentinel of the WIT contract: "no timestamp" / "no watermark". */
+const NO_TIME = -9223372036854775808n;
+
+const utf8Encoder = new TextEncoder();
+const utf8Decoder = new TextDecoder("utf-8", { fatal: true });
+
+// ---------------------------------------------------------------------------
+// Errors
+
+/**
+ * An error with a kind the host understands. Throw one from `init`,
+ * `process` or `onTimer` to fail the call with that kind; any other thrown
+ * value fails it as `other` with its message.
+ *
+ * kind: "invalid-config" | "invalid-input" | "state" | "other".
+ */
+export class OperatorError extends Error {
+  constructor(kind, message) {
+    super(message);
+    this.name = "OperatorError";
+    this.kind = kind;
+  }
+  /** The configuration is wrong: say which key and why. */
+  static invalidConfig(message) { return new OperatorError("invalid-config", message); }
+  /** An input event cannot be decoded: say what was expected. */
+  static invalidInput(message) { return new OperatorError("invalid-input", message); }
+  /** A state access failed. */
+  static state(message) { return new OperatorError("state", message); }
+  /** Anything else. */
+  static other(message) { return new OperatorError("other", message); }
+}
+
+const KINDS = new Set(["invalid-config", "invalid-input", "state", "other"]);
+
+/** The WIT `operator-error` for anything thrown by operator code. */
+function toWitError(error) {
+  if (error instanceof OperatorError && KINDS.has(error.kind)) {
+    return { tag: error.kind, val: error.message };
+  }
+  let message;
+  if (error instanceof Error) {
+    message = `${error.name}: ${error.message}`;
+    if (error.stack) message += `\n${error.stack}`;
+  } else {
+    message = String(error);
+  }
+  return { tag: "other", val: message };
+}
+
+/**
+ * Throws `witError` (an `operator-error` variant) the way componentize-js
+ * turns an exception into the `err` case of an exported `result`: the
+ * thrown value's `payload` if it has one (as jco's ComponentError), else the
+ * thrown value itself — so the object carries both forms.
+ */
+function failWith(witError) {
+  const e = new Error(witError.val);
+  e.payload = witError;
+  e.tag = witError.tag;
+  e.val = witError.val;
+  throw e;
+}
+
+/** A readable message for a WIT `state-error` thrown by a host call. */
+function stateErrorMessage(thrown) {
+  const e = thrown && typeof thrown === "object" && "payload" in thrown ? thrown.payload : thrown;
+  const tag = e && typeof e === "object" ? e.tag : undefined;
+  switch (tag) {
+    case "no-current-keys":
+      return "state used outside of process";
+    case "slot-out-of-range":
+      return `slot ${e.val} is outside the current batch`;
+    case "not-keyed":
+      return "keyed state used on an input that is not keyed: set `key_by = true` for this operator in the job file";
+    case "malformed-write":
+      return `malformed state write: ${e.val}`;
+    case "timer-not-keyed":
+      return "timers need a keyed input: set `key_by = true` for this operator in the job file";
+    case "not-broadcast-input":
+      return "broadcast state can only be changed while processing an event from a broadcast input (listed under `broadcast` in the job file)";
+    default:
+      return `state access failed: ${thrown instanceof Error ? thrown.message : String(thrown)}`;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Configuration
+
+const HOST_PREFIX = "weir.";
+
+/**
+ * The operator's `config` table from the job file: a Map of strings (every
+ * TOML value arrives as its text). Keys starting with `weir.` are the
+ * host's and are in `config.task` instead.
+ *
+ * Unknown keys are rejected: after `init` returns, any key that the
+ * operator never read (with `get`, `has`, `string`, `number`, `boolean`)
+ * fails the instance with `invalid-config`, so a typo never silently falls
+ * back to a default. Call `allowOnly([...])` to say it explicitly, or
+ * `allowAny()` to accept every key.
+ */
+export class Config extends Map {
+  #read = new Set();
+  #allowAny = false;
+
+  constructor(pairs = []) {
+    super();
+    /** { subtask, parallelism, attempt } from the host's `weir.*` keys. */
+    this.task = { subtask: 0, parallelism: 1, attempt: 0 };
+    const host = {};
+    for (const [key, value] of pairs) {
+      if (key.startsWith(HOST_PREFIX)) host[key.slice(HOST_PREFIX.length)] = value;
+      else super.set(key, String(value));
+    }
+    for (const name of ["subtask", "parallelism", "attempt"]) {
+      const n = Number.parseInt(host[name] ?? "", 10);
+      if (Number.isFinite(n)) this.task[name] = n;
+    }
+  }
+
+  /** The value of `key` as text, or undefined when it is not set. */
+  get(key) {
+    this.#read.add(key);
+    return super.get(key);
+  }
+
+  has(key) {
+    this.#read.add(key);
+    return super.has(key);
+  }
+
+  /** The value of `key`, or `fallback` when it is not set. */
+  string(key, fallback) {
+    const text = this.get(key);
+    return text === undefined ? fallback : text;
+  }
+
+  /** The value of `key` as a finite number, or `fallback` when it is not set. */
+  number(key, fallback) {
+    const text = this.get(key);
+    if (text === undefined) return fallback;
+    const n = Number(text);
+    if (text.trim() === "" || !Number.isFinite(n)) {
+      throw OperatorError.invalidConfig(`\`${key}\` = ${JSON.stringify(text)} is not a valid number`);
+    }
+    return n;
+  }
+
+  /** The value of `key` as `true`/`false`, or `fallback` when it is not set. */
+  boolean(key, fallback) {
+    const text = this.get(key);
+    if (text === undefined) return fallback;
+    if (text === "true") return true;
+    if (text === "false") return false;
+    throw OperatorError.invalidConfig(`\`${key}\` = ${JSON.stringify(text)} is not a valid boolean`);
+  }
+
+  /** The entries as a plain object (does not count as reading them). */
+  toObject() {
+    return Object.fromEntries(super.entries());
+  }
+
+  /** Fails with `invalid-config` if the table has a key not in `known`. */
+  allowOnly(known) {
+    for (const key of super.keys()) {
+      if (!known.includes(key)) {
+        throw OperatorError.invalidConfig(
+          `unknown key \`${key}\`; this operator understands: ${known.length ? known.join(", ") : "no keys"}`,
+        );
+      }
+    }
+    for (const key of known) this.#read.add(key);
+  }
+
+  /** Accepts every key (for operators that pass configuration on). */
+  allowAny() {
+    this.#allowAny = true;
+  }
+
+  /** Called by the SDK after `init`: rejects keys the operator never read. */
+  _rejectUnread() {
+    if (this.#allowAny) return;
+    const unknown = [...super.keys()].filter((key) => !this.#read.has(key));
+    if (unknown.length) {
+      const known = [...this.#read].filter((key) => !key.startsWith(HOST_PREFIX));
+      throw OperatorError.invalidConfig(
+        `unknown key${unknown.length > 1 ? "s" : ""} ${unknown.map((k) => `\`${k}\``).join(", ")}; ` +
+          `this operator understands: ${known.length ? known.join(", ") : "no keys"}`,
+      );
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Events and timers
+
+/** Decodes UTF-8 bytes, failing with `invalid-input` if they are not. */
+function decodeUtf8(bytes, what) {
+  try {
+    return utf8Decoder.decode(bytes);
+  } catch {
+    throw OperatorError.invalidInput(`expected a UTF-8 ${what}`);
+  }
+}
+
+/** Decimal text as a number, failing with `invalid-input` otherwise. */
+function decodeNumber(bytes, what) {
+  const text = decodeUtf8(bytes, what);
+  const n = Number(text);
+  if (text.trim() === "" || !Number.isFinite(n)) {
+    throw OperatorError.invalidInput(`expected a number as ${what}, got ${JSON.stringify(text.slice(0, 60))}`);
+  }
+  return n;
+}
+
+/** JSON text as a value, failing with `invalid-input` otherwise. */
+function decodeJson(bytes, what) {
+  const text = decodeUtf8(bytes, what);
+  try {
+    return JSON.parse(text);
+  } catch (e) {
+    throw OperatorError.invalidInput(`expected JSON as ${what}: ${e.message}`);
+  }
+}
+
+/**
+ * One input event. `key` and `value` are Uint8Array views into the batch.
+ *
+ * The SDK reuses one Event object for all events of a call, and the views
+ * point into the host's buffer: both are valid only until `process`
+ * returns. Copy what you keep (`event.key.slice()`, or better: keep it in
+ * state). An empty key means the event is not keyed.
+ */
+export class Event {
+  constructor(data, offsets, input) {
+    this._data = data;
+    this._offsets = offsets;
+    this._i = 0;
+    /** Its timestamp (ms since the epoch, a number), or null. */
+    this.timestamp = null;
+    /** Which input it arrived on (its index in the job file's `inputs`, then `broadcast`). */
+    this.input = input;
+  }
+  /** The key's bytes. */
+  get key() {
+    const o = this._offsets, i = 2 * this._i;
+    return this._data.subarray(o[i], o[i + 1]);
+  }
+  /** The value's bytes. */
+  get value() {
+    const o = this._offsets, i = 2 * this._i;
+    return this._data.subarray(o[i + 1], o[i + 2]);
+  }
+  /** The key as UTF-8 text (`invalid-input` if it is not). */
+  keyString() { return decodeUtf8(this.key, "key"); }
+  /** The value as UTF-8 text (`invalid-input` if it is not). */
+  valueString() { return decodeUtf8(this.value, "value"); }
+  /** The value as a number written in decimal text. */
+  valueNumber() { return decodeNumber(this.value, "value"); }
+  /** The key as a number written in decimal text. */
+  keyNumber() { return decodeNumber(this.key, "key"); }
+  /** The value parsed as JSON. */
+  valueJson() { return decodeJson(this.value, "value"); }
+}
+
+/** A timer that fired: its key (bytes), timestamp (ms, a number) and domain. */
+export class Timer {
+  constructor(key, timestamp, domain) {
+    this.key = key;
+    this.timestamp = timestamp;
+    /** "event-time" or "processing-time". */
+    this.domain = domain;
+  }
+  keyString() { return decodeUtf8(this.key, "key"); }
+}
+
+/** The time domains of timers. */
+export const TimeDomain = Object.freeze({ EVENT_TIME: "event-time", PROCESSING_TIME: "processing-time" });
+
+/** ms as a WIT s64, from a number or a bigint. */
+function toS64(ms, what) {
+  if (typeof ms === "bigint") return ms;
+  if (typeof ms !== "number" || !Number.isSafeInteger(ms)) {
+    throw new TypeError(`${what} must be an integer number of ms (or a bigint), got ${String(ms)}`);
+  }
+  return BigInt(ms);
+}
+
+/** A WIT s64 time as a number, or null for the sentinel. */
+function fromS64(t) {
+  return t === NO_TIME ? null : Number(t);
+}
+
+// ---------------------------------------------------------------------------
+// Output buffers: one flat buffer per output, as the host wants them.
+
+class OutputBuffer {
+  constructor(name) {
+    this.name = name;
+    this.reset();
+  }
+  reset() {
+    this.data = new Uint8Array(4096);
+    this.len = 0;
+    this.offsets = new Uint32Array(257);
+    this.count = 0; // events
+    this.times = new Float64Array(128); // NaN: no timestamp
+    this.anyTime = false;
+  }
+  _reserve(extra) {
+    if (this.len + extra > this.data.length) {
+      let size = this.data.length * 2;
+      while (size < this.len + extra) size *= 2;
+      const grown = new Uint8Array(size);
+      grown.set(this.data.subarray(0, this.len));
+      this.data = grown;
+    }
+  }
+  // The hot path of every emit. The JS engine runs as an interpreter inside
+  // Wasm, where every operation counts: the common cases (bytes, short
+  // ASCII strings, non-negative integers) avoid allocations and calls.
+  _write(x) {
+    const type = typeof x;
+    if (type === "number" && x >= 0 && x <= 0xffffffff && x % 1 === 0) {
+      this._reserve(10);
+      const data = this.data;
+      let len = this.len;
+      const start = len;
+      let v = x;
+      do {
+        data[len++] = 48 + (v % 10);
+        v = (v - (v % 10)) / 10;
+      } while (v > 0);
+      // Digits were written least significant first: reverse them.
+      for (let a = start, b = len - 1; a < b; a++, b--) {
+        const t = data[a];
+        data[a] = data[b];
+        data[b] = t;
+      }
+      this.len = len;
+      return;
+    }
+    let text;
+    if (type === "string") {
+      text = x;
+    } else if (type === "number" || type === "bigint" || type === "boolean") {
+      text = String(x);
+    } else if (x === undefined || x === null) {
+      return; // empty bytes
+    } else if (x instanceof Uint8Array) {
+      this._reserve(x.length);
+      this.data.set(x, this.len);
+      this.len += x.length;
+      return;
+    } else if (ArrayBuffer.isView(x)) {
+      return this._write(new Uint8Array(x.buffer, x.byteOffset, x.byteLength));
+    } else if (x instanceof ArrayBuffer) {
+      return this._write(new Uint8Array(x));
+    } else {
+      text = JSON.stringify(x);
+    }
+    const n = text.length;
+    // UTF-8 takes at most 3 bytes per UTF-16 unit.
+    this._reserve(n * 3);
+    if (n <= 16) {
+      const data = this.data;
+      let len = this.len;
+      let i = 0;
+      for (; i < n; i++) {
+        const c = text.charCodeAt(i);
+        if (c >= 0x80) break;
+        data[len++] = c;
+      }
+      if (i === n) {
+        this.len = len;
+        return;
+      }
+    }
+    this.len += utf8Encoder.encodeInto(text, this.data.subarray(this.len)).written;
+  }
+  push(key, value, timestamp) {
+    const n = this.count;
+    if (2 * n + 3 > this.offsets.length) {
+      const grown = new Uint32Array(this.offsets.length * 2);
+      grown.set(this.offsets);
+      this.offsets = grown;
+      const times = new Float64Array(this.times.length * 2);
+      times.set(this.times);
+      this.times = times;
+    }
+    this._write(key);
+    this.offsets[2 * n + 1] = this.len;
+    this._write(value);
+    this.offsets[2 * n + 2] = this.len;
+    if (timestamp === null || timestamp === undefined) {
+      this.times[n] = NaN;
+    } else {
+      this.times[n] = typeof timestamp === "bigint" ? Number(timestamp) : timestamp;
+      this.anyTime = true;
+    }
+    this.count = n + 1;
+  }
+  /** The WIT `output-batch`, or null when nothing was emitted; resets. */
+  take() {
+    if (this.count === 0) return null;
+    const n = this.count;
+    let timestamps;
+    if (this.anyTime) {
+      timestamps = new BigInt64Array(n);
+      for (let i = 0; i < n; i++) {
+        const t = this.times[i];
+        timestamps[i] = Number.isNaN(t) ? NO_TIME : BigInt(t);
+      }
+    } else {
+      timestamps = new BigInt64Array(0);
+    }
+    const batch = {
+      output: this.name,
+      events: {
+        data: this.data.slice(0, this.len),
+        offsets: this.offsets.slice(0, 2 * n + 1),
+        timestamps,
+      },
+    };
+    // Keep the (grown) buffers for the next call.
+    this.len = 0;
+    this.count = 0;
+    this.anyTime = false;
+    return batch;
+  }
+}
+
+class Outputs {
+  constructor() {
+    this.main = new OutputBuffer("");
+    this.named = new Map();
+  }
+  side(name) {
+    if (name === "") return this.main;
+    let buffer = this.named.get(name);
+    if (!buffer) {
+      buffer = new OutputBuffer(name);
+      this.named.set(name, buffer);
+    }
+    return buffer;
+  }
+  drain() {
+    const batches = [];
+    const main = this.main.take();
+    if (main) batches.push(main);
+    for (const buffer of this.named.values()) {
+      const batch = buffer.take();
+      if (batch) batches.push(batch);
+    }
+    return batches;
+  }
+  discard() {
+    this.main.take();
+    for (const buffer of this.named.values()) buffer.take();
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Keyed value state
+
+/** Declared states (name -> ValueState), for `check-state`. */
+const declared = new Map();
+
+/** The runtime of the instance (set by `exportOperator`'s init). */
+let runtime = null;
+
+const ABSENT = 0; // slot has no value
+const RAW = 1; // slot has the host's bytes, not parsed yet
+const TEXT = 2; // slot has JSON text, `texts[slot]` (objects: parsed on every get)
+const PRIM = 3; // slot has a primitive value, `prims[slot]` (encoded at flush)
+
+/**
+ * One value state's cache for the slots of the current batch.
+ *
+ * Like the Rust SDK's: loaded with one `get-all` on first use in a batch,
+ * written back with one `set-many` of the changed slots at its end. Values
+ * keep the host's bytes until read; primitives (numbers, strings, booleans,
+ * null) are kept parsed, objects as JSON text, parsed on every `get`, so
+ * that a `get` returns a copy (changing it without `set` changes nothing).
+ */
+class SlotCache {
+  constructor(name, store) {
+    this.name = name;
+    this.store = store;
+    this.host = null; // the host's value-state resource, opened on first use
+    this.batch = -1; // the batch the cache was loaded for
+    this.slots = 0;
+    this.kind = new Uint8Array(0);
+    this.texts = [];
+    this.prims = [];
+    this.raw = null;
+    this.rawOffsets = null;
+    this.dirty = new Uint8Array(0);
+    this.dirtySlots = [];
+  }
+
+  load(batch) {
+    if (this.host === null) this.host = new HostValueState(this.name);
+    let fetched;
+    try {
+      fetched = this.host.getAll();
+    } catch (e) {
+      throw OperatorError.state(stateErrorMessage(e));
+    }
+    const { present, data, offsets } = fetched;
+    const n = present.length;
+    if (offsets.length !== n + 1) {
+      throw OperatorError.state(`host sent malformed values for state \`${this.name}\``);
+    }
+    if (this.kind.length < n) {
+      this.kind = new Uint8Array(Math.max(n, 2 * this.kind.length));
+      this.dirty = new Uint8Array(this.kind.length);
+    }
+    const kind = this.kind;
+    for (let i = 0; i < n; i++) kind[i] = present[i] ? RAW : ABSENT;
+    this.raw = data;
+    this.rawOffsets = offsets;
+    this.slots = n;
+    this.batch = batch;
+  }
+
+  get(slot) {
+    if (slot >= this.slots) throw OperatorError.state(`slot ${slot} is outside the current batch`);
+    switch (this.kind[slot]) {
+      case PRIM:
+        return this.prims[slot];
+      case ABSENT:
+        return undefined;
+      case RAW:
+        return this.parseRaw(slot);
+      default:
+        return this.parseText(slot, this.texts[slot]);
+    }
+  }
+
+  /** Parses the host's bytes for `slot`: small integers directly, the rest as JSON. */
+  parseRaw(slot) {
+    const raw = this.raw;
+    const start = this.rawOffsets[slot], end = this.rawOffsets[slot + 1];
+    if (end > start && end - start <= 15) {
+      let v = 0;
+      let i = start;
+      for (; i < end; i++) {
+        const d = raw[i] - 48;
+        if (d < 0 || d > 9) break;
+        v = v * 10 + d;
+      }
+      // Plain digits, and no leading zero unless "0" (JSON's rule).
+      if (i === end && (raw[start] !== 48 || end - start === 1)) {
+        this.kind[slot] = PRIM;
+        this.prims[slot] = v;
+        return v;
+      }
+    }
+    const text = decodeState(raw.subarray(start, end), this.name);
+    this.kind[slot] = TEXT;
+    this.texts[slot] = text;
+    return this.parseText(slot, text);
+  }
+
+  parseText(slot, text) {
+    let value;
+    try {
+      value = JSON.parse(text);
+    } catch (e) {
+      throw OperatorError.state(
+        `value state \`${this.name}\` holds a value this plugin cannot read (${e.message}): ${preview(text)}`,
+      );
+    }
+    if (value === null || typeof value !== "object") {
+      this.kind[slot] = PRIM;
+      this.prims[slot] = value;
+    }
+    return value;
+  }
+
+  set(slot, value) {
+    if (slot >= this.slots) throw OperatorError.state(`slot ${slot} is outside the current batch`);
+    const type = typeof value;
+    if (type === "number") {
+      if (!Number.isFinite(value)) {
+        throw new TypeError(`value state \`${this.name}\`: ${value} cannot be stored as JSON`);
+      }
+      this.kind[slot] = PRIM;
+      this.prims[slot] = value;
+    } else if (type === "string" || type === "boolean" || value === null) {
+      this.kind[slot] = PRIM;
+      this.prims[slot] = value;
+    } else {
+      // Objects are encoded now: later changes to them must not leak in.
+      const text = type === "object" ? JSON.stringify(value) : undefined;
+      if (text === undefined) {
+        throw new TypeError(`value state \`${this.name}\`: a ${type} cannot be stored as JSON; use clear() to remove a value`);
+      }
+      this.kind[slot] = TEXT;
+      this.texts[slot] = text;
+    }
+    if (this.dirty[slot] === 0) {
+      this.dirty[slot] = 1;
+      this.dirtySlots.push(slot);
+    }
+  }
+
+  clear(slot) {
+    if (slot >= this.slots) throw OperatorError.state(`slot ${slot} is outside the current batch`);
+    this.kind[slot] = ABSENT;
+    if (this.dirty[slot] === 0) {
+      this.dirty[slot] = 1;
+      this.dirtySlots.push(slot);
+    }
+  }
+
+  /** Writes the changed slots back with one `set-many`. */
+  flush() {
+    const count = this.dirtySlots.length;
+    if (count === 0) return;
+    const out = new OutputBuffer(""); // reuses its JSON/number writer
+    const slots = new Uint32Array(count);
+    const present = new Array(count);
+    const offsets = new Uint32Array(count + 1);
+    for (let i = 0; i < count; i++) {
+      const slot = this.dirtySlots[i];
+      slots[i] = slot;
+      this.dirty[slot] = 0;
+      const kind = this.kind[slot];
+      present[i] = kind !== ABSENT;
+      if (kind === PRIM) {
+        const v = this.prims[slot];
+        if (typeof v === "number") out._write(v); // integers as digits, others via String()
+        else out._write(JSON.stringify(v));
+      } else if (kind === TEXT) {
+        out._write(this.texts[slot]);
+      }
+      offsets[i + 1] = out.len;
+    }
+    this.dirtySlots.length = 0;
+    try {
+      this.host.setMany(slots, { present, data: out.data.subarray(0, out.len), offsets });
+    } catch (e) {
+      throw OperatorError.state(stateErrorMessage(e));
+    }
+  }
+
+  /** Forgets the batch's unwritten changes (the call failed). */
+  abort() {
+    for (const slot of this.dirtySlots) this.dirty[slot] = 0;
+    this.dirtySlots.length = 0;
+    this.batch = -1;
+  }
+}
+
+function decodeState(bytes, name) {
+  try {
+    return utf8Decoder.decode(bytes);
+  } catch {
+    throw OperatorError.state(`value state \`${name}\` holds a value that is not UTF-8 JSON`);
+  }
+}
+
+function preview(text) {
+  return text.length > 60 ? `${text.slice(0, 60)}…` : text;
+}
+
+/**
+ * A keyed value state: at most one JSON value per key, read and written for
+ * the key of the event (or timer) being processed.
+ *
+ * Create it in `init` with a name that stays the same across versions of
+ * the plugin: snapshots store state by that name. Values are stored as JSON
+ * text, so numbers, strings, booleans, null, arrays and plain objects
+ * round-trip (bigints, Maps, Dates and class instances do not; numbers
+ * beyond 2^53 lose precision).
+ *
+ * `options.check(value)`, if given, is called by `check-state` (before an
+ * upgrade) on every stored value after it parses: return false or throw to
+ * refuse the upgrade.
+ */
+export class ValueState {
+  constructor(name, options = {}) {
+    if (typeof name !== "string" || name === "") throw new TypeError("a ValueState needs a non-empty name");
+    this.name = name;
+    this.checkValue = options.check ?? null;
+    this.cache = null;
+    declared.set(name, this);
+  }
+
+  _loaded(ctx) {
+    const store = ctx._states;
+    let cache = this.cache;
+    if (cache === null || cache.store !== store) {
+      cache = store.cache(this.name);
+      this.cache = cache;
+    }
+    if (cache.batch !== store.batch) cache.load(store.batch);
+    return cache;
+  }
+
+  /** The current key's value, or undefined when it has none. */
+  get(ctx) {
+    return this._loaded(ctx).get(ctx._slot());
+  }
+
+  /** Sets the current key's value (anything `JSON.stringify` accepts). */
+  set(ctx, value) {
+    this._loaded(ctx).set(ctx._slot(), value);
+  }
+
+  /** Removes the current key's value. */
+  clear(ctx) {
+    this._loaded(ctx).clear(ctx._slot());
+  }
+
+  /** Sets the current key's value to `f(old value)` and returns it. */
+  update(ctx, f) {
+    const cache = this._loaded(ctx);
+    const slot = ctx._slot();
+    const value = f(cache.get(slot));
+    cache.set(slot, value);
+    return value;
+  }
+}
+
+/** The states of one instance and their per-batch caches. */
+class StateStore {
+  constructor() {
+    this.caches = new Map();
+    this.batch = 0;
+    this.timerChanges = new Map();
+  }
+  cache(name) {
+    let cache = this.caches.get(name);
+    if (!cache) {
+      cache = new SlotCache(name, this);
+      this.caches.set(name, cache);
+    }
+    return cache;
+  }
+  begin() {
+    this.batch += 1; // caches loaded for an earlier batch reload on use
+    this.timerChanges.clear();
+  }
+  timer(slot, timestamp, domain, del) {
+    const key = `${slot}:${timestamp}:${domain}`;
+    this.timerChanges.delete(key); // the last change of a timer wins, in order
+    this.timerChanges.set(key, { slot, timestamp, domain, delete: del });
+  }
+  flush() {
+    for (const cache of this.caches.values()) {
+      if (cache.batch === this.batch) cache.flush();
+    }
+    if (this.timerChanges.size > 0) {
+      const changes = [...this.timerChanges.values()];
+      this.timerChanges.clear();
+      try {
+        updateTimers(changes);
+      } catch (e) {
+        throw OperatorError.state(stateErrorMessage(e));
+      }
+    }
+  }
+  abort() {
+    for (const cache of this.caches.values()) cache.abort();
+    this.timerChanges.clear();
+  }
+}
+
+// ---------------------------------------------------------------------------
+// The context of one event or timer
+
+const NOT_KEYED_MESSAGE =
+  "keyed state used on an input that is not keyed: set `key_by = true` for this operator in the job file";
+
+/**
+ * What an operator can do while it processes one event or timer: emit
+ * events, read and write the state of the current key (through
+ * `ValueState`), register timers, and read the clocks.
+ */
+export class Context {
+  constructor(states, outputs, watermark, processingTime) {
+    this._states = states;
+    this._outputs = outputs;
+    this.slot = -1; // the current key's slot, -1 when not keyed
+    this.timestamp = null;
+    /** The event-time watermark (ms), or null before the first one. */
+    this.watermark = watermark;
+    /** The wall-clock time of the call (ms since the epoch). */
+    this.processingTime = processingTime;
+  }
+
+  _slot() {
+    if (this.slot < 0) throw OperatorError.state(NOT_KEYED_MESSAGE);
+    return this.slot;
+  }
+
+  /**
+   * Emits (key, value) to the main output with the timestamp of the event
+   * (or timer) being processed. Keys and values may be Uint8Arrays (bytes),
+   * strings (UTF-8), numbers, bigints or booleans (decimal text), null
+   * (empty) or other objects (JSON).
+   */
+  emit(key, value) {
+    this._outputs.main.push(key, value, this.timestamp);
+  }
+
+  /** Emits to the main output with an explicit timestamp (ms, or null for none). */
+  emitAt(key, value, timestamp) {
+    this._outputs.main.push(key, value, timestamp);
+  }
+
+  /**
+   * Emits to the side output `output` (wired in the job file as
+   * `<operator uid>.<output>`), with the current timestamp unless one is given.
+   */
+  emitTo(output, key, value, timestamp = this.timestamp) {
+    this._outputs.side(String(output)).push(key, value, timestamp);
+  }
+
+  /** Whether an event with this timestamp is late: at or below the watermark. */
+  isLate(timestamp) {
+    return this.watermark !== null && timestamp <= this.watermark;
+  }
+
+  /**
+   * Registers a timer for the current key at `timestamp` (ms) in `domain`
+   * ("event-time", the default, or "processing-time"); the operator's
+   * `onTimer` is called when it fires. At most one timer per (key,
+   * timestamp, domain).
+   */
+  registerTimer(timestamp, domain = TimeDomain.EVENT_TIME) {
+    this._states.timer(this._slot(), toS64(timestamp, "a timer's timestamp"), checkDomain(domain), false);
+  }
+
+  /** Deletes a timer of the current key, if it is registered. */
+  deleteTimer(timestamp, domain = TimeDomain.EVENT_TIME) {
+    this._states.timer(this._slot(), toS64(timestamp, "a timer's timestamp"), checkDomain(domain), true);
+  }
+}
+
+function checkDomain(domain) {
+  if (domain !== "event-time" && domain !== "processing-time") {
+    throw new TypeError(`a timer's domain is "event-time" or "processing-time", not ${JSON.stringify(domain)}`);
+  }
+  return domain;
+}
+
+// ---------------------------------------------------------------------------
+// The operator and its export
+
+/**
+ * Base class of operators. Subclass it and override:
+ *
+ * - `init(config)`: called once per instance with the job file's `config`
+ *   table (a `Config`, a Map of strings); create your `ValueState`s here.
+ *   Keys you never read are rejected as unknown after it returns.
+ * - `process(ctx, event)`: called for every event.
+ * - `onTimer(ctx, timer)`: called for every timer that fires (optional).
+ *
+ * Whatever the operator keeps in its own fields is lost on failure, upgrade
+ * or rescale: results must depend only on events and keyed state.
+ */
+export class Operator {
+  init(config) {}
+  process(ctx, event) {
+    throw OperatorError.other(`${this.constructor.name} does not implement process(ctx, event)`);
+  }
+  onTimer(ctx, timer) {}
+}
+
+/** Runs one operator instance over batches. */
+class Runtime {
+  constructor(operator) {
+    this.operator = operator;
+    this.states = new StateStore();
+    this.outputs = new Outputs();
+  }
+
+  process(batch) {
+    const states = this.states;
+    const { data, offsets, timestamps } = batch.events;
+    const keySlots = batch.keySlots;
+    const keyed = keySlots.length > 0;
+    const n = (offsets.length - 1) >> 1;
+    const stamped = timestamps.length > 0;
+    const input = batch.input;
+    const op = this.operator;
+    const ctx = new Context(states, this.outputs, fromS64(batch.watermark), Number(batch.processingTime));
+    states.begin();
+    try {
+      if (offsets.length !== 2 * n + 1 || (keyed && keySlots.length !== n) || (stamped && timestamps.length !== n)) {
+        throw OperatorError.invalidInput("the host sent a malformed batch");
+      }
+      const event = new Event(data, offsets, input);
+      for (let i = 0; i < n; i++) {
+        if (stamped) {
+          const t = timestamps[i];
+          ctx.timestamp = event.timestamp = t === NO_TIME ? null : Number(t);
+        }
+        if (keyed) ctx.slot = keySlots[i];
+        event._i = i;
+        op.process(ctx, event);
+      }
+      states.flush();
+    } catch (e) {
+      states.abort();
+      this.outputs.discard();
+      throw e;
+    }
+    return this.outputs.drain();
+  }
+
+  onTimer(timers) {
+    const states = this.states;
+    const { data, offsets, timestamps, domains, keySlots } = timers;
+    const op = this.operator;
+    const ctx = new Context(states, this.outputs, fromS64(timers.watermark), Number(timers.processingTime));
+    states.begin();
+    try {
+      for (let i = 0; i < timestamps.length; i++) {
+        const timestamp = Number(timestamps[i]);
+        ctx.slot = keySlots[i];
+        ctx.timestamp = timestamp;
+        op.onTimer(ctx, new Timer(data.subarray(offsets[i], offsets[i + 1]), timestamp, domains[i]));
+      }
+      states.flush();
+    } catch (e) {
+      states.abort();
+      this.outputs.discard();
+      throw e;
+    }
+    return this.outputs.drain();
+  }
+}
+
+/** Runs `call`, turning anything it throws into the WIT error. */
+function guarded(call) {
+  try {
+    return call();
+  } catch (e) {
+    failWith(toWitError(e));
+  }
+}
+
+/**
+ * Implements the exported WIT interface `operator` with instances of
+ * `OperatorClass` (a subclass of `Operator`). Export the result as
+ * `operator`:
+ *
+ *     export const operator = exportOperator(MyOperator);
+ */
+export function exportOperator(OperatorClass) {
+  if (typeof OperatorClass !== "function") throw new TypeError("exportOperator needs an Operator class");
+  return {
+    init(pairs) {
+      guarded(() => {
+        declared.clear();
+        const config = new Config(pairs);
+        const op = new OperatorClass();
+        op.init(config);
+        config._rejectUnread();
+        runtime = new Runtime(op);
+      });
+    },
+    process(batch) {
+      return guarded(() => {
+        if (runtime === null) throw OperatorError.other("process called before init");
+        return runtime.process(batch);
+      });
+    },
+    onTimer(timers) {
+      return guarded(() => {
+        if (runtime === null) throw OperatorError.other("on-timer called before init");
+        return runtime.onTimer(timers);
+      });
+    },
+    checkState(name, kind, data, offsets) {
+      const message = checkState(name, kind, data, offsets);
+      if (message !== null) {
+        const e = new Error(message);
+        e.payload = message;
+        throw e;
+      }
+    },
+  };
+}
+
+/** `check-state`: null if every value can be read, else why not. */
+function checkState(name, kind, data, offsets) {
+  const state = kind === "value-state" ? declared.get(name) : undefined;
+  if (!state) {
+    const what = kind === "map-state" ? "map state" : "value state";
+    return (
+      `this plugin declares no ${what} \`${name}\` (its stored entries would be lost); keep the state's name, ` +
+      "or drop the state on purpose with --allow-non-restored-state"
+    );
+  }
+  for (let i = 0; i + 1 < offsets.length; i++) {
+    const bytes = data.subarray(offsets[i], offsets[i + 1]);
+    let text;
+    try {
+      text = utf8Decoder.decode(bytes);
+    } catch {
+      return `value state \`${name}\`: stored value #${i} is not UTF-8 text, so not JSON`;
+    }
+    let value;
+    try {
+      value = JSON.parse(text);
+    } catch (e) {
+      return `value state \`${name}\`: stored value #${i} (${preview(text)}) cannot be read by this plugin: ${e.message}`;
+    }
+    if (state.checkValue) {
+      let ok;
+      try {
+        ok = state.checkValue(value);
+      } catch (e) {
+        return `value state \`${name}\`: stored value #${i} (${preview(text)}) is refused: ${e instanceof Error ? e.message : e}`;
+      }
+      if (ok === false) {
+        return `value state \`${name}\`: stored value #${i} (${preview(text)}) is refused by its check`;
+      }
+    }
+  }
+  return null;
+}

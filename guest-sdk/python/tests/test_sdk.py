@@ -1,0 +1,203 @@
+"""Native tests of weir_sdk and the Python example plugins.
+
+    python3 -m unittest discover -s guest-sdk/python/tests
+"""
+
+import importlib.util
+import pathlib
+import sys
+import unittest
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT / "guest-sdk" / "python"))
+
+from weir_sdk import (  # noqa: E402
+    ConfigError,
+    InputError,
+    Operator,
+    StateError,
+    TimeDomain,
+    ValueState,
+    codec,
+)
+from weir_sdk.testing import Harness  # noqa: E402
+
+
+def load_plugin(name, cls):
+    """Imports plugins/python/<name>/app.py natively and returns class ``cls``."""
+    spec = importlib.util.spec_from_file_location(f"plugin_{name.replace('-', '_')}", ROOT / "plugins" / "python" / name / "app.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return getattr(module, cls)
+
+
+WordCount = load_plugin("word-count", "WordCount")
+SensorWindow = load_plugin("sensor-window", "SensorWindow")
+
+
+def pairs(out):
+    return [(e.key.decode(), e.value.decode()) for e in out]
+
+
+class WordCountTest(unittest.TestCase):
+    def test_counts_per_key_across_batches_as_json_numbers(self):
+        h = Harness(WordCount)
+        self.assertEqual(pairs(h.process([("a", "x"), ("b", "x"), ("a", "x")])), [("a", "1"), ("b", "1"), ("a", "2")])
+        h.process([("a", "x")])
+        self.assertEqual(h.raw_state("count", "a"), b"3")  # what the Rust ValueState<u64> stores
+        self.assertEqual(h.state("count", "b"), 1)
+        self.assertIsNone(h.state("count", "c"))
+        self.assertEqual(h.value_fetches, 2, "one get-all per state per batch")
+
+    def test_reads_state_a_rust_version_wrote(self):
+        h = Harness(WordCount)
+        h.values["count"] = {b"a": b"41"}
+        self.assertEqual(pairs(h.process([("a", "x")])), [("a", "42")])
+
+    def test_keeps_timestamps(self):
+        out = Harness(WordCount).process([("a", "x", 1000)])
+        self.assertEqual(out[0].timestamp, 1000)
+
+    def test_unkeyed_input_is_a_clear_error(self):
+        with self.assertRaisesRegex(StateError, "key_by = true"):
+            Harness(WordCount).process([("", "x")], keyed=False)
+
+    def test_unknown_config_is_refused_but_host_keys_are_not(self):
+        with self.assertRaisesRegex(ConfigError, "unknown key `colour`"):
+            Harness(WordCount, {"colour": "red"})
+        Harness(WordCount, {"weir.subtask": "0", "weir.parallelism": "1", "weir.attempt": "0"})
+
+    def test_check_state(self):
+        h = Harness(WordCount)
+        h.check_state("count", [b"1", b"17"])
+        with self.assertRaisesRegex(ValueError, r"stored value #1 \(\{\)"):
+            h.check_state("count", [b"1", b"{"])
+        with self.assertRaisesRegex(ValueError, "rejected"):
+            h.check_state("count", [b"-1"])
+        with self.assertRaisesRegex(ValueError, "declares no value state `total`"):
+            h.check_state("total", [])
+        with self.assertRaisesRegex(ValueError, "declares no map state `count`"):
+            h.check_state("count", [], is_map=True)
+
+    def test_a_failed_batch_writes_nothing(self):
+        class Failing(Operator):
+            def init(self, config):
+                self.count = ValueState("count")
+
+            def process(self, ctx, event):
+                self.count.set(ctx, 1)
+                ctx.register_timer(5)
+                raise InputError("bad")
+
+        h = Harness(Failing)
+        with self.assertRaises(InputError):
+            h.process([("a", "x")])
+        self.assertIsNone(h.state("count", "a"))
+        self.assertEqual(h.timers, set())
+
+
+class SensorWindowTest(unittest.TestCase):
+    def test_sums_each_sensor_per_window_like_the_rust_plugin(self):
+        h = Harness(SensorWindow)
+        h.process([("p", "0.5", 1000), ("p", "-0.25", 1999), ("t", "20", 1500)])
+        self.assertEqual(h.map_fetches, 1, "the batch's windows are fetched in one call")
+        self.assertEqual(h.advance_watermark(1998), [])
+        self.assertEqual(
+            pairs(h.advance_watermark(1999)),
+            [("p", '{"start":1000,"end":2000,"value":0.25}'), ("t", '{"start":1000,"end":2000,"value":20.0}')],
+        )
+        self.assertEqual(h.maps["sums"], {}, "closed windows are forgotten")
+
+    def test_state_layout_is_the_rust_one(self):
+        h = Harness(SensorWindow)
+        h.process([("p", "1.5", 1000)])
+        self.assertEqual(h.maps["sums"], {(b"p", b"1000"): b"[2000,1.5,false]"})
+
+    def test_late_events_go_to_the_side_output(self):
+        h = Harness(SensorWindow)
+        h.process([("p", "1", 100)])
+        h.advance_watermark(1500)
+        out = h.process([("p", "2", 200)])
+        self.assertEqual([(e.output, e.key, e.value) for e in out], [("late", b"p", b"2")])
+
+    def test_allowed_lateness_updates_fired_windows(self):
+        h = Harness(SensorWindow, {"lateness_ms": 500})
+        h.process([("a", "1", 100)])
+        self.assertEqual(pairs(h.advance_watermark(999)), [("a", '{"start":0,"end":1000,"value":1.0}')])
+        self.assertEqual(pairs(h.process([("a", "2", 200)])), [("a", '{"start":0,"end":1000,"value":3.0}')])
+        self.assertEqual(h.advance_watermark(1499), [])
+        self.assertEqual(h.maps["sums"], {})
+
+    def test_processing_time_windows(self):
+        h = Harness(SensorWindow, {"time": "processing"})
+        h.advance_processing_time(5100)
+        h.process([("a", "1", 1), ("a", "2", 999999)])
+        self.assertEqual(h.advance_watermark(2**62), [])
+        self.assertEqual(pairs(h.advance_processing_time(5999)), [("a", '{"start":5000,"end":6000,"value":3.0}')])
+
+    def test_bad_config_and_input(self):
+        for config in ({"time": "wall"}, {"size_ms": "0"}, {"size_ms": "x"}, {"sise_ms": "1"}):
+            with self.assertRaises(ConfigError, msg=str(config)):
+                Harness(SensorWindow, config)
+        with self.assertRaisesRegex(InputError, "expected a number"):
+            Harness(SensorWindow).process([("a", "abc", 1)])
+        with self.assertRaisesRegex(InputError, "timestamps"):
+            Harness(SensorWindow).process([("a", "1")])
+
+
+class TimersAndOutputsTest(unittest.TestCase):
+    def test_timers_side_outputs_and_clocks(self):
+        class Op(Operator):
+            def process(self, ctx, event):
+                ctx.register_timer(event.timestamp + 10)
+                ctx.register_timer(7, TimeDomain.PROCESSING_TIME)
+                ctx.emit(event.key, {"wm": ctx.watermark}, output="side")
+
+            def on_timer(self, ctx, timer):
+                ctx.emit(timer.key, [timer.timestamp, timer.domain.value, ctx.processing_time])
+
+        h = Harness(Op)
+        out = h.process([("k", "v", 5)])
+        self.assertEqual([(e.output, e.value) for e in out], [("side", b'{"wm":null}')])
+        self.assertEqual(pairs(h.advance_watermark(20)), [("k", '[15,"event",0]')])
+        self.assertEqual(pairs(h.advance_processing_time(9)), [("k", '[7,"processing",9]')])
+
+
+class BroadcastTest(unittest.TestCase):
+    def test_broadcast_state_is_written_only_from_broadcast_inputs(self):
+        from weir_sdk import BroadcastState
+
+        class Rules(Operator):
+            def init(self, config):
+                self.rules = BroadcastState("rules")
+
+            def process(self, ctx, event):
+                if ctx.input == 1:
+                    self.rules.set(ctx, event.key, event.value_str())
+                else:
+                    ctx.emit(event.key, self.rules.get(ctx, event.key, "none"))
+
+        h = Harness(Rules, broadcast_inputs=[1])
+        h.process([("a", "allow")], input=1, keyed=False)
+        self.assertEqual(pairs(h.process([("a", "x"), ("b", "x")])), [("a", "allow"), ("b", "none")])
+        self.assertEqual(h.broadcast["rules"], {b"a": b'"allow"'})
+        with self.assertRaisesRegex(StateError, "broadcast input"):
+            Harness(Rules).process([("a", "deny")], input=1, keyed=False)
+
+
+class CodecTest(unittest.TestCase):
+    def test_json_floats_as_serde_json_writes_them(self):
+        cases = {20.0: "20.0", 0.25: "0.25", 1e16: "1e16", 1e15: "1000000000000000.0", 1.5e20: "1.5e20",
+                 1e-5: "0.00001", 1e-6: "1e-6", -0.0: "-0.0", float("nan"): "null"}
+        for x, text in cases.items():
+            self.assertEqual(codec.dumps(x), text, repr(x))
+        self.assertEqual(codec.dumps({"a": [1, True, None, "é\n"]}), '{"a":[1,true,null,"é\\n"]}')
+
+    def test_event_floats_as_rust_display(self):
+        self.assertEqual(codec.encode(20.0), b"20")
+        self.assertEqual(codec.encode(1e-7), b"0.0000001")
+        self.assertEqual(codec.encode(-1.5), b"-1.5")
+
+
+if __name__ == "__main__":
+    unittest.main()

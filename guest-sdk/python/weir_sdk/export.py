@@ -1,0 +1,107 @@
+"""The component export: adapts an :class:`Operator` subclass to the WIT
+interface ``weir:operator/operator`` as componentize-py expects it — a
+class named ``Operator`` in the app module, with methods ``init``,
+``process``, ``on_timer`` and ``check_state``."""
+
+import sys
+import traceback
+
+from . import _host
+from .core import Operator, Runtime
+from .errors import WeirError
+from .state import check_values
+
+__all__ = ["export"]
+
+# The instance's operator class and runtime: a component instance is
+# single-threaded, so module globals are the instance's.
+_exported = {"cls": None, "runtime": None}
+
+
+def _wit_error(error):
+    """An exception as a componentize-py ``Err(operator-error)``."""
+    if isinstance(error, WeirError):
+        case, message = error.case, error.message
+    else:
+        # Not an SDK error: a bug or an unexpected input. The traceback goes
+        # to stderr, which the host adds to its report.
+        traceback.print_exception(type(error), error, error.__traceback__, file=sys.stderr)
+        case, message = "Other", f"{type(error).__name__}: {error}"
+    return _host.Err(getattr(_host._types, "OperatorError_" + case)(message))
+
+
+def _runtime():
+    runtime = _exported["runtime"]
+    if runtime is None:
+        raise _host.Err(_host._types.OperatorError_Other("called before init"))
+    return runtime
+
+
+def _batches(outputs):
+    types = _host._types
+    return [types.OutputBatch(name, types.EventBatch(data, offsets, ts)) for name, data, offsets, ts in outputs]
+
+
+class _Exports:
+    """What componentize-py calls: the exported ``operator`` interface."""
+
+    def init(self, config):
+        try:
+            _exported["runtime"] = Runtime(_exported["cls"], config, _host.WitHost)
+        except Exception as e:  # noqa: BLE001
+            raise _wit_error(e) from None
+
+    def process(self, batch):
+        runtime = _runtime()
+        ev = batch.events
+        try:
+            outputs = runtime.process(
+                batch.input, ev.data, ev.offsets, ev.timestamps, batch.key_slots, batch.watermark, batch.processing_time
+            )
+        except Exception as e:  # noqa: BLE001
+            raise _wit_error(e) from None
+        return _batches(outputs)
+
+    def on_timer(self, timers):
+        runtime = _runtime()
+        event_time = _host._types.TimeDomain.EVENT_TIME
+        try:
+            outputs = runtime.on_timers(
+                timers.data,
+                timers.offsets,
+                timers.timestamps,
+                [d == event_time for d in timers.domains],
+                timers.key_slots,
+                timers.watermark,
+                timers.processing_time,
+            )
+        except Exception as e:  # noqa: BLE001
+            raise _wit_error(e) from None
+        return _batches(outputs)
+
+    def check_state(self, name, kind, data, offsets):
+        is_map = kind == _host._operator.StateKind.MAP_STATE
+        try:
+            check_values(name, is_map, (data[offsets[i] : offsets[i + 1]] for i in range(len(offsets) - 1)))
+        except ValueError as e:
+            raise _host.Err(str(e)) from None
+
+
+def export(cls):
+    """Exports ``cls`` (a subclass of :class:`Operator`) as the plugin's
+    operator. Call it once, at the end of the app module.
+
+    componentize-py looks for the exported interface's implementation under
+    the name ``Operator`` in the app module, so this binds that name in the
+    calling module to the SDK's adapter (the base class stays available as
+    ``weir_sdk.Operator``). Returns ``cls``, so it also works as a class
+    decorator.
+    """
+    if not (isinstance(cls, type) and issubclass(cls, Operator)):
+        raise TypeError(f"export() takes a subclass of weir_sdk.Operator, not {cls!r}")
+    if not isinstance(cls.config_keys, (tuple, list, set, frozenset, type(None))):
+        raise TypeError(f"{cls.__name__}.config_keys must be a tuple of key names or None")
+    _exported["cls"] = cls
+    sys._getframe(1).f_globals["Operator"] = _Exports
+    return cls
+

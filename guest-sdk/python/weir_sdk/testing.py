@@ -1,0 +1,279 @@
+"""Runs an operator natively, without Wasm or the host, for unit tests.
+
+:class:`Harness` drives an :class:`~weir_sdk.Operator` subclass as the host
+does — batches with key slots, keyed value and map state, broadcast state,
+timers fired by the watermark or the clock — with an in-memory host::
+
+    from weir_sdk.testing import Harness
+
+    h = Harness(WordCount)
+    out = h.process([("a", "1"), ("b", "1"), ("a", "1")])
+    assert [(e.key, e.value) for e in out] == [(b"a", b"1"), (b"b", b"1"), (b"a", b"2")]
+    assert h.state("count", "a") == 2
+
+Errors come out as the SDK's exceptions (``ConfigError``, ``StateError``, …)
+rather than WIT values.
+"""
+
+from collections import namedtuple
+
+from . import codec
+from .core import NO_TIMESTAMP, Runtime
+from .errors import StateError
+from .state import _NOT_KEYED, _TIMER_NOT_KEYED
+
+__all__ = ["Harness", "Emitted"]
+
+Emitted = namedtuple("Emitted", "output key value timestamp")
+Emitted.__doc__ = "An emitted event: output name ('' for the main one), key and value bytes, timestamp or None."
+
+
+class _Value:
+    def __init__(self, h, name):
+        self.h, self.name = h, name
+
+    def get_all(self):
+        h = self.h
+        h._check_keyed()
+        h.value_fetches += 1
+        store = h.values.setdefault(self.name, {})
+        present, parts, offsets, pos = [], [], [0], 0
+        for key in h._keys:
+            v = store.get(key)
+            present.append(v is not None)
+            if v is not None:
+                parts.append(v)
+                pos += len(v)
+            offsets.append(pos)
+        return present, b"".join(parts), offsets
+
+    def set_many(self, slots, present, data, offsets):
+        h = self.h
+        h._check_keyed()
+        store = h.values.setdefault(self.name, {})
+        for i, slot in enumerate(slots):
+            key = h._key(slot)
+            if present[i]:
+                store[key] = bytes(data[offsets[i] : offsets[i + 1]])
+            else:
+                store.pop(key, None)
+
+
+class _Map:
+    def __init__(self, h, name):
+        self.h, self.name = h, name
+
+    def get(self, slot, sub_key):
+        h = self.h
+        h._check_keyed()
+        return h.maps.setdefault(self.name, {}).get((h._key(slot), bytes(sub_key)))
+
+    def get_many(self, slots, sub_keys, offsets):
+        h = self.h
+        h._check_keyed()
+        h.map_fetches += 1
+        store = h.maps.setdefault(self.name, {})
+        present, parts, out, pos = [], [], [0], 0
+        for i, slot in enumerate(slots):
+            v = store.get((h._key(slot), bytes(sub_keys[offsets[i] : offsets[i + 1]])))
+            present.append(v is not None)
+            if v is not None:
+                parts.append(v)
+                pos += len(v)
+            out.append(pos)
+        return present, b"".join(parts), out
+
+    def set_many(self, slots, sub_keys, sub_offsets, present, data, offsets):
+        h = self.h
+        h._check_keyed()
+        store = h.maps.setdefault(self.name, {})
+        for i, slot in enumerate(slots):
+            entry = (h._key(slot), bytes(sub_keys[sub_offsets[i] : sub_offsets[i + 1]]))
+            if present[i]:
+                store[entry] = bytes(data[offsets[i] : offsets[i + 1]])
+            else:
+                store.pop(entry, None)
+
+
+class _Broadcast:
+    def __init__(self, h, name):
+        self.h, self.name = h, name
+
+    def entries(self):
+        return list(self.h.broadcast.setdefault(self.name, {}).items())
+
+    def set(self, key, value):
+        self.h._check_broadcast()
+        self.h.broadcast.setdefault(self.name, {})[bytes(key)] = bytes(value)
+
+    def remove(self, key):
+        self.h._check_broadcast()
+        self.h.broadcast.setdefault(self.name, {}).pop(bytes(key), None)
+
+
+class _FakeHost:
+    def __init__(self, h):
+        self.h = h
+
+    def open_value(self, name):
+        return _Value(self.h, name)
+
+    def open_map(self, name):
+        return _Map(self.h, name)
+
+    def open_broadcast(self, name):
+        return _Broadcast(self.h, name)
+
+    def update_timers(self, changes):
+        h = self.h
+        if h._keys is None:
+            raise StateError(_TIMER_NOT_KEYED)
+        for slot, timestamp, event_time, delete in changes:
+            timer = (h._key(slot), timestamp, event_time)
+            if delete:
+                h.timers.discard(timer)
+            else:
+                h.timers.add(timer)
+
+
+class Harness:
+    """An operator instance driven natively.
+
+    ``broadcast_inputs`` lists the input indices that are broadcast inputs
+    (their batches may write broadcast state).
+    """
+
+    def __init__(self, cls, config=(), broadcast_inputs=()):
+        self.values = {}  # state name -> {key: bytes}
+        self.maps = {}  # state name -> {(key, sub-key): bytes}
+        self.broadcast = {}  # map name -> {key: bytes}
+        self.timers = set()  # (key, timestamp, event_time)
+        self.watermark = NO_TIMESTAMP
+        self.processing_time = 0
+        self.value_fetches = 0
+        self.map_fetches = 0
+        self.broadcast_inputs = set(broadcast_inputs)
+        self._keys = None
+        self._input = 0
+        pairs = sorted(dict(config).items()) if isinstance(config, dict) else sorted(config)
+        self.runtime = Runtime(cls, [(str(k), str(v)) for k, v in pairs], _FakeHost(self))
+
+    # -- what the fake host checks --------------------------------------
+    def _check_keyed(self):
+        if self._keys is None:
+            raise StateError(_NOT_KEYED)
+
+    def _check_broadcast(self):
+        if self._input not in self.broadcast_inputs:
+            raise StateError("broadcast state can only be changed while processing an event from a broadcast input")
+
+    def _key(self, slot):
+        if slot >= len(self._keys):
+            raise StateError(f"slot {slot} is outside the current batch")
+        return self._keys[slot]
+
+    # -- driving the operator --------------------------------------------
+    def process(self, events, input=0, keyed=True):
+        """Processes one batch. ``events``: ``(key, value)`` or ``(key,
+        value, timestamp)`` tuples (keys and values encoded as the SDK
+        encodes them). With ``keyed=False`` the events have no key slots."""
+        data, offsets, timestamps, slots, keys, index = bytearray(), [0], [], [], [], {}
+        any_ts = False
+        for e in events:
+            key, value = codec.encode(e[0]), codec.encode(e[1])
+            ts = e[2] if len(e) > 2 else None
+            data += key
+            offsets.append(len(data))
+            data += value
+            offsets.append(len(data))
+            timestamps.append(NO_TIMESTAMP if ts is None else ts)
+            any_ts |= ts is not None
+            if keyed:
+                if key not in index:
+                    index[key] = len(keys)
+                    keys.append(key)
+                slots.append(index[key])
+        self._keys = keys if keyed else None
+        self._input = input
+        try:
+            out = self.runtime.process(
+                input, bytes(data), offsets, timestamps if any_ts else [], slots, self.watermark, self.processing_time
+            )
+        finally:
+            self._keys = None
+        return _emitted(out)
+
+    def advance_watermark(self, watermark):
+        """Moves the watermark and fires the event-time timers it reaches."""
+        self.watermark = max(self.watermark, watermark)
+        return self._fire(True, self.watermark)
+
+    def advance_processing_time(self, time):
+        """Moves the clock and fires the processing-time timers it reaches."""
+        self.processing_time = max(self.processing_time, time)
+        return self._fire(False, self.processing_time)
+
+    def _fire(self, event_time, until):
+        due = sorted((t for t in self.timers if t[2] == event_time and t[1] <= until), key=lambda t: (t[1], t[0]))
+        if not due:
+            return []
+        for t in due:
+            self.timers.discard(t)
+        keys, index, data, offsets, slots = [], {}, bytearray(), [0], []
+        for key, _, _ in due:
+            if key not in index:
+                index[key] = len(keys)
+                keys.append(key)
+            slots.append(index[key])
+            data += key
+            offsets.append(len(data))
+        self._keys = keys
+        try:
+            out = self.runtime.on_timers(
+                bytes(data),
+                offsets,
+                [t[1] for t in due],
+                [event_time] * len(due),
+                slots,
+                self.watermark,
+                self.processing_time,
+            )
+        finally:
+            self._keys = None
+        return _emitted(out)
+
+    # -- looking at state -------------------------------------------------
+    def state(self, name, key):
+        """The decoded value of value state ``name`` for ``key``, or None."""
+        raw = self.values.get(name, {}).get(codec.encode(key))
+        return None if raw is None else codec.loads(raw)
+
+    def raw_state(self, name, key):
+        """The stored bytes of value state ``name`` for ``key``, or None."""
+        return self.values.get(name, {}).get(codec.encode(key))
+
+    def map_entry(self, name, key, sub_key):
+        raw = self.maps.get(name, {}).get((codec.encode(key), codec.encode(sub_key)))
+        return None if raw is None else codec.loads(raw)
+
+    def check_state(self, name, values, is_map=False):
+        """Runs ``check-state`` on raw values; raises ``ValueError`` if refused."""
+        from .state import check_values
+
+        check_values(name, is_map, [codec.encode(v) for v in values])
+
+
+def _emitted(outputs):
+    result = []
+    for name, data, offsets, timestamps in outputs:
+        for i in range((len(offsets) - 1) // 2):
+            ts = timestamps[i] if timestamps else NO_TIMESTAMP
+            result.append(
+                Emitted(
+                    name,
+                    data[offsets[2 * i] : offsets[2 * i + 1]],
+                    data[offsets[2 * i + 1] : offsets[2 * i + 2]],
+                    None if ts == NO_TIMESTAMP else ts,
+                )
+            )
+    return result

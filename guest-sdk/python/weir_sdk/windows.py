@@ -1,0 +1,179 @@
+"""Tumbling and sliding windows over event time or processing time, built on
+keyed map state and timers — a port of the fixed-size windows of the Rust
+SDK's ``weir_sdk::windows``, with the same state layout, so a Rust and a
+Python window operator of the same configuration read each other's state.
+
+Each (key, window start) has one map-state entry ``start -> [end, acc,
+fired]`` (the start as decimal text, the entry as a JSON array), and a timer
+at the window's end - 1. When the timer fires — in event time, when the
+watermark passes the end — :meth:`Windows.on_timer` returns the window's
+result. With allowed lateness a window is kept that much longer; an event
+arriving late but within it updates the window and its result is returned
+again at once. An event later than that is dropped, or sent to a side
+output.
+
+::
+
+    from weir_sdk.windows import Windows, SUM
+
+    class Sums(Operator):
+        def init(self, config):
+            self.windows = Windows.tumbling("sums", 1000, SUM, late_output="late")
+        def prepare(self, batch):
+            self.windows.prefetch(batch)          # one host call per batch
+        def process(self, ctx, event):
+            for result in self.windows.add(ctx, event, event.value_float()):
+                ctx.emit(event.key, result)       # {"start":…,"end":…,"value":…}
+        def on_timer(self, ctx, timer):
+            for result in self.windows.on_timer(ctx, timer):
+                ctx.emit(timer.key, result)
+
+Session windows (which merge) are not implemented in Python.
+"""
+
+from collections import namedtuple
+
+from .core import NO_TIMESTAMP, TimeDomain, _domain
+from .errors import InputError
+from .state import MapState
+
+__all__ = ["Aggregate", "SUM", "COUNT", "Windows"]
+
+Aggregate = namedtuple("Aggregate", "create add result")
+Aggregate.__doc__ = """How a window folds its events: ``create()`` makes an empty
+accumulator, ``add(acc, input)`` returns the new one, ``result(acc)`` the
+window's value. Accumulators must be JSON values (they live in state)."""
+
+#: The sum of float inputs (stored as a JSON float, like the Rust ``Sum``).
+SUM = Aggregate(lambda: 0.0, lambda acc, x: acc + x, lambda acc: acc)
+#: The number of inputs (the input is ignored).
+COUNT = Aggregate(lambda: 0, lambda acc, _: acc + 1, lambda acc: acc)
+
+
+def _valid_entry(entry):
+    return isinstance(entry, list) and len(entry) == 3 and type(entry[0]) is int and type(entry[2]) is bool
+
+
+class Windows:
+    """Fixed-size windows with one aggregate, for every key of the operator.
+
+    ``size`` and ``slide`` are in ms; ``lateness`` keeps windows open that
+    much longer after the watermark passed their end (event time only);
+    ``late_output`` names the side output for events too late for every
+    window (dropped when ``None``); ``domain`` is event time (default) or
+    processing time. The state is the map state ``name``.
+    """
+
+    def __init__(self, name, size, aggregate, slide=None, lateness=0, late_output=None, domain=TimeDomain.EVENT_TIME):
+        if size <= 0 or (slide is not None and slide <= 0):
+            raise ValueError("window size and slide must be positive")
+        self.size = int(size)
+        self.slide = int(slide) if slide is not None else self.size
+        self.aggregate = aggregate
+        self.event_time = _domain(domain)
+        self.domain = TimeDomain.EVENT_TIME if self.event_time else TimeDomain.PROCESSING_TIME
+        self.lateness = max(0, int(lateness))
+        self.late_output = late_output
+        self.state = MapState(name, validate=_valid_entry)
+
+    @classmethod
+    def tumbling(cls, name, size, aggregate, **options):
+        return cls(name, size, aggregate, **options)
+
+    @classmethod
+    def sliding(cls, name, size, slide, aggregate, **options):
+        return cls(name, size, aggregate, slide=slide, **options)
+
+    def assign(self, timestamp):
+        """The windows an event at ``timestamp`` belongs to, as (start, end)
+        in start order."""
+        slide, size = self.slide, self.size
+        if slide == size:  # tumbling: one window
+            start = timestamp // size * size
+            return [(start, start + size)]
+        last = timestamp // slide * slide
+        first = (timestamp - size) // slide * slide + slide
+        return [(s, s + size) for s in range(first, last + 1, slide)]
+
+    def _time(self, ctx, timestamp):
+        if not self.event_time:
+            return ctx.processing_time
+        if timestamp is None:
+            raise InputError("event-time windows need events with timestamps")
+        return timestamp
+
+    def prefetch(self, batch):
+        """Fetches the accumulators of every window the batch's events fall
+        in, in one host call: call it from ``Operator.prepare``."""
+        wanted = {}  # (slot, start), without repeats
+        for slot, event in batch.events():
+            if self.event_time:
+                if event.timestamp is None:
+                    continue  # `add` reports it
+                t = event.timestamp
+            else:
+                t = batch.processing_time
+            for start, _ in self.assign(t):
+                wanted[(slot, start)] = None
+        self.state.prefetch(batch, wanted)
+
+    def add(self, ctx, event, input):
+        """Adds ``event`` (with ``input`` for the aggregate) to its windows.
+        Returns the updated results of windows that had already fired (a
+        late event within the allowed lateness), as dicts ``{"start",
+        "end", "value"}``."""
+        timestamp = self._time(ctx, event.timestamp)
+        watermark = ctx._watermark if self.event_time else NO_TIMESTAMP
+        aggregate, state = self.aggregate, self.state
+        updated = []
+        placed = False
+        for start, end in self.assign(timestamp):
+            if self.event_time and end - 1 + self.lateness <= watermark:
+                continue  # its window is gone
+            placed = True
+            entry = state.get(ctx, start)
+            if entry is None:
+                self._register_timers(ctx, end)
+                acc, fired = aggregate.create(), False
+            else:
+                acc, fired = entry[1], entry[2]
+            acc = aggregate.add(acc, input)
+            if end - 1 <= watermark:
+                # Late, within the allowed lateness: the result changes now.
+                fired = True
+                updated.append({"start": start, "end": end, "value": aggregate.result(acc)})
+            state.set(ctx, start, [end, acc, fired])
+        if not placed and self.late_output:
+            ctx.emit(event.key, event.value, output=self.late_output)
+        return updated
+
+    def _register_timers(self, ctx, end):
+        ctx.register_timer(end - 1, self.domain)
+        if self.lateness > 0 and self.event_time:
+            ctx.register_timer(end - 1 + self.lateness, self.domain)
+
+    def on_timer(self, ctx, timer):
+        """Handles a fired timer: returns the results of the key's windows
+        that end with it and forgets windows past their allowed lateness.
+        Timers that are not these windows' are ignored."""
+        if timer.domain is not self.domain:
+            return []
+        time = timer.timestamp
+        lateness = self.lateness if self.event_time else 0
+        state, size = self.state, self.size
+        results = []
+        start = time + 1 - size
+        entry = state.get(ctx, start)
+        if entry is not None and entry[0] - 1 == time and not entry[2]:
+            end, acc = entry[0], entry[1]
+            results.append({"start": start, "end": end, "value": self.aggregate.result(acc)})
+            if lateness == 0:
+                state.remove(ctx, start)
+            else:
+                state.set(ctx, start, [end, acc, True])
+        if lateness > 0:
+            expired = time + 1 - lateness - size
+            entry = state.get(ctx, expired)
+            if entry is not None and entry[0] - 1 + lateness == time:
+                state.remove(ctx, expired)
+        return results

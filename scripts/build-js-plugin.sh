@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Builds a Weir operator plugin written in JavaScript into a component.
+#
+#   scripts/build-js-plugin.sh SRC.js OUT.wasm
+#
+# 1. scripts/js-tools.sh installs (once) jco, componentize-js and esbuild.
+# 2. esbuild bundles SRC.js with the SDK (`import ... from "weir-sdk"` is
+#    guest-sdk/js/weir-sdk.js) into one ES module; the WIT imports
+#    (`weir:operator/...`) stay external — componentize-js binds them.
+# 3. `jco componentize` builds the component against wit/, world `plugin`,
+#    with the WASI features the host does not need (outgoing HTTP, the
+#    fetch event) disabled; stdio stays so that errors reach stderr (the host
+#    keeps stderr for error reports), random and clocks stay for Math.random
+#    and Date.
+#
+# Set WEIR_JS_AOT=1 to add `--aot` (Weval ahead-of-time compilation of the
+# JS: a larger component, faster execution). The weval npm package downloads
+# its binary from GitHub on first use, so this fails where only package
+# registries are reachable (as on Weir's build machines).
+set -euo pipefail
+
+if [[ $# -ne 2 ]]; then
+    echo "usage: $0 SRC.js OUT.wasm" >&2
+    exit 2
+fi
+src=$1
+out=$2
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+[[ -f $src ]] || { echo "build-js-plugin: no such file: $src" >&2; exit 1; }
+
+jco="$("$root/scripts/js-tools.sh")"
+esbuild="$(dirname "$jco")/esbuild"
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+echo "build-js-plugin: bundling $src" >&2
+"$esbuild" "$src" --bundle --format=esm --platform=neutral --target=es2022 \
+    --alias:weir-sdk="$root/guest-sdk/js/weir-sdk.js" \
+    '--external:weir:*' '--external:wasi:*' \
+    --log-level=warning --outfile="$work/plugin.js"
+
+args=(componentize "$work/plugin.js" --wit "$root/wit" --world-name plugin
+      --disable http fetch-event -o "$work/plugin.wasm")
+if [[ ${WEIR_JS_AOT:-0} == 1 ]]; then args+=(--aot); fi
+
+echo "build-js-plugin: componentizing (jco ${args[*]:1})" >&2
+"$jco" "${args[@]}" >&2
+mkdir -p "$(dirname "$out")"
+mv "$work/plugin.wasm" "$out"
+echo "build-js-plugin: wrote $out ($(du -h "$out" | cut -f1))" >&2

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Builds a Weir plugin written in Python into a WebAssembly component.
+#
+#   scripts/build-python-plugin.sh SRC_DIR OUT.wasm
+#
+# SRC_DIR holds the plugin's `app.py` (and any modules of its own); the SDK
+# (guest-sdk/python/weir_sdk) is put on the path. componentize-py comes from
+# scripts/python-tools.sh, which installs it on first use. The component
+# targets the world `plugin` of wit/ (weir:operator@0.2.0) and is ~35 MB:
+# it embeds a CPython interpreter, snapshotted after importing app.py.
+set -euo pipefail
+
+if [[ $# -ne 2 ]]; then
+    echo "usage: $0 SRC_DIR OUT.wasm" >&2
+    exit 2
+fi
+root="$(cd "$(dirname "$0")/.." && pwd)"
+src="$(cd "$1" && pwd)"
+out="$2"
+if [[ ! -f "$src/app.py" ]]; then
+    echo "error: $src/app.py not found (a Python plugin's module is app.py)" >&2
+    exit 1
+fi
+mkdir -p "$(dirname "$out")"
+
+componentize_py="$("$root/scripts/python-tools.sh")"
+
+# Build from copies: componentize-py's interpreter writes __pycache__
+# directories next to the modules it imports.
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/sdk" "$work/src"
+cp -R "$root/guest-sdk/python/weir_sdk" "$work/sdk/"
+cp -R "$src/." "$work/src/"
+find "$work" -name __pycache__ -prune -exec rm -rf {} +
+
+echo "==> building $out from $src/app.py" >&2
+# No VIRTUAL_ENV: componentize-py would add that venv's site-packages (the
+# build tools) to the plugin's path.
+env -u VIRTUAL_ENV "$componentize_py" -d "$root/wit" -w plugin componentize \
+    -p "$work/sdk" -p "$work/src" app -o "$out" >&2
+echo "==> $out ($(du -h "$out" | cut -f1))" >&2

@@ -1,0 +1,212 @@
+//! Operators in Python and JavaScript: built from source with their SDKs
+//! (componentize-py, jco), run by the same host, agreeing with Rust — down
+//! to each other's state.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Mutex, OnceLock};
+
+use common::{Host, JobDir, plugin, run_job, toml_path, weir, workspace};
+
+/// Builds a Python or JavaScript plugin with its build script (once per
+/// test run and output name) into the test build directory.
+fn build(script: &str, source: &Path, name: &str) -> PathBuf {
+    static BUILT: OnceLock<Mutex<Vec<String>>> = OnceLock::new();
+    let out = common::target_dir().join("other-languages").join(format!("{name}.wasm"));
+    let built = BUILT.get_or_init(Mutex::default);
+    let mut built = built.lock().unwrap();
+    if !built.contains(&name.to_owned()) {
+        let status = Command::new("bash")
+            .arg(workspace().join("scripts").join(script))
+            .arg(source)
+            .arg(&out)
+            .status()
+            .expect("run a plugin build script");
+        assert!(status.success(), "{script} {} failed", source.display());
+        built.push(name.to_owned());
+    }
+    out
+}
+
+fn python_plugin(name: &str) -> PathBuf {
+    build("build-python-plugin.sh", &workspace().join("plugins/python").join(name), &format!("{name}-py"))
+}
+
+fn js_plugin(name: &str) -> PathBuf {
+    let source = workspace().join("plugins/js").join(name).join(format!("{name}.js"));
+    build("build-js-plugin.sh", &source, &format!("{name}-js"))
+}
+
+/// A keyed count of `in.jsonl` by `plugin`, printed as `key<TAB>count`.
+fn count_job(dir: &JobDir, name: &str, plugin: &Path, extra_source: &str) -> PathBuf {
+    dir.write(
+        &format!("{name}.toml"),
+        &format!(
+            r#"
+name = "{name}"
+parallelism = 2
+checkpoint_dir = "checkpoints-{name}"
+checkpoint_interval_ms = 300
+
+[[source]]
+name = "words"
+type = "file"
+format = "json"
+path = "in.jsonl"
+{extra_source}
+
+[[operator]]
+uid = "count"
+plugin = {plugin}
+inputs = ["words"]
+key_by = true
+memory_limit_mb = 512
+
+[[sink]]
+name = "out"
+type = "files"
+input = "count"
+path = "out-{name}"
+"#,
+            plugin = toml_path(plugin)
+        ),
+    )
+}
+
+/// `n` words (JSON lines keyed by word), some of them non-ASCII.
+fn words(n: usize) -> String {
+    let vocabulary = ["stream", "état", "事件", "window", "käse", "plugin", "w", ""];
+    (0..n).map(|i| format!("{{\"key\": \"{}{}\", \"value\": 1}}\n", vocabulary[i % 7], i % 13)).collect()
+}
+
+fn sorted_output(dir: &Path) -> Vec<String> {
+    common::committed_lines(dir, None)
+}
+
+#[test]
+fn word_count_gives_identical_results_in_rust_python_and_javascript() {
+    let dir = JobDir::new();
+    dir.write("in.jsonl", &words(5_000));
+    let mut outputs = Vec::new();
+    for (language, plugin) in [("rust", plugin("word-count")), ("python", python_plugin("word-count")), ("js", js_plugin("word-count"))] {
+        weir(&["plugin", "check", plugin.to_str().unwrap()]).success();
+        run_job(&count_job(&dir, language, &plugin, ""), &[]).success();
+        outputs.push((language, sorted_output(&dir.path(&format!("out-{language}")))));
+    }
+    assert_eq!(outputs[0].1.len(), 5_000, "one count per event");
+    for (language, output) in &outputs[1..] {
+        assert_eq!(output, &outputs[0].1, "{language} agrees with Rust");
+    }
+}
+
+#[test]
+fn a_savepoint_taken_with_the_rust_operator_restores_into_the_python_and_javascript_ones() {
+    for (language, other) in [("python", python_plugin("word-count")), ("js", js_plugin("word-count"))] {
+        let dir = JobDir::new();
+        dir.write("in.jsonl", &words(12_000));
+        let job = count_job(&dir, "counts", &plugin("word-count"), "rate = 3000");
+        let host = Host::start(&job, &[]);
+        host.wait_for_records("counts", 3_000);
+        let savepoint = dir.path("sp");
+        host.weir(&["savepoint", "counts", "--stop", "--dir", savepoint.to_str().unwrap()]).success();
+        let (status, stderr) = host.wait();
+        assert!(status.success(), "{stderr}");
+        // The same job, with the other language's operator, from the savepoint.
+        let text = std::fs::read_to_string(&job).unwrap();
+        let rust = toml_path(&plugin("word-count"));
+        let switched = dir.write("switched.toml", &text.replace(&rust, &toml_path(&other)).replace("rate = 3000", ""));
+        run_job(&switched, &["--from-savepoint", savepoint.to_str().unwrap()]).success();
+        let mut expected: Vec<String> = Vec::new();
+        let mut counts = std::collections::BTreeMap::<String, u64>::new();
+        for line in words(12_000).lines() {
+            let key = serde_json::from_str::<serde_json::Value>(line).unwrap()["key"].as_str().unwrap().to_owned();
+            let count = counts.entry(key.clone()).or_default();
+            *count += 1;
+            expected.push(format!("{key}\t{count}"));
+        }
+        expected.sort();
+        assert_eq!(sorted_output(&dir.path("out-counts")), expected, "Rust, then {language}: every count exactly once");
+    }
+}
+
+#[test]
+fn a_python_window_operator_sums_pressure_to_zero_in_event_time() {
+    let dir = JobDir::new();
+    let job = dir.write(
+        "job.toml",
+        &format!(
+            r#"
+name = "sensors"
+parallelism = 2
+
+[[source]]
+name = "sensors"
+type = "generator"
+mode = "sensors"
+events = 3000
+shuffle_ms = 100
+out_of_orderness_ms = 100
+
+[[operator]]
+uid = "windows"
+plugin = {plugin}
+inputs = ["sensors"]
+key_by = true
+memory_limit_mb = 512
+config = {{ time = "event" }}
+
+[[sink]]
+name = "sums"
+type = "file"
+input = "windows"
+path = "sums.txt"
+"#,
+            plugin = toml_path(&python_plugin("sensor-window"))
+        ),
+    );
+    run_job(&job, &[]).success();
+    let sums = dir.read("sums.txt");
+    let pressure: Vec<f64> = sums
+        .lines()
+        .filter(|l| l.starts_with("pressure\t"))
+        .map(|l| {
+            let value: serde_json::Value = serde_json::from_str(l.split_once('\t').unwrap().1).unwrap();
+            value["value"].as_f64().unwrap_or_else(|| panic!("a sum in {l}"))
+        })
+        .collect();
+    assert_eq!(pressure.len(), 10, "ten 1 s windows: {sums}");
+    assert!(pressure.iter().all(|s| s.abs() < 1e-9), "{pressure:?}");
+}
+
+#[test]
+fn scaffolded_python_and_javascript_plugins_build_and_run_unmodified() {
+    for (language, script) in [("python", "build-python-plugin.sh"), ("js", "build-js-plugin.sh")] {
+        let dir = JobDir::new();
+        let base = dir.dir.path().to_str().unwrap().to_owned();
+        let created = weir(&["plugin", "new", "my-op", "--lang", language, "--dir", &base]).success().stdout();
+        let project = dir.path("my-op");
+        let readme = std::fs::read_to_string(project.join("README.md")).unwrap();
+        // Build it exactly as the README says.
+        let command = readme.lines().find(|l| l.contains(script)).unwrap_or_else(|| panic!("no build command in {readme}"));
+        assert!(created.contains(command.trim()), "{created}");
+        let status = Command::new("bash").arg("-c").arg(command.trim()).current_dir(&project).status().unwrap();
+        assert!(status.success(), "the scaffolded {language} plugin builds");
+        let wasm = project.join("my_op.wasm");
+        weir(&["plugin", "check", wasm.to_str().unwrap()]).success();
+        dir.write("in.jsonl", "{\"key\":\"a\",\"value\":1}\n{\"key\":\"b\",\"value\":1}\n{\"key\":\"a\",\"value\":1}\n");
+        let job = dir.write(
+            "job.toml",
+            &format!(
+                "name = \"scaffolded\"\n[[source]]\nname = \"in\"\ntype = \"file\"\npath = \"in.jsonl\"\nformat = \"json\"\n\n\
+                 [[operator]]\nuid = \"my-op\"\nplugin = {}\ninputs = [\"in\"]\nkey_by = true\nmemory_limit_mb = 512\n\n\
+                 [[sink]]\nname = \"out\"\ntype = \"stdout\"\ninput = \"my-op\"\n",
+                toml_path(&wasm)
+            ),
+        );
+        let run = run_job(&job, &[]);
+        run.success();
+        assert_eq!(run.stdout(), "a\t1\nb\t1\na\t2\n", "{language}");
+    }
+}
