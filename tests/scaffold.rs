@@ -1,7 +1,9 @@
-//! `weir plugin new`: a scaffolded Rust plugin builds and runs unmodified.
+//! `weir plugin new`: a scaffolded plugin — Rust, Python or JavaScript —
+//! builds as its README says and runs unmodified.
 
 mod common;
 
+use std::path::Path;
 use std::process::Command;
 
 use common::{JobDir, run_job, toml_path, weir};
@@ -30,19 +32,43 @@ fn a_scaffolded_rust_plugin_builds_and_runs_unmodified() {
     let wasm = target.join("wasm32-wasip2/release/my_op.wasm");
     weir(&["plugin", "check", wasm.to_str().unwrap()]).success();
 
+    counts_a_b_a(&dir, &wasm, "rust");
+}
+
+/// Runs a scaffolded plugin (a per-key counter) over keys a, b, a.
+fn counts_a_b_a(dir: &JobDir, wasm: &Path, language: &str) {
     dir.write("in.jsonl", "{\"key\":\"a\",\"value\":1}\n{\"key\":\"b\",\"value\":1}\n{\"key\":\"a\",\"value\":1}\n");
     let job = dir.write(
         "job.toml",
         &format!(
             "name = \"scaffolded\"\n[[source]]\nname = \"in\"\ntype = \"file\"\npath = \"in.jsonl\"\nformat = \"json\"\n\n\
-             [[operator]]\nuid = \"my-op\"\nplugin = {}\ninputs = [\"in\"]\nkey_by = true\n\n\
+             [[operator]]\nuid = \"my-op\"\nplugin = {}\ninputs = [\"in\"]\nkey_by = true\nmemory_limit_mb = 512\n\n\
              [[sink]]\nname = \"out\"\ntype = \"stdout\"\ninput = \"my-op\"\n",
-            toml_path(&wasm)
+            toml_path(wasm)
         ),
     );
     let run = run_job(&job, &[]);
     run.success();
-    assert_eq!(run.stdout(), "a\t1\nb\t1\na\t2\n");
+    assert_eq!(run.stdout(), "a\t1\nb\t1\na\t2\n", "{language}");
+}
+
+#[test]
+fn scaffolded_python_and_javascript_plugins_build_and_run_unmodified() {
+    for (language, script) in [("python", "build-python-plugin.sh"), ("js", "build-js-plugin.sh")] {
+        let dir = JobDir::new();
+        let base = dir.dir.path().to_str().unwrap().to_owned();
+        let created = weir(&["plugin", "new", "my-op", "--lang", language, "--dir", &base]).success().stdout();
+        let project = dir.path("my-op");
+        let readme = std::fs::read_to_string(project.join("README.md")).unwrap();
+        // Build it exactly as the README says.
+        let command = readme.lines().find(|l| l.contains(script)).unwrap_or_else(|| panic!("no build command in {readme}"));
+        assert!(created.contains(command.trim()), "{created}");
+        let status = Command::new("bash").arg("-c").arg(command.trim()).current_dir(&project).status().unwrap();
+        assert!(status.success(), "the scaffolded {language} plugin builds");
+        let wasm = project.join("my_op.wasm");
+        weir(&["plugin", "check", wasm.to_str().unwrap()]).success();
+        counts_a_b_a(&dir, &wasm, language);
+    }
 }
 
 #[test]
