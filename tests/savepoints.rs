@@ -114,7 +114,7 @@ fn a_job_stopped_and_restored_at_parallelism_1_4_and_2_counts_exactly_as_an_unin
 fn a_hot_upgrade_mid_stream_loses_and_repeats_nothing() {
     let dir = JobDir::new();
     let (events, keys) = (80_000, 1_000);
-    let job = count_job(&dir, "counts", events, keys, 20_000, &plugin("word-count"));
+    let job = count_job(&dir, "counts", events, keys, 10_000, &plugin("word-count"));
     // The same code under another file name: what matters is the swap.
     let v2 = dir.path("word_count_v2.wasm");
     std::fs::copy(plugin("word-count"), &v2).unwrap();
