@@ -926,8 +926,7 @@ class Runtime {
     const input = batch.input;
     const op = this.operator;
     const ctx = new Context(states, this.outputs, fromS64(batch.watermark), Number(batch.processingTime));
-    states.begin();
-    try {
+    return this.call(() => {
       if (offsets.length !== 2 * n + 1 || (keyed && keySlots.length !== n) || (stamped && timestamps.length !== n)) {
         throw OperatorError.invalidInput("the host sent a malformed batch");
       }
@@ -941,9 +940,18 @@ class Runtime {
         event._i = i;
         op.process(ctx, event);
       }
-      states.flush();
+    });
+  }
+
+  /** Runs one host call's work: state written back and outputs returned
+   *  if it succeeds, both dropped if it throws. */
+  call(work) {
+    this.states.begin();
+    try {
+      work();
+      this.states.flush();
     } catch (e) {
-      states.abort();
+      this.states.abort();
       this.outputs.discard();
       throw e;
     }
@@ -955,21 +963,14 @@ class Runtime {
     const { data, offsets, timestamps, domains, keySlots } = timers;
     const op = this.operator;
     const ctx = new Context(states, this.outputs, fromS64(timers.watermark), Number(timers.processingTime));
-    states.begin();
-    try {
+    return this.call(() => {
       for (let i = 0; i < timestamps.length; i++) {
         const timestamp = Number(timestamps[i]);
         ctx.slot = keySlots[i];
         ctx.timestamp = timestamp;
         op.onTimer(ctx, new Timer(data.subarray(offsets[i], offsets[i + 1]), timestamp, domains[i]));
       }
-      states.flush();
-    } catch (e) {
-      states.abort();
-      this.outputs.discard();
-      throw e;
-    }
-    return this.outputs.drain();
+    });
   }
 }
 

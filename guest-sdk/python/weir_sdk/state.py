@@ -93,6 +93,22 @@ def _encode(kind, name, value):
         raise StateError(f"cannot encode {kind} `{name}`: {e}") from None
 
 
+def _slot_values(kind, name, values):
+    """Values (``_ABSENT`` for none) as the WIT ``slot-values``: presence
+    flags, the encoded values back to back, and their offsets."""
+    present, parts, offsets, pos = [], [], [0], 0
+    for value in values:
+        if value is _ABSENT:
+            present.append(False)
+        else:
+            encoded = _encode(kind, name, value)
+            present.append(True)
+            parts.append(encoded)
+            pos += len(encoded)
+        offsets.append(pos)
+    return present, b"".join(parts), offsets
+
+
 class Store:
     """The states of the operator instance and their caches for the current
     call. One per instance (a component instance is single-threaded)."""
@@ -185,20 +201,9 @@ class _ValueCache:
         if not self.dirty:
             return
         slots = list(self.dirty)
-        present, parts, offsets, pos = [], [], [0], 0
-        values = self.values
-        for slot in slots:
-            value = values[slot]
-            if value is _ABSENT:
-                present.append(False)
-            else:
-                b = _encode("value state", self.name, value)
-                present.append(True)
-                parts.append(b)
-                pos += len(b)
-            offsets.append(pos)
+        present, data, offsets = _slot_values("value state", self.name, (self.values[slot] for slot in slots))
         self.dirty = {}
-        self.raw.set_many(slots, present, b"".join(parts), offsets)
+        self.raw.set_many(slots, present, data, offsets)
 
     def discard(self):
         self.dirty = {}
@@ -261,25 +266,16 @@ class _MapCache:
     def flush(self):
         if not self.dirty:
             return
-        slots, sub_keys, sub_offsets, present, parts, offsets = [], [], [0], [], [], [0]
-        spos = pos = 0
-        for entry in self.dirty:
-            slot, sub_key = entry
-            slots.append(slot)
+        entries = list(self.dirty)
+        slots = [slot for slot, _ in entries]
+        sub_keys, sub_offsets, spos = [], [0], 0
+        for _, sub_key in entries:
             sub_keys.append(sub_key)
             spos += len(sub_key)
             sub_offsets.append(spos)
-            value = self.entries[entry]
-            if value is _ABSENT:
-                present.append(False)
-            else:
-                b = _encode("map state", self.name, value)
-                present.append(True)
-                parts.append(b)
-                pos += len(b)
-            offsets.append(pos)
+        present, data, offsets = _slot_values("map state", self.name, (self.entries[e] for e in entries))
         self.dirty = {}
-        self.raw.set_many(slots, b"".join(sub_keys), sub_offsets, present, b"".join(parts), offsets)
+        self.raw.set_many(slots, b"".join(sub_keys), sub_offsets, present, data, offsets)
 
     def discard(self):
         self.entries = {}
