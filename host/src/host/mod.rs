@@ -258,18 +258,12 @@ impl JobManager {
         std::path::absolute(&dir).unwrap_or(dir)
     }
 
-    fn info(&self, name: &str, job: &Job) -> JobInfo {
-        let progress = job.status.is_active().then(|| {
-            let (reply, answer) = bounded(1);
-            job.commands.send(JobCommand::Progress(reply)).ok()?;
-            answer.recv_timeout(STATUS_TIMEOUT).ok()
-        });
-        let (read, written) = match (progress.flatten(), &job.summary) {
-            (Some(p), _) => (p.read, p.written),
-            (None, Some(summary)) => (summary.records_read(), summary.records_written()),
-            (None, None) => (0, 0),
-        };
-        JobInfo {
+    /// What the table knows of a job (figures of its end, if it ended), and
+    /// the channel to ask a running one for its progress — to use after the
+    /// table's lock is released, so that a busy job holds up no one else.
+    fn snapshot(name: &str, job: &Job) -> (JobInfo, Option<Sender<JobCommand>>) {
+        let (read, written) = job.summary.as_ref().map_or((0, 0), |s| (s.records_read(), s.records_written()));
+        let info = JobInfo {
             name: name.to_owned(),
             status: job.status.word().to_owned(),
             uptime_s: job.started.elapsed().as_secs_f64(),
@@ -280,7 +274,21 @@ impl JobManager {
                 JobStatus::Failed(reason) => Some(reason.clone()),
                 _ => None,
             },
-        }
+        };
+        (info, job.status.is_active().then(|| job.commands.clone()))
+    }
+}
+
+/// `info` with the running job's current progress, if it answers in time.
+fn with_progress((info, commands): (JobInfo, Option<Sender<JobCommand>>)) -> JobInfo {
+    let progress = commands.and_then(|commands| {
+        let (reply, answer) = bounded(1);
+        commands.send(JobCommand::Progress(reply)).ok()?;
+        answer.recv_timeout(STATUS_TIMEOUT).ok()
+    });
+    match progress {
+        Some(progress) => JobInfo { read: progress.read, written: progress.written, ..info },
+        None => info,
     }
 }
 
@@ -305,14 +313,17 @@ fn absolute(path: &Path) -> PathBuf {
 
 impl ControlPlane for Arc<JobManager> {
     fn jobs(&self) -> Vec<JobInfo> {
-        let jobs = self.lock();
-        jobs.iter().map(|(name, job)| self.info(name, job)).collect()
+        let snapshots: Vec<_> = self.lock().iter().map(|(name, job)| JobManager::snapshot(name, job)).collect();
+        snapshots.into_iter().map(with_progress).collect()
     }
 
     fn job(&self, name: &str) -> Result<JobInfo, ControlError> {
-        let jobs = self.lock();
-        let job = jobs.get(name).ok_or_else(|| ControlError::NoSuchJob(name.to_owned()))?;
-        Ok(self.info(name, job))
+        let snapshot = {
+            let jobs = self.lock();
+            let job = jobs.get(name).ok_or_else(|| ControlError::NoSuchJob(name.to_owned()))?;
+            JobManager::snapshot(name, job)
+        };
+        Ok(with_progress(snapshot))
     }
 
     fn savepoint(&self, name: &str, request: SavepointRequest) -> Result<SavepointInfo, ControlError> {
