@@ -199,7 +199,7 @@ impl Savepoint {
             let Some(start) = start else {
                 return Err(StateError::Corrupt { path, reason: format!("key group {} is out of the file", index.key_group) });
             };
-            let mut reader = RecordReader::new(&path, &bytes[start - 8..], &bytes[start - 8..start].try_into().expect("8 bytes"))?;
+            let mut reader = RecordReader::resume(&path, &bytes[start..]);
             for _ in 0..index.entries {
                 let group = u32::from(reader.u16()?);
                 let state = reader.u32()?;

@@ -152,6 +152,12 @@ impl<'a> RecordReader<'a> {
         Ok(reader)
     }
 
+    /// Reads records from `bytes`, the middle of a file whose magic was
+    /// checked (as an index points into it).
+    pub fn resume(path: &'a Path, bytes: &'a [u8]) -> Self {
+        RecordReader { path, bytes }
+    }
+
     fn corrupt(&self, reason: String) -> StateError {
         StateError::Corrupt { path: self.path.to_path_buf(), reason }
     }
