@@ -106,16 +106,20 @@ pub fn write_savepoint(
                     keyed: Vec::new(),
                     broadcast: None,
                 };
+                let metas: Vec<InstanceMeta> =
+                    tasks.iter().map(|task| read_meta(task, checkpoint_root)).collect::<Result<_, _>>().map_err(state_error)?;
+                let ids: Vec<StateIds> = metas.iter().map(|meta| StateIds::new(&mut snapshot.states, meta)).collect();
                 // Subtasks are read and sorted in parallel, then written in order.
-                let gathered: Vec<Result<Gathered, StateError>> = std::thread::scope(|scope| {
+                let gathered: Vec<Result<Entries, StateError>> = std::thread::scope(|scope| {
                     let threads: Vec<_> = tasks
                         .iter()
-                        .map(|task| scope.spawn(|| gather(task, job, checkpoint_root, work_dir)))
+                        .zip(metas.iter().zip(&ids))
+                        .map(|(task, (meta, ids))| scope.spawn(|| gather(task, meta, ids, job, checkpoint_root, work_dir)))
                         .collect();
                     threads.into_iter().map(|t| t.join().expect("a savepoint thread panicked")).collect()
                 });
-                for subtask in gathered {
-                    write_subtask(&mut snapshot, subtask.map_err(state_error)?, dir).map_err(state_error)?;
+                for (meta, entries) in metas.iter().zip(gathered) {
+                    write_subtask(&mut snapshot, meta, &entries.map_err(state_error)?, dir).map_err(state_error)?;
                 }
                 operators.push(snapshot);
             }
@@ -147,67 +151,72 @@ fn write_manifest(dir: &Path, savepoint: &SavepointManifest) -> std::io::Result<
     std::fs::File::open(dir)?.sync_all()
 }
 
-/// One operator subtask's checkpointed state, read back and sorted.
-struct Gathered {
-    meta: InstanceMeta,
-    /// Entries with the subtask's own state ids (timers: [`EVENT_TIMERS`],
-    /// [`PROCESSING_TIMERS`]).
-    entries: Entries,
+/// A subtask's non-keyed state: its state names, broadcast maps, timers.
+fn read_meta(task: &TaskState, checkpoint_root: &Path) -> Result<InstanceMeta, StateError> {
+    match &task.meta {
+        Some(file) => decode_meta(&checkpoint_root.join(&file.path), &read_verified(checkpoint_root, file)?),
+        None => Ok(InstanceMeta::default()),
+    }
 }
 
-/// Pseudo state ids of timers in [`Gathered::entries`], past any real one.
-const EVENT_TIMERS: u32 = u32::MAX - 1;
-const PROCESSING_TIMERS: u32 = u32::MAX;
+/// The operator's descriptor ids of a subtask's states (by the subtask's
+/// own ids) and of its timers.
+struct StateIds {
+    states: Vec<u32>,
+    event_timers: u32,
+    processing_timers: u32,
+}
 
-/// Reads one subtask's state from the checkpoint: its meta, keyed entries
-/// and timers (as entries of their key's group), sorted.
-fn gather(task: &TaskState, job: &JobDescription, checkpoint_root: &Path, work_dir: &Path) -> Result<Gathered, StateError> {
-    let meta = match &task.meta {
-        Some(file) => decode_meta(&checkpoint_root.join(&file.path), &read_verified(checkpoint_root, file)?)?,
-        None => InstanceMeta::default(),
-    };
+impl StateIds {
+    /// Adds the descriptors `meta`'s states and timers need.
+    fn new(descriptors: &mut Vec<StateDescriptor>, meta: &InstanceMeta) -> Self {
+        let states = meta.registry.names().iter().map(|name| descriptor(descriptors, name)).collect();
+        let mut timers = |domain, kind| match meta.timers.all().any(|(d, _, _)| d == domain) {
+            true => timer_descriptor(descriptors, kind),
+            false => u32::MAX,
+        };
+        let event_timers = timers(TimeDomain::EventTime, StateKind::EventTimer);
+        let processing_timers = timers(TimeDomain::ProcessingTime, StateKind::ProcessingTimer);
+        StateIds { states, event_timers, processing_timers }
+    }
+}
+
+/// Reads one subtask's keyed entries from the checkpoint, and its timers
+/// as entries of their key's group, under the operator's descriptor ids,
+/// sorted.
+fn gather(
+    task: &TaskState,
+    meta: &InstanceMeta,
+    ids: &StateIds,
+    job: &JobDescription,
+    checkpoint_root: &Path,
+    work_dir: &Path,
+) -> Result<Entries, StateError> {
     let mut entries = Entries::default();
     if let Some(handle) = &task.keyed {
         visit_snapshot(job.backend, handle, checkpoint_root, work_dir, &mut |group, state, key, value| {
-            entries.push(u32::from(group), state.0, key, value);
+            entries.push(u32::from(group), ids.states[state.0 as usize], key, value);
         })?;
     }
     for (domain, timestamp, key) in meta.timers.all() {
         let id = match domain {
-            TimeDomain::EventTime => EVENT_TIMERS,
-            TimeDomain::ProcessingTime => PROCESSING_TIMERS,
+            TimeDomain::EventTime => ids.event_timers,
+            TimeDomain::ProcessingTime => ids.processing_timers,
         };
         entries.push(key_group_for(key, job.max_parallelism), id, key, &timestamp.to_le_bytes());
     }
     entries.sort();
-    Ok(Gathered { meta, entries })
+    Ok(entries)
 }
 
-/// Adds one operator subtask's gathered state to `snapshot`, mapping its
-/// state ids to the operator's descriptors.
-fn write_subtask(snapshot: &mut OperatorSnapshot, gathered: Gathered, dir: &Path) -> Result<(), StateError> {
-    let Gathered { meta, mut entries } = gathered;
-    let ids: Vec<u32> = meta.registry.names().iter().map(|name| descriptor(&mut snapshot.states, name)).collect();
-    let id_of = |states: &mut Vec<StateDescriptor>, id: u32| match id {
-        EVENT_TIMERS => timer_descriptor(states, StateKind::EventTimer),
-        PROCESSING_TIMERS => timer_descriptor(states, StateKind::ProcessingTimer),
-        id => ids[id as usize],
-    };
-    let mut remapped = false;
-    for entry in &mut entries.index {
-        let id = id_of(&mut snapshot.states, entry.1);
-        remapped |= id != entry.1;
-        entry.1 = id;
-    }
-    if remapped {
-        // Descriptor ids may order differently from the subtask's own ids.
-        entries.sort();
-    }
+/// Adds one operator subtask's broadcast maps (the first that has any) and
+/// keyed entries to `snapshot`.
+fn write_subtask(snapshot: &mut OperatorSnapshot, meta: &InstanceMeta, entries: &Entries, dir: &Path) -> Result<(), StateError> {
     if snapshot.broadcast.is_none() && !meta.broadcast.registry.names().is_empty() {
-        snapshot.broadcast = Some(write_broadcast(&meta, dir, &snapshot.uid)?);
+        snapshot.broadcast = Some(write_broadcast(meta, dir, &snapshot.uid)?);
     }
     if !entries.index.is_empty() {
-        snapshot.keyed.push(write_keyed(&entries, dir, &snapshot.uid)?);
+        snapshot.keyed.push(write_keyed(entries, dir, &snapshot.uid)?);
     }
     Ok(())
 }
