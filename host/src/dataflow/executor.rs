@@ -200,7 +200,7 @@ pub struct RunningJob {
     done: Receiver<(usize, Result<(), TaskError>)>,
     running: usize,
     started: Instant,
-    coordinator: Option<Coordinator>,
+    coordinator: Coordinator,
     restored_from: Option<u64>,
     commands: Receiver<JobCommand>,
 }
@@ -408,12 +408,13 @@ impl RunningJob {
         if let Some(failure) = failure {
             return Err(failure);
         }
-        let stopped_with = self.coordinator.as_ref().and_then(|c| c.stopped_with().cloned());
+        let stopped_with = self.coordinator.stopped_with().cloned();
         if self.cancel.is_cancelled() && stopped_with.is_none() {
             return Err(RunError::Cancelled);
         }
         let mut checkpoints = Vec::new();
-        if let Some(coordinator) = self.coordinator.as_mut().filter(|_| stopped_with.is_none()) {
+        if stopped_with.is_none() {
+            let coordinator = &mut self.coordinator;
             let dir = coordinator.dir().to_path_buf();
             coordinator.finish().map_err(|source| RunError::Checkpoints { dir, source })?;
             checkpoints = coordinator.completed().to_vec();
@@ -456,21 +457,15 @@ impl RunningJob {
                 info!(job = %self.name, "cancelling the job");
                 self.cancel.cancel();
             }
-            JobCommand::Savepoint(order) => match &mut self.coordinator {
-                Some(coordinator) => coordinator.request_savepoint(order),
-                None => {
-                    let _ = order.reply.send(Err("the job takes no snapshots".into()));
-                }
-            },
+            JobCommand::Savepoint(order) => self.coordinator.request_savepoint(order),
         }
     }
 
     fn supervise(&mut self) -> Option<RunError> {
         let mut failure = None;
         let mut last_report = Instant::now();
-        let never = crossbeam_channel::never();
         while self.running > 0 {
-            let acks = self.coordinator.as_ref().map_or(&never, |c| c.acks()).clone();
+            let acks = self.coordinator.acks().clone();
             let commands = self.commands.clone();
             let done = select! {
                 recv(self.done) -> done => Some(done.map_err(|_| ())),
@@ -483,28 +478,24 @@ impl RunningJob {
                     None
                 }
                 recv(acks) -> ack => {
-                    if let (Ok(ack), Some(coordinator)) = (ack, self.coordinator.as_mut()) {
-                        coordinator.on_ack(ack);
+                    if let Ok(ack) = ack {
+                        self.coordinator.on_ack(ack);
                     }
                     None
                 }
                 default(Duration::from_millis(20)) => Some(Err(())),
             };
-            if let Some(coordinator) = &mut self.coordinator {
-                coordinator.tick();
-                if coordinator.stopped_with().is_some() && !self.cancel.is_cancelled() {
-                    info!(job = %self.name, "stopped with a savepoint");
-                    self.cancel.cancel();
-                }
+            self.coordinator.tick();
+            if self.coordinator.stopped_with().is_some() && !self.cancel.is_cancelled() {
+                info!(job = %self.name, "stopped with a savepoint");
+                self.cancel.cancel();
             }
             let Some(done) = done else { continue };
             match done {
                 Ok((index, result)) => {
                     self.running -= 1;
-                    if result.is_ok()
-                        && let Some(coordinator) = &mut self.coordinator
-                    {
-                        coordinator.task_finished(index);
+                    if result.is_ok() {
+                        self.coordinator.task_finished(index);
                     }
                     let (task, cause) = match result {
                         Ok(()) | Err(TaskError::Stopped) => continue,
@@ -546,7 +537,7 @@ struct Builder<'a> {
     cancel: Cancel,
     restore: Option<Restore<'a>>,
     attempt: u32,
-    coordinator: Option<Coordinator>,
+    coordinator: Coordinator,
     /// Where RocksDB keeps its working files.
     work_dir: PathBuf,
     states: PreloadedStates,
@@ -598,10 +589,9 @@ impl<'a> Builder<'a> {
         })
     }
 
-    /// How `subtask` of `node` reaches the coordinator, when checkpointing.
+    /// How `subtask` of `node` reaches the coordinator.
     fn task_checkpoint(&self, index: usize, node: &Node, subtask: u32) -> Option<TaskCheckpoint> {
-        let hub = self.coordinator.as_ref()?.hub();
-        Some(TaskCheckpoint { hub, index, node: node.name.clone(), subtask })
+        Some(TaskCheckpoint { hub: self.coordinator.hub(), index, node: node.name.clone(), subtask })
     }
 
     /// The splits `subtask` of source `node` reads when resuming (`None`:
@@ -832,7 +822,7 @@ fn coordinator(
     job: JobDescription,
     restore: Option<&Manifest>,
     work_dir: &std::path::Path,
-) -> Result<Option<Coordinator>, RunError> {
+) -> Result<Coordinator, RunError> {
     let (settings, ephemeral) = match &graph.checkpoints {
         Some(settings) => (settings.clone(), false),
         None => (savepoints_only(work_dir), true),
@@ -840,7 +830,7 @@ fn coordinator(
     let storage = open_storage(&settings)?;
     let subtasks = graph.nodes.iter().map(|n| n.parallelism as usize).sum();
     let coordinator = Coordinator::new(settings, job, storage, subtasks, restore);
-    Ok(Some(coordinator.with_work_dir(work_dir, ephemeral)))
+    Ok(coordinator.with_work_dir(work_dir, ephemeral))
 }
 
 /// Checkpoint settings for a job that checkpoints only for savepoints.
