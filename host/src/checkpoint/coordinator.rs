@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender, unbounded};
 use tracing::{info, warn};
 
-use super::{CheckpointStats, CheckpointStorage, Manifest, TaskState, commit_all};
+use super::{CheckpointStats, CheckpointStorage, Committer, Manifest, TaskState};
 use crate::control::SavepointInfo;
 use crate::plugin::now_ms;
 use crate::savepoint::{JobDescription, write_savepoint};
@@ -21,6 +21,10 @@ pub const FINAL_CHECKPOINT: u64 = u64::MAX;
 /// its task) acknowledges its final position with: it belongs to every
 /// later checkpoint, so checkpoints go on while other sources still run.
 pub const SOURCE_FINISHED: u64 = u64::MAX - 1;
+
+/// How long a finished job keeps retrying output it could not commit
+/// (a Kafka broker away) before it ends anyway; running it again commits it.
+const FINAL_COMMIT_PATIENCE: Duration = Duration::from_secs(60);
 
 /// How a job checkpoints.
 #[derive(Debug, Clone, PartialEq)]
@@ -71,9 +75,21 @@ pub struct CheckpointHub {
     /// Jobs for the persister thread; `None` tells it to stop.
     persist: Sender<Option<PersistJob>>,
     storage: CheckpointStorage,
+    /// The newest complete checkpoint (0: none yet).
+    completed: AtomicU64,
 }
 
 impl CheckpointHub {
+    /// The newest checkpoint that completed in this run (0: none yet).
+    pub fn completed(&self) -> u64 {
+        self.completed.load(Ordering::Acquire)
+    }
+
+    /// The job's checkpoint directory.
+    pub fn dir(&self) -> &Path {
+        self.storage.root()
+    }
+
     /// The newest checkpoint the coordinator has triggered (0: none yet).
     pub fn requested(&self) -> u64 {
         self.requested.load(Ordering::Acquire)
@@ -152,6 +168,7 @@ pub struct Coordinator {
     /// Files of the last completed checkpoint (to tell written from shared).
     previous_files: HashSet<String>,
     completed: Vec<(u64, CheckpointStats)>,
+    committer: Committer,
 }
 
 impl Coordinator {
@@ -176,6 +193,7 @@ impl Coordinator {
             acks: acks_tx,
             persist: persist_tx,
             storage: storage.clone(),
+            completed: AtomicU64::new(0),
         });
         let previous_files = restored.map(|m| m.files().map(|f| f.path.clone()).collect()).unwrap_or_default();
         Coordinator {
@@ -198,7 +216,15 @@ impl Coordinator {
             finished_sources: Vec::new(),
             previous_files,
             completed: Vec::new(),
+            committer: Committer::new(Vec::new()),
         }
+    }
+
+    /// Commits sinks' output with `committer` (which knows the job's Kafka
+    /// sinks and may hold output not committed yet).
+    pub fn with_committer(mut self, committer: Committer) -> Self {
+        self.committer = committer;
+        self
     }
 
     /// Rewrites savepoints from `work_dir`; with `ephemeral`, the checkpoint
@@ -356,6 +382,7 @@ impl Coordinator {
         let mut tasks: Vec<TaskState> = flight.states.into_iter().flatten().collect();
         tasks.sort_by(|a, b| (&a.node, a.subtask).cmp(&(&b.node, b.subtask)));
         let mut manifest = self.manifest(flight.id, false, tasks);
+        manifest.carried = self.committer.pending().to_vec();
         let files: HashSet<String> = manifest.files().map(|f| f.path.clone()).collect();
         manifest.stats = CheckpointStats {
             duration_ms: ms(flight.started.elapsed()),
@@ -382,7 +409,8 @@ impl Coordinator {
             sync_ms = stats.sync_ms,
             "checkpoint complete"
         );
-        commit_all(&manifest);
+        self.hub.completed.store(flight.id, Ordering::Release);
+        self.committer.commit(flight.id, manifest.tasks.iter().flat_map(|t| t.commits.iter().cloned()));
         if let Some(order) = order {
             self.savepoint(&manifest, order);
         }
@@ -427,6 +455,7 @@ impl Coordinator {
             max_parallelism: self.job.max_parallelism,
             backend: self.job.backend,
             tasks,
+            carried: Vec::new(),
             stats: CheckpointStats::default(),
         }
     }
@@ -439,10 +468,17 @@ impl Coordinator {
             self.on_ack(ack);
         }
         let id = self.next_id.max(self.storage.next_id());
-        let finals = std::mem::take(&mut self.finals);
-        let manifest = self.manifest(id, true, finals);
+        let mut finals = std::mem::take(&mut self.finals);
+        for commit in finals.iter_mut().flat_map(|t| &mut t.commits) {
+            commit.set_final_checkpoint(id);
+        }
+        let mut manifest = self.manifest(id, true, finals);
+        manifest.carried = self.committer.pending().to_vec();
         self.storage.write_manifest(&manifest)?;
-        commit_all(&manifest);
+        self.committer.commit(id, manifest.tasks.iter().flat_map(|t| t.commits.iter().cloned()));
+        if let Err(remaining) = self.committer.commit_pending_within(id, FINAL_COMMIT_PATIENCE) {
+            warn!(checkpoint = id, remaining, "job finished, but not all its output is committed: run the job again to commit it");
+        }
         self.storage.retain(id, self.settings.retain);
         info!(checkpoint = id, "job finished; final output committed");
         Ok(())

@@ -7,11 +7,11 @@
 //! { ...JSON... }
 //! ```
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
-use tracing::{info, warn};
 
+use super::PendingCommit;
 use crate::connectors::SourceSplit;
 use crate::state::{BackendHandle, BackendKind, FileRef, strip_header, with_header};
 
@@ -32,6 +32,10 @@ pub struct Manifest {
     pub max_parallelism: u32,
     pub backend: BackendKind,
     pub tasks: Vec<TaskState>,
+    /// Output of earlier checkpoints not committed yet (a Kafka broker was
+    /// away), oldest first: committed before this checkpoint's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub carried: Vec<PendingCommit>,
     pub stats: CheckpointStats,
 }
 
@@ -67,41 +71,6 @@ impl TaskState {
     }
 }
 
-/// A pending output file and the name that makes it visible.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PendingCommit {
-    pub from: PathBuf,
-    pub to: PathBuf,
-}
-
-impl PendingCommit {
-    /// Renames the pending file; done already (or never written) is fine,
-    /// so that committing again after a crash is harmless.
-    pub fn commit(&self) -> std::io::Result<bool> {
-        match std::fs::rename(&self.from, &self.to) {
-            Ok(()) => Ok(true),
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound && self.to.exists() => Ok(false),
-            Err(error) => Err(error),
-        }
-    }
-}
-
-/// Commits every sink's pending output of `manifest`.
-pub fn commit_all(manifest: &Manifest) {
-    for commit in manifest.tasks.iter().flat_map(|t| &t.commits) {
-        match commit.commit() {
-            Ok(true) => info!(checkpoint = manifest.checkpoint, file = %commit.to.display(), "output committed"),
-            Ok(false) => {}
-            Err(error) => warn!(
-                checkpoint = manifest.checkpoint,
-                file = %commit.from.display(),
-                %error,
-                "cannot commit output file"
-            ),
-        }
-    }
-}
-
 /// Figures of one checkpoint.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CheckpointStats {
@@ -122,6 +91,11 @@ impl Manifest {
     /// Every file the checkpoint refers to.
     pub fn files(&self) -> impl Iterator<Item = &FileRef> {
         self.tasks.iter().flat_map(TaskState::files)
+    }
+
+    /// What the checkpoint's completion commits, oldest first.
+    pub fn commits(&self) -> impl Iterator<Item = PendingCommit> + '_ {
+        self.carried.iter().chain(self.tasks.iter().flat_map(|t| &t.commits)).cloned()
     }
 
     /// Every split of source `node`, over all its subtasks.

@@ -7,6 +7,7 @@
 
 mod file_source;
 mod generator;
+pub mod kafka;
 mod line_sink;
 mod part_files;
 
@@ -32,6 +33,8 @@ pub enum ConnectorError {
     },
     #[error("{path}:{line}: {message}")]
     BadLine { path: PathBuf, line: u64, message: String },
+    #[error("{what}: {message}")]
+    Kafka { what: String, message: String },
     #[error("I/O error on {what}: {source}")]
     Io {
         what: String,
@@ -55,6 +58,17 @@ pub trait Source: Send {
     fn poll(&mut self, batch: &mut RecordBatch, max: usize) -> Result<Poll, ConnectorError>;
     /// How far each of its splits has been read, as a checkpoint records it.
     fn splits(&self) -> Vec<SourceSplit>;
+    /// A source that tracks event time per split (Kafka partitions) says
+    /// here what to send downstream after a poll: `Some(signal)` replaces
+    /// the job's per-subtask watermark generator. `None`: it does not.
+    fn split_watermarks(&mut self) -> Option<Option<crate::dataflow::Signal>> {
+        None
+    }
+    /// Checkpoint `checkpoint`, at whose barrier the source was at
+    /// `splits`, is complete.
+    fn checkpoint_complete(&mut self, checkpoint: u64, splits: &[SourceSplit]) {
+        let _ = (checkpoint, splits);
+    }
 }
 
 /// A part of a source's input that one subtask reads, and how far it has
@@ -79,6 +93,9 @@ pub struct SourceSplit {
 pub struct RestoredSplits {
     pub splits: Vec<SourceSplit>,
     pub of: usize,
+    /// The ids of all the source's splits (any subtask's): a source whose
+    /// splits can appear later (new Kafka partitions) starts those afresh.
+    pub known: Vec<u64>,
 }
 
 /// The restored splits of `subtask` of `parallelism`: split `k` of all the
@@ -86,9 +103,10 @@ pub struct RestoredSplits {
 pub fn assign_splits(mut all: Vec<SourceSplit>, subtask: u32, parallelism: u32) -> RestoredSplits {
     all.sort_by_key(|split| split.id);
     let of = all.len();
+    let known = all.iter().map(|split| split.id).collect();
     let splits =
         all.into_iter().enumerate().filter(|(k, _)| *k as u32 % parallelism == subtask).map(|(_, split)| split).collect();
-    RestoredSplits { splits, of }
+    RestoredSplits { splits, of, known }
 }
 
 /// One subtask of a sink.
@@ -145,17 +163,33 @@ pub fn open_source(
                 None => Box::new(Generator::new(config, subtask, parallelism)),
             }
         }
+        SourceSpec::Kafka(spec) => Box::new(kafka::KafkaSource::open(spec, subtask, parallelism, restored)?),
     })
 }
 
-/// Creates subtask `subtask` of `parallelism` of a sink; `restored` is the
-/// checkpoint the job resumes from (0 for a fresh start), which a
-/// transactional sink cleans up to.
-pub fn open_sink(spec: &SinkSpec, subtask: u32, parallelism: u32, restored: u64) -> Result<Box<dyn Sink>, ConnectorError> {
+/// Where a sink subtask runs: what its connector may need to know.
+pub struct SinkPlace<'a> {
+    pub job: &'a str,
+    pub subtask: u32,
+    pub parallelism: u32,
+    /// The checkpoint the job resumes from (0 for a fresh start), which a
+    /// transactional sink cleans up to.
+    pub restored: u64,
+    /// The job's checkpoint directory (transactional sinks keep their
+    /// pre-committed output there).
+    pub checkpoint_dir: &'a std::path::Path,
+}
+
+/// Creates a subtask of a sink.
+pub fn open_sink(spec: &SinkSpec, place: &SinkPlace<'_>) -> Result<Box<dyn Sink>, ConnectorError> {
+    let SinkPlace { subtask, parallelism, restored, .. } = *place;
     Ok(match spec {
         SinkSpec::Stdout { format, .. } => Box::new(LineSink::stdout(*format)),
         SinkSpec::File { path, format, .. } => Box::new(LineSink::file(path, *format)?),
         SinkSpec::Files { path, format, .. } => Box::new(PartFileSink::open(path, subtask, parallelism, *format, restored)?),
         SinkSpec::Discard { rate, .. } => Box::new(DiscardSink::new(*rate)),
+        SinkSpec::Kafka(spec) => {
+            Box::new(kafka::KafkaSink::open(spec, place.job, subtask, place.checkpoint_dir, restored)?)
+        }
     })
 }

@@ -98,7 +98,7 @@ impl PartFileSink {
         file.get_ref().sync_all().map_err(|e| self.io_error(e))?;
         let pending = self.dir.join(format!(".part-{}-{label}.pending", self.subtask));
         std::fs::rename(self.in_progress(), &pending).map_err(|e| self.io_error(e))?;
-        let commit = PendingCommit { from: pending, to: self.dir.join(format!("part-{}-{label}", self.subtask)) };
+        let commit = PendingCommit::Rename { from: pending, to: self.dir.join(format!("part-{}-{label}", self.subtask)) };
         self.pending.push(commit.clone());
         Ok(Some(commit))
     }
@@ -175,8 +175,8 @@ mod tests {
         sink.write(&batch(&["c"])).unwrap();
         sink.flush().unwrap();
         assert_eq!(names(dir.path()), [".part-0-00000001.pending", ".part-0.inprogress"]);
-        commits[0].commit().unwrap();
-        commits[0].commit().unwrap(); // Again, as recovery does: harmless.
+        commits[0].commit_file().unwrap();
+        commits[0].commit_file().unwrap(); // Again, as recovery does: harmless.
         assert_eq!(std::fs::read_to_string(dir.path().join("part-0-00000001")).unwrap(), "a\nb\n");
         // Checkpoint 2 was pre-committed but never completed; the job restarts from 1.
         sink.precommit(2).unwrap();

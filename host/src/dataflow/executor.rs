@@ -21,9 +21,9 @@ use super::snapshot::TaskCheckpoint;
 use super::task::{self, TaskContext, TaskError, TaskMetrics};
 use super::time::WatermarkGenerator;
 use crate::checkpoint::{
-    CheckpointSettings, CheckpointStats, CheckpointStorage, Coordinator, Manifest, SavepointOrder, commit_all,
+    CheckpointSettings, CheckpointStats, CheckpointStorage, Committer, Coordinator, Manifest, SavepointOrder,
 };
-use crate::connectors::{self, ConnectorError, RestoredSplits, assign_splits};
+use crate::connectors::{self, ConnectorError, RestoredSplits, SinkPlace, assign_splits};
 use crate::control::SavepointInfo;
 use crate::savepoint::{JobDescription, NodeDescription, Savepoint, SavepointError};
 use crate::job::{JobGraph, Node, NodeKind, OperatorNode, Partitioning};
@@ -241,6 +241,13 @@ pub fn run_job_with(graph: &JobGraph, engine: &Arc<PluginEngine>, options: RunOp
         };
         if let Some(manifest) = latest.as_ref().filter(|m| m.finished) {
             info!(job = %graph.name, checkpoint = manifest.checkpoint, "the job had already finished; nothing to do");
+            let mut committer = recovery_committer(graph, Some(manifest));
+            if let Err(remaining) = committer.commit_pending_within(manifest.checkpoint, Duration::from_secs(60)) {
+                return Err(RunError::Checkpoints {
+                    dir: graph.checkpoints.as_ref().map(|c| c.dir.clone()).unwrap_or_default(),
+                    source: std::io::Error::other(format!("the job finished, but {remaining}; run it again later")),
+                });
+            }
             let name = graph.name.clone();
             return Ok(JobSummary { name, restored_from: Some(manifest.checkpoint), already_finished: true, ..Default::default() });
         }
@@ -272,15 +279,22 @@ pub fn run_job_with(graph: &JobGraph, engine: &Arc<PluginEngine>, options: RunOp
     }
 }
 
-/// The newest complete checkpoint of a checkpointing job, committing its
-/// pending output (again: a crash may have come between the two).
+/// The newest complete checkpoint of a checkpointing job.
 fn latest_checkpoint(graph: &JobGraph) -> Result<Option<Manifest>, RunError> {
     let Some(settings) = &graph.checkpoints else { return Ok(None) };
-    let recovered = open_storage(settings)?.latest();
-    if let Some(manifest) = &recovered.manifest {
-        commit_all(manifest);
+    Ok(open_storage(settings)?.latest().manifest)
+}
+
+/// A committer for the job's sinks that has committed the output of the
+/// checkpoint it restores (again: a crash may have come between the
+/// checkpoint's completion and its commits); what it could not commit
+/// stays pending in it.
+fn recovery_committer(graph: &JobGraph, restored: Option<&Manifest>) -> Committer {
+    let mut committer = Committer::new(graph.kafka_sinks());
+    if let Some(manifest) = restored {
+        committer.commit(manifest.checkpoint, manifest.commits());
     }
-    Ok(recovered.manifest)
+    committer
 }
 
 /// Starts `graph`'s tasks afresh and returns without waiting for them.
@@ -703,8 +717,15 @@ impl<'a> Builder<'a> {
                 Box::new(move || task::run_source(ctx, source, watermarks))
             }
             NodeKind::Sink(spec) => {
-                let restored = self.restore.map_or(0, |r| r.checkpoint());
-                let sink = connectors::open_sink(spec, subtask, node.parallelism, restored).map_err(connector_error)?;
+                let hub = self.coordinator.hub();
+                let place = SinkPlace {
+                    job: &self.graph.name,
+                    subtask,
+                    parallelism: node.parallelism,
+                    restored: self.restore.map_or(0, |r| r.checkpoint()),
+                    checkpoint_dir: hub.dir(),
+                };
+                let sink = connectors::open_sink(spec, &place).map_err(connector_error)?;
                 let inbox = inbox();
                 Box::new(move || task::run_sink(ctx, sink, inbox, producers))
             }
@@ -829,8 +850,9 @@ fn coordinator(
     };
     let storage = open_storage(&settings)?;
     let subtasks = graph.nodes.iter().map(|n| n.parallelism as usize).sum();
+    let committer = recovery_committer(graph, restore);
     let coordinator = Coordinator::new(settings, job, storage, subtasks, restore);
-    Ok(coordinator.with_work_dir(work_dir, ephemeral))
+    Ok(coordinator.with_work_dir(work_dir, ephemeral).with_committer(committer))
 }
 
 /// Checkpoint settings for a job that checkpoints only for savepoints.

@@ -90,6 +90,6 @@ pub fn finish_sink(checkpoint: Option<&TaskCheckpoint>, commits: Vec<PendingComm
             checkpoint.ack_commits(FINAL_CHECKPOINT, commits, Duration::ZERO);
             Ok(())
         }
-        None => commits.iter().try_for_each(|c| c.commit().map(|_| ())),
+        None => commits.iter().try_for_each(PendingCommit::commit_file),
     }
 }

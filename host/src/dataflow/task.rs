@@ -12,7 +12,7 @@ use crate::checkpoint::{Aligned, BarrierAligner};
 use super::operator::Emitted;
 use super::time::{InputClock, Signal, WatermarkGenerator};
 use super::{BATCH_SIZE, RecordBatch};
-use crate::connectors::{ConnectorError, Poll, Sink, Source};
+use crate::connectors::{ConnectorError, Poll, Sink, Source, SourceSplit};
 use super::operator::OperatorLogic;
 use crate::plugin::{CallError, InputKind, now_ms};
 
@@ -90,9 +90,14 @@ pub fn run_source(
 ) -> Result<(), TaskError> {
     let mut last_flush = Instant::now();
     let mut last_barrier = 0;
+    // Positions at barriers whose checkpoints have not completed yet.
+    let mut in_flight: Vec<(u64, Vec<SourceSplit>)> = Vec::new();
     loop {
         if ctx.cancel.is_cancelled() {
             return Err(TaskError::Stopped);
+        }
+        if let Some(checkpoint) = &ctx.checkpoint {
+            notify_completed(source.as_mut(), &mut in_flight, checkpoint.hub.completed());
         }
         if let Some(checkpoint) = &ctx.checkpoint
             && let Some(n) = checkpoint.due(last_barrier)
@@ -100,6 +105,7 @@ pub fn run_source(
             last_barrier = n;
             let splits = source.splits();
             ctx.outputs.barrier(n, &ctx.cancel)?;
+            in_flight.push((n, splits.clone()));
             checkpoint.ack_splits(n, splits);
             if checkpoint.stops_at(n) {
                 ctx.outputs.flush(&ctx.cancel)?;
@@ -108,7 +114,7 @@ pub fn run_source(
         }
         let mut batch = RecordBatch::with_capacity(BATCH_SIZE, 16 * BATCH_SIZE);
         let poll = source.poll(&mut batch, BATCH_SIZE)?;
-        let signal = watermarks.observe(&batch);
+        let signal = source.split_watermarks().unwrap_or_else(|| watermarks.observe(&batch));
         if !batch.is_empty() {
             ctx.metrics.count_out(batch.len());
             ctx.outputs.emit("", batch, &ctx.cancel)?;
@@ -132,6 +138,17 @@ pub fn run_source(
             ctx.outputs.flush(&ctx.cancel)?;
             last_flush = Instant::now();
         }
+    }
+}
+
+/// Tells the source about the checkpoints among `in_flight` that have
+/// completed (up to `completed`), newest last, and forgets them.
+fn notify_completed(source: &mut dyn Source, in_flight: &mut Vec<(u64, Vec<SourceSplit>)>, completed: u64) {
+    let done = in_flight.iter().take_while(|(n, _)| *n <= completed).count();
+    if done > 0 {
+        let (n, splits) = &in_flight[done - 1];
+        source.checkpoint_complete(*n, splits);
+        in_flight.drain(..done);
     }
 }
 

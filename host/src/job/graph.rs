@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::Overrides;
-use super::spec::{JobSpec, OperatorSpec, RestartSpec, RestartStrategy, SinkSpec, SourceSpec};
+use super::spec::{JobSpec, KafkaSourceSpec, OperatorSpec, RestartSpec, RestartStrategy, SinkSpec, SourceSpec};
 use crate::checkpoint::CheckpointSettings;
 use crate::plugin::Limits;
 use crate::state::{BackendKind, DEFAULT_MAX_PARALLELISM};
@@ -144,6 +144,15 @@ fn checkpoint_settings(spec: &JobSpec, base: &Path) -> Result<Option<CheckpointS
 }
 
 impl JobGraph {
+    /// The job's Kafka sinks, whose commits the checkpoint coordinator makes.
+    pub fn kafka_sinks(&self) -> Vec<crate::connectors::kafka::KafkaSinkSpec> {
+        let sinks = self.nodes.iter().filter_map(|node| match &node.kind {
+            NodeKind::Sink(SinkSpec::Kafka(spec)) => Some(spec.clone()),
+            _ => None,
+        });
+        sinks.collect()
+    }
+
     pub fn node(&self, id: NodeId) -> &Node {
         &self.nodes[id.0]
     }
@@ -164,6 +173,7 @@ impl JobGraph {
         let parallelism = overrides.parallelism.or(spec.parallelism).unwrap_or(1);
         check_parallelism("the job", parallelism, max_parallelism)?;
         check_names(&spec)?;
+        check_connectors(&spec)?;
         if spec.sources.is_empty() {
             return Err("the job has no source: add a [[source]] table".into());
         }
@@ -237,10 +247,26 @@ fn source_parallelism(source: &SourceSpec, overrides: Overrides, job: u32) -> Re
     match source {
         // A file is read by one subtask: its position is one byte offset.
         SourceSpec::File { .. } => Ok(1),
-        SourceSpec::Generator { parallelism, .. } => {
+        SourceSpec::Generator { parallelism, .. } | SourceSpec::Kafka(KafkaSourceSpec { parallelism, .. }) => {
             Ok(parallelism.filter(|_| overrides.parallelism.is_none()).unwrap_or(job))
         }
     }
+}
+
+/// Connector tables that deserialised can still be wrong (Kafka brokers,
+/// managed librdkafka properties).
+fn check_connectors(spec: &JobSpec) -> Result<(), String> {
+    for source in &spec.sources {
+        if let SourceSpec::Kafka(kafka) = source {
+            kafka.validate()?;
+        }
+    }
+    for sink in &spec.sinks {
+        if let SinkSpec::Kafka(kafka) = sink {
+            kafka.validate()?;
+        }
+    }
+    Ok(())
 }
 
 /// Names must be unique across sources, operators and sinks, and must not

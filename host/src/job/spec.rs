@@ -7,7 +7,7 @@
 //!
 //! [[source]]
 //! name = "lines"
-//! type = "file"              # or "generator"
+//! type = "file"              # or "generator", "kafka" (see connectors::kafka)
 //! path = "words.txt"         # relative to the job file
 //! format = "text"            # or "json"
 //! rate = 1000                # lines per second at most (optional)
@@ -24,7 +24,7 @@
 //!
 //! [[sink]]
 //! name = "out"
-//! type = "stdout"            # "file" or "files" (with `path`), or "discard"
+//! type = "stdout"            # "file" or "files" (with `path`), "discard", "kafka"
 //! input = "count"
 //! format = "kv"              # kv | value | json
 //! ```
@@ -48,6 +48,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::Deserialize;
+
+pub use crate::connectors::kafka::{KafkaSinkSpec, KafkaSourceSpec};
 
 /// A whole job file.
 #[derive(Debug, Clone, Deserialize)]
@@ -170,19 +172,23 @@ pub enum SourceSpec {
         out_of_orderness_ms: u64,
         idle_timeout_ms: Option<u64>,
     },
+    /// Partitions of Kafka topics (see `connectors::kafka`).
+    Kafka(KafkaSourceSpec),
 }
 
 impl SourceSpec {
     pub fn name(&self) -> &str {
         match self {
             SourceSpec::File { name, .. } | SourceSpec::Generator { name, .. } => name,
+            SourceSpec::Kafka(spec) => &spec.name,
         }
     }
 
     /// How the source's subtasks make watermarks.
     pub fn watermark_settings(&self) -> crate::dataflow::WatermarkSettings {
         let (SourceSpec::File { out_of_orderness_ms, idle_timeout_ms, .. }
-        | SourceSpec::Generator { out_of_orderness_ms, idle_timeout_ms, .. }) = self;
+        | SourceSpec::Generator { out_of_orderness_ms, idle_timeout_ms, .. }
+        | SourceSpec::Kafka(KafkaSourceSpec { out_of_orderness_ms, idle_timeout_ms, .. })) = self;
         crate::dataflow::WatermarkSettings {
             out_of_orderness: std::time::Duration::from_millis(*out_of_orderness_ms),
             idle_timeout: idle_timeout_ms.map(std::time::Duration::from_millis),
@@ -279,6 +285,8 @@ pub enum SinkSpec {
     /// Counts events and drops them (benchmarks), optionally no faster
     /// than `rate` events per second (to test backpressure).
     Discard { name: String, input: String, rate: Option<f64> },
+    /// A Kafka topic; exactly once by default (see `connectors::kafka`).
+    Kafka(KafkaSinkSpec),
 }
 
 impl SinkSpec {
@@ -288,6 +296,7 @@ impl SinkSpec {
             | SinkSpec::File { name, .. }
             | SinkSpec::Files { name, .. }
             | SinkSpec::Discard { name, .. } => name,
+            SinkSpec::Kafka(spec) => &spec.name,
         }
     }
 
@@ -297,6 +306,7 @@ impl SinkSpec {
             | SinkSpec::File { input, .. }
             | SinkSpec::Files { input, .. }
             | SinkSpec::Discard { input, .. } => input,
+            SinkSpec::Kafka(spec) => &spec.input,
         }
     }
 }

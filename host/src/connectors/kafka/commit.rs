@@ -1,0 +1,221 @@
+//! Committing a Kafka sink's checkpoint epochs: one transaction each.
+//!
+//! librdkafka cannot resume a transaction that another process (the run
+//! that crashed) opened, which is how Flink's Kafka sink recovers. So the
+//! transaction of an epoch is written when the checkpoint completes, from
+//! the epoch's write-ahead log ([`super::wal`]), which the checkpoint made
+//! durable at its barrier:
+//!
+//! 1. A producer with the subtask's stable `transactional.id` initialises
+//!    transactions: the broker fences every older producer with that id
+//!    (a zombie of a previous run) and aborts its open transaction.
+//! 2. The epoch's *commit marker* is read: the offset that the transaction
+//!    of each epoch commits, atomically with its records, for the consumer
+//!    group `<transactional id>.<lineage>` (on the output topic's partition
+//!    0; nobody consumes it; the lineage is a random id of the checkpoint
+//!    directory). Offset `n` there means epoch `n` is committed. (The
+//!    group, not offset metadata, carries the lineage: not every broker
+//!    keeps metadata — tansu does not.)
+//! 3. If it is not: begin, send the log's records (each with a
+//!    `weir.checkpoint` header naming the epoch), send the marker
+//!    (`send_offsets_to_transaction`), commit; then delete the log.
+//!
+//! Every step may fail or be repeated after a crash: a failed commit stays
+//! pending (the coordinator retries it after the next checkpoint, and a
+//! restart retries it before the job runs again), and the marker makes a
+//! repeat after a commit that did succeed a no-op. So each epoch's records
+//! are committed exactly once.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::{Offset, TopicPartitionList};
+use serde::{Deserialize, Serialize};
+use tracing::{info, warn};
+
+use super::config::KafkaSinkSpec;
+use super::wal;
+
+/// The record header that names the checkpoint whose transaction wrote it.
+pub const CHECKPOINT_HEADER: &str = "weir.checkpoint";
+/// The record header that names the attempt to commit it:
+/// `<transactional id>/<ns since the epoch>`. An epoch is sent again only if
+/// its earlier attempt did not commit, so a reader that cannot trust its
+/// broker's isolation keeps, per epoch, the records of the last attempt.
+pub const ATTEMPT_HEADER: &str = "weir.attempt";
+
+/// An epoch of a Kafka sink subtask waiting to be committed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KafkaCommit {
+    /// The sink (its table in the job file has the client properties).
+    pub sink: String,
+    pub transactional_id: String,
+    pub topic: String,
+    pub checkpoint: u64,
+    /// The epoch's write-ahead log.
+    pub wal: PathBuf,
+    /// Identifies the checkpoint directory (a random id made with it), so
+    /// that the markers of a deleted and recreated one are not taken for
+    /// this one's.
+    pub lineage: String,
+}
+
+/// Why an epoch could not be committed (it stays pending).
+#[derive(Debug, thiserror::Error)]
+pub enum CommitError {
+    #[error("the job has no kafka sink `{0}` now; its pending output cannot be committed")]
+    UnknownSink(String),
+    #[error("kafka sink `{sink}`, transaction `{id}`: {message}")]
+    Kafka { sink: String, id: String, message: String },
+    #[error("kafka sink `{sink}`: cannot read the write-ahead log: {source}")]
+    Log {
+        sink: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// A transactional producer and the consumer that reads its markers.
+struct Client {
+    producer: BaseProducer,
+    markers: BaseConsumer,
+    lineage: String,
+}
+
+/// Commits Kafka epochs; keeps one initialised producer per transactional
+/// id between commits.
+pub struct KafkaCommitter {
+    sinks: HashMap<String, KafkaSinkSpec>,
+    clients: HashMap<String, Client>,
+}
+
+impl KafkaCommitter {
+    pub fn new(sinks: impl IntoIterator<Item = KafkaSinkSpec>) -> Self {
+        KafkaCommitter { sinks: sinks.into_iter().map(|s| (s.name.clone(), s)).collect(), clients: HashMap::new() }
+    }
+
+    /// Commits `commit`'s epoch unless it already is; Ok(true) if this call
+    /// committed it.
+    pub fn commit(&mut self, commit: &KafkaCommit) -> Result<bool, CommitError> {
+        if !commit.wal.exists() {
+            return Ok(false); // Committed, and its log deleted.
+        }
+        let result = self.try_commit(commit);
+        if result.is_err() {
+            // The producer may be in any state: start over with a new one,
+            // which aborts whatever this one left open.
+            self.clients.remove(&commit.transactional_id);
+        }
+        result
+    }
+
+    fn try_commit(&mut self, commit: &KafkaCommit) -> Result<bool, CommitError> {
+        let spec = self.sinks.get(&commit.sink).ok_or_else(|| CommitError::UnknownSink(commit.sink.clone()))?.clone();
+        let failed = |message: String| CommitError::Kafka {
+            sink: commit.sink.clone(),
+            id: commit.transactional_id.clone(),
+            message,
+        };
+        let timeout = spec.timeout();
+        let client = self.client(&spec, commit)?;
+        if committed_marker(client, commit, timeout).map_err(&failed)? {
+            remove_log(&commit.wal);
+            return Ok(false);
+        }
+        let records = wal::read(&commit.wal).map_err(|source| CommitError::Log { sink: commit.sink.clone(), source })?;
+        let producer = &client.producer;
+        producer.begin_transaction().map_err(|e| failed(format!("cannot begin a transaction: {e}")))?;
+        let epoch = commit.checkpoint.to_string();
+        let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        let attempt = format!("{}/{}", commit.transactional_id, since_epoch.as_nanos());
+        for record in &records {
+            let headers = OwnedHeaders::new()
+                .insert(Header { key: CHECKPOINT_HEADER, value: Some(epoch.as_bytes()) })
+                .insert(Header { key: ATTEMPT_HEADER, value: Some(attempt.as_bytes()) });
+            let mut out = BaseRecord::to(&commit.topic).key(&record.key[..]).payload(&record.value[..]).headers(headers);
+            if let Some(timestamp) = record.timestamp {
+                out = out.timestamp(timestamp);
+            }
+            send(producer, out, timeout).map_err(&failed)?;
+        }
+        let marker = marker(commit).map_err(&failed)?;
+        let group = client.markers.group_metadata().ok_or_else(|| failed("no consumer group metadata".into()))?;
+        producer
+            .send_offsets_to_transaction(&marker, &group, timeout)
+            .map_err(|e| failed(format!("cannot add the commit marker to the transaction: {e}")))?;
+        producer.commit_transaction(timeout).map_err(|e| failed(format!("cannot commit the transaction: {e}")))?;
+        remove_log(&commit.wal);
+        info!(sink = %commit.sink, transaction = %commit.transactional_id, checkpoint = commit.checkpoint,
+              records = records.len(), "kafka transaction committed");
+        Ok(true)
+    }
+
+    fn client(&mut self, spec: &KafkaSinkSpec, commit: &KafkaCommit) -> Result<&Client, CommitError> {
+        let id = commit.transactional_id.as_str();
+        if self.clients.get(id).is_some_and(|c| c.lineage != commit.lineage) {
+            self.clients.remove(id);
+        }
+        if !self.clients.contains_key(id) {
+            let failed = |message: String| CommitError::Kafka { sink: spec.name.clone(), id: id.to_owned(), message };
+            let producer: BaseProducer =
+                spec.client_config(Some(id)).create().map_err(|e| failed(format!("cannot create a producer: {e}")))?;
+            // Fences older producers with this id and aborts what they left open.
+            producer.init_transactions(spec.timeout()).map_err(|e| failed(format!("cannot initialise transactions: {e}")))?;
+            let group = format!("{id}.{}", commit.lineage);
+            let markers: BaseConsumer =
+                spec.marker_config(&group).create().map_err(|e| failed(format!("cannot create a consumer: {e}")))?;
+            self.clients.insert(id.to_owned(), Client { producer, markers, lineage: commit.lineage.clone() });
+        }
+        Ok(&self.clients[id])
+    }
+}
+
+/// The marker a transaction commits for its epoch.
+fn marker(commit: &KafkaCommit) -> Result<TopicPartitionList, String> {
+    let mut list = TopicPartitionList::new();
+    list.add_partition_offset(&commit.topic, 0, Offset::Offset(commit.checkpoint as i64)).map_err(|e| e.to_string())?;
+    Ok(list)
+}
+
+/// Whether the marker shows the epoch (or a later one) committed.
+fn committed_marker(client: &Client, commit: &KafkaCommit, timeout: Duration) -> Result<bool, String> {
+    let mut query = TopicPartitionList::new();
+    query.add_partition(&commit.topic, 0);
+    let found = client.markers.committed_offsets(query, timeout).map_err(|e| format!("cannot read the commit marker: {e}"))?;
+    let Some(element) = found.find_partition(&commit.topic, 0) else { return Ok(false) };
+    Ok(match element.offset() {
+        Offset::Offset(done) => done as u64 >= commit.checkpoint,
+        _ => false,
+    })
+}
+
+/// Sends one record, waiting for room in the producer's queue.
+fn send(producer: &BaseProducer, mut record: BaseRecord<'_, [u8], [u8]>, timeout: Duration) -> Result<(), String> {
+    let started = std::time::Instant::now();
+    loop {
+        match producer.send(record) {
+            Ok(()) => return Ok(()),
+            Err((error, back)) if error.rdkafka_error_code() == Some(RDKafkaErrorCode::QueueFull) => {
+                if started.elapsed() > timeout {
+                    return Err(format!("the producer's queue stayed full for {} s", timeout.as_secs()));
+                }
+                producer.poll(Duration::from_millis(10));
+                record = back;
+            }
+            Err((error, _)) => return Err(format!("cannot send: {error}")),
+        }
+    }
+}
+
+fn remove_log(path: &Path) {
+    if let Err(error) = std::fs::remove_file(path)
+        && error.kind() != std::io::ErrorKind::NotFound
+    {
+        warn!(file = %path.display(), %error, "cannot delete a committed write-ahead log");
+    }
+}

@@ -1,0 +1,25 @@
+//! Kafka: a source whose snapshot state is its partitions' offsets, and a
+//! sink that commits one transaction per checkpoint.
+//!
+//! - [`config`]: the job-file tables and the librdkafka settings made from
+//!   them (what Weir manages itself is refused in `properties`).
+//! - [`source`]: partitions assigned by Weir (no consumer-group
+//!   rebalancing), restored at their recorded offsets at any parallelism;
+//!   watermarks per partition; offsets committed to the group after each
+//!   completed checkpoint, for monitoring only.
+//! - [`sink`] and [`commit`]: each epoch between barriers is logged locally,
+//!   made durable by the checkpoint, and written to Kafka in one
+//!   transaction once the checkpoint completes — idempotently, thanks to a
+//!   commit marker that the transaction commits with its records.
+//! - [`wal`]: the format of an epoch's log.
+
+mod commit;
+mod config;
+mod sink;
+mod source;
+mod wal;
+
+pub use commit::{ATTEMPT_HEADER, CHECKPOINT_HEADER, CommitError, KafkaCommit, KafkaCommitter};
+pub use config::{Delivery, KafkaSinkSpec, KafkaSourceSpec, StartPosition, TimestampSource};
+pub use sink::{KafkaSink, LOG_DIR};
+pub use source::{KafkaSource, split_id};

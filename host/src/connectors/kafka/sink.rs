@@ -1,0 +1,259 @@
+//! The Kafka sink: exactly-once through per-epoch transactions, or
+//! at-least-once by sending at once.
+//!
+//! Exactly-once: each subtask logs the records of the current checkpoint
+//! epoch to a write-ahead log in the checkpoint directory; at the barrier
+//! the log is sealed (synced) and handed to the checkpoint as a pending
+//! commit, which [`super::commit`] turns into one transaction once the
+//! checkpoint is complete.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::{ClientContext, Message};
+use tracing::warn;
+
+use super::commit::KafkaCommit;
+use super::config::{Delivery, KafkaSinkSpec};
+use super::source::kafka_error;
+use super::wal::WalWriter;
+use crate::checkpoint::{FINAL_CHECKPOINT, PendingCommit};
+use crate::connectors::{ConnectorError, Sink};
+use crate::dataflow::RecordBatch;
+
+/// The directory of write-ahead logs under a checkpoint directory.
+pub const LOG_DIR: &str = "kafka-logs";
+
+/// A subtask of a Kafka sink.
+pub enum KafkaSink {
+    ExactlyOnce(LoggedSink),
+    AtLeastOnce(DirectSink),
+}
+
+impl KafkaSink {
+    /// Opens subtask `subtask` of the sink of job `job`, whose checkpoints
+    /// are in `checkpoint_dir`; `restored` is the checkpoint it resumes from.
+    pub fn open(
+        spec: &KafkaSinkSpec,
+        job: &str,
+        subtask: u32,
+        checkpoint_dir: &Path,
+        restored: u64,
+    ) -> Result<Self, ConnectorError> {
+        Ok(match spec.delivery {
+            Delivery::ExactlyOnce => {
+                KafkaSink::ExactlyOnce(LoggedSink::open(spec, job, subtask, &checkpoint_dir.join(LOG_DIR), restored)?)
+            }
+            Delivery::AtLeastOnce => KafkaSink::AtLeastOnce(DirectSink::open(spec)?),
+        })
+    }
+
+    fn inner(&mut self) -> &mut dyn Sink {
+        match self {
+            KafkaSink::ExactlyOnce(sink) => sink,
+            KafkaSink::AtLeastOnce(sink) => sink,
+        }
+    }
+}
+
+impl Sink for KafkaSink {
+    fn write(&mut self, batch: &RecordBatch) -> Result<(), ConnectorError> {
+        self.inner().write(batch)
+    }
+
+    fn precommit(&mut self, checkpoint: u64) -> Result<Vec<PendingCommit>, ConnectorError> {
+        self.inner().precommit(checkpoint)
+    }
+
+    fn flush(&mut self) -> Result<(), ConnectorError> {
+        self.inner().flush()
+    }
+
+    fn finish(&mut self) -> Result<Vec<PendingCommit>, ConnectorError> {
+        self.inner().finish()
+    }
+}
+
+/// Exactly-once: logs each epoch for its transaction.
+pub struct LoggedSink {
+    spec: KafkaSinkSpec,
+    transactional_id: String,
+    dir: PathBuf,
+    lineage: String,
+    log: Option<WalWriter>,
+}
+
+impl LoggedSink {
+    fn open(spec: &KafkaSinkSpec, job: &str, subtask: u32, dir: &Path, restored: u64) -> Result<Self, ConnectorError> {
+        let io = |source| ConnectorError::Io { what: dir.display().to_string(), source };
+        std::fs::create_dir_all(dir).map_err(io)?;
+        let transactional_id = spec.transactional_id(job, subtask);
+        let lineage = lineage(dir).map_err(io)?;
+        let sink = LoggedSink { spec: spec.clone(), transactional_id, dir: dir.to_path_buf(), lineage, log: None };
+        sink.drop_logs_after(restored).map_err(io)?;
+        Ok(sink)
+    }
+
+    /// Deletes this subtask's logs of epochs after `restored`: their
+    /// checkpoints never completed, and the run replays their records.
+    fn drop_logs_after(&self, restored: u64) -> std::io::Result<()> {
+        let prefix = format!("{}.", self.transactional_id);
+        for entry in std::fs::read_dir(&self.dir)? {
+            let name = entry?.file_name().to_string_lossy().into_owned();
+            let epoch = name.strip_prefix(&prefix).and_then(|rest| rest.split('.').next()).and_then(|n| n.parse::<u64>().ok());
+            let in_progress = name.starts_with(&prefix) && name.ends_with(".open");
+            if in_progress || epoch.is_some_and(|n| n > restored) {
+                std::fs::remove_file(self.dir.join(&name))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn open_path(&self) -> PathBuf {
+        self.dir.join(format!("{}.open", self.transactional_id))
+    }
+
+    fn log(&mut self) -> Result<&mut WalWriter, ConnectorError> {
+        if self.log.is_none() {
+            let path = self.open_path();
+            let writer = WalWriter::create(&path).map_err(|source| ConnectorError::Io { what: path.display().to_string(), source })?;
+            self.log = Some(writer);
+        }
+        Ok(self.log.as_mut().expect("just opened"))
+    }
+
+    /// Seals the current epoch's log as the one of `checkpoint`.
+    fn seal(&mut self, checkpoint: u64) -> Result<Vec<PendingCommit>, ConnectorError> {
+        let Some(log) = self.log.take() else { return Ok(Vec::new()) };
+        let io = |what: &Path, source| ConnectorError::Io { what: what.display().to_string(), source };
+        let sealed = log.seal().map_err(|e| io(&self.open_path(), e))?;
+        // FINAL_CHECKPOINT is replaced by the final manifest's id.
+        let path = self.dir.join(format!("{}.{checkpoint}.wal", self.transactional_id));
+        std::fs::rename(&sealed, &path).map_err(|e| io(&path, e))?;
+        Ok(vec![PendingCommit::Kafka(KafkaCommit {
+            sink: self.spec.name.clone(),
+            transactional_id: self.transactional_id.clone(),
+            topic: self.spec.topic.clone(),
+            checkpoint,
+            wal: path,
+            lineage: self.lineage.clone(),
+        })])
+    }
+}
+
+impl Sink for LoggedSink {
+    fn write(&mut self, batch: &RecordBatch) -> Result<(), ConnectorError> {
+        let path = self.open_path();
+        self.log()?.append(batch).map_err(|source| ConnectorError::Io { what: path.display().to_string(), source })
+    }
+
+    fn precommit(&mut self, checkpoint: u64) -> Result<Vec<PendingCommit>, ConnectorError> {
+        self.seal(checkpoint)
+    }
+
+    fn flush(&mut self) -> Result<(), ConnectorError> {
+        Ok(())
+    }
+
+    fn finish(&mut self) -> Result<Vec<PendingCommit>, ConnectorError> {
+        self.seal(FINAL_CHECKPOINT)
+    }
+}
+
+/// The random id of the log directory, made when it is first used.
+fn lineage(dir: &Path) -> std::io::Result<String> {
+    let path = dir.join("LINEAGE");
+    match std::fs::read_to_string(&path) {
+        Ok(id) => Ok(id.trim().to_owned()),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            use sha2::Digest;
+            let seed = format!("{}-{:?}-{:?}", std::process::id(), std::time::SystemTime::now(), dir);
+            let id: String = sha2::Sha256::digest(seed.as_bytes())[..16].iter().map(|b| format!("{b:02x}")).collect();
+            let temporary = dir.join("LINEAGE.tmp");
+            std::fs::write(&temporary, &id)?;
+            std::fs::rename(&temporary, &path)?;
+            Ok(id)
+        }
+        Err(error) => Err(error),
+    }
+}
+
+/// Delivery failures, reported on the producer's polling thread.
+#[derive(Clone, Default)]
+struct DeliveryLog {
+    failures: Arc<Mutex<Option<String>>>,
+}
+
+impl ClientContext for DeliveryLog {}
+
+impl ProducerContext for DeliveryLog {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
+        if let Err((error, message)) = result {
+            let text = format!("record for {}/{} not delivered: {error}", message.topic(), message.partition());
+            *self.failures.lock().expect("delivery log") = Some(text);
+        }
+    }
+}
+
+/// At-least-once: sends at once, waits for every delivery at checkpoints.
+pub struct DirectSink {
+    spec: KafkaSinkSpec,
+    producer: BaseProducer<DeliveryLog>,
+    failures: DeliveryLog,
+}
+
+impl DirectSink {
+    fn open(spec: &KafkaSinkSpec) -> Result<Self, ConnectorError> {
+        let failures = DeliveryLog::default();
+        let producer = spec
+            .client_config(None)
+            .create_with_context(failures.clone())
+            .map_err(|error| kafka_error(&spec.name, &spec.brokers, error))?;
+        Ok(DirectSink { spec: spec.clone(), producer, failures })
+    }
+
+    fn check(&self) -> Result<(), ConnectorError> {
+        match self.failures.failures.lock().expect("delivery log").take() {
+            Some(message) => Err(ConnectorError::Kafka { what: format!("kafka sink `{}`", self.spec.name), message }),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Sink for DirectSink {
+    fn write(&mut self, batch: &RecordBatch) -> Result<(), ConnectorError> {
+        for record in batch.iter() {
+            let mut out = BaseRecord::to(&self.spec.topic).key(record.key).payload(record.value);
+            if let Some(timestamp) = record.timestamp {
+                out = out.timestamp(timestamp);
+            }
+            loop {
+                match self.producer.send(out) {
+                    Ok(()) => break,
+                    Err((error, back))
+                        if error.rdkafka_error_code() == Some(rdkafka::types::RDKafkaErrorCode::QueueFull) =>
+                    {
+                        self.producer.poll(Duration::from_millis(10));
+                        self.check()?;
+                        out = back;
+                    }
+                    Err((error, _)) => return Err(kafka_error(&self.spec.name, &self.spec.brokers, error)),
+                }
+            }
+        }
+        self.producer.poll(Duration::ZERO);
+        self.check()
+    }
+
+    fn flush(&mut self) -> Result<(), ConnectorError> {
+        if let Err(error) = self.producer.flush(self.spec.timeout()) {
+            warn!(sink = %self.spec.name, %error, "kafka flush failed");
+            return Err(kafka_error(&self.spec.name, &self.spec.brokers, error));
+        }
+        self.check()
+    }
+}

@@ -1,0 +1,536 @@
+//! The Kafka source: partitions assigned by Weir, offsets in snapshots.
+//!
+//! Partitions are not handed out by a consumer group: each subtask reads the
+//! partitions Weir assigns it (`assign`, as Flink does), so that a restore
+//! puts every partition back at exactly the offset its snapshot recorded,
+//! at any parallelism. A partition is a [`SourceSplit`] whose id is the
+//! topic's CRC-32 in the upper half and the partition number in the lower,
+//! and whose position is the offset of the next record. Offsets go to the
+//! consumer group only after a checkpoint completes, for lag monitoring.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{Message, Timestamp};
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
+use tracing::{info, warn};
+
+use super::config::{KafkaSourceSpec, StartPosition, TimestampSource};
+use crate::connectors::{ConnectorError, Poll, RestoredSplits, Source, SourceSplit};
+use crate::dataflow::{InputClock, RecordBatch, Signal};
+
+/// How long one poll waits for records when none are buffered.
+const POLL_WAIT: Duration = Duration::from_millis(20);
+
+/// The split id of `partition` of `topic`.
+pub fn split_id(topic: &str, partition: i32) -> u64 {
+    (u64::from(crc32fast::hash(topic.as_bytes())) << 32) | partition as u32 as u64
+}
+
+/// The last error librdkafka reported, shared with the consumer's thread.
+#[derive(Default)]
+pub(super) struct ErrorLog {
+    last: Mutex<Option<(KafkaError, String)>>,
+}
+
+impl ErrorLog {
+    pub(super) fn take(&self) -> Option<(KafkaError, String)> {
+        self.last.lock().expect("error log").take()
+    }
+}
+
+/// Receives librdkafka's errors (broker down, authentication failed) so the
+/// source can decide when they become the job's failure.
+#[derive(Clone, Default)]
+pub(super) struct Context {
+    pub(super) errors: Arc<ErrorLog>,
+}
+
+impl ClientContext for Context {
+    fn error(&self, error: KafkaError, reason: &str) {
+        warn!(%error, reason, "kafka client error");
+        *self.errors.last.lock().expect("error log") = Some((error, reason.to_owned()));
+    }
+}
+
+impl ConsumerContext for Context {}
+
+/// One assigned partition.
+struct Partition {
+    topic: String,
+    partition: i32,
+    next: i64,
+    /// Bounded: the offset it stops before.
+    end: Option<i64>,
+    newest_timestamp: Option<i64>,
+    last_record: Instant,
+    idle: bool,
+}
+
+impl Partition {
+    fn finished(&self) -> bool {
+        self.end.is_some_and(|end| self.next >= end)
+    }
+
+    fn split(&self) -> SourceSplit {
+        SourceSplit {
+            id: split_id(&self.topic, self.partition),
+            next: self.next as u64,
+            end: self.end.map(|e| e as u64),
+        }
+    }
+}
+
+/// A subtask of a Kafka source.
+pub struct KafkaSource {
+    spec: KafkaSourceSpec,
+    consumer: BaseConsumer<Context>,
+    errors: Arc<ErrorLog>,
+    partitions: Vec<Partition>,
+    by_name: HashMap<(String, i32), usize>,
+    clock: InputClock,
+    /// Downstream was told this subtask is idle (every partition is).
+    idle: bool,
+    /// Since when the brokers have been failing, and the last error.
+    failing: Option<(Instant, String)>,
+    last_probe: Instant,
+    /// This subtask's share of `rate`, and what it has read since `started`.
+    rate: Option<f64>,
+    started: Instant,
+    read: u64,
+}
+
+impl KafkaSource {
+    /// Opens subtask `subtask` of `parallelism`: from the start position, or
+    /// at the `restored` offsets (partitions new since then start afresh).
+    pub fn open(
+        spec: &KafkaSourceSpec,
+        subtask: u32,
+        parallelism: u32,
+        restored: Option<RestoredSplits>,
+    ) -> Result<Self, ConnectorError> {
+        let context = Context::default();
+        let errors = context.errors.clone();
+        let consumer: BaseConsumer<Context> = spec
+            .client_config()
+            .create_with_context(context)
+            .map_err(|error| kafka_error(&spec.name, &spec.brokers, error))?;
+        let current = list_partitions(&consumer, spec)?;
+        let mut source = KafkaSource {
+            spec: spec.clone(),
+            consumer,
+            errors,
+            partitions: Vec::new(),
+            by_name: HashMap::new(),
+            clock: InputClock::new(0),
+            idle: false,
+            failing: None,
+            last_probe: Instant::now(),
+            rate: spec.rate.map(|rate| rate / f64::from(parallelism)),
+            started: Instant::now(),
+            read: 0,
+        };
+        let (restored, fresh) = source.plan(current, subtask, parallelism, restored);
+        for split in restored {
+            source.add_restored(split)?;
+        }
+        for (topic, partition) in fresh {
+            source.add_fresh(topic, partition)?;
+        }
+        source.clock = InputClock::new(source.partitions.len());
+        source.assign()?;
+        let assigned: Vec<String> = source.partitions.iter().map(|p| format!("{}/{}@{}", p.topic, p.partition, p.next)).collect();
+        info!(source = %spec.name, subtask, partitions = ?assigned, "kafka source assigned");
+        Ok(source)
+    }
+
+    /// Which restored splits this subtask resumes, and which partitions
+    /// (not in any snapshot) it starts afresh: the k-th of those, in
+    /// (topic, partition) order, goes to subtask k mod parallelism.
+    fn plan(
+        &self,
+        current: Vec<(String, i32)>,
+        subtask: u32,
+        parallelism: u32,
+        restored: Option<RestoredSplits>,
+    ) -> (Vec<(String, i32, SourceSplit)>, Vec<(String, i32)>) {
+        let names: HashMap<u64, (String, i32)> = current.iter().map(|(t, p)| (split_id(t, *p), (t.clone(), *p))).collect();
+        let (mine, known) = match restored {
+            Some(restored) => (restored.splits, restored.known),
+            None => (Vec::new(), Vec::new()),
+        };
+        let mut resumed = Vec::new();
+        for split in mine {
+            match names.get(&split.id) {
+                Some((topic, partition)) => resumed.push((topic.clone(), *partition, split)),
+                None => warn!(
+                    source = %self.spec.name,
+                    split = split.id,
+                    "a partition in the snapshot is not among the topics' partitions now; it is not read"
+                ),
+            }
+        }
+        let fresh = current
+            .into_iter()
+            .filter(|(t, p)| !known.contains(&split_id(t, *p)))
+            .enumerate()
+            .filter(|(k, _)| *k as u32 % parallelism == subtask)
+            .map(|(_, tp)| tp)
+            .collect();
+        (resumed, fresh)
+    }
+
+    fn add_restored(&mut self, (topic, partition, split): (String, i32, SourceSplit)) -> Result<(), ConnectorError> {
+        let mut end = split.end.map(|e| e as i64);
+        if self.spec.bounded && end.is_none() {
+            end = Some(self.watermarks(&topic, partition)?.1);
+        }
+        self.push(topic, partition, split.next as i64, end);
+        Ok(())
+    }
+
+    fn add_fresh(&mut self, topic: String, partition: i32) -> Result<(), ConnectorError> {
+        let (low, high) = self.watermarks(&topic, partition)?;
+        let start = match self.spec.start {
+            StartPosition::Earliest => low,
+            StartPosition::Latest => high,
+            StartPosition::Timestamp => self.offset_for_time(&topic, partition, high)?,
+        };
+        self.push(topic, partition, start, self.spec.bounded.then_some(high));
+        Ok(())
+    }
+
+    fn push(&mut self, topic: String, partition: i32, next: i64, end: Option<i64>) {
+        self.by_name.insert((topic.clone(), partition), self.partitions.len());
+        self.partitions.push(Partition {
+            topic,
+            partition,
+            next,
+            end,
+            newest_timestamp: None,
+            last_record: Instant::now(),
+            idle: false,
+        });
+    }
+
+    fn watermarks(&self, topic: &str, partition: i32) -> Result<(i64, i64), ConnectorError> {
+        self.consumer
+            .fetch_watermarks(topic, partition, self.spec.timeout())
+            .map_err(|error| kafka_error(&self.spec.name, &self.spec.brokers, error))
+    }
+
+    /// The first offset at or after `start_timestamp_ms`; the end if none.
+    fn offset_for_time(&self, topic: &str, partition: i32, high: i64) -> Result<i64, ConnectorError> {
+        let mut query = TopicPartitionList::new();
+        let at = self.spec.start_timestamp_ms.unwrap_or(0);
+        query
+            .add_partition_offset(topic, partition, Offset::Offset(at))
+            .map_err(|error| kafka_error(&self.spec.name, &self.spec.brokers, error))?;
+        let found = self
+            .consumer
+            .offsets_for_times(query, self.spec.timeout())
+            .map_err(|error| kafka_error(&self.spec.name, &self.spec.brokers, error))?;
+        Ok(match found.find_partition(topic, partition).map(|e| e.offset()) {
+            Some(Offset::Offset(offset)) => offset,
+            _ => high,
+        })
+    }
+
+    /// Assigns the partitions still to be read at their next offsets.
+    fn assign(&mut self) -> Result<(), ConnectorError> {
+        let mut list = TopicPartitionList::new();
+        for (index, p) in self.partitions.iter().enumerate() {
+            if p.finished() {
+                self.clock.ended(index as u32);
+                continue;
+            }
+            list.add_partition_offset(&p.topic, p.partition, Offset::Offset(p.next))
+                .map_err(|error| kafka_error(&self.spec.name, &self.spec.brokers, error))?;
+        }
+        self.consumer.assign(&list).map_err(|error| kafka_error(&self.spec.name, &self.spec.brokers, error))
+    }
+
+    fn exhausted(&self) -> bool {
+        self.spec.bounded && self.partitions.iter().all(Partition::finished)
+    }
+
+    /// How many records may be read now without exceeding the rate.
+    fn allowance(&self, max: usize) -> usize {
+        let Some(rate) = self.rate else { return max };
+        let due = (self.started.elapsed().as_secs_f64() * rate) as u64;
+        let allowed = due.saturating_sub(self.read).min(max as u64) as usize;
+        if allowed == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        allowed
+    }
+
+    /// A bounded partition whose last offsets are transaction markers
+    /// (never delivered) is finished once the consumer's position passes
+    /// its end.
+    fn finish_by_position(&mut self) {
+        if !self.spec.bounded {
+            return;
+        }
+        let Ok(positions) = self.consumer.position() else { return };
+        for (index, p) in self.partitions.iter_mut().enumerate() {
+            if p.finished() {
+                continue;
+            }
+            if let Some(Offset::Offset(position)) = positions.find_partition(&p.topic, p.partition).map(|e| e.offset())
+                && p.end.is_some_and(|end| position >= end)
+            {
+                p.next = position;
+                self.clock.ended(index as u32);
+            }
+        }
+    }
+
+    /// Decides whether the errors librdkafka reported fail the job: at once
+    /// for credentials and configuration, after `timeout_ms` for brokers
+    /// that cannot be reached.
+    fn check_errors(&mut self, made_progress: bool) -> Result<(), ConnectorError> {
+        if made_progress {
+            self.failing = None;
+        }
+        if let Some((error, reason)) = self.errors.take() {
+            if is_fatal(&error) {
+                return Err(kafka_error(&self.spec.name, &self.spec.brokers, error));
+            }
+            if self.failing.is_none() {
+                self.failing = Some((Instant::now(), format!("{error} ({reason})")));
+            }
+        }
+        let Some((since, last)) = &self.failing else { return Ok(()) };
+        // Still failing? A metadata request, at most once a second, says.
+        if self.last_probe.elapsed() >= Duration::from_secs(1) {
+            self.last_probe = Instant::now();
+            let topic = self.spec.topics[0].as_str();
+            if self.consumer.fetch_metadata(Some(topic), Duration::from_secs(1)).is_ok() {
+                info!(source = %self.spec.name, "kafka brokers reachable again");
+                self.failing = None;
+                return Ok(());
+            }
+        }
+        if since.elapsed() > self.spec.timeout() {
+            return Err(ConnectorError::Kafka {
+                what: format!("kafka source `{}`", self.spec.name),
+                message: format!(
+                    "the brokers at {} have been unreachable for {} s (last error: {last}); \
+                     check that they are up, or raise `timeout_ms`",
+                    self.spec.brokers,
+                    since.elapsed().as_secs()
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Source for KafkaSource {
+    fn poll(&mut self, batch: &mut RecordBatch, max: usize) -> Result<Poll, ConnectorError> {
+        if self.exhausted() {
+            return Ok(Poll::Exhausted);
+        }
+        let before = batch.len();
+        let max = self.allowance(max);
+        let mut wait = POLL_WAIT;
+        while batch.len() - before < max {
+            match self.consumer.poll(wait) {
+                None => break,
+                Some(Ok(message)) => {
+                    let timestamp = event_time(&self.spec, &message);
+                    take(&mut self.partitions, &self.by_name, &mut self.clock, &message, timestamp, batch);
+                }
+                Some(Err(error)) if is_fatal(&error) => {
+                    return Err(kafka_error(&self.spec.name, &self.spec.brokers, error));
+                }
+                Some(Err(error)) => {
+                    warn!(source = %self.spec.name, %error, "kafka fetch error");
+                    *self.errors.last.lock().expect("error log") = Some((error, "fetch".into()));
+                    break;
+                }
+            }
+            wait = Duration::ZERO;
+        }
+        self.read += (batch.len() - before) as u64;
+        if batch.len() == before {
+            self.finish_by_position();
+        }
+        self.check_errors(batch.len() > before)?;
+        Ok(if self.exhausted() && batch.len() == before { Poll::Exhausted } else { Poll::Ready })
+    }
+
+    fn splits(&self) -> Vec<SourceSplit> {
+        self.partitions.iter().map(Partition::split).collect()
+    }
+
+    /// Watermarks per partition: the subtask's is the least over the
+    /// partitions that are not idle.
+    fn split_watermarks(&mut self) -> Option<Option<Signal>> {
+        let bound = self.spec.out_of_orderness_ms as i64;
+        let idle_timeout = self.spec.idle_timeout_ms.map(Duration::from_millis);
+        let mut advanced = None;
+        for (index, p) in self.partitions.iter_mut().enumerate() {
+            if p.finished() {
+                continue;
+            }
+            let quiet = idle_timeout.is_some_and(|timeout| p.last_record.elapsed() >= timeout);
+            if quiet && !p.idle {
+                p.idle = true;
+                advanced = self.clock.idle(index as u32).or(advanced);
+            } else if !quiet && let Some(newest) = p.newest_timestamp {
+                p.idle = false;
+                advanced = self.clock.watermark(index as u32, newest.saturating_sub(bound).saturating_sub(1)).or(advanced);
+            }
+        }
+        let all_idle = self.partitions.iter().all(|p| p.idle || p.finished());
+        let no_partitions = self.partitions.is_empty();
+        Some(match (all_idle && (idle_timeout.is_some() || no_partitions), self.idle) {
+            (true, false) => {
+                self.idle = true;
+                Some(Signal::Idle)
+            }
+            (true, true) => None,
+            (false, was_idle) => {
+                self.idle = false;
+                let current = self.clock.current();
+                advanced.or((was_idle && current > i64::MIN).then_some(current)).map(Signal::Watermark)
+            }
+        })
+    }
+
+    /// Commits the offsets of a completed checkpoint to the consumer group,
+    /// for monitoring (lag); failures only warn.
+    fn checkpoint_complete(&mut self, checkpoint: u64, splits: &[SourceSplit]) {
+        let mut offsets = TopicPartitionList::new();
+        for split in splits {
+            let Some(p) = self.partitions.iter().find(|p| split_id(&p.topic, p.partition) == split.id) else { continue };
+            let _ = offsets.add_partition_offset(&p.topic, p.partition, Offset::Offset(split.next as i64));
+        }
+        if offsets.count() == 0 {
+            return;
+        }
+        if let Err(error) = self.consumer.commit(&offsets, CommitMode::Async) {
+            warn!(source = %self.spec.name, checkpoint, %error, "cannot commit offsets to the consumer group");
+        }
+    }
+}
+
+/// Takes one record into `batch`, unless its partition has passed its end.
+fn take(
+    partitions: &mut [Partition],
+    by_name: &HashMap<(String, i32), usize>,
+    clock: &mut InputClock,
+    message: &rdkafka::message::BorrowedMessage<'_>,
+    timestamp: Option<i64>,
+    batch: &mut RecordBatch,
+) {
+    let Some(&index) = by_name.get(&(message.topic().to_owned(), message.partition())) else { return };
+    let partition = &mut partitions[index];
+    if partition.finished() || message.offset() < partition.next {
+        return;
+    }
+    partition.next = message.offset() + 1;
+    partition.last_record = Instant::now();
+    partition.newest_timestamp = partition.newest_timestamp.max(timestamp);
+    batch.push(message.key().unwrap_or_default(), message.payload().unwrap_or_default(), timestamp);
+    if partition.finished() {
+        clock.ended(index as u32);
+    }
+}
+
+/// A record's event time, as the source's table says to take it.
+fn event_time(spec: &KafkaSourceSpec, message: &rdkafka::message::BorrowedMessage<'_>) -> Option<i64> {
+    if let Some(field) = &spec.timestamp_field {
+        let value: serde_json::Value = serde_json::from_slice(message.payload()?).ok()?;
+        return value.get(field)?.as_i64();
+    }
+    match (spec.timestamp, message.timestamp()) {
+        (TimestampSource::None, _) | (_, Timestamp::NotAvailable) => None,
+        (TimestampSource::Record, timestamp) => timestamp.to_millis(),
+    }
+}
+
+/// Every partition of the source's topics, in (topic, partition) order.
+fn list_partitions(consumer: &BaseConsumer<Context>, spec: &KafkaSourceSpec) -> Result<Vec<(String, i32)>, ConnectorError> {
+    let mut all = Vec::new();
+    for topic in &spec.topics {
+        let metadata = consumer
+            .fetch_metadata(Some(topic), spec.timeout())
+            .map_err(|error| kafka_error(&spec.name, &spec.brokers, error))?;
+        let found = metadata.topics().iter().find(|t| t.name() == topic);
+        let missing = || ConnectorError::Kafka {
+            what: format!("kafka source `{}`", spec.name),
+            message: format!("topic `{topic}` does not exist on the brokers at {}; create it, or fix `topics`", spec.brokers),
+        };
+        let found = found.ok_or_else(missing)?;
+        if found.error().is_some() || found.partitions().is_empty() {
+            return Err(missing());
+        }
+        let mut partitions: Vec<i32> = found.partitions().iter().map(|p| p.id()).collect();
+        partitions.sort_unstable();
+        all.extend(partitions.into_iter().map(|p| (topic.clone(), p)));
+    }
+    all.sort();
+    let mut ids: Vec<u64> = all.iter().map(|(t, p)| split_id(t, *p)).collect();
+    ids.sort_unstable();
+    if ids.windows(2).any(|w| w[0] == w[1]) {
+        return Err(ConnectorError::Kafka {
+            what: format!("kafka source `{}`", spec.name),
+            message: "two of its topics have names with the same CRC-32; read them with two sources".into(),
+        });
+    }
+    Ok(all)
+}
+
+/// Errors that retrying cannot fix.
+pub(super) fn is_fatal(error: &KafkaError) -> bool {
+    matches!(
+        error.rdkafka_error_code(),
+        Some(
+            RDKafkaErrorCode::Authentication
+                | RDKafkaErrorCode::SaslAuthenticationFailed
+                | RDKafkaErrorCode::TopicAuthorizationFailed
+                | RDKafkaErrorCode::GroupAuthorizationFailed
+                | RDKafkaErrorCode::ClusterAuthorizationFailed
+                | RDKafkaErrorCode::SecurityDisabled
+                | RDKafkaErrorCode::OffsetOutOfRange
+                | RDKafkaErrorCode::Fatal
+        )
+    )
+}
+
+/// A librdkafka error as a connector error that says what to check.
+pub(super) fn kafka_error(name: &str, brokers: &str, error: KafkaError) -> ConnectorError {
+    let hint = match error.rdkafka_error_code() {
+        Some(RDKafkaErrorCode::Authentication | RDKafkaErrorCode::SaslAuthenticationFailed) => {
+            "authentication failed: check the sasl.* and ssl.* entries of `properties`"
+        }
+        Some(
+            RDKafkaErrorCode::TopicAuthorizationFailed
+            | RDKafkaErrorCode::GroupAuthorizationFailed
+            | RDKafkaErrorCode::ClusterAuthorizationFailed,
+        ) => "the credentials lack a permission (ACL) this connector needs",
+        Some(RDKafkaErrorCode::OffsetOutOfRange) => {
+            "an offset to resume from is no longer on the broker (deleted by retention?)"
+        }
+        Some(
+            RDKafkaErrorCode::BrokerTransportFailure
+            | RDKafkaErrorCode::AllBrokersDown
+            | RDKafkaErrorCode::OperationTimedOut
+            | RDKafkaErrorCode::RequestTimedOut
+            | RDKafkaErrorCode::Resolve,
+        ) => "cannot reach the brokers: check `brokers` and that the cluster is up",
+        _ => "",
+    };
+    let message = if hint.is_empty() {
+        format!("{error} (brokers {brokers})")
+    } else {
+        format!("{hint} (brokers {brokers}): {error}")
+    };
+    ConnectorError::Kafka { what: format!("kafka connector `{name}`"), message }
+}

@@ -1,0 +1,280 @@
+//! A real Kafka-protocol broker for tests (tansu, installed by
+//! `scripts/kafka-broker.sh`), a TCP proxy in front of it that can take the
+//! broker away and bring it back, and clients to fill and read topics.
+
+use std::collections::BTreeMap;
+use std::io::ErrorKind;
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rdkafka::ClientConfig;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Headers, Message};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::{Offset, TopicPartitionList};
+
+use super::workspace;
+
+/// The tansu executable: `$WEIR_TANSU`, else what the install script says.
+fn tansu() -> String {
+    if let Ok(path) = std::env::var("WEIR_TANSU") {
+        return path;
+    }
+    let out = Command::new("bash")
+        .arg(workspace().join("scripts/kafka-broker.sh"))
+        .arg("path")
+        .output()
+        .expect("run scripts/kafka-broker.sh");
+    assert!(out.status.success(), "scripts/kafka-broker.sh failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A broker on 127.0.0.1, reached through a [`Proxy`] (clients only ever
+/// see the proxy's address, which the broker advertises).
+pub struct Broker {
+    child: Child,
+    pub proxy: Proxy,
+}
+
+impl Broker {
+    pub fn start() -> Broker {
+        let (port, public) = (free_port(), free_port());
+        let child = Command::new(tansu())
+            .args(["broker", "--listener-url", &format!("tcp://127.0.0.1:{port}")])
+            .args(["--advertised-listener-url", &format!("tcp://127.0.0.1:{public}")])
+            .args(["--storage-engine", "memory://tansu/"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the tansu broker");
+        let proxy = Proxy::start(public, port);
+        let broker = Broker { child, proxy };
+        broker.wait_until_up();
+        broker
+    }
+
+    /// The bootstrap address clients use.
+    pub fn address(&self) -> String {
+        format!("127.0.0.1:{}", self.proxy.port)
+    }
+
+    fn wait_until_up(&self) {
+        let consumer: BaseConsumer = self.config().create().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while consumer.fetch_metadata(None, Duration::from_secs(1)).is_err() {
+            assert!(Instant::now() < deadline, "the tansu broker did not come up");
+        }
+    }
+
+    pub fn config(&self) -> ClientConfig {
+        let mut config = ClientConfig::new();
+        config.set("bootstrap.servers", self.address()).set("log_level", "2");
+        config
+    }
+
+    pub fn create_topic(&self, name: &str, partitions: i32) {
+        let admin: AdminClient<DefaultClientContext> = self.config().create().unwrap();
+        let topic = NewTopic::new(name, partitions, TopicReplication::Fixed(1));
+        let results = block_on(admin.create_topics(&[topic], &AdminOptions::new())).expect("create topic");
+        for result in results {
+            result.unwrap_or_else(|(topic, error)| panic!("cannot create topic {topic}: {error}"));
+        }
+    }
+
+    /// Produces `records` (key, value), partitioned by key, and waits until
+    /// all are acknowledged. One record per batch: tansu 0.6 reports a
+    /// partition's high watermark as its last *batch's* base offset + 1,
+    /// and bounded sources stop at the high watermark.
+    pub fn produce(&self, topic: &str, records: impl IntoIterator<Item = (String, String)>) {
+        let producer: BaseProducer =
+            self.config().set("linger.ms", "0").set("batch.num.messages", "1").create().unwrap();
+        for (key, value) in records {
+            let mut record = BaseRecord::to(topic).key(key.as_bytes()).payload(value.as_bytes());
+            loop {
+                match producer.send(record) {
+                    Ok(()) => break,
+                    Err((_, back)) => {
+                        producer.poll(Duration::from_millis(10));
+                        record = back;
+                    }
+                }
+            }
+        }
+        producer.flush(Duration::from_secs(30)).expect("flush the test producer");
+    }
+
+    /// Every record of `topic` (as the broker shows them: tansu shows
+    /// records of aborted transactions too), read from the start of each
+    /// partition until none comes for two seconds (tansu's high watermarks
+    /// cannot say where the end is; see `produce`).
+    pub fn read_all(&self, topic: &str) -> Vec<OutputRecord> {
+        let consumer: BaseConsumer = self.config().set("group.id", "weir-test-reader").create().unwrap();
+        let metadata = consumer.fetch_metadata(Some(topic), Duration::from_secs(10)).unwrap();
+        let mut list = TopicPartitionList::new();
+        for partition in metadata.topics()[0].partitions() {
+            list.add_partition_offset(topic, partition.id(), Offset::Beginning).unwrap();
+        }
+        consumer.assign(&list).unwrap();
+        let mut records = Vec::new();
+        let mut last = Instant::now();
+        while last.elapsed() < Duration::from_secs(2) {
+            let Some(message) = consumer.poll(Duration::from_millis(100)) else { continue };
+            last = Instant::now();
+            let message = message.expect("read the output topic");
+            let header = |name: &str| {
+                let headers = message.headers()?;
+                headers.iter().find(|h| h.key == name).and_then(|h| h.value).map(|v| String::from_utf8_lossy(v).into_owned())
+            };
+            records.push(OutputRecord {
+                key: String::from_utf8_lossy(message.key().unwrap_or_default()).into_owned(),
+                value: String::from_utf8_lossy(message.payload().unwrap_or_default()).into_owned(),
+                checkpoint: header("weir.checkpoint").and_then(|c| c.parse().ok()),
+                attempt: header("weir.attempt"),
+            });
+        }
+        records
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A record of an output topic, with Weir's headers.
+#[derive(Debug, Clone)]
+pub struct OutputRecord {
+    pub key: String,
+    pub value: String,
+    pub checkpoint: Option<u64>,
+    pub attempt: Option<String>,
+}
+
+/// The records a reader that cannot trust its broker's isolation takes as
+/// committed: per (writer, checkpoint), those of the last attempt — an
+/// epoch is sent again only when its earlier attempt was aborted. Also
+/// returns how many records of aborted attempts were dropped.
+pub fn committed_records(records: Vec<OutputRecord>) -> (Vec<OutputRecord>, usize) {
+    let attempt_of = |r: &OutputRecord| {
+        let attempt = r.attempt.clone().expect("every record names its commit attempt");
+        let (writer, nanos) = attempt.rsplit_once('/').expect("attempt = writer/nanos");
+        (writer.to_owned(), nanos.parse::<u128>().unwrap())
+    };
+    let mut last: BTreeMap<(String, u64), u128> = BTreeMap::new();
+    for record in &records {
+        let (writer, nanos) = attempt_of(record);
+        let checkpoint = record.checkpoint.expect("every record names its checkpoint");
+        let slot = last.entry((writer, checkpoint)).or_default();
+        *slot = (*slot).max(nanos);
+    }
+    let total = records.len();
+    let kept: Vec<OutputRecord> = records
+        .into_iter()
+        .filter(|r| {
+            let (writer, nanos) = attempt_of(r);
+            last[&(writer, r.checkpoint.unwrap())] == nanos
+        })
+        .collect();
+    let dropped = total - kept.len();
+    (kept, dropped)
+}
+
+/// Forwards 127.0.0.1:`port` to the broker; `down` refuses connections
+/// and cuts the open ones, as a broker that went away would.
+pub struct Proxy {
+    pub port: u16,
+    up: Arc<AtomicBool>,
+    connections: Arc<Mutex<Vec<TcpStream>>>,
+}
+
+impl Proxy {
+    fn start(port: u16, target: u16) -> Proxy {
+        let up = Arc::new(AtomicBool::new(true));
+        let connections = Arc::new(Mutex::new(Vec::new()));
+        let (flag, open) = (up.clone(), connections.clone());
+        std::thread::spawn(move || accept_loop(port, target, flag, open));
+        Proxy { port, up, connections }
+    }
+
+    /// The broker becomes unreachable: connections refused and cut.
+    pub fn down(&self) {
+        self.up.store(false, Ordering::SeqCst);
+        for stream in self.connections.lock().unwrap().drain(..) {
+            let _ = stream.shutdown(Shutdown::Both);
+        }
+    }
+
+    pub fn up(&self) {
+        self.up.store(true, Ordering::SeqCst);
+    }
+}
+
+fn accept_loop(port: u16, target: u16, up: Arc<AtomicBool>, open: Arc<Mutex<Vec<TcpStream>>>) {
+    loop {
+        // While down, the port is closed: connecting is refused.
+        while !up.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let listener = loop {
+            match TcpListener::bind(("127.0.0.1", port)) {
+                Ok(listener) => break listener,
+                Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        };
+        listener.set_nonblocking(true).unwrap();
+        while up.load(Ordering::SeqCst) {
+            match listener.accept() {
+                Ok((client, _)) => {
+                    client.set_nonblocking(false).unwrap();
+                    let Ok(server) = TcpStream::connect(("127.0.0.1", target)) else { continue };
+                    let mut registry = open.lock().unwrap();
+                    registry.push(client.try_clone().unwrap());
+                    registry.push(server.try_clone().unwrap());
+                    pipe(client.try_clone().unwrap(), server.try_clone().unwrap());
+                    pipe(server, client);
+                }
+                Err(error) if error.kind() == ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(5)),
+                Err(_) => break,
+            }
+        }
+    }
+}
+
+fn pipe(mut from: TcpStream, mut to: TcpStream) {
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut from, &mut to);
+        let _ = to.shutdown(Shutdown::Both);
+        let _ = from.shutdown(Shutdown::Both);
+    });
+}
+
+/// Runs a future to completion on this thread (the admin API is async).
+fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    use std::task::{Context, Poll, Wake, Waker};
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut context = Context::from_waker(&waker);
+    let mut future = std::pin::pin!(future);
+    loop {
+        if let Poll::Ready(value) = future.as_mut().poll(&mut context) {
+            return value;
+        }
+        std::thread::park_timeout(Duration::from_millis(50));
+    }
+}
