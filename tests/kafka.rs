@@ -142,6 +142,11 @@ fn a_savepoint_resumes_at_its_offsets_at_another_parallelism() {
     host.weir(&["savepoint", "kafka-count", "--stop", "--dir", savepoint.to_str().unwrap()]).success();
     let (status, stderr) = host.wait();
     assert!(status.success(), "{stderr}");
+    assert_eq!(
+        broker.committed_offsets("weir-in", "in"),
+        12_000,
+        "completed checkpoints' offsets are committed to the consumer group, for monitoring"
+    );
 
     // More input while it is stopped; restored with 4 subtasks (one has
     // no partition) and read to the end.
@@ -165,6 +170,35 @@ fn the_job_rides_out_a_broker_outage_without_losing_or_repeating_output() {
     assert!(status.success(), "the job recovers: {stderr}");
     assert!(stderr.contains("kafka client error"), "the outage was noticed: {stderr}");
     assert_exact_counts(&committed_counts(&broker), 18_000);
+}
+
+#[test]
+fn brokers_away_longer_than_the_timeout_fail_the_job_with_a_clear_error() {
+    let broker = broker_with_input(2_400);
+    let dir = JobDir::new();
+    let job = count_job(&dir, "job", &broker, 1, "timeout_ms = 2000", "timeout_ms = 2000");
+    let job_text = std::fs::read_to_string(&job).unwrap();
+    std::fs::write(&job, job_text.replace("checkpoint_interval_ms = 150", "checkpoint_interval_ms = 150\n[restart]\nstrategy = \"none\"")).unwrap();
+    let host = Host::start(&job, &[]);
+    host.wait_for_records("kafka-count", 2_400);
+    broker.proxy.down();
+    let (status, stderr) = host.wait();
+    assert!(!status.success(), "the job fails: {stderr}");
+    assert!(stderr.contains("kafka source `in`: the brokers at") && stderr.contains("have been unreachable for"), "{stderr}");
+}
+
+#[test]
+fn a_fresh_start_by_timestamp_skips_older_records() {
+    let broker = broker_with_input(2_400);
+    std::thread::sleep(Duration::from_millis(200));
+    let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    broker.produce("in", events(2_400, 2_400));
+    let dir = JobDir::new();
+    let source = format!("bounded = true\nstart = \"timestamp\"\nstart_timestamp_ms = {}", since_epoch.as_millis());
+    let job = count_job(&dir, "job", &broker, 2, &source, "");
+    run_job(&job, &[]).success();
+    assert_exact_counts(&committed_counts(&broker), 2_400);
 }
 
 #[test]

@@ -145,6 +145,21 @@ impl Broker {
     }
 }
 
+impl Broker {
+    /// The offsets group `group` has committed for `topic`, summed over
+    /// its partitions.
+    pub fn committed_offsets(&self, group: &str, topic: &str) -> i64 {
+        let consumer: BaseConsumer = self.config().set("group.id", group).create().unwrap();
+        let metadata = consumer.fetch_metadata(Some(topic), Duration::from_secs(10)).unwrap();
+        let mut list = TopicPartitionList::new();
+        for partition in metadata.topics()[0].partitions() {
+            list.add_partition(topic, partition.id());
+        }
+        let committed = consumer.committed_offsets(list, Duration::from_secs(10)).unwrap();
+        committed.elements().iter().filter_map(|e| e.offset().to_raw()).filter(|&o| o >= 0).sum()
+    }
+}
+
 impl Drop for Broker {
     fn drop(&mut self) {
         let _ = self.child.kill();

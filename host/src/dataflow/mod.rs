@@ -27,7 +27,7 @@ mod task;
 mod time;
 
 pub use channel::{Envelope, Message};
-pub use time::{InputClock, Signal, WatermarkSettings};
+pub use time::{InputClock, Signal, SplitClock, WatermarkSettings};
 pub use batch::{NO_TIMESTAMP, Record, RecordBatch};
 pub use operator::{Emitted, NATIVE_PREFIX, OperatorLogic, native_operator};
 pub use executor::{

@@ -132,6 +132,80 @@ impl WatermarkGenerator {
     }
 }
 
+/// Watermarks of a source subtask that reads several splits at their own
+/// pace (Kafka partitions): each split lags its own newest timestamp, the
+/// subtask's watermark is the least over the splits that are neither idle
+/// nor finished, and the subtask is idle when all its splits are.
+#[derive(Debug)]
+pub struct SplitClock {
+    settings: WatermarkSettings,
+    splits: Vec<SplitTime>,
+    clock: InputClock,
+    /// Downstream was told the subtask is idle.
+    idle: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct SplitTime {
+    newest: Option<i64>,
+    last_record: Instant,
+    idle: bool,
+    finished: bool,
+}
+
+impl SplitClock {
+    pub fn new(settings: WatermarkSettings, splits: usize) -> Self {
+        let split = SplitTime { newest: None, last_record: Instant::now(), idle: false, finished: false };
+        SplitClock { settings, splits: vec![split; splits], clock: InputClock::new(splits), idle: false }
+    }
+
+    /// Split `index` produced a record (with its event time, if any).
+    pub fn record(&mut self, index: usize, timestamp: Option<i64>) {
+        let split = &mut self.splits[index];
+        split.last_record = Instant::now();
+        split.newest = split.newest.max(timestamp);
+    }
+
+    /// Split `index` has no more records, ever.
+    pub fn finished(&mut self, index: usize) {
+        self.splits[index].finished = true;
+        self.clock.ended(index as u32);
+    }
+
+    /// What to send downstream now, after the records seen so far.
+    pub fn signal(&mut self) -> Option<Signal> {
+        let bound = self.settings.out_of_orderness.as_millis() as i64;
+        let now = Instant::now();
+        let mut advanced = None;
+        for (index, split) in self.splits.iter_mut().enumerate().filter(|(_, s)| !s.finished) {
+            let quiet = self.settings.idle_timeout.is_some_and(|t| now.duration_since(split.last_record) >= t);
+            if quiet && !split.idle {
+                split.idle = true;
+                advanced = self.clock.idle(index as u32).or(advanced);
+            } else if !quiet && let Some(newest) = split.newest {
+                split.idle = false;
+                let watermark = newest.saturating_sub(bound).saturating_sub(1);
+                advanced = self.clock.watermark(index as u32, watermark).or(advanced);
+            }
+        }
+        // No splits at all (more subtasks than partitions) is idle at once.
+        let all_idle = self.splits.iter().all(|s| s.idle || s.finished)
+            && (self.settings.idle_timeout.is_some() || self.splits.is_empty());
+        match (all_idle, self.idle) {
+            (true, false) => {
+                self.idle = true;
+                Some(Signal::Idle)
+            }
+            (true, true) => None,
+            (false, was_idle) => {
+                self.idle = false;
+                let current = self.clock.current();
+                advanced.or((was_idle && current > i64::MIN).then_some(current)).map(Signal::Watermark)
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -163,6 +237,40 @@ mod tests {
         assert_eq!(generator.observe(&batch), Some(Signal::Watermark(899)));
         assert_eq!(generator.observe(&batch), None, "no progress, nothing to send");
         assert_eq!(generator.observe(&RecordBatch::new()), None);
+    }
+
+    #[test]
+    fn a_subtask_of_splits_follows_its_slowest_active_split() {
+        let settings = WatermarkSettings { out_of_orderness: Duration::from_millis(10), idle_timeout: None };
+        let mut clock = SplitClock::new(settings, 2);
+        clock.record(0, Some(1000));
+        assert_eq!(clock.signal(), None, "split 1 has no event time yet: it holds the subtask back");
+        clock.record(1, Some(500));
+        assert_eq!(clock.signal(), Some(Signal::Watermark(489)), "the slower split decides");
+        clock.record(1, Some(2000));
+        assert_eq!(clock.signal(), Some(Signal::Watermark(989)));
+        clock.finished(0);
+        assert_eq!(clock.signal(), Some(Signal::Watermark(1989)), "a finished split no longer holds it back");
+    }
+
+    #[test]
+    fn quiet_splits_go_idle_and_a_subtask_without_splits_is_idle_at_once() {
+        let settings = WatermarkSettings { out_of_orderness: Duration::ZERO, idle_timeout: Some(Duration::from_millis(30)) };
+        let mut clock = SplitClock::new(settings, 2);
+        clock.record(0, Some(100));
+        clock.record(1, Some(50));
+        assert_eq!(clock.signal(), Some(Signal::Watermark(49)));
+        std::thread::sleep(Duration::from_millis(40));
+        clock.record(0, Some(200));
+        assert_eq!(clock.signal(), Some(Signal::Watermark(199)), "split 1 went quiet: it is idle");
+        std::thread::sleep(Duration::from_millis(40));
+        assert_eq!(clock.signal(), Some(Signal::Idle), "both quiet: the subtask is idle");
+        assert_eq!(clock.signal(), None, "said once");
+        clock.record(1, Some(300));
+        assert_eq!(clock.signal(), Some(Signal::Watermark(199)), "active again, from where it was");
+
+        let mut empty = SplitClock::new(WatermarkSettings::default(), 0);
+        assert_eq!(empty.signal(), Some(Signal::Idle));
     }
 
     #[test]

@@ -138,6 +138,13 @@ pub enum Delivery {
 }
 
 impl KafkaSourceSpec {
+    pub fn watermark_settings(&self) -> crate::dataflow::WatermarkSettings {
+        crate::dataflow::WatermarkSettings {
+            out_of_orderness: Duration::from_millis(self.out_of_orderness_ms),
+            idle_timeout: self.idle_timeout_ms.map(Duration::from_millis),
+        }
+    }
+
     pub fn timeout(&self) -> Duration {
         Duration::from_millis(self.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS))
     }

@@ -20,7 +20,7 @@ use tracing::{info, warn};
 
 use super::config::{KafkaSourceSpec, StartPosition, TimestampSource};
 use crate::connectors::{ConnectorError, Poll, RestoredSplits, Source, SourceSplit};
-use crate::dataflow::{InputClock, RecordBatch, Signal};
+use crate::dataflow::{RecordBatch, Signal, SplitClock};
 
 /// How long one poll waits for records when none are buffered.
 const POLL_WAIT: Duration = Duration::from_millis(20);
@@ -65,9 +65,6 @@ struct Partition {
     next: i64,
     /// Bounded: the offset it stops before.
     end: Option<i64>,
-    newest_timestamp: Option<i64>,
-    last_record: Instant,
-    idle: bool,
 }
 
 impl Partition {
@@ -91,9 +88,7 @@ pub struct KafkaSource {
     errors: Arc<ErrorLog>,
     partitions: Vec<Partition>,
     by_name: HashMap<(String, i32), usize>,
-    clock: InputClock,
-    /// Downstream was told this subtask is idle (every partition is).
-    idle: bool,
+    clock: SplitClock,
     /// Since when the brokers have been failing, and the last error.
     failing: Option<(Instant, String)>,
     last_probe: Instant,
@@ -125,8 +120,7 @@ impl KafkaSource {
             errors,
             partitions: Vec::new(),
             by_name: HashMap::new(),
-            clock: InputClock::new(0),
-            idle: false,
+            clock: SplitClock::new(Default::default(), 0),
             failing: None,
             last_probe: Instant::now(),
             rate: spec.rate.map(|rate| rate / f64::from(parallelism)),
@@ -140,7 +134,7 @@ impl KafkaSource {
         for (topic, partition) in fresh {
             source.add_fresh(topic, partition)?;
         }
-        source.clock = InputClock::new(source.partitions.len());
+        source.clock = SplitClock::new(spec.watermark_settings(), source.partitions.len());
         source.assign()?;
         let assigned: Vec<String> = source.partitions.iter().map(|p| format!("{}/{}@{}", p.topic, p.partition, p.next)).collect();
         info!(source = %spec.name, subtask, partitions = ?assigned, "kafka source assigned");
@@ -205,15 +199,7 @@ impl KafkaSource {
 
     fn push(&mut self, topic: String, partition: i32, next: i64, end: Option<i64>) {
         self.by_name.insert((topic.clone(), partition), self.partitions.len());
-        self.partitions.push(Partition {
-            topic,
-            partition,
-            next,
-            end,
-            newest_timestamp: None,
-            last_record: Instant::now(),
-            idle: false,
-        });
+        self.partitions.push(Partition { topic, partition, next, end });
     }
 
     fn watermarks(&self, topic: &str, partition: i32) -> Result<(i64, i64), ConnectorError> {
@@ -244,7 +230,7 @@ impl KafkaSource {
         let mut list = TopicPartitionList::new();
         for (index, p) in self.partitions.iter().enumerate() {
             if p.finished() {
-                self.clock.ended(index as u32);
+                self.clock.finished(index);
                 continue;
             }
             list.add_partition_offset(&p.topic, p.partition, Offset::Offset(p.next))
@@ -284,7 +270,7 @@ impl KafkaSource {
                 && p.end.is_some_and(|end| position >= end)
             {
                 p.next = position;
-                self.clock.ended(index as u32);
+                self.clock.finished(index);
             }
         }
     }
@@ -371,36 +357,7 @@ impl Source for KafkaSource {
     /// Watermarks per partition: the subtask's is the least over the
     /// partitions that are not idle.
     fn split_watermarks(&mut self) -> Option<Option<Signal>> {
-        let bound = self.spec.out_of_orderness_ms as i64;
-        let idle_timeout = self.spec.idle_timeout_ms.map(Duration::from_millis);
-        let mut advanced = None;
-        for (index, p) in self.partitions.iter_mut().enumerate() {
-            if p.finished() {
-                continue;
-            }
-            let quiet = idle_timeout.is_some_and(|timeout| p.last_record.elapsed() >= timeout);
-            if quiet && !p.idle {
-                p.idle = true;
-                advanced = self.clock.idle(index as u32).or(advanced);
-            } else if !quiet && let Some(newest) = p.newest_timestamp {
-                p.idle = false;
-                advanced = self.clock.watermark(index as u32, newest.saturating_sub(bound).saturating_sub(1)).or(advanced);
-            }
-        }
-        let all_idle = self.partitions.iter().all(|p| p.idle || p.finished());
-        let no_partitions = self.partitions.is_empty();
-        Some(match (all_idle && (idle_timeout.is_some() || no_partitions), self.idle) {
-            (true, false) => {
-                self.idle = true;
-                Some(Signal::Idle)
-            }
-            (true, true) => None,
-            (false, was_idle) => {
-                self.idle = false;
-                let current = self.clock.current();
-                advanced.or((was_idle && current > i64::MIN).then_some(current)).map(Signal::Watermark)
-            }
-        })
+        Some(self.clock.signal())
     }
 
     /// Commits the offsets of a completed checkpoint to the consumer group,
@@ -424,7 +381,7 @@ impl Source for KafkaSource {
 fn take(
     partitions: &mut [Partition],
     by_name: &HashMap<(String, i32), usize>,
-    clock: &mut InputClock,
+    clock: &mut SplitClock,
     message: &rdkafka::message::BorrowedMessage<'_>,
     timestamp: Option<i64>,
     batch: &mut RecordBatch,
@@ -435,11 +392,10 @@ fn take(
         return;
     }
     partition.next = message.offset() + 1;
-    partition.last_record = Instant::now();
-    partition.newest_timestamp = partition.newest_timestamp.max(timestamp);
+    clock.record(index, timestamp);
     batch.push(message.key().unwrap_or_default(), message.payload().unwrap_or_default(), timestamp);
     if partition.finished() {
-        clock.ended(index as u32);
+        clock.finished(index);
     }
 }
 
