@@ -143,6 +143,8 @@ pub struct SplitClock {
     clock: InputClock,
     /// Downstream was told the subtask is idle.
     idle: bool,
+    /// The last watermark sent downstream.
+    emitted: i64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -156,7 +158,7 @@ struct SplitTime {
 impl SplitClock {
     pub fn new(settings: WatermarkSettings, splits: usize) -> Self {
         let split = SplitTime { newest: None, last_record: Instant::now(), idle: false, finished: false };
-        SplitClock { settings, splits: vec![split; splits], clock: InputClock::new(splits), idle: false }
+        SplitClock { settings, splits: vec![split; splits], clock: InputClock::new(splits), idle: false, emitted: i64::MIN }
     }
 
     /// Split `index` produced a record (with its event time, if any).
@@ -176,16 +178,14 @@ impl SplitClock {
     pub fn signal(&mut self) -> Option<Signal> {
         let bound = self.settings.out_of_orderness.as_millis() as i64;
         let now = Instant::now();
-        let mut advanced = None;
         for (index, split) in self.splits.iter_mut().enumerate().filter(|(_, s)| !s.finished) {
             let quiet = self.settings.idle_timeout.is_some_and(|t| now.duration_since(split.last_record) >= t);
             if quiet && !split.idle {
                 split.idle = true;
-                advanced = self.clock.idle(index as u32).or(advanced);
+                self.clock.idle(index as u32);
             } else if !quiet && let Some(newest) = split.newest {
                 split.idle = false;
-                let watermark = newest.saturating_sub(bound).saturating_sub(1);
-                advanced = self.clock.watermark(index as u32, watermark).or(advanced);
+                self.clock.watermark(index as u32, newest.saturating_sub(bound).saturating_sub(1));
             }
         }
         // No splits at all (more subtasks than partitions) is idle at once.
@@ -199,8 +199,13 @@ impl SplitClock {
             (true, true) => None,
             (false, was_idle) => {
                 self.idle = false;
+                // All ended is the end of time, which the end of input says.
                 let current = self.clock.current();
-                advanced.or((was_idle && current > i64::MIN).then_some(current)).map(Signal::Watermark)
+                let due = current < i64::MAX && (current > self.emitted || (was_idle && current > i64::MIN));
+                due.then(|| {
+                    self.emitted = current;
+                    Signal::Watermark(current)
+                })
             }
         }
     }
@@ -267,7 +272,7 @@ mod tests {
         assert_eq!(clock.signal(), Some(Signal::Idle), "both quiet: the subtask is idle");
         assert_eq!(clock.signal(), None, "said once");
         clock.record(1, Some(300));
-        assert_eq!(clock.signal(), Some(Signal::Watermark(199)), "active again, from where it was");
+        assert_eq!(clock.signal(), Some(Signal::Watermark(299)), "split 1 is back; split 0 is still idle");
 
         let mut empty = SplitClock::new(WatermarkSettings::default(), 0);
         assert_eq!(empty.signal(), Some(Signal::Idle));
