@@ -7,7 +7,6 @@
 //! while the brokers are away: it stays pending, is recorded in every later
 //! manifest (`carried`) and retried after every checkpoint, in order.
 
-use std::collections::HashSet;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -78,23 +77,25 @@ impl Committer {
     /// id pending too.
     pub fn commit(&mut self, checkpoint: u64, new: impl IntoIterator<Item = PendingCommit>) {
         let all: Vec<PendingCommit> = std::mem::take(&mut self.pending).into_iter().chain(new).collect();
-        let mut blocked = HashSet::new();
+        let mut kafka = Vec::new();
         for commit in all {
-            match &commit {
-                PendingCommit::Rename { from, to } => match PendingCommit::rename(from, to) {
+            match commit {
+                PendingCommit::Rename { from, to } => match PendingCommit::rename(&from, &to) {
                     Ok(true) => info!(checkpoint, file = %to.display(), "output committed"),
                     Ok(false) => {}
                     Err(error) => warn!(checkpoint, file = %from.display(), %error, "cannot commit output file"),
                 },
-                PendingCommit::Kafka(kafka) if blocked.contains(&kafka.transactional_id) => self.pending.push(commit),
-                PendingCommit::Kafka(kafka) => {
-                    if let Err(error) = self.kafka.commit(kafka) {
-                        warn!(checkpoint = kafka.checkpoint, %error, "kafka output not committed yet; will retry");
-                        blocked.insert(kafka.transactional_id.clone());
-                        self.pending.push(commit);
-                    }
-                }
+                PendingCommit::Kafka(epoch) => kafka.push(epoch),
             }
+        }
+        if kafka.is_empty() {
+            return;
+        }
+        for (epoch, error) in self.kafka.commit_all(kafka) {
+            if let Some(error) = error {
+                warn!(checkpoint = epoch.checkpoint, %error, "kafka output not committed yet; will retry");
+            }
+            self.pending.push(PendingCommit::Kafka(epoch));
         }
     }
 

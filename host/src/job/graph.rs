@@ -218,11 +218,13 @@ impl JobGraph {
         }
         for sink in &spec.sinks {
             let what = format!("sink `{}`", sink.name());
-            let input = edge(&what, sink.input(), false, 1, &ids, &nodes)?;
+            let p = sink_parallelism(sink, overrides, parallelism);
+            check_parallelism(&what, p, max_parallelism)?;
+            let input = edge(&what, sink.input(), false, p, &ids, &nodes)?;
             nodes.push(Node {
                 id: NodeId(nodes.len()),
                 name: sink.name().to_owned(),
-                parallelism: 1,
+                parallelism: p,
                 kind: NodeKind::Sink(resolve_sink(sink.clone(), base)),
                 inputs: vec![input],
             });
@@ -250,6 +252,16 @@ fn source_parallelism(source: &SourceSpec, overrides: Overrides, job: u32) -> Re
         SourceSpec::Generator { parallelism, .. } | SourceSpec::Kafka(KafkaSourceSpec { parallelism, .. }) => {
             Ok(parallelism.filter(|_| overrides.parallelism.is_none()).unwrap_or(job))
         }
+    }
+}
+
+/// A Kafka sink runs in parallel (a transactional id per subtask); the
+/// other sinks write one stream (stdout, a file, a directory) from one
+/// subtask.
+fn sink_parallelism(sink: &SinkSpec, overrides: Overrides, job: u32) -> u32 {
+    match sink {
+        SinkSpec::Kafka(kafka) => kafka.parallelism.filter(|_| overrides.parallelism.is_none()).unwrap_or(job),
+        _ => 1,
     }
 }
 

@@ -99,80 +99,135 @@ impl KafkaCommitter {
         KafkaCommitter { sinks: sinks.into_iter().map(|s| (s.name.clone(), s)).collect(), clients: HashMap::new() }
     }
 
-    /// Commits `commit`'s epoch unless it already is; Ok(true) if this call
-    /// committed it.
-    pub fn commit(&mut self, commit: &KafkaCommit) -> Result<bool, CommitError> {
-        if !commit.wal.exists() {
-            return Ok(false); // Committed, and its log deleted.
+    /// Commits `commits` (oldest first), the epochs of each transactional id
+    /// in order and the transactional ids in parallel. Returns those not
+    /// committed: for each id, the epoch that failed (with its error) and
+    /// the later ones (without).
+    pub fn commit_all(&mut self, commits: Vec<KafkaCommit>) -> Vec<(KafkaCommit, Option<CommitError>)> {
+        let mut writers: Vec<(String, Vec<KafkaCommit>)> = Vec::new();
+        for commit in commits {
+            match writers.iter_mut().find(|(id, _)| *id == commit.transactional_id) {
+                Some((_, epochs)) => epochs.push(commit),
+                None => writers.push((commit.transactional_id.clone(), vec![commit])),
+            }
         }
-        let result = self.try_commit(commit);
-        if result.is_err() {
+        let sinks = &self.sinks;
+        let clients = &mut self.clients;
+        let done = std::thread::scope(|scope| {
+            let running: Vec<_> = writers
+                .into_iter()
+                .map(|(id, epochs)| {
+                    let mut client = clients.remove(&id);
+                    scope.spawn(move || {
+                        let left = commit_in_order(sinks, &mut client, epochs);
+                        (id, client, left)
+                    })
+                })
+                .collect();
+            running.into_iter().map(|thread| thread.join().expect("a kafka commit thread panicked")).collect::<Vec<_>>()
+        });
+        let mut left = Vec::new();
+        for (id, client, not_committed) in done {
+            if let Some(client) = client {
+                self.clients.insert(id, client);
+            }
+            left.extend(not_committed);
+        }
+        left
+    }
+}
+
+/// Commits one transactional id's epochs in order, up to the first failure.
+fn commit_in_order(
+    sinks: &HashMap<String, KafkaSinkSpec>,
+    client: &mut Option<Client>,
+    epochs: Vec<KafkaCommit>,
+) -> Vec<(KafkaCommit, Option<CommitError>)> {
+    let mut left = Vec::new();
+    for commit in epochs {
+        if !left.is_empty() {
+            left.push((commit, None));
+            continue;
+        }
+        if let Err(error) = commit_epoch(sinks, client, &commit) {
             // The producer may be in any state: start over with a new one,
             // which aborts whatever this one left open.
-            self.clients.remove(&commit.transactional_id);
+            *client = None;
+            left.push((commit, Some(error)));
         }
-        result
     }
+    left
+}
 
-    fn try_commit(&mut self, commit: &KafkaCommit) -> Result<bool, CommitError> {
-        let spec = self.sinks.get(&commit.sink).ok_or_else(|| CommitError::UnknownSink(commit.sink.clone()))?.clone();
-        let failed = |message: String| CommitError::Kafka {
-            sink: commit.sink.clone(),
-            id: commit.transactional_id.clone(),
-            message,
-        };
-        let timeout = spec.timeout();
-        let client = self.client(&spec, commit)?;
-        if committed_marker(client, commit, timeout).map_err(&failed)? {
-            remove_log(&commit.wal);
-            return Ok(false);
-        }
-        let records = wal::read(&commit.wal).map_err(|source| CommitError::Log { sink: commit.sink.clone(), source })?;
-        let producer = &client.producer;
-        producer.begin_transaction().map_err(|e| failed(format!("cannot begin a transaction: {e}")))?;
-        let epoch = commit.checkpoint.to_string();
-        let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-        let attempt = format!("{}/{}", commit.transactional_id, since_epoch.as_nanos());
-        for record in &records {
-            let headers = OwnedHeaders::new()
-                .insert(Header { key: CHECKPOINT_HEADER, value: Some(epoch.as_bytes()) })
-                .insert(Header { key: ATTEMPT_HEADER, value: Some(attempt.as_bytes()) });
-            let mut out = BaseRecord::to(&commit.topic).key(&record.key[..]).payload(&record.value[..]).headers(headers);
-            if let Some(timestamp) = record.timestamp {
-                out = out.timestamp(timestamp);
-            }
-            send(producer, out, timeout).map_err(&failed)?;
-        }
-        let marker = marker(commit).map_err(&failed)?;
-        let group = client.markers.group_metadata().ok_or_else(|| failed("no consumer group metadata".into()))?;
-        producer
-            .send_offsets_to_transaction(&marker, &group, timeout)
-            .map_err(|e| failed(format!("cannot add the commit marker to the transaction: {e}")))?;
-        producer.commit_transaction(timeout).map_err(|e| failed(format!("cannot commit the transaction: {e}")))?;
+/// Commits `commit`'s epoch unless it already is; Ok(true) if this call
+/// committed it.
+fn commit_epoch(
+    sinks: &HashMap<String, KafkaSinkSpec>,
+    client: &mut Option<Client>,
+    commit: &KafkaCommit,
+) -> Result<bool, CommitError> {
+    if !commit.wal.exists() {
+        return Ok(false); // Committed, and its log deleted.
+    }
+    let spec = sinks.get(&commit.sink).ok_or_else(|| CommitError::UnknownSink(commit.sink.clone()))?;
+    let failed = |message: String| CommitError::Kafka {
+        sink: commit.sink.clone(),
+        id: commit.transactional_id.clone(),
+        message,
+    };
+    let timeout = spec.timeout();
+    let client = connect(spec, client, commit)?;
+    if committed_marker(client, commit, timeout).map_err(&failed)? {
         remove_log(&commit.wal);
-        info!(sink = %commit.sink, transaction = %commit.transactional_id, checkpoint = commit.checkpoint,
-              records = records.len(), "kafka transaction committed");
-        Ok(true)
+        return Ok(false);
     }
+    let records = wal::read(&commit.wal).map_err(|source| CommitError::Log { sink: commit.sink.clone(), source })?;
+    let producer = &client.producer;
+    producer.begin_transaction().map_err(|e| failed(format!("cannot begin a transaction: {e}")))?;
+    let epoch = commit.checkpoint.to_string();
+    let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let attempt = format!("{}/{}", commit.transactional_id, since_epoch.as_nanos());
+    for record in &records {
+        let headers = OwnedHeaders::new()
+            .insert(Header { key: CHECKPOINT_HEADER, value: Some(epoch.as_bytes()) })
+            .insert(Header { key: ATTEMPT_HEADER, value: Some(attempt.as_bytes()) });
+        let mut out = BaseRecord::to(&commit.topic).key(&record.key[..]).payload(&record.value[..]).headers(headers);
+        if let Some(timestamp) = record.timestamp {
+            out = out.timestamp(timestamp);
+        }
+        send(producer, out, timeout).map_err(&failed)?;
+    }
+    let marker = marker(commit).map_err(&failed)?;
+    let group = client.markers.group_metadata().ok_or_else(|| failed("no consumer group metadata".into()))?;
+    producer
+        .send_offsets_to_transaction(&marker, &group, timeout)
+        .map_err(|e| failed(format!("cannot add the commit marker to the transaction: {e}")))?;
+    producer.commit_transaction(timeout).map_err(|e| failed(format!("cannot commit the transaction: {e}")))?;
+    remove_log(&commit.wal);
+    info!(sink = %commit.sink, transaction = %commit.transactional_id, checkpoint = commit.checkpoint,
+          records = records.len(), "kafka transaction committed");
+    Ok(true)
+}
 
-    fn client(&mut self, spec: &KafkaSinkSpec, commit: &KafkaCommit) -> Result<&Client, CommitError> {
-        let id = commit.transactional_id.as_str();
-        if self.clients.get(id).is_some_and(|c| c.lineage != commit.lineage) {
-            self.clients.remove(id);
-        }
-        if !self.clients.contains_key(id) {
-            let failed = |message: String| CommitError::Kafka { sink: spec.name.clone(), id: id.to_owned(), message };
-            let producer: BaseProducer =
-                spec.client_config(Some(id)).create().map_err(|e| failed(format!("cannot create a producer: {e}")))?;
-            // Fences older producers with this id and aborts what they left open.
-            producer.init_transactions(spec.timeout()).map_err(|e| failed(format!("cannot initialise transactions: {e}")))?;
-            let group = format!("{id}.{}", commit.lineage);
-            let markers: BaseConsumer =
-                spec.marker_config(&group).create().map_err(|e| failed(format!("cannot create a consumer: {e}")))?;
-            self.clients.insert(id.to_owned(), Client { producer, markers, lineage: commit.lineage.clone() });
-        }
-        Ok(&self.clients[id])
+/// The client of `commit`'s transactional id, made (and its transactions
+/// initialised) if there is none yet.
+fn connect<'a>(spec: &KafkaSinkSpec, slot: &'a mut Option<Client>, commit: &KafkaCommit) -> Result<&'a Client, CommitError> {
+    let id = commit.transactional_id.as_str();
+    if slot.as_ref().is_some_and(|c| c.lineage != commit.lineage) {
+        *slot = None;
     }
+    if slot.is_none() {
+        let failed = |message: String| CommitError::Kafka { sink: spec.name.clone(), id: id.to_owned(), message };
+        let producer: BaseProducer =
+            spec.client_config(Some(id)).create().map_err(|e| failed(format!("cannot create a producer: {e}")))?;
+        // Fences older producers with this id and aborts what they left open.
+        producer.init_transactions(spec.timeout()).map_err(|e| failed(format!("cannot initialise transactions: {e}")))?;
+        let group = format!("{id}.{}", commit.lineage);
+        let markers: BaseConsumer =
+            spec.marker_config(&group).create().map_err(|e| failed(format!("cannot create a consumer: {e}")))?;
+        *slot = Some(Client { producer, markers, lineage: commit.lineage.clone() });
+    }
+    Ok(slot.as_ref().expect("just connected"))
 }
 
 /// The marker a transaction commits for its epoch.

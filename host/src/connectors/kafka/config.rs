@@ -23,6 +23,7 @@
 //! brokers = "broker-1:9092"
 //! topic = "counts"
 //! delivery = "exactly-once"      # or "at-least-once"
+//! parallelism = 2                # writers; each has its own transactional id
 //! ```
 
 use std::collections::BTreeMap;
@@ -117,6 +118,8 @@ pub struct KafkaSinkSpec {
     pub topic: String,
     #[serde(default)]
     pub delivery: Delivery,
+    /// Subtasks writing in parallel (default: the job's parallelism).
+    pub parallelism: Option<u32>,
     /// Transactional ids are `<prefix>-<subtask>`; default
     /// `weir-<job>-<sink>`. Two jobs must never share one.
     pub transactional_id_prefix: Option<String>,
