@@ -322,3 +322,46 @@ fn a_committed_epoch_is_never_sent_again() {
     assert_eq!((records.len(), attempts.len()), (10, 1), "one attempt, sent once: {records:?}");
     assert!(records.iter().all(|r| r.checkpoint == Some(1)));
 }
+
+/// A fork of a running Kafka job must write elsewhere (a topic of its own)
+/// and gets transactional ids of its own, so the two never fence each other;
+/// both then commit their counts exactly once.
+#[test]
+fn a_fork_writes_its_own_topic_with_its_own_transactional_ids() {
+    let broker = broker_with_input(4_800);
+    broker.create_topic("forked", 3);
+    let dir = JobDir::new();
+    let job = count_job(&dir, "job", &broker, 2, "", "");
+    let host = Host::start(&job, &[]);
+    host.wait_for_records("kafka-count", 4_800);
+
+    let clash = host.weir(&["fork", "kafka-count", "--name", "clash"]).failure();
+    assert!(clash.contains("would write to kafka://") && clash.contains("--topic NAME=TOPIC"), "{clash}");
+    host.weir(&["fork", "kafka-count", "--name", "twin", "--topic", "out=forked"]).success();
+    broker.produce("in", events(4_800, 2_400));
+    host.wait_for_records("kafka-count", 7_200);
+    host.wait_for_records("twin", 2_400);
+    // Stopping with a savepoint commits everything read.
+    let original = dir.path("sp-original");
+    let twin = dir.path("sp-twin");
+    host.weir(&["savepoint", "kafka-count", "--stop", "--dir", original.to_str().unwrap()]).success();
+    host.weir(&["savepoint", "twin", "--stop", "--dir", twin.to_str().unwrap()]).success();
+    let (status, stderr) = host.wait();
+    assert!(status.success(), "{stderr}");
+
+    assert_exact_counts(&committed_counts(&broker), 7_200);
+    let (forked, _) = committed_records(broker.read_all("forked"));
+    assert!(forked.iter().all(|r| r.attempt.as_deref().unwrap().starts_with("weir-twin-out-")), "the fork's own ids");
+    // The fork restored the counts at its savepoint and counted on from there.
+    let mut counts: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+    for record in forked {
+        counts.entry(record.key.parse().unwrap()).or_default().push(record.value.parse().unwrap());
+    }
+    assert_eq!(counts.len() as u64, KEYS);
+    for (key, values) in &counts {
+        assert_eq!(values.last(), Some(&30), "key {key}: 30 events in all");
+        let mut distinct = values.clone();
+        distinct.dedup();
+        assert_eq!(&distinct, values, "key {key}: no count twice");
+    }
+}

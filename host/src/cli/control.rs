@@ -112,6 +112,9 @@ pub struct ForkArgs {
     /// Write a sink to another path (repeatable).
     #[arg(long = "sink", value_name = "NAME=PATH", value_parser = assignment)]
     pub sinks: Vec<(String, PathBuf)>,
+    /// Write a Kafka sink to another topic (repeatable).
+    #[arg(long = "topic", value_name = "NAME=TOPIC", value_parser = topic_assignment)]
+    pub topics: Vec<(String, String)>,
     /// The new job's checkpoint directory [default: beside the original's,
     /// named after the new job].
     #[arg(long, value_name = "DIR")]
@@ -127,6 +130,16 @@ fn assignment(text: &str) -> Result<(String, PathBuf), String> {
             Ok((name.trim().to_owned(), PathBuf::from(path)))
         }
         _ => Err(format!("expected NAME=PATH, got `{text}`")),
+    }
+}
+
+/// `NAME=TOPIC`.
+fn topic_assignment(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((name, topic)) if !name.trim().is_empty() && !topic.trim().is_empty() => {
+            Ok((name.trim().to_owned(), topic.trim().to_owned()))
+        }
+        _ => Err(format!("expected NAME=TOPIC, got `{text}`")),
     }
 }
 
@@ -275,6 +288,7 @@ pub fn fork(args: &ForkArgs) -> anyhow::Result<()> {
             .iter()
             .map(|(name, path)| Ok((name.clone(), absolute(path)?)))
             .collect::<anyhow::Result<_>>()?,
+        topics: args.topics.clone(),
         checkpoint_dir: args.checkpoint_dir.as_deref().map(absolute).transpose()?,
     };
     let info = client.fork(&request)?;

@@ -461,6 +461,7 @@ mod tests {
                 name: "words-b".into(),
                 operators: vec![("count".into(), "/p/b.wasm".into())],
                 sinks: vec![("out".into(), "/tmp/b.txt".into())],
+                topics: vec![],
                 checkpoint_dir: None,
             })
             .unwrap();
@@ -501,6 +502,7 @@ mod tests {
                 name: "words".into(),
                 operators: vec![],
                 sinks: vec![],
+                topics: vec![],
                 checkpoint_dir: None,
             })
             .unwrap_err();

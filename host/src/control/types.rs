@@ -97,6 +97,9 @@ pub struct ForkRequest {
     /// Sink path overrides: sink name → path.
     #[serde(default)]
     pub sinks: Vec<(String, PathBuf)>,
+    /// Kafka sink topic overrides: sink name → topic.
+    #[serde(default)]
+    pub topics: Vec<(String, String)>,
     /// The new job's checkpoint directory (default: beside the original's,
     /// named after the new job).
     #[serde(default)]

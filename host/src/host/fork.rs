@@ -66,8 +66,12 @@ fn forked_graph(manager: &JobManager, base: JobGraph, request: &ForkRequest) -> 
         graph = with_plugin(&graph, uid, &absolute(plugin))?;
     }
     for (sink, path) in &request.sinks {
-        set_sink_path(&mut graph, sink, absolute(path))?;
+        set_sink_path(&mut graph, sink, path)?;
     }
+    for (sink, topic) in &request.topics {
+        set_sink_topic(&mut graph, sink, topic)?;
+    }
+    own_transactional_ids(&mut graph);
     if let Some(settings) = graph.checkpoints.as_mut() {
         settings.dir = match &request.checkpoint_dir {
             Some(dir) => absolute(dir),
@@ -78,23 +82,56 @@ fn forked_graph(manager: &JobManager, base: JobGraph, request: &ForkRequest) -> 
     Ok(graph)
 }
 
-fn set_sink_path(graph: &mut JobGraph, sink: &str, new_path: PathBuf) -> Result<(), ControlError> {
+fn set_sink_path(graph: &mut JobGraph, sink: &str, new_path: &Path) -> Result<(), ControlError> {
     let node = graph.nodes.iter_mut().find(|n| n.name == sink && matches!(n.kind, NodeKind::Sink(_)));
     match node.map(|n| &mut n.kind) {
         Some(NodeKind::Sink(SinkSpec::File { path, .. } | SinkSpec::Files { path, .. })) => {
-            *path = new_path;
+            *path = absolute(new_path);
             Ok(())
+        }
+        Some(NodeKind::Sink(SinkSpec::Kafka(_))) => {
+            Err(ControlError::Rejected(format!("sink `{sink}` writes to Kafka: give it another topic with --topic")))
         }
         Some(_) => Err(ControlError::Rejected(format!("sink `{sink}` has no path to change"))),
         None => Err(ControlError::Rejected(format!("the job has no sink `{sink}`"))),
     }
 }
 
-/// Paths a job writes to: its sinks' files and its checkpoint directory.
+fn set_sink_topic(graph: &mut JobGraph, sink: &str, topic: &str) -> Result<(), ControlError> {
+    let node = graph.nodes.iter_mut().find(|n| n.name == sink && matches!(n.kind, NodeKind::Sink(_)));
+    match node.map(|n| &mut n.kind) {
+        Some(NodeKind::Sink(SinkSpec::Kafka(kafka))) => {
+            kafka.topic = topic.to_owned();
+            Ok(())
+        }
+        Some(_) => Err(ControlError::Rejected(format!("sink `{sink}` is not a Kafka sink: give it another path with --sink"))),
+        None => Err(ControlError::Rejected(format!("the job has no sink `{sink}`"))),
+    }
+}
+
+/// A fork's Kafka sinks must not share transactional ids with the job it
+/// forks (they would fence each other): the default ids carry the job's
+/// name; an explicit prefix gets the fork's name appended.
+fn own_transactional_ids(graph: &mut JobGraph) {
+    let fork = graph.name.clone();
+    for node in &mut graph.nodes {
+        if let NodeKind::Sink(SinkSpec::Kafka(kafka)) = &mut node.kind
+            && let Some(prefix) = &mut kafka.transactional_id_prefix
+        {
+            *prefix = format!("{prefix}-{fork}");
+        }
+    }
+}
+
+/// Where a job writes: its sinks' files and Kafka topics, and its
+/// checkpoint directory.
 fn outputs(graph: &JobGraph) -> Vec<(String, PathBuf)> {
     let sinks = graph.nodes.iter().filter_map(|n| match &n.kind {
         NodeKind::Sink(SinkSpec::File { path, .. } | SinkSpec::Files { path, .. }) => {
             Some((format!("sink `{}`", n.name), absolute(path)))
+        }
+        NodeKind::Sink(SinkSpec::Kafka(kafka)) => {
+            Some((format!("sink `{}`", n.name), PathBuf::from(format!("kafka://{}/{}", kafka.brokers, kafka.topic))))
         }
         _ => None,
     });
@@ -111,7 +148,7 @@ fn refuse_shared_outputs(manager: &JobManager, graph: &JobGraph) -> Result<(), C
             if theirs.iter().any(|(_, p)| *p == path) {
                 return Err(ControlError::Rejected(format!(
                     "{what} of the fork would write to {}, as job `{name}` does; give it another path \
-                     (--sink NAME=PATH, --checkpoint-dir DIR)",
+                     or topic (--sink NAME=PATH, --topic NAME=TOPIC, --checkpoint-dir DIR)",
                     path.display()
                 )));
             }
