@@ -184,6 +184,9 @@ impl KafkaSourceSpec {
             .set("enable.auto.commit", "false")
             .set("enable.auto.offset.store", "false")
             .set("enable.partition.eof", "false")
+            // An offset to resume from that retention deleted is an error,
+            // not a silent jump.
+            .set("auto.offset.reset", "error")
             .set("isolation.level", "read_committed");
         config
     }
