@@ -255,7 +255,39 @@ input = "in"
 }
 
 #[test]
-fn a_kafka_table_that_sets_what_weir_manages_is_refused_before_connecting() {
+fn bad_credentials_fail_the_job_naming_the_properties_to_check() {
+    let broker = Broker::start_with_authentication();
+    let dir = JobDir::new();
+    let job = dir.write(
+        "job.toml",
+        &format!(
+            r#"
+name = "intruder"
+[restart]
+strategy = "none"
+
+[[source]]
+name = "in"
+type = "kafka"
+brokers = "{}"
+topics = ["in"]
+timeout_ms = 3000
+properties = {{ "security.protocol" = "SASL_PLAINTEXT", "sasl.mechanism" = "SCRAM-SHA-256", "sasl.username" = "nobody", "sasl.password" = "wrong" }}
+
+[[sink]]
+name = "out"
+type = "stdout"
+input = "in"
+"#,
+            broker.address()
+        ),
+    );
+    let error = run_job(&job, &[]).failure();
+    assert!(error.contains("authentication failed: check the sasl.* and ssl.* entries of `properties`"), "{error}");
+}
+
+#[test]
+fn kafka_tables_that_break_the_contract_are_refused_before_connecting() {
     let dir = JobDir::new();
     let job = dir.write(
         "job.toml",
@@ -276,6 +308,26 @@ input = "in"
     );
     let error = run_job(&job, &[]).failure();
     assert!(error.contains("kafka source `in`: property `enable.auto.commit` is managed by Weir"), "{error}");
+
+    let job = dir.write(
+        "no-checkpoints.toml",
+        r#"
+name = "no-checkpoints"
+[[source]]
+name = "in"
+type = "generator"
+events = 10
+
+[[sink]]
+name = "out"
+type = "kafka"
+input = "in"
+brokers = "127.0.0.1:1"
+topic = "out"
+"#,
+    );
+    let error = run_job(&job, &[]).failure();
+    assert!(error.contains("kafka sink `out` commits its output when a checkpoint completes") && error.contains("checkpoint_dir"), "{error}");
 }
 
 /// The commit protocol itself, against the broker: an epoch whose

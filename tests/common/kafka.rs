@@ -47,19 +47,29 @@ pub struct Broker {
 
 impl Broker {
     pub fn start() -> Broker {
+        let broker = Broker::spawn(&[]);
+        broker.wait_until_up();
+        broker
+    }
+
+    /// A broker that requires SASL/SCRAM authentication (and knows no user).
+    pub fn start_with_authentication() -> Broker {
+        Broker::spawn(&["--authentication"])
+    }
+
+    fn spawn(extra: &[&str]) -> Broker {
         let (port, public) = (free_port(), free_port());
         let child = Command::new(tansu())
             .args(["broker", "--listener-url", &format!("tcp://127.0.0.1:{port}")])
             .args(["--advertised-listener-url", &format!("tcp://127.0.0.1:{public}")])
             .args(["--storage-engine", "memory://tansu/"])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("start the tansu broker");
         let proxy = Proxy::start(public, port);
-        let broker = Broker { child, proxy };
-        broker.wait_until_up();
-        broker
+        Broker { child, proxy }
     }
 
     /// The bootstrap address clients use.

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::Overrides;
+use crate::connectors::kafka::Delivery;
 use super::spec::{JobSpec, KafkaSourceSpec, OperatorSpec, RestartSpec, RestartStrategy, SinkSpec, SourceSpec};
 use crate::checkpoint::CheckpointSettings;
 use crate::plugin::Limits;
@@ -276,6 +277,13 @@ fn check_connectors(spec: &JobSpec) -> Result<(), String> {
     for sink in &spec.sinks {
         if let SinkSpec::Kafka(kafka) = sink {
             kafka.validate()?;
+            if kafka.delivery == Delivery::ExactlyOnce && spec.checkpoint_dir.is_none() {
+                return Err(format!(
+                    "kafka sink `{}` commits its output when a checkpoint completes, but the job takes none: \
+                     set `checkpoint_dir`, or `delivery = \"at-least-once\"` on the sink",
+                    kafka.name
+                ));
+            }
         }
     }
     Ok(())

@@ -52,7 +52,12 @@ pub(super) struct Context {
 impl ClientContext for Context {
     fn error(&self, error: KafkaError, reason: &str) {
         warn!(%error, reason, "kafka client error");
-        *self.errors.last.lock().expect("error log") = Some((error, reason.to_owned()));
+        let mut last = self.errors.last.lock().expect("error log");
+        // A fatal error (credentials) is kept over the transport errors
+        // that follow it, so it is the one reported.
+        if !last.as_ref().is_some_and(|(kept, _)| is_fatal(kept)) {
+            *last = Some((error, reason.to_owned()));
+        }
     }
 }
 
@@ -113,7 +118,16 @@ impl KafkaSource {
             .client_config()
             .create_with_context(context)
             .map_err(|error| kafka_error(&spec.name, &spec.brokers, error))?;
-        let current = list_partitions(&consumer, spec)?;
+        // A metadata request that fails for want of credentials only times
+        // out; the error librdkafka reported on the way (delivered when the
+        // client is polled) says why.
+        let current = list_partitions(&consumer, spec).map_err(|error| {
+            let _ = consumer.poll(Duration::from_millis(50));
+            match errors.take() {
+                Some((cause, _)) if is_fatal(&cause) => kafka_error(&spec.name, &spec.brokers, cause),
+                _ => error,
+            }
+        })?;
         let mut source = KafkaSource {
             spec: spec.clone(),
             consumer,
