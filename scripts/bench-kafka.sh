@@ -88,7 +88,7 @@ topic = "out-$delivery"
 delivery = "$delivery"
 TOML
     log "running Kafka → count → Kafka, $delivery"
-    summary="$(bin/weir run "$work/$delivery.toml" 2>&1 | grep -E "finished in|peak memory")"
+    summary="$( { /usr/bin/time -f "weir cpu: %U s user, %S s system" bin/weir run "$work/$delivery.toml"; } 2>&1 | grep -E "finished in|peak memory|weir cpu")"
     printf '%s\n' "$summary" >&2
     seconds="$(sed -nE 's/.*finished in ([0-9.]+) s.*/\1/p' <<<"$summary")"
     read_events="$(sed -nE 's/.*: ([0-9]+) events read.*/\1/p' <<<"$summary")"

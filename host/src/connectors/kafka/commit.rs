@@ -181,13 +181,16 @@ fn commit_epoch(
         remove_log(&commit.wal);
         return Ok(false);
     }
-    let records = wal::read(&commit.wal).map_err(|source| CommitError::Log { sink: commit.sink.clone(), source })?;
+    let log_error = |source| CommitError::Log { sink: commit.sink.clone(), source };
+    let mut log = wal::WalReader::open(&commit.wal).map_err(log_error)?;
     let producer = &client.producer;
     producer.begin_transaction().map_err(|e| failed(format!("cannot begin a transaction: {e}")))?;
     let epoch = commit.checkpoint.to_string();
     let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     let attempt = format!("{}/{}", commit.transactional_id, since_epoch.as_nanos());
-    for record in &records {
+    // A log that turns out corrupt fails the attempt, whose transaction the
+    // next attempt's producer aborts.
+    while let Some(record) = log.next_record().map_err(log_error)? {
         let headers = OwnedHeaders::new()
             .insert(Header { key: CHECKPOINT_HEADER, value: Some(epoch.as_bytes()) })
             .insert(Header { key: ATTEMPT_HEADER, value: Some(attempt.as_bytes()) });
@@ -205,7 +208,7 @@ fn commit_epoch(
     producer.commit_transaction(timeout).map_err(|e| failed(format!("cannot commit the transaction: {e}")))?;
     remove_log(&commit.wal);
     info!(sink = %commit.sink, transaction = %commit.transactional_id, checkpoint = commit.checkpoint,
-          records = records.len(), "kafka transaction committed");
+          records = log.records(), "kafka transaction committed");
     Ok(true)
 }
 

@@ -63,47 +63,75 @@ pub struct WalRecord {
     pub timestamp: Option<i64>,
 }
 
-/// Reads a sealed log whole, checking its trailer.
-pub fn read(path: &Path) -> std::io::Result<Vec<WalRecord>> {
-    let mut input = BufReader::with_capacity(1 << 16, File::open(path)?);
-    let corrupt = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: {what}", path.display()));
-    let mut tag = [0u8; 8];
-    input.read_exact(&mut tag)?;
-    if &tag != MAGIC {
-        return Err(corrupt("not a Weir Kafka write-ahead log"));
+/// Reads a sealed log record by record, in constant memory; the trailer's
+/// count is checked when the last record has been read.
+pub struct WalReader {
+    path: PathBuf,
+    input: BufReader<File>,
+    record: WalRecord,
+    read: u64,
+}
+
+impl WalReader {
+    pub fn open(path: &Path) -> std::io::Result<Self> {
+        let mut input = BufReader::with_capacity(1 << 16, File::open(path)?);
+        let mut tag = [0u8; 8];
+        input.read_exact(&mut tag)?;
+        let reader = WalReader {
+            path: path.to_path_buf(),
+            input,
+            record: WalRecord { key: Vec::new(), value: Vec::new(), timestamp: None },
+            read: 0,
+        };
+        if &tag != MAGIC {
+            return Err(reader.corrupt("not a Weir Kafka write-ahead log"));
+        }
+        Ok(reader)
     }
-    let mut records = Vec::new();
-    loop {
+
+    fn corrupt(&self, what: &str) -> std::io::Error {
+        std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: {what}", self.path.display()))
+    }
+
+    /// The next record (reusing its buffers), or `None` at the trailer.
+    pub fn next_record(&mut self) -> std::io::Result<Option<&WalRecord>> {
         let mut word = [0u8; 4];
-        input.read_exact(&mut word).map_err(|_| corrupt("cut short (no trailer)"))?;
+        self.input.read_exact(&mut word).map_err(|_| self.corrupt("cut short (no trailer)"))?;
         // A key length whose bytes spell the trailer's first half.
         if &word == b"WEIR" {
             let mut rest = [0u8; 4];
-            input.read_exact(&mut rest).map_err(|_| corrupt("cut short"))?;
-            if &rest == b"KEND" {
-                let mut count = [0u8; 8];
-                input.read_exact(&mut count).map_err(|_| corrupt("cut short in the trailer"))?;
-                if u64::from_le_bytes(count) != records.len() as u64 {
-                    return Err(corrupt("record count does not match the trailer"));
-                }
-                return Ok(records);
+            self.input.read_exact(&mut rest).map_err(|_| self.corrupt("cut short"))?;
+            if &rest != b"KEND" {
+                return Err(self.corrupt("bad record"));
             }
-            return Err(corrupt("bad record"));
+            let mut count = [0u8; 8];
+            self.input.read_exact(&mut count).map_err(|_| self.corrupt("cut short in the trailer"))?;
+            if u64::from_le_bytes(count) != self.read {
+                return Err(self.corrupt("record count does not match the trailer"));
+            }
+            return Ok(None);
         }
-        let key = read_bytes(&mut input, u32::from_le_bytes(word)).map_err(|_| corrupt("cut short in a key"))?;
-        input.read_exact(&mut word).map_err(|_| corrupt("cut short"))?;
-        let value = read_bytes(&mut input, u32::from_le_bytes(word)).map_err(|_| corrupt("cut short in a value"))?;
+        read_bytes(&mut self.input, u32::from_le_bytes(word), &mut self.record.key)
+            .map_err(|_| self.corrupt("cut short in a key"))?;
+        self.input.read_exact(&mut word).map_err(|_| self.corrupt("cut short"))?;
+        read_bytes(&mut self.input, u32::from_le_bytes(word), &mut self.record.value)
+            .map_err(|_| self.corrupt("cut short in a value"))?;
         let mut stamp = [0u8; 8];
-        input.read_exact(&mut stamp).map_err(|_| corrupt("cut short"))?;
-        let timestamp = Some(i64::from_le_bytes(stamp)).filter(|&t| t != i64::MIN);
-        records.push(WalRecord { key, value, timestamp });
+        self.input.read_exact(&mut stamp).map_err(|_| self.corrupt("cut short"))?;
+        self.record.timestamp = Some(i64::from_le_bytes(stamp)).filter(|&t| t != i64::MIN);
+        self.read += 1;
+        Ok(Some(&self.record))
+    }
+
+    /// Records read so far.
+    pub fn records(&self) -> u64 {
+        self.read
     }
 }
 
-fn read_bytes(input: &mut impl Read, len: u32) -> std::io::Result<Vec<u8>> {
-    let mut bytes = vec![0u8; len as usize];
-    input.read_exact(&mut bytes)?;
-    Ok(bytes)
+fn read_bytes(input: &mut impl Read, len: u32, into: &mut Vec<u8>) -> std::io::Result<()> {
+    into.resize(len as usize, 0);
+    input.read_exact(into)
 }
 
 #[cfg(test)]
@@ -120,13 +148,17 @@ mod tests {
         batch.push(b"", b"", None);
         wal.append(&batch).unwrap();
         wal.seal().unwrap();
-        let records = read(&path).unwrap();
-        assert_eq!(records.len(), 2);
-        assert_eq!((records[0].key.as_slice(), records[0].value.as_slice(), records[0].timestamp), (&b"WEIR"[..], &b"v1"[..], Some(5)));
-        assert_eq!(records[1].timestamp, None);
+        let mut reader = WalReader::open(&path).unwrap();
+        let first = reader.next_record().unwrap().unwrap();
+        assert_eq!((first.key.as_slice(), first.value.as_slice(), first.timestamp), (&b"WEIR"[..], &b"v1"[..], Some(5)));
+        assert_eq!(reader.next_record().unwrap().unwrap().timestamp, None);
+        assert!(reader.next_record().unwrap().is_none(), "the trailer");
+        assert_eq!(reader.records(), 2);
 
         let bytes = std::fs::read(&path).unwrap();
         std::fs::write(&path, &bytes[..bytes.len() - 16]).unwrap();
-        assert!(read(&path).unwrap_err().to_string().contains("cut short"));
+        let mut reader = WalReader::open(&path).unwrap();
+        let error = std::iter::from_fn(|| Some(reader.next_record().map(|r| r.is_some()))).find(|r| !matches!(r, Ok(true)));
+        assert!(error.unwrap().unwrap_err().to_string().contains("cut short"));
     }
 }
