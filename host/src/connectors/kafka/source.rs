@@ -342,7 +342,7 @@ impl Source for KafkaSource {
             match self.consumer.poll(wait) {
                 None => break,
                 Some(Ok(message)) => {
-                    let timestamp = event_time(&self.spec, &message);
+                    let timestamp = event_time(&self.spec, message.payload(), message.timestamp());
                     take(&mut self.partitions, &self.by_name, &mut self.clock, &message, timestamp, batch);
                 }
                 Some(Err(error)) if is_fatal(&error) => {
@@ -414,12 +414,13 @@ fn take(
 }
 
 /// A record's event time, as the source's table says to take it.
-fn event_time(spec: &KafkaSourceSpec, message: &rdkafka::message::BorrowedMessage<'_>) -> Option<i64> {
+/// A record without one (or whose payload lacks the field) has none.
+fn event_time(spec: &KafkaSourceSpec, payload: Option<&[u8]>, timestamp: Timestamp) -> Option<i64> {
     if let Some(field) = &spec.timestamp_field {
-        let value: serde_json::Value = serde_json::from_slice(message.payload()?).ok()?;
+        let value: serde_json::Value = serde_json::from_slice(payload?).ok()?;
         return value.get(field)?.as_i64();
     }
-    match (spec.timestamp, message.timestamp()) {
+    match (spec.timestamp, timestamp) {
         (TimestampSource::None, _) | (_, Timestamp::NotAvailable) => None,
         (TimestampSource::Record, timestamp) => timestamp.to_millis(),
     }
@@ -503,4 +504,31 @@ pub(super) fn kafka_error(name: &str, brokers: &str, error: KafkaError) -> Conne
         format!("{hint} (brokers {brokers}): {error}")
     };
     ConnectorError::Kafka { what: format!("kafka connector `{name}`"), message }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(extra: &str) -> KafkaSourceSpec {
+        toml::from_str(&format!("name = \"in\"\nbrokers = \"h:1\"\ntopics = [\"t\"]\n{extra}")).unwrap()
+    }
+
+    #[test]
+    fn event_time_comes_from_the_record_or_a_payload_field() {
+        let created = Timestamp::CreateTime(1_700_000_000_000);
+        assert_eq!(event_time(&spec(""), Some(b"x"), created), Some(1_700_000_000_000));
+        assert_eq!(event_time(&spec(""), Some(b"x"), Timestamp::LogAppendTime(5)), Some(5));
+        assert_eq!(event_time(&spec("timestamp = \"none\""), Some(b"x"), created), None);
+        let by_field = spec("timestamp_field = \"ts\"");
+        assert_eq!(event_time(&by_field, Some(br#"{"ts": 42, "v": 1}"#), created), Some(42));
+        assert_eq!(event_time(&by_field, Some(br#"{"v": 1}"#), created), None, "no field, no event time");
+        assert_eq!(event_time(&by_field, Some(b"not json"), created), None);
+    }
+
+    #[test]
+    fn split_ids_keep_topic_and_partition_apart() {
+        assert_ne!(split_id("a", 1), split_id("b", 1));
+        assert_eq!(split_id("a", 7) & 0xffff_ffff, 7);
+    }
 }
