@@ -10,7 +10,7 @@ set -euo pipefail
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
-packages=(libclang-dev clang cmake libcurl4-openssl-dev libsasl2-dev libssl-dev zlib1g-dev libzstd-dev)
+packages=(libclang-dev clang cmake pkg-config libcurl4-openssl-dev libsasl2-dev libssl-dev zlib1g-dev libzstd-dev)
 missing=()
 for package in "${packages[@]}"; do
     dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
