@@ -341,7 +341,7 @@ topic = "out"
 fn a_committed_epoch_is_never_sent_again() {
     use weir::checkpoint::{Committer, PendingCommit};
     use weir::connectors::kafka::{KafkaSink, KafkaSinkSpec};
-    use weir::connectors::Sink;
+    use weir::connectors::{Sink, SinkPlace};
     use weir::dataflow::RecordBatch;
 
     let broker = Broker::start();
@@ -352,7 +352,8 @@ fn a_committed_epoch_is_never_sent_again() {
     ))
     .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let mut sink = KafkaSink::open(&spec, "job", 0, dir.path(), 0).unwrap();
+    let place = SinkPlace { job: "job", subtask: 0, parallelism: 1, restored: 0, checkpoint_dir: dir.path() };
+    let mut sink = KafkaSink::open(&spec, &place).unwrap();
     let mut batch = RecordBatch::new();
     for i in 0..10 {
         batch.push(b"k", i.to_string().as_bytes(), None);

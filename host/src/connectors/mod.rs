@@ -188,8 +188,6 @@ pub fn open_sink(spec: &SinkSpec, place: &SinkPlace<'_>) -> Result<Box<dyn Sink>
         SinkSpec::File { path, format, .. } => Box::new(LineSink::file(path, *format)?),
         SinkSpec::Files { path, format, .. } => Box::new(PartFileSink::open(path, subtask, parallelism, *format, restored)?),
         SinkSpec::Discard { rate, .. } => Box::new(DiscardSink::new(*rate)),
-        SinkSpec::Kafka(spec) => {
-            Box::new(kafka::KafkaSink::open(spec, place.job, subtask, place.checkpoint_dir, restored)?)
-        }
+        SinkSpec::Kafka(spec) => Box::new(kafka::KafkaSink::open(spec, place)?),
     })
 }

@@ -20,7 +20,7 @@ use super::config::{Delivery, KafkaSinkSpec};
 use super::source::kafka_error;
 use super::wal::WalWriter;
 use crate::checkpoint::{FINAL_CHECKPOINT, PendingCommit};
-use crate::connectors::{ConnectorError, Sink};
+use crate::connectors::{ConnectorError, Sink, SinkPlace};
 use crate::dataflow::RecordBatch;
 
 /// The directory of write-ahead logs under a checkpoint directory.
@@ -33,19 +33,10 @@ pub enum KafkaSink {
 }
 
 impl KafkaSink {
-    /// Opens subtask `subtask` of the sink of job `job`, whose checkpoints
-    /// are in `checkpoint_dir`; `restored` is the checkpoint it resumes from.
-    pub fn open(
-        spec: &KafkaSinkSpec,
-        job: &str,
-        subtask: u32,
-        checkpoint_dir: &Path,
-        restored: u64,
-    ) -> Result<Self, ConnectorError> {
+    /// Opens a subtask of the sink where `place` says.
+    pub fn open(spec: &KafkaSinkSpec, place: &SinkPlace<'_>) -> Result<Self, ConnectorError> {
         Ok(match spec.delivery {
-            Delivery::ExactlyOnce => {
-                KafkaSink::ExactlyOnce(LoggedSink::open(spec, job, subtask, &checkpoint_dir.join(LOG_DIR), restored)?)
-            }
+            Delivery::ExactlyOnce => KafkaSink::ExactlyOnce(LoggedSink::open(spec, place)?),
             Delivery::AtLeastOnce => KafkaSink::AtLeastOnce(DirectSink::open(spec)?),
         })
     }
@@ -86,25 +77,30 @@ pub struct LoggedSink {
 }
 
 impl LoggedSink {
-    fn open(spec: &KafkaSinkSpec, job: &str, subtask: u32, dir: &Path, restored: u64) -> Result<Self, ConnectorError> {
+    fn open(spec: &KafkaSinkSpec, place: &SinkPlace<'_>) -> Result<Self, ConnectorError> {
+        let dir = place.checkpoint_dir.join(LOG_DIR);
         let io = |source| ConnectorError::Io { what: dir.display().to_string(), source };
-        std::fs::create_dir_all(dir).map_err(io)?;
-        let transactional_id = spec.transactional_id(job, subtask);
-        let lineage = lineage(dir).map_err(io)?;
-        let sink = LoggedSink { spec: spec.clone(), transactional_id, dir: dir.to_path_buf(), lineage, log: None };
-        sink.drop_logs_after(restored).map_err(io)?;
+        std::fs::create_dir_all(&dir).map_err(io)?;
+        let transactional_id = spec.transactional_id(place.job, place.subtask);
+        let lineage = lineage(&dir).map_err(io)?;
+        let sink = LoggedSink { spec: spec.clone(), transactional_id, dir: dir.clone(), lineage, log: None };
+        sink.drop_logs_after(place).map_err(io)?;
         Ok(sink)
     }
 
-    /// Deletes this subtask's logs of epochs after `restored`: their
-    /// checkpoints never completed, and the run replays their records.
-    fn drop_logs_after(&self, restored: u64) -> std::io::Result<()> {
-        let prefix = format!("{}.", self.transactional_id);
+    /// Deletes this subtask's logs of epochs after the restored checkpoint
+    /// (they never completed; the run replays their records) and its open
+    /// log; subtask 0 does the same for subtasks the sink no longer has.
+    /// Logs of completed epochs stay: the committer deletes them.
+    fn drop_logs_after(&self, place: &SinkPlace<'_>) -> std::io::Result<()> {
+        let prefix = self.spec.transactional_id(place.job, 0);
+        let prefix = prefix.strip_suffix('0').unwrap_or(&prefix);
         for entry in std::fs::read_dir(&self.dir)? {
             let name = entry?.file_name().to_string_lossy().into_owned();
-            let epoch = name.strip_prefix(&prefix).and_then(|rest| rest.split('.').next()).and_then(|n| n.parse::<u64>().ok());
-            let in_progress = name.starts_with(&prefix) && name.ends_with(".open");
-            if in_progress || epoch.is_some_and(|n| n > restored) {
+            let Some((writer, epoch)) = parse_log_name(&name) else { continue };
+            let gone = place.subtask == 0
+                && writer.strip_prefix(prefix).and_then(|k| k.parse::<u32>().ok()).is_some_and(|k| k >= place.parallelism);
+            if (writer == self.transactional_id || gone) && epoch.is_none_or(|n| n > place.restored) {
                 std::fs::remove_file(self.dir.join(&name))?;
             }
         }
@@ -160,6 +156,16 @@ impl Sink for LoggedSink {
     fn finish(&mut self) -> Result<Vec<PendingCommit>, ConnectorError> {
         self.seal(FINAL_CHECKPOINT)
     }
+}
+
+/// A log file's writer (transactional id) and epoch: `<id>.<epoch>.wal`,
+/// or `<id>.open` (no epoch yet).
+fn parse_log_name(name: &str) -> Option<(&str, Option<u64>)> {
+    if let Some(writer) = name.strip_suffix(".open") {
+        return Some((writer, None));
+    }
+    let (writer, epoch) = name.strip_suffix(".wal")?.rsplit_once('.')?;
+    Some((writer, Some(epoch.parse().ok()?)))
 }
 
 /// The random id of the log directory, made when it is first used.
@@ -255,5 +261,40 @@ impl Sink for DirectSink {
             return Err(kafka_error(&self.spec.name, &self.spec.brokers, error));
         }
         self.check()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> =
+            std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn a_restore_drops_the_logs_of_epochs_that_never_completed_also_of_subtasks_gone() {
+        let spec: KafkaSinkSpec = toml::from_str("name = \"out\"\ninput = \"x\"\nbrokers = \"h:1\"\ntopic = \"t\"").unwrap();
+        let root = tempfile::tempdir().unwrap();
+        let logs = root.path().join(LOG_DIR);
+        std::fs::create_dir_all(&logs).unwrap();
+        for name in ["weir-j-out-0.3.wal", "weir-j-out-0.5.wal", "weir-j-out-0.open", "weir-j-out-2.3.wal", "weir-j-out-2.5.wal", "weir-j-out-1.5.wal"] {
+            std::fs::write(logs.join(name), "x").unwrap();
+        }
+        let place = |subtask| SinkPlace { job: "j", subtask, parallelism: 2, restored: 4, checkpoint_dir: root.path() };
+        LoggedSink::open(&spec, &place(1)).unwrap();
+        assert!(!names(&logs).contains(&"weir-j-out-1.5.wal".to_owned()), "subtask 1 drops its own");
+        LoggedSink::open(&spec, &place(0)).unwrap();
+        assert_eq!(names(&logs), ["LINEAGE", "weir-j-out-0.3.wal", "weir-j-out-2.3.wal"], "epoch 3 completed: the committer's");
+    }
+
+    #[test]
+    fn log_names_parse() {
+        assert_eq!(parse_log_name("a.b-0.12.wal"), Some(("a.b-0", Some(12))));
+        assert_eq!(parse_log_name("a-0.open"), Some(("a-0", None)));
+        assert_eq!(parse_log_name("LINEAGE"), None);
     }
 }
