@@ -364,14 +364,14 @@ fn a_committed_epoch_is_never_sent_again() {
     let log = std::fs::read(&commit.wal).unwrap();
 
     let mut committer = Committer::new(vec![spec.clone()]);
-    committer.commit(1, commits.clone());
+    committer.commit(commits.clone());
     assert!(committer.pending().is_empty(), "committed");
     assert!(!commit.wal.exists(), "the log of a committed epoch is deleted");
 
     // A crash before the log was deleted: a new process commits again.
     std::fs::write(&commit.wal, log).unwrap();
     let mut again = Committer::new(vec![spec]);
-    again.commit(1, commits);
+    again.commit(commits);
     assert!(again.pending().is_empty());
     let records = broker.read_all("out");
     let attempts: std::collections::BTreeSet<_> = records.iter().map(|r| r.attempt.clone().unwrap()).collect();

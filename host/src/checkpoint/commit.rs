@@ -5,9 +5,12 @@
 //! is idempotent, so it is done again after a crash (recovery commits the
 //! restored manifest's output before the job runs). A Kafka commit can fail
 //! while the brokers are away: it stays pending, is recorded in every later
-//! manifest (`carried`) and retried after every checkpoint, in order.
+//! manifest (`carried`) and retried every second, in order. Commits run on
+//! their own thread ([`CommitQueue`]), not the coordinator's.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -72,39 +75,45 @@ impl Committer {
         &self.pending
     }
 
-    /// Commits what is pending and then `new` (of `checkpoint`), in order;
-    /// a Kafka epoch that fails keeps the later epochs of its transactional
-    /// id pending too.
-    pub fn commit(&mut self, checkpoint: u64, new: impl IntoIterator<Item = PendingCommit>) {
+    /// Commits what is pending and then `new`, in order; a Kafka epoch that
+    /// fails keeps the later epochs of its transactional id pending too.
+    pub fn commit(&mut self, new: impl IntoIterator<Item = PendingCommit>) {
         let all: Vec<PendingCommit> = std::mem::take(&mut self.pending).into_iter().chain(new).collect();
+        self.pending = self.commit_now(all);
+    }
+
+    /// Commits `all` in order; returns what could not be committed.
+    fn commit_now(&mut self, all: Vec<PendingCommit>) -> Vec<PendingCommit> {
         let mut kafka = Vec::new();
         for commit in all {
             match commit {
                 PendingCommit::Rename { from, to } => match PendingCommit::rename(&from, &to) {
-                    Ok(true) => info!(checkpoint, file = %to.display(), "output committed"),
+                    Ok(true) => info!(file = %to.display(), "output committed"),
                     Ok(false) => {}
-                    Err(error) => warn!(checkpoint, file = %from.display(), %error, "cannot commit output file"),
+                    Err(error) => warn!(file = %from.display(), %error, "cannot commit output file"),
                 },
                 PendingCommit::Kafka(epoch) => kafka.push(epoch),
             }
         }
         if kafka.is_empty() {
-            return;
+            return Vec::new();
         }
+        let mut failed = Vec::new();
         for (epoch, error) in self.kafka.commit_all(kafka) {
             if let Some(error) = error {
                 warn!(checkpoint = epoch.checkpoint, %error, "kafka output not committed yet; will retry");
             }
-            self.pending.push(PendingCommit::Kafka(epoch));
+            failed.push(PendingCommit::Kafka(epoch));
         }
+        failed
     }
 
     /// Retries what is pending until it is committed or `patience` has
     /// passed; Err lists what remains.
-    pub fn commit_pending_within(&mut self, checkpoint: u64, patience: Duration) -> Result<(), String> {
+    pub fn commit_pending_within(&mut self, patience: Duration) -> Result<(), String> {
         let started = Instant::now();
         loop {
-            self.commit(checkpoint, []);
+            self.commit([]);
             if self.pending.is_empty() {
                 return Ok(());
             }
@@ -112,6 +121,115 @@ impl Committer {
                 return Err(format!("{} sink epoch(s) could not be committed", self.pending.len()));
             }
             std::thread::sleep(Duration::from_secs(1));
+        }
+    }
+}
+
+/// Commits on a thread of its own, in the order checkpoints completed, so
+/// that a slow or unreachable broker holds up neither the next checkpoints
+/// nor the control API. What it has not committed yet is *outstanding*:
+/// the coordinator records it in every manifest it writes meanwhile.
+pub struct CommitQueue {
+    shared: Arc<Shared>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+struct Shared {
+    /// Handed over and not committed yet, oldest first.
+    outstanding: Mutex<Vec<PendingCommit>>,
+    wake: Condvar,
+    stop: AtomicBool,
+}
+
+/// How long the commit thread waits before retrying what failed.
+const RETRY_INTERVAL: Duration = Duration::from_secs(1);
+
+impl CommitQueue {
+    /// Starts the commit thread with `committer`, whose pending commits
+    /// (left by recovery) come first.
+    pub fn start(mut committer: Committer) -> Self {
+        let shared = Arc::new(Shared {
+            outstanding: Mutex::new(std::mem::take(&mut committer.pending)),
+            wake: Condvar::new(),
+            stop: AtomicBool::new(false),
+        });
+        let state = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("weir-commit".into())
+            .spawn(move || commit_loop(&state, committer))
+            .expect("spawn the commit thread");
+        shared.wake.notify_one();
+        CommitQueue { shared, thread: Some(thread) }
+    }
+
+    /// What is handed over and not committed yet, oldest first.
+    pub fn outstanding(&self) -> Vec<PendingCommit> {
+        self.shared.outstanding.lock().expect("commit queue").clone()
+    }
+
+    /// Hands over the commits of a completed checkpoint.
+    pub fn push(&self, commits: impl IntoIterator<Item = PendingCommit>) {
+        self.shared.outstanding.lock().expect("commit queue").extend(commits);
+        self.shared.wake.notify_one();
+    }
+
+    /// Waits until everything handed over is committed, or `patience` has
+    /// passed; Err says how much remains.
+    pub fn wait_until_done(&self, patience: Duration) -> Result<(), String> {
+        let started = Instant::now();
+        loop {
+            let remaining = self.shared.outstanding.lock().expect("commit queue").len();
+            if remaining == 0 {
+                return Ok(());
+            }
+            if started.elapsed() >= patience {
+                return Err(format!("{remaining} sink epoch(s) could not be committed"));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for CommitQueue {
+    /// Lets the thread make one last attempt at what is outstanding (the
+    /// manifests record what it leaves), then stops it.
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        self.shared.wake.notify_one();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn commit_loop(shared: &Shared, mut committer: Committer) {
+    let mut retry_after: Option<Instant> = None;
+    loop {
+        let work = {
+            let mut outstanding = shared.outstanding.lock().expect("commit queue");
+            loop {
+                let stopping = shared.stop.load(Ordering::Acquire);
+                let due = retry_after.is_none_or(|at| Instant::now() >= at);
+                if !outstanding.is_empty() && (due || stopping) {
+                    break outstanding.clone();
+                }
+                if stopping {
+                    return;
+                }
+                let wait = retry_after.map_or(RETRY_INTERVAL, |at| at.saturating_duration_since(Instant::now()));
+                outstanding = shared.wake.wait_timeout(outstanding, wait).expect("commit queue").0;
+            }
+        };
+        let taken = work.len();
+        let failed = committer.commit_now(work);
+        retry_after = (!failed.is_empty()).then(|| Instant::now() + RETRY_INTERVAL);
+        let mut outstanding = shared.outstanding.lock().expect("commit queue");
+        // Only appended to meanwhile: what was taken is still the prefix.
+        let newer = outstanding.split_off(taken);
+        *outstanding = failed;
+        outstanding.extend(newer);
+        if shared.stop.load(Ordering::Acquire) {
+            return;
         }
     }
 }
@@ -129,14 +247,33 @@ mod tests {
     }
 
     #[test]
+    fn the_queue_commits_in_the_background_and_drains_before_it_stops() {
+        let dir = tempfile::tempdir().unwrap();
+        let commits: Vec<PendingCommit> = (0..3)
+            .map(|i| {
+                let from = dir.path().join(format!("p{i}.pending"));
+                std::fs::write(&from, "x").unwrap();
+                PendingCommit::Rename { from, to: dir.path().join(format!("p{i}")) }
+            })
+            .collect();
+        let queue = CommitQueue::start(Committer::new(Vec::new()));
+        queue.push(commits[..2].to_vec());
+        queue.wait_until_done(Duration::from_secs(10)).unwrap();
+        assert!(dir.path().join("p1").exists());
+        queue.push(commits[2..].to_vec());
+        drop(queue);
+        assert!(dir.path().join("p2").exists(), "dropping the queue commits what is outstanding first");
+    }
+
+    #[test]
     fn a_rename_is_idempotent() {
         let dir = tempfile::tempdir().unwrap();
         let (from, to) = (dir.path().join("p.pending"), dir.path().join("p"));
         std::fs::write(&from, "x").unwrap();
         let commit = PendingCommit::Rename { from, to: to.clone() };
         let mut committer = Committer::new(Vec::new());
-        committer.commit(1, [commit.clone()]);
-        committer.commit(1, [commit]);
+        committer.commit([commit.clone()]);
+        committer.commit([commit]);
         assert!(committer.pending().is_empty());
         assert_eq!(std::fs::read_to_string(to).unwrap(), "x");
     }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender, unbounded};
 use tracing::{info, warn};
 
-use super::{CheckpointStats, CheckpointStorage, Committer, Manifest, TaskState};
+use super::{CheckpointStats, CheckpointStorage, CommitQueue, Committer, Manifest, TaskState};
 use crate::control::SavepointInfo;
 use crate::plugin::now_ms;
 use crate::savepoint::{JobDescription, write_savepoint};
@@ -168,7 +168,7 @@ pub struct Coordinator {
     /// Files of the last completed checkpoint (to tell written from shared).
     previous_files: HashSet<String>,
     completed: Vec<(u64, CheckpointStats)>,
-    committer: Committer,
+    commits: CommitQueue,
 }
 
 impl Coordinator {
@@ -216,14 +216,14 @@ impl Coordinator {
             finished_sources: Vec::new(),
             previous_files,
             completed: Vec::new(),
-            committer: Committer::new(Vec::new()),
+            commits: CommitQueue::start(Committer::new(Vec::new())),
         }
     }
 
     /// Commits sinks' output with `committer` (which knows the job's Kafka
-    /// sinks and may hold output not committed yet).
+    /// sinks and may hold output not committed yet), on a thread of its own.
     pub fn with_committer(mut self, committer: Committer) -> Self {
-        self.committer = committer;
+        self.commits = CommitQueue::start(committer);
         self
     }
 
@@ -382,7 +382,7 @@ impl Coordinator {
         let mut tasks: Vec<TaskState> = flight.states.into_iter().flatten().collect();
         tasks.sort_by(|a, b| (&a.node, a.subtask).cmp(&(&b.node, b.subtask)));
         let mut manifest = self.manifest(flight.id, false, tasks);
-        manifest.carried = self.committer.pending().to_vec();
+        manifest.carried = self.commits.outstanding();
         let files: HashSet<String> = manifest.files().map(|f| f.path.clone()).collect();
         manifest.stats = CheckpointStats {
             duration_ms: ms(flight.started.elapsed()),
@@ -410,7 +410,7 @@ impl Coordinator {
             "checkpoint complete"
         );
         self.hub.completed.store(flight.id, Ordering::Release);
-        self.committer.commit(flight.id, manifest.tasks.iter().flat_map(|t| t.commits.iter().cloned()));
+        self.commits.push(manifest.tasks.iter().flat_map(|t| t.commits.iter().cloned()));
         if let Some(order) = order {
             self.savepoint(&manifest, order);
         }
@@ -473,10 +473,10 @@ impl Coordinator {
             commit.set_final_checkpoint(id);
         }
         let mut manifest = self.manifest(id, true, finals);
-        manifest.carried = self.committer.pending().to_vec();
+        manifest.carried = self.commits.outstanding();
         self.storage.write_manifest(&manifest)?;
-        self.committer.commit(id, manifest.tasks.iter().flat_map(|t| t.commits.iter().cloned()));
-        if let Err(remaining) = self.committer.commit_pending_within(id, FINAL_COMMIT_PATIENCE) {
+        self.commits.push(manifest.tasks.iter().flat_map(|t| t.commits.iter().cloned()));
+        if let Err(remaining) = self.commits.wait_until_done(FINAL_COMMIT_PATIENCE) {
             warn!(checkpoint = id, remaining, "job finished, but not all its output is committed: run the job again to commit it");
         }
         self.storage.retain(id, self.settings.retain);

@@ -15,8 +15,9 @@
 //!   pending file) and acknowledge with what to commit.
 //! - When every subtask has acknowledged, the coordinator writes the
 //!   [`Manifest`] atomically (write, fsync, rename): checkpoint `n` is
-//!   complete. Then the sinks' pending output is committed ([`Committer`]:
-//!   part files renamed, Kafka epochs written in transactions), and checkpoints
+//!   complete. Then the sinks' pending output is committed on a thread of
+//!   its own ([`CommitQueue`], [`Committer`]: part files renamed, Kafka
+//!   epochs written in transactions), and checkpoints
 //!   beyond the retention count are deleted ([`CheckpointStorage`]).
 //! - Recovery reads the newest checkpoint whose manifest and files all
 //!   verify against their checksums, skipping (and logging) corrupt ones.
@@ -31,6 +32,6 @@ pub use aligner::{Aligned, BarrierAligner};
 pub use coordinator::{
     Ack, CheckpointHub, CheckpointSettings, Coordinator, FINAL_CHECKPOINT, PersistJob, SavepointOrder, SOURCE_FINISHED,
 };
-pub use commit::{Committer, PendingCommit};
+pub use commit::{CommitQueue, Committer, PendingCommit};
 pub use manifest::{CheckpointStats, Manifest, TaskState};
 pub use storage::{CheckpointStorage, Recovered};

@@ -242,7 +242,7 @@ pub fn run_job_with(graph: &JobGraph, engine: &Arc<PluginEngine>, options: RunOp
         if let Some(manifest) = latest.as_ref().filter(|m| m.finished) {
             info!(job = %graph.name, checkpoint = manifest.checkpoint, "the job had already finished; nothing to do");
             let mut committer = recovery_committer(graph, Some(manifest));
-            if let Err(remaining) = committer.commit_pending_within(manifest.checkpoint, Duration::from_secs(60)) {
+            if let Err(remaining) = committer.commit_pending_within(Duration::from_secs(60)) {
                 return Err(RunError::Checkpoints {
                     dir: graph.checkpoints.as_ref().map(|c| c.dir.clone()).unwrap_or_default(),
                     source: std::io::Error::other(format!("the job finished, but {remaining}; run it again later")),
@@ -292,7 +292,7 @@ fn latest_checkpoint(graph: &JobGraph) -> Result<Option<Manifest>, RunError> {
 fn recovery_committer(graph: &JobGraph, restored: Option<&Manifest>) -> Committer {
     let mut committer = Committer::new(graph.kafka_sinks());
     if let Some(manifest) = restored {
-        committer.commit(manifest.checkpoint, manifest.commits());
+        committer.commit(manifest.commits());
     }
     committer
 }
