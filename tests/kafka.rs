@@ -205,6 +205,28 @@ fn a_fresh_start_by_timestamp_skips_older_records() {
 }
 
 #[test]
+fn a_fresh_start_at_latest_reads_only_what_comes_after() {
+    let broker = broker_with_input(2_400);
+    let dir = JobDir::new();
+    let job = count_job(&dir, "job", &broker, 2, "start = \"latest\"", "");
+    let host = Host::start(&job, &[]);
+    // Its first checkpoint records the ends it started at, and commits
+    // them to the group: then it is surely reading from there.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while broker.committed_offsets("weir-in", "in") < 2_400 {
+        assert!(std::time::Instant::now() < deadline, "positions committed: {}", host.stderr());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    broker.produce("in", events(2_400, 2_400));
+    host.wait_for_records("kafka-count", 2_400);
+    let savepoint = dir.path("savepoint");
+    host.weir(&["savepoint", "kafka-count", "--stop", "--dir", savepoint.to_str().unwrap()]).success();
+    let (status, stderr) = host.wait();
+    assert!(status.success(), "{stderr}");
+    assert_exact_counts(&committed_counts(&broker), 2_400);
+}
+
+#[test]
 fn at_least_once_delivers_every_count() {
     let broker = broker_with_input(6_000);
     let dir = JobDir::new();

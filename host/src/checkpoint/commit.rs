@@ -205,13 +205,14 @@ impl Drop for CommitQueue {
 fn commit_loop(shared: &Shared, mut committer: Committer) {
     let mut retry_after: Option<Instant> = None;
     loop {
-        let work = {
+        // Once stopping, one last round takes everything outstanding.
+        let (work, last_round) = {
             let mut outstanding = shared.outstanding.lock().expect("commit queue");
             loop {
                 let stopping = shared.stop.load(Ordering::Acquire);
                 let due = retry_after.is_none_or(|at| Instant::now() >= at);
                 if !outstanding.is_empty() && (due || stopping) {
-                    break outstanding.clone();
+                    break (outstanding.clone(), stopping);
                 }
                 if stopping {
                     return;
@@ -228,7 +229,7 @@ fn commit_loop(shared: &Shared, mut committer: Committer) {
         let newer = outstanding.split_off(taken);
         *outstanding = failed;
         outstanding.extend(newer);
-        if shared.stop.load(Ordering::Acquire) {
+        if last_round {
             return;
         }
     }

@@ -433,6 +433,12 @@ impl Coordinator {
                     duration_ms: ms(order.requested.elapsed()),
                 };
                 if order.stop {
+                    // The job ends here: its output up to the savepoint
+                    // must be committed first (a restore from the savepoint
+                    // would not commit it).
+                    if let Err(remaining) = self.commits.wait_until_done(FINAL_COMMIT_PATIENCE) {
+                        warn!(checkpoint = manifest.checkpoint, remaining, "stopped with a savepoint, but not all output before it is committed; restart from the job's checkpoints to commit it");
+                    }
                     self.stopped_with = Some(info.clone());
                 }
                 let _ = order.reply.send(Ok(info));
