@@ -3,10 +3,10 @@
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use super::pace::Pace;
 use super::{ConnectorError, Poll, Source, SourceSplit};
 use crate::dataflow::RecordBatch;
 use crate::job::FileFormat;
@@ -22,10 +22,7 @@ pub struct FileSource {
     offset: u64,
     /// This subtask reads nothing (restored without the file's split).
     done: bool,
-    /// Lines per second at most, counted from `started`.
-    rate: Option<f64>,
-    started: Instant,
-    lines_since_start: u64,
+    pace: Pace,
 }
 
 impl FileSource {
@@ -41,9 +38,7 @@ impl FileSource {
             line_number: 0,
             offset: 0,
             done: offset.is_none(),
-            rate: None,
-            started: Instant::now(),
-            lines_since_start: 0,
+            pace: Pace::new(None),
         };
         if let Some(offset) = offset.filter(|&o| o > 0) {
             source.seek(offset)?;
@@ -53,19 +48,8 @@ impl FileSource {
 
     /// Reads no more than `rate` lines per second.
     pub fn with_rate(mut self, rate: Option<f64>) -> Self {
-        self.rate = rate;
+        self.pace = Pace::new(rate);
         self
-    }
-
-    /// How many lines may be read now without exceeding the rate.
-    fn allowance(&self, max: usize) -> usize {
-        let Some(rate) = self.rate else { return max };
-        let due = (self.started.elapsed().as_secs_f64() * rate) as u64;
-        let allowed = due.saturating_sub(self.lines_since_start).min(max as u64) as usize;
-        if allowed == 0 {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        allowed
     }
 
     fn seek(&mut self, position: u64) -> Result<(), ConnectorError> {
@@ -108,7 +92,7 @@ impl Source for FileSource {
         if self.done {
             return Ok(Poll::Exhausted);
         }
-        for _ in 0..self.allowance(max) {
+        for _ in 0..self.pace.allowance(max) {
             self.line.clear();
             let read = self.reader.read_line(&mut self.line).map_err(|source| ConnectorError::Io {
                 what: self.path.display().to_string(),
@@ -118,7 +102,7 @@ impl Source for FileSource {
                 return Ok(if batch.is_empty() { Poll::Exhausted } else { Poll::Ready });
             }
             self.line_number += 1;
-            self.lines_since_start += 1;
+            self.pace.took(1);
             self.offset += read as u64;
             self.push_line(batch)?;
         }

@@ -9,6 +9,7 @@ mod file_source;
 mod generator;
 pub mod kafka;
 mod line_sink;
+mod pace;
 mod part_files;
 
 use std::path::PathBuf;

@@ -19,6 +19,7 @@ use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use tracing::{info, warn};
 
 use super::config::{KafkaSourceSpec, StartPosition, TimestampSource};
+use crate::connectors::pace::Pace;
 use crate::connectors::{ConnectorError, Poll, RestoredSplits, Source, SourceSplit};
 use crate::dataflow::{RecordBatch, Signal, SplitClock};
 
@@ -97,10 +98,8 @@ pub struct KafkaSource {
     /// Since when the brokers have been failing, and the last error.
     failing: Option<(Instant, String)>,
     last_probe: Instant,
-    /// This subtask's share of `rate`, and what it has read since `started`.
-    rate: Option<f64>,
-    started: Instant,
-    read: u64,
+    /// This subtask's share of `rate`.
+    pace: Pace,
 }
 
 impl KafkaSource {
@@ -137,9 +136,7 @@ impl KafkaSource {
             clock: SplitClock::new(Default::default(), 0),
             failing: None,
             last_probe: Instant::now(),
-            rate: spec.rate.map(|rate| rate / f64::from(parallelism)),
-            started: Instant::now(),
-            read: 0,
+            pace: Pace::new(spec.rate.map(|rate| rate / f64::from(parallelism))),
         };
         let (restored, fresh) = source.plan(current, subtask, parallelism, restored);
         for split in restored {
@@ -257,17 +254,6 @@ impl KafkaSource {
         self.spec.bounded && self.partitions.iter().all(Partition::finished)
     }
 
-    /// How many records may be read now without exceeding the rate.
-    fn allowance(&self, max: usize) -> usize {
-        let Some(rate) = self.rate else { return max };
-        let due = (self.started.elapsed().as_secs_f64() * rate) as u64;
-        let allowed = due.saturating_sub(self.read).min(max as u64) as usize;
-        if allowed == 0 {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        allowed
-    }
-
     /// A bounded partition whose last offsets are transaction markers
     /// (never delivered) is finished once the consumer's position passes
     /// its end.
@@ -336,7 +322,7 @@ impl Source for KafkaSource {
             return Ok(Poll::Exhausted);
         }
         let before = batch.len();
-        let max = self.allowance(max);
+        let max = self.pace.allowance(max);
         let mut wait = POLL_WAIT;
         while batch.len() - before < max {
             match self.consumer.poll(wait) {
@@ -356,7 +342,7 @@ impl Source for KafkaSource {
             }
             wait = Duration::ZERO;
         }
-        self.read += (batch.len() - before) as u64;
+        self.pace.took((batch.len() - before) as u64);
         if batch.len() == before {
             self.finish_by_position();
         }
