@@ -28,17 +28,17 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{Header, OwnedHeaders};
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
-use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::producer::{BaseProducer, Producer};
 use rdkafka::{Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
 use super::config::KafkaSinkSpec;
+use super::send::{self, SendError};
 use super::wal;
 
 /// The record header that names the checkpoint whose transaction wrote it.
@@ -194,11 +194,16 @@ fn commit_epoch(
         let headers = OwnedHeaders::new()
             .insert(Header { key: CHECKPOINT_HEADER, value: Some(epoch.as_bytes()) })
             .insert(Header { key: ATTEMPT_HEADER, value: Some(attempt.as_bytes()) });
-        let mut out = BaseRecord::to(&commit.topic).key(&record.key[..]).payload(&record.value[..]).headers(headers);
-        if let Some(timestamp) = record.timestamp {
-            out = out.timestamp(timestamp);
-        }
-        send(producer, out, timeout).map_err(&failed)?;
+        let out = send::record(&commit.topic, &record.key, &record.value, record.timestamp).headers(headers);
+        let started = Instant::now();
+        let patience = || match started.elapsed() > timeout {
+            true => Err(format!("the producer's queue stayed full for {} s", timeout.as_secs())),
+            false => Ok(()),
+        };
+        send::send(producer, out, patience).map_err(|error| match error {
+            SendError::Kafka(error) => failed(format!("cannot send: {error}")),
+            SendError::GaveUp(message) => failed(message),
+        })?;
     }
     let marker = marker(commit).map_err(&failed)?;
     let group = client.markers.group_metadata().ok_or_else(|| failed("no consumer group metadata".into()))?;
@@ -250,24 +255,6 @@ fn committed_marker(client: &Client, commit: &KafkaCommit, timeout: Duration) ->
         Offset::Offset(done) => done as u64 >= commit.checkpoint,
         _ => false,
     })
-}
-
-/// Sends one record, waiting for room in the producer's queue.
-fn send(producer: &BaseProducer, mut record: BaseRecord<'_, [u8], [u8]>, timeout: Duration) -> Result<(), String> {
-    let started = std::time::Instant::now();
-    loop {
-        match producer.send(record) {
-            Ok(()) => return Ok(()),
-            Err((error, back)) if error.rdkafka_error_code() == Some(RDKafkaErrorCode::QueueFull) => {
-                if started.elapsed() > timeout {
-                    return Err(format!("the producer's queue stayed full for {} s", timeout.as_secs()));
-                }
-                producer.poll(Duration::from_millis(10));
-                record = back;
-            }
-            Err((error, _)) => return Err(format!("cannot send: {error}")),
-        }
-    }
 }
 
 fn remove_log(path: &Path) {

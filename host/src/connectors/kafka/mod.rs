@@ -15,6 +15,7 @@
 
 mod commit;
 mod config;
+mod send;
 mod sink;
 mod source;
 mod wal;

@@ -11,12 +11,13 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::producer::{BaseProducer, DeliveryResult, Producer, ProducerContext};
 use rdkafka::{ClientContext, Message};
 use tracing::warn;
 
 use super::commit::KafkaCommit;
 use super::config::{Delivery, KafkaSinkSpec};
+use super::send::{self, SendError};
 use super::source::kafka_error;
 use super::wal::WalWriter;
 use crate::checkpoint::{FINAL_CHECKPOINT, PendingCommit};
@@ -233,23 +234,11 @@ impl DirectSink {
 impl Sink for DirectSink {
     fn write(&mut self, batch: &RecordBatch) -> Result<(), ConnectorError> {
         for record in batch.iter() {
-            let mut out = BaseRecord::to(&self.spec.topic).key(record.key).payload(record.value);
-            if let Some(timestamp) = record.timestamp {
-                out = out.timestamp(timestamp);
-            }
-            loop {
-                match self.producer.send(out) {
-                    Ok(()) => break,
-                    Err((error, back))
-                        if error.rdkafka_error_code() == Some(rdkafka::types::RDKafkaErrorCode::QueueFull) =>
-                    {
-                        self.producer.poll(Duration::from_millis(10));
-                        self.check()?;
-                        out = back;
-                    }
-                    Err((error, _)) => return Err(kafka_error(&self.spec.name, &self.spec.brokers, error)),
-                }
-            }
+            let out = send::record(&self.spec.topic, record.key, record.value, record.timestamp);
+            send::send(&self.producer, out, || self.check()).map_err(|error| match error {
+                SendError::Kafka(error) => kafka_error(&self.spec.name, &self.spec.brokers, error),
+                SendError::GaveUp(error) => error,
+            })?;
         }
         self.producer.poll(Duration::ZERO);
         self.check()
