@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::kafka::{Broker, committed_records};
+use common::kafka::{Broker, OutputRecord, committed_records};
 use common::{Host, JobDir, plugin, run_job, toml_path, weir_binary};
 
 const KEYS: u64 = 240;
@@ -71,12 +71,28 @@ topic = "out"
 fn committed_counts(broker: &Broker) -> BTreeMap<u64, Vec<u64>> {
     let (records, aborted) = committed_records(broker.read_all("out"));
     eprintln!("output: {} committed records; {aborted} of aborted attempts dropped", records.len());
+    counts_by_key(records)
+}
+
+/// Output records (key, count) as the counts of each key, sorted.
+fn counts_by_key(records: Vec<OutputRecord>) -> BTreeMap<u64, Vec<u64>> {
     let mut counts: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
     for record in records {
         counts.entry(record.key.parse().unwrap()).or_default().push(record.value.parse().unwrap());
     }
     counts.values_mut().for_each(|v| v.sort_unstable());
     counts
+}
+
+/// Waits up to `patience` until the source's consumer group has `offsets`
+/// committed in all (those of completed checkpoints, committed
+/// asynchronously).
+fn wait_for_group_offsets(broker: &Broker, host: &Host, offsets: i64, patience: Duration) {
+    let deadline = std::time::Instant::now() + patience;
+    while broker.committed_offsets("weir-in", "in") < offsets {
+        assert!(std::time::Instant::now() < deadline, "offsets committed to the group: {}", host.stderr());
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// Every key counted 1, 2, … up to its number of events, each once.
@@ -141,11 +157,7 @@ fn a_savepoint_resumes_at_its_offsets_at_another_parallelism() {
     host.wait_for_records("kafka-count", 12_000);
     // Completed checkpoints' offsets go to the consumer group (asynchronously,
     // for monitoring only).
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while broker.committed_offsets("weir-in", "in") < 12_000 {
-        assert!(std::time::Instant::now() < deadline, "offsets committed to the group: {}", host.stderr());
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_for_group_offsets(&broker, &host, 12_000, Duration::from_secs(20));
     let savepoint = dir.path("savepoint");
     host.weir(&["savepoint", "kafka-count", "--stop", "--dir", savepoint.to_str().unwrap()]).success();
     let (status, stderr) = host.wait();
@@ -212,11 +224,7 @@ fn a_fresh_start_at_latest_reads_only_what_comes_after() {
     let host = Host::start(&job, &[]);
     // Its first checkpoint records the ends it started at, and commits
     // them to the group: then it is surely reading from there.
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while broker.committed_offsets("weir-in", "in") < 2_400 {
-        assert!(std::time::Instant::now() < deadline, "positions committed: {}", host.stderr());
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_for_group_offsets(&broker, &host, 2_400, Duration::from_secs(30));
     broker.produce("in", events(2_400, 2_400));
     host.wait_for_records("kafka-count", 2_400);
     let savepoint = dir.path("savepoint");
@@ -234,11 +242,7 @@ fn at_least_once_delivers_every_count() {
     run_job(&job, &[]).success();
     let records = broker.read_all("out");
     assert!(records.iter().all(|r| r.checkpoint.is_none()), "no transactions, no checkpoint headers");
-    let mut counts: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
-    for record in records {
-        counts.entry(record.key.parse().unwrap()).or_default().push(record.value.parse().unwrap());
-    }
-    assert_exact_counts(&counts, 6_000);
+    assert_exact_counts(&counts_by_key(records), 6_000);
 }
 
 #[test]
@@ -431,10 +435,7 @@ fn a_fork_writes_its_own_topic_with_its_own_transactional_ids() {
     let (forked, _) = committed_records(broker.read_all("forked"));
     assert!(forked.iter().all(|r| r.attempt.as_deref().unwrap().starts_with("weir-twin-out-")), "the fork's own ids");
     // The fork restored the counts at its savepoint and counted on from there.
-    let mut counts: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
-    for record in forked {
-        counts.entry(record.key.parse().unwrap()).or_default().push(record.value.parse().unwrap());
-    }
+    let counts = counts_by_key(forked);
     assert_eq!(counts.len() as u64, KEYS);
     for (key, values) in &counts {
         assert_eq!(values.last(), Some(&30), "key {key}: 30 events in all");

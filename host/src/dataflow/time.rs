@@ -84,6 +84,16 @@ pub struct WatermarkSettings {
     pub idle_timeout: Option<Duration>,
 }
 
+impl WatermarkSettings {
+    /// The settings of a job file's `out_of_orderness_ms` and `idle_timeout_ms`.
+    pub fn from_ms(out_of_orderness_ms: u64, idle_timeout_ms: Option<u64>) -> Self {
+        WatermarkSettings {
+            out_of_orderness: Duration::from_millis(out_of_orderness_ms),
+            idle_timeout: idle_timeout_ms.map(Duration::from_millis),
+        }
+    }
+}
+
 /// Makes the watermarks of one source subtask.
 #[derive(Debug)]
 pub struct WatermarkGenerator {

@@ -189,10 +189,7 @@ impl SourceSpec {
         let (SourceSpec::File { out_of_orderness_ms, idle_timeout_ms, .. }
         | SourceSpec::Generator { out_of_orderness_ms, idle_timeout_ms, .. }
         | SourceSpec::Kafka(KafkaSourceSpec { out_of_orderness_ms, idle_timeout_ms, .. })) = self;
-        crate::dataflow::WatermarkSettings {
-            out_of_orderness: std::time::Duration::from_millis(*out_of_orderness_ms),
-            idle_timeout: idle_timeout_ms.map(std::time::Duration::from_millis),
-        }
+        crate::dataflow::WatermarkSettings::from_ms(*out_of_orderness_ms, *idle_timeout_ms)
     }
 }
 

@@ -142,10 +142,7 @@ pub enum Delivery {
 
 impl KafkaSourceSpec {
     pub fn watermark_settings(&self) -> crate::dataflow::WatermarkSettings {
-        crate::dataflow::WatermarkSettings {
-            out_of_orderness: Duration::from_millis(self.out_of_orderness_ms),
-            idle_timeout: self.idle_timeout_ms.map(Duration::from_millis),
-        }
+        crate::dataflow::WatermarkSettings::from_ms(self.out_of_orderness_ms, self.idle_timeout_ms)
     }
 
     pub fn timeout(&self) -> Duration {

@@ -41,6 +41,15 @@ impl ErrorLog {
     pub(super) fn take(&self) -> Option<(KafkaError, String)> {
         self.last.lock().expect("error log").take()
     }
+
+    /// Records `error`; a fatal one (credentials) is kept over the
+    /// transport errors that follow it, so that it is the one reported.
+    fn record(&self, error: KafkaError, reason: &str) {
+        let mut last = self.last.lock().expect("error log");
+        if !last.as_ref().is_some_and(|(kept, _)| is_fatal(kept)) {
+            *last = Some((error, reason.to_owned()));
+        }
+    }
 }
 
 /// Receives librdkafka's errors (broker down, authentication failed) so the
@@ -53,12 +62,7 @@ pub(super) struct Context {
 impl ClientContext for Context {
     fn error(&self, error: KafkaError, reason: &str) {
         warn!(%error, reason, "kafka client error");
-        let mut last = self.errors.last.lock().expect("error log");
-        // A fatal error (credentials) is kept over the transport errors
-        // that follow it, so it is the one reported.
-        if !last.as_ref().is_some_and(|(kept, _)| is_fatal(kept)) {
-            *last = Some((error, reason.to_owned()));
-        }
+        self.errors.record(error, reason);
     }
 }
 
@@ -336,7 +340,7 @@ impl Source for KafkaSource {
                 }
                 Some(Err(error)) => {
                     warn!(source = %self.spec.name, %error, "kafka fetch error");
-                    *self.errors.last.lock().expect("error log") = Some((error, "fetch".into()));
+                    self.errors.record(error, "fetch");
                     break;
                 }
             }
