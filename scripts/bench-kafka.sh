@@ -15,10 +15,12 @@ work="$(mktemp -d)"
 trap 'kill "$broker" 2>/dev/null || true; [ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
 
 log() { printf '==> %s\n' "$*" >&2; }
+source scripts/lib/venv.sh
 
 tansu="$(bash scripts/kafka-broker.sh path)"
-python="${WEIR_TOOLS:-$HOME/.cache/weir-tools}/kafka/bin/python"
-"$python" -c 'import confluent_kafka' 2>/dev/null || "$python" -m pip install --quiet confluent-kafka >&2
+venv="${WEIR_TOOLS:-$HOME/.cache/weir-tools}/kafka"
+python="$venv/bin/python"
+"$python" -c 'import confluent_kafka' 2>/dev/null || venv_install "$venv" confluent-kafka
 port="$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 brokers="127.0.0.1:$port"
 "$tansu" broker --listener-url "tcp://$brokers" --advertised-listener-url "tcp://$brokers" \

