@@ -192,3 +192,12 @@ pub fn open_sink(spec: &SinkSpec, place: &SinkPlace<'_>) -> Result<Box<dyn Sink>
         SinkSpec::Kafka(spec) => Box::new(kafka::KafkaSink::open(spec, place)?),
     })
 }
+
+/// The names of the files in `dir`, sorted (for tests of sinks).
+#[cfg(test)]
+pub(crate) fn dir_names(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    names
+}

@@ -152,18 +152,12 @@ impl Sink for PartFileSink {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::connectors::dir_names;
 
     fn batch(values: &[&str]) -> RecordBatch {
         let mut batch = RecordBatch::new();
         values.iter().for_each(|v| batch.push(b"k", v.as_bytes(), None));
         batch
-    }
-
-    fn names(dir: &Path) -> Vec<String> {
-        let mut names: Vec<String> =
-            std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
-        names.sort();
-        names
     }
 
     #[test]
@@ -174,7 +168,7 @@ mod tests {
         let commits = sink.precommit(1).unwrap();
         sink.write(&batch(&["c"])).unwrap();
         sink.flush().unwrap();
-        assert_eq!(names(dir.path()), [".part-0-00000001.pending", ".part-0.inprogress"]);
+        assert_eq!(dir_names(dir.path()), [".part-0-00000001.pending", ".part-0.inprogress"]);
         commits[0].commit_file().unwrap();
         commits[0].commit_file().unwrap(); // Again, as recovery does: harmless.
         assert_eq!(std::fs::read_to_string(dir.path().join("part-0-00000001")).unwrap(), "a\nb\n");
@@ -182,7 +176,7 @@ mod tests {
         sink.precommit(2).unwrap();
         drop(sink);
         PartFileSink::open(dir.path(), 0, 1, OutputFormat::Value, 1).unwrap();
-        assert_eq!(names(dir.path()), ["part-0-00000001"]);
+        assert_eq!(dir_names(dir.path()), ["part-0-00000001"]);
     }
 
     #[test]
@@ -192,7 +186,7 @@ mod tests {
             std::fs::write(dir.path().join(name), "x\n").unwrap();
         }
         PartFileSink::open(dir.path(), 0, 2, OutputFormat::Value, 1).unwrap();
-        assert_eq!(names(dir.path()), ["part-0-00000001", "part-1-00000002", "part-3-00000001"]);
+        assert_eq!(dir_names(dir.path()), ["part-0-00000001", "part-1-00000002", "part-3-00000001"]);
         assert_eq!(parse_part_name("part-12-final"), Some((12, Some("final"))));
         assert_eq!(parse_part_name(".part-12-00000003.pending"), Some((12, None)));
         assert_eq!(parse_part_name("notes.txt"), None);

@@ -256,13 +256,7 @@ impl Sink for DirectSink {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn names(dir: &Path) -> Vec<String> {
-        let mut names: Vec<String> =
-            std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
-        names.sort();
-        names
-    }
+    use crate::connectors::dir_names;
 
     #[test]
     fn a_restore_drops_the_logs_of_epochs_that_never_completed_also_of_subtasks_gone() {
@@ -275,9 +269,9 @@ mod tests {
         }
         let place = |subtask| SinkPlace { job: "j", subtask, parallelism: 2, restored: 4, checkpoint_dir: root.path() };
         LoggedSink::open(&spec, &place(1)).unwrap();
-        assert!(!names(&logs).contains(&"weir-j-out-1.5.wal".to_owned()), "subtask 1 drops its own");
+        assert!(!dir_names(&logs).contains(&"weir-j-out-1.5.wal".to_owned()), "subtask 1 drops its own");
         LoggedSink::open(&spec, &place(0)).unwrap();
-        assert_eq!(names(&logs), ["LINEAGE", "weir-j-out-0.3.wal", "weir-j-out-2.3.wal"], "epoch 3 completed: the committer's");
+        assert_eq!(dir_names(&logs), ["LINEAGE", "weir-j-out-0.3.wal", "weir-j-out-2.3.wal"], "epoch 3 completed: the committer's");
     }
 
     #[test]
