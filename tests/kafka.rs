@@ -23,6 +23,13 @@ use common::{Host, JobDir, plugin, run_job, toml_path, weir_binary};
 
 const KEYS: u64 = 240;
 
+/// The tests run one at a time: each starts a broker and jobs, and two at
+/// once on a small machine starve each other's brokers of CPU.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// `count` events `first..first+count`: key `i mod KEYS`, value `i`.
 fn events(first: u64, count: u64) -> impl Iterator<Item = (String, String)> {
     (first..first + count).map(|i| ((i % KEYS).to_string(), i.to_string()))
@@ -138,6 +145,7 @@ fn run_with_kills(job: &Path, kills: u64) -> String {
 
 #[test]
 fn sigkill_and_restart_commit_every_count_exactly_once_to_the_output_topic() {
+    let _serial = one_at_a_time();
     // 5 s of input at 6 000/s: more than 4 runs of at most 1.2 s read.
     let broker = broker_with_input(30_000);
     let dir = JobDir::new();
@@ -149,6 +157,7 @@ fn sigkill_and_restart_commit_every_count_exactly_once_to_the_output_topic() {
 
 #[test]
 fn a_savepoint_resumes_at_its_offsets_at_another_parallelism() {
+    let _serial = one_at_a_time();
     let broker = broker_with_input(12_000);
     let dir = JobDir::new();
     // Unbounded, 2 subtasks over 3 partitions; stopped with a savepoint.
@@ -173,6 +182,7 @@ fn a_savepoint_resumes_at_its_offsets_at_another_parallelism() {
 
 #[test]
 fn the_job_rides_out_a_broker_outage_without_losing_or_repeating_output() {
+    let _serial = one_at_a_time();
     let broker = broker_with_input(18_000);
     let dir = JobDir::new();
     let job = count_job(&dir, "job", &broker, 2, "bounded = true\nrate = 6000", "");
@@ -189,6 +199,7 @@ fn the_job_rides_out_a_broker_outage_without_losing_or_repeating_output() {
 
 #[test]
 fn brokers_away_longer_than_the_timeout_fail_the_job_with_a_clear_error() {
+    let _serial = one_at_a_time();
     let broker = broker_with_input(2_400);
     let dir = JobDir::new();
     let job = count_job(&dir, "job", &broker, 1, "timeout_ms = 2000", "timeout_ms = 2000");
@@ -204,6 +215,7 @@ fn brokers_away_longer_than_the_timeout_fail_the_job_with_a_clear_error() {
 
 #[test]
 fn a_fresh_start_by_timestamp_skips_older_records() {
+    let _serial = one_at_a_time();
     let broker = broker_with_input(2_400);
     std::thread::sleep(Duration::from_millis(200));
     let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
@@ -218,6 +230,7 @@ fn a_fresh_start_by_timestamp_skips_older_records() {
 
 #[test]
 fn a_fresh_start_at_latest_reads_only_what_comes_after() {
+    let _serial = one_at_a_time();
     let broker = broker_with_input(2_400);
     let dir = JobDir::new();
     let job = count_job(&dir, "job", &broker, 2, "start = \"latest\"", "");
@@ -236,6 +249,7 @@ fn a_fresh_start_at_latest_reads_only_what_comes_after() {
 
 #[test]
 fn at_least_once_delivers_every_count() {
+    let _serial = one_at_a_time();
     let broker = broker_with_input(6_000);
     let dir = JobDir::new();
     let job = count_job(&dir, "job", &broker, 2, "bounded = true", "delivery = \"at-least-once\"");
@@ -247,6 +261,7 @@ fn at_least_once_delivers_every_count() {
 
 #[test]
 fn an_unreachable_broker_or_a_missing_topic_fails_the_job_with_a_clear_error() {
+    let _serial = one_at_a_time();
     let dir = JobDir::new();
     let write = |name: &str, brokers: &str, topic: &str| {
         dir.write(
@@ -285,6 +300,7 @@ input = "in"
 
 #[test]
 fn bad_credentials_fail_the_job_naming_the_properties_to_check() {
+    let _serial = one_at_a_time();
     let broker = Broker::start_with_authentication();
     let dir = JobDir::new();
     let job = dir.write(
@@ -317,6 +333,7 @@ input = "in"
 
 #[test]
 fn kafka_tables_that_break_the_contract_are_refused_before_connecting() {
+    let _serial = one_at_a_time();
     let dir = JobDir::new();
     let job = dir.write(
         "job.toml",
@@ -365,6 +382,7 @@ topic = "out"
 /// which is what lets readers keep the last attempt of each epoch.
 #[test]
 fn a_committed_epoch_is_never_sent_again() {
+    let _serial = one_at_a_time();
     use weir::checkpoint::{Committer, PendingCommit};
     use weir::connectors::kafka::{KafkaSink, KafkaSinkSpec};
     use weir::connectors::{Sink, SinkPlace};
@@ -410,6 +428,7 @@ fn a_committed_epoch_is_never_sent_again() {
 /// both then commit their counts exactly once.
 #[test]
 fn a_fork_writes_its_own_topic_with_its_own_transactional_ids() {
+    let _serial = one_at_a_time();
     let broker = broker_with_input(4_800);
     broker.create_topic("forked", 3);
     let dir = JobDir::new();

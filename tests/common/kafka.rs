@@ -124,22 +124,35 @@ impl Broker {
 
     /// Every record of `topic` (as the broker shows them: tansu shows
     /// records of aborted transactions too), read from the start of each
-    /// partition until none comes for two seconds (tansu's high watermarks
-    /// cannot say where the end is; see `produce`).
+    /// partition until every partition that holds records has delivered
+    /// some and then none comes for two seconds. (Neither the high
+    /// watermark — tansu reports the start of a partition's last batch, see
+    /// `produce` — nor the last offset — transaction markers take offsets —
+    /// says where a partition ends; the first record of each partition
+    /// makes sure that one slow to deliver on a busy machine is not taken
+    /// for an empty one.)
     pub fn read_all(&self, topic: &str) -> Vec<OutputRecord> {
         let consumer: BaseConsumer = self.config().set("group.id", "weir-test-reader").create().unwrap();
         let metadata = consumer.fetch_metadata(Some(topic), Duration::from_secs(10)).unwrap();
         let mut list = TopicPartitionList::new();
+        let mut unread = BTreeMap::new();
         for partition in metadata.topics()[0].partitions() {
+            let (low, high) = consumer.fetch_watermarks(topic, partition.id(), Duration::from_secs(10)).unwrap();
+            if high > low {
+                unread.insert(partition.id(), ());
+            }
             list.add_partition_offset(topic, partition.id(), Offset::Beginning).unwrap();
         }
         consumer.assign(&list).unwrap();
         let mut records = Vec::new();
         let mut last = Instant::now();
-        while last.elapsed() < Duration::from_secs(2) {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !unread.is_empty() || last.elapsed() < Duration::from_secs(2) {
+            assert!(Instant::now() < deadline, "could not read {topic}: partitions {unread:?} delivered nothing");
             let Some(message) = consumer.poll(Duration::from_millis(100)) else { continue };
             last = Instant::now();
             let message = message.expect("read the output topic");
+            unread.remove(&message.partition());
             let header = |name: &str| {
                 let headers = message.headers()?;
                 headers.iter().find(|h| h.key == name).and_then(|h| h.value).map(|v| String::from_utf8_lossy(v).into_owned())
