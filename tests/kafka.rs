@@ -78,6 +78,12 @@ topic = "out"
 fn committed_counts(broker: &Broker) -> BTreeMap<u64, Vec<u64>> {
     let (records, aborted) = committed_records(broker.read_all("out"));
     eprintln!("output: {} committed records; {aborted} of aborted attempts dropped", records.len());
+    let mut epochs: BTreeMap<(String, u64), usize> = BTreeMap::new();
+    for record in &records {
+        let writer = record.attempt.as_deref().and_then(|a| a.rsplit_once('/')).map(|(w, _)| w.to_owned());
+        *epochs.entry((writer.unwrap_or_default(), record.checkpoint.unwrap_or_default())).or_default() += 1;
+    }
+    eprintln!("records per (writer, checkpoint): {epochs:?}");
     counts_by_key(records)
 }
 
@@ -106,6 +112,8 @@ fn wait_for_group_offsets(broker: &Broker, host: &Host, offsets: i64, patience: 
 fn assert_exact_counts(counts: &BTreeMap<u64, Vec<u64>>, events: u64) {
     assert_eq!(counts.len() as u64, KEYS, "every key has output");
     let expected: Vec<u64> = (1..=events / KEYS).collect();
+    let wrong: Vec<&u64> = counts.iter().filter(|(_, values)| **values != expected).map(|(key, _)| key).collect();
+    eprintln!("{} keys with wrong counts: {wrong:?}", wrong.len());
     for (key, values) in counts {
         assert_eq!(values, &expected, "key {key}: each count exactly once (no loss, no duplicate)");
     }
@@ -171,12 +179,15 @@ fn a_savepoint_resumes_at_its_offsets_at_another_parallelism() {
     host.weir(&["savepoint", "kafka-count", "--stop", "--dir", savepoint.to_str().unwrap()]).success();
     let (status, stderr) = host.wait();
     assert!(status.success(), "{stderr}");
+    eprintln!("first run's log:\n{stderr}");
 
     // More input while it is stopped; restored with 4 subtasks (one has
     // no partition) and read to the end.
     broker.produce("in", events(12_000, 12_000));
     let job = count_job(&dir, "second", &broker, 4, "bounded = true", "");
-    run_job(&job, &["--from-savepoint", savepoint.to_str().unwrap()]).success();
+    let second = run_job(&job, &["--from-savepoint", savepoint.to_str().unwrap()]);
+    second.success();
+    eprintln!("second run's log:\n{}", second.stderr());
     assert_exact_counts(&committed_counts(&broker), 24_000);
 }
 

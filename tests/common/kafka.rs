@@ -2,7 +2,7 @@
 //! `scripts/kafka-broker.sh`), a TCP proxy in front of it that can take the
 //! broker away and bring it back, and clients to fill and read topics.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::ErrorKind;
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rdkafka::ClientConfig;
+use rdkafka::error::KafkaError;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -122,37 +123,42 @@ impl Broker {
         producer.flush(Duration::from_secs(30)).expect("flush the test producer");
     }
 
-    /// Every record of `topic` (as the broker shows them: tansu shows
-    /// records of aborted transactions too), read from the start of each
-    /// partition until every partition that holds records has delivered
-    /// some and then none comes for two seconds. (Neither the high
-    /// watermark — tansu reports the start of a partition's last batch, see
-    /// `produce` — nor the last offset — transaction markers take offsets —
-    /// says where a partition ends; the first record of each partition
-    /// makes sure that one slow to deliver on a busy machine is not taken
-    /// for an empty one.)
+    /// Every record of `topic`, those of aborted transactions too
+    /// (`read_uncommitted`: the tests do not rely on the broker's account
+    /// of aborted transactions, see [`committed_records`]), read from the
+    /// start of each partition until the consumer reports that it has
+    /// reached the partition's end (librdkafka's partition EOF: its fetch
+    /// position has passed the high watermark of the latest fetch).
     pub fn read_all(&self, topic: &str) -> Vec<OutputRecord> {
-        let consumer: BaseConsumer = self.config().set("group.id", "weir-test-reader").create().unwrap();
+        let consumer: BaseConsumer = self
+            .config()
+            .set("group.id", "weir-test-reader")
+            .set("isolation.level", "read_uncommitted")
+            .set("enable.partition.eof", "true")
+            .create()
+            .unwrap();
         let metadata = consumer.fetch_metadata(Some(topic), Duration::from_secs(10)).unwrap();
         let mut list = TopicPartitionList::new();
-        let mut unread = BTreeMap::new();
+        let mut unfinished = BTreeSet::new();
         for partition in metadata.topics()[0].partitions() {
-            let (low, high) = consumer.fetch_watermarks(topic, partition.id(), Duration::from_secs(10)).unwrap();
-            if high > low {
-                unread.insert(partition.id(), ());
-            }
             list.add_partition_offset(topic, partition.id(), Offset::Beginning).unwrap();
+            unfinished.insert(partition.id());
         }
         consumer.assign(&list).unwrap();
         let mut records = Vec::new();
-        let mut last = Instant::now();
+        let mut read: BTreeMap<i32, i64> = BTreeMap::new();
         let deadline = Instant::now() + Duration::from_secs(120);
-        while !unread.is_empty() || last.elapsed() < Duration::from_secs(2) {
-            assert!(Instant::now() < deadline, "could not read {topic}: partitions {unread:?} delivered nothing");
-            let Some(message) = consumer.poll(Duration::from_millis(100)) else { continue };
-            last = Instant::now();
-            let message = message.expect("read the output topic");
-            unread.remove(&message.partition());
+        while !unfinished.is_empty() {
+            assert!(Instant::now() < deadline, "could not read {topic} to its end: read up to {read:?}, unfinished {unfinished:?}");
+            let message = match consumer.poll(Duration::from_millis(100)) {
+                None => continue,
+                Some(Err(KafkaError::PartitionEOF(partition))) => {
+                    unfinished.remove(&partition);
+                    continue;
+                }
+                Some(message) => message.expect("read the output topic"),
+            };
+            read.insert(message.partition(), message.offset());
             let header = |name: &str| {
                 let headers = message.headers()?;
                 headers.iter().find(|h| h.key == name).and_then(|h| h.value).map(|v| String::from_utf8_lossy(v).into_owned())
@@ -164,6 +170,7 @@ impl Broker {
                 attempt: header("weir.attempt"),
             });
         }
+        eprintln!("read {topic} to its end: last offsets {read:?}");
         records
     }
 }

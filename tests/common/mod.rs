@@ -127,12 +127,18 @@ impl Run {
     }
 }
 
+/// The jobs' log level: warnings, or `WEIR_TEST_LOG` (e.g. `info` to
+/// see every checkpoint and commit of a failing test).
+pub fn log_level() -> String {
+    std::env::var("WEIR_TEST_LOG").unwrap_or_else(|_| "warn".to_owned())
+}
+
 /// Runs `weir` with `args`.
 pub fn weir(args: &[&str]) -> Run {
     let started = Instant::now();
     let output = Command::new(weir_binary())
         .args(args)
-        .env("WEIR_LOG", "warn")
+        .env("WEIR_LOG", log_level())
         .output()
         .expect("run weir");
     Run { output, took: started.elapsed() }
@@ -212,7 +218,7 @@ impl Host {
             .arg(job)
             .args(extra)
             .args(["--api", "127.0.0.1:0"])
-            .env("WEIR_LOG", "warn")
+            .env("WEIR_LOG", log_level())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
