@@ -225,6 +225,19 @@ fn duplicate_names_and_bad_parallelism() {
 }
 
 #[test]
+fn checkpoint_settings_out_of_range_or_without_a_directory() {
+    let dir = JobDir::new();
+    let job = job_file(&dir, |t| t.replace("name = \"edited\"", "name = \"edited\"\ncheckpoint_timeout_ms = 500"));
+    let error = run_job(&job, &[]).failure();
+    assert!(error.contains("checkpoint_timeout_ms need checkpoint_dir: add it"), "{error}");
+
+    let settings = "name = \"edited\"\ncheckpoint_dir = \"checkpoints\"\ncheckpoint_timeout_ms = 0";
+    let job = job_file(&dir, |t| t.replace("name = \"edited\"", settings));
+    let error = run_job(&job, &[]).failure();
+    assert!(error.contains("checkpoint_timeout_ms must be at least 1"), "{error}");
+}
+
+#[test]
 fn a_missing_job_file_and_a_missing_input_file() {
     let dir = JobDir::new();
     let error = run_job(&dir.path("absent.toml"), &[]).failure();

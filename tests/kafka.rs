@@ -38,6 +38,11 @@ fn events(first: u64, count: u64) -> impl Iterator<Item = (String, String)> {
 /// A keyed count from topic `in` to topic `out`. `source` and `sink` add
 /// lines to those tables.
 fn count_job(dir: &JobDir, name: &str, broker: &Broker, parallelism: u32, source: &str, sink: &str) -> PathBuf {
+    count_job_with(dir, name, broker, parallelism, "", source, sink)
+}
+
+/// [`count_job`] with job-level `settings`.
+fn count_job_with(dir: &JobDir, name: &str, broker: &Broker, parallelism: u32, settings: &str, source: &str, sink: &str) -> PathBuf {
     dir.write(
         &format!("{name}.toml"),
         &format!(
@@ -46,6 +51,7 @@ name = "kafka-count"
 parallelism = {parallelism}
 checkpoint_dir = "checkpoints"
 checkpoint_interval_ms = 150
+{settings}
 
 [[source]]
 name = "in"
@@ -161,6 +167,19 @@ fn sigkill_and_restart_commit_every_count_exactly_once_to_the_output_topic() {
     let stderr = run_with_kills(&job, 4);
     assert!(stderr.contains("resumed from checkpoint"), "the last run resumes: {stderr}");
     assert_exact_counts(&committed_counts(&broker), 30_000);
+}
+
+#[test]
+fn epochs_of_abandoned_checkpoints_are_committed_with_a_later_one() {
+    let _serial = one_at_a_time();
+    let broker = broker_with_input(12_000);
+    let dir = JobDir::new();
+    // Checkpoints time out after 3 ms: many are abandoned after the sinks
+    // sealed their epochs' logs, which must then go with a later checkpoint.
+    let job = count_job_with(&dir, "job", &broker, 2, "checkpoint_timeout_ms = 3", "bounded = true\nrate = 6000", "");
+    let stderr = run_with_kills(&job, 1);
+    assert!(stderr.contains("checkpoint timed out; abandoning it"), "checkpoints were abandoned: {stderr}");
+    assert_exact_counts(&committed_counts(&broker), 12_000);
 }
 
 #[test]

@@ -123,8 +123,10 @@ pub trait Sink: Send {
     }
     /// Writes out buffered output.
     fn flush(&mut self) -> Result<(), ConnectorError>;
-    /// Called once all inputs have ended: flush, close, and return every
-    /// pending commit not yet known to be done (committing is idempotent).
+    /// Called once all inputs have ended: flush, close, and return what
+    /// must be committed of the output since the last barrier. (Earlier
+    /// pre-commits of checkpoints that did not complete are the task's to
+    /// carry: see `SinkPrecommits` in `dataflow/snapshot.rs`.)
     fn finish(&mut self) -> Result<Vec<PendingCommit>, ConnectorError> {
         self.flush()?;
         Ok(Vec::new())

@@ -35,8 +35,6 @@ pub struct PartFileSink {
     format: OutputFormat,
     current: Option<BufWriter<File>>,
     line: Vec<u8>,
-    /// Every pending file of this run, in order (see [`Sink::finish`]).
-    pending: Vec<PendingCommit>,
 }
 
 impl PartFileSink {
@@ -50,7 +48,7 @@ impl PartFileSink {
         restored: u64,
     ) -> Result<Self, ConnectorError> {
         std::fs::create_dir_all(dir).map_err(|source| ConnectorError::Open { path: dir.into(), source })?;
-        let sink = PartFileSink { dir: dir.into(), subtask, format, current: None, line: Vec::new(), pending: Vec::new() };
+        let sink = PartFileSink { dir: dir.into(), subtask, format, current: None, line: Vec::new() };
         sink.clean_up(restored, parallelism)?;
         Ok(sink)
     }
@@ -98,9 +96,7 @@ impl PartFileSink {
         file.get_ref().sync_all().map_err(|e| self.io_error(e))?;
         let pending = self.dir.join(format!(".part-{}-{label}.pending", self.subtask));
         std::fs::rename(self.in_progress(), &pending).map_err(|e| self.io_error(e))?;
-        let commit = PendingCommit::Rename { from: pending, to: self.dir.join(format!("part-{}-{label}", self.subtask)) };
-        self.pending.push(commit.clone());
-        Ok(Some(commit))
+        Ok(Some(PendingCommit::Rename { from: pending, to: self.dir.join(format!("part-{}-{label}", self.subtask)) }))
     }
 }
 
@@ -143,9 +139,9 @@ impl Sink for PartFileSink {
     }
 
     fn finish(&mut self) -> Result<Vec<PendingCommit>, ConnectorError> {
-        self.close("final")?;
-        info!(dir = %self.dir.display(), parts = self.pending.len(), "part files closed");
-        Ok(std::mem::take(&mut self.pending))
+        let last = self.close("final")?;
+        info!(dir = %self.dir.display(), "part files closed");
+        Ok(last.into_iter().collect())
     }
 }
 

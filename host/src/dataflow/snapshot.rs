@@ -81,15 +81,46 @@ fn persist(captured: CapturedState, target: &SnapshotTarget, mut state: TaskStat
     Ok(state)
 }
 
-/// Commits a sink's output at the end of input: through the coordinator
-/// (which records the end in a last manifest first) when checkpointing,
-/// else at once.
-pub fn finish_sink(checkpoint: Option<&TaskCheckpoint>, commits: Vec<PendingCommit>) -> std::io::Result<()> {
-    match checkpoint {
-        Some(checkpoint) => {
-            checkpoint.ack_commits(FINAL_CHECKPOINT, commits, Duration::ZERO);
-            Ok(())
+/// What a sink subtask pre-committed at the barriers of checkpoints not
+/// known to have completed.
+///
+/// A checkpoint can be abandoned after a sink pre-committed its epoch (it
+/// timed out, another subtask could not snapshot). Its output is then handed
+/// to the next checkpoint as well — which restores sources past it — or it
+/// would never be committed. Only one checkpoint is in flight at a time, so
+/// when barrier `n` arrives every earlier checkpoint has completed or been
+/// abandoned. Committing is idempotent and in order, so output handed to two
+/// checkpoints is committed once.
+#[derive(Default)]
+pub struct SinkPrecommits {
+    unconfirmed: Vec<(u64, Vec<PendingCommit>)>,
+}
+
+impl SinkPrecommits {
+    /// Acknowledges barrier `n` with `commits` after those of earlier
+    /// checkpoints that did not complete.
+    pub fn ack(&mut self, checkpoint: &TaskCheckpoint, n: u64, commits: Vec<PendingCommit>, alignment: Duration) {
+        checkpoint.ack_commits(n, self.with_unconfirmed(checkpoint, n, commits), alignment);
+    }
+
+    /// Commits a sink's output at the end of input: through the coordinator
+    /// (which records the end in a last manifest first) when checkpointing,
+    /// else at once.
+    pub fn finish(mut self, checkpoint: Option<&TaskCheckpoint>, commits: Vec<PendingCommit>) -> std::io::Result<()> {
+        match checkpoint {
+            Some(checkpoint) => {
+                let commits = self.with_unconfirmed(checkpoint, FINAL_CHECKPOINT, commits);
+                checkpoint.ack_commits(FINAL_CHECKPOINT, commits, Duration::ZERO);
+                Ok(())
+            }
+            None => commits.iter().try_for_each(PendingCommit::commit_file),
         }
-        None => commits.iter().try_for_each(PendingCommit::commit_file),
+    }
+
+    fn with_unconfirmed(&mut self, checkpoint: &TaskCheckpoint, n: u64, commits: Vec<PendingCommit>) -> Vec<PendingCommit> {
+        let completed = checkpoint.hub.completed();
+        self.unconfirmed.retain(|(earlier, _)| *earlier > completed);
+        self.unconfirmed.push((n, commits));
+        self.unconfirmed.iter().flat_map(|(_, commits)| commits.iter().cloned()).collect()
     }
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Receiver;
 
 use super::channel::{Cancel, Envelope, Message, Outputs, receive};
-use super::snapshot::{TaskCheckpoint, finish_sink};
+use super::snapshot::{SinkPrecommits, TaskCheckpoint};
 use crate::checkpoint::{Aligned, BarrierAligner};
 use super::operator::Emitted;
 use super::time::{InputClock, Signal, WatermarkGenerator};
@@ -229,6 +229,7 @@ pub fn run_sink(
     producers: usize,
 ) -> Result<(), TaskError> {
     let mut aligner = BarrierAligner::new(producers);
+    let mut precommits = SinkPrecommits::default();
     let mut ended = 0;
     while ended < producers {
         let Some(envelope) = ctx.next(&mut aligner, &inbox, None)? else { continue };
@@ -244,14 +245,14 @@ pub fn run_sink(
             Some(Aligned::Barrier { checkpoint: n, alignment }) => {
                 let commits = sink.precommit(n)?;
                 if let Some(checkpoint) = &ctx.checkpoint {
-                    checkpoint.ack_commits(n, commits, alignment);
+                    precommits.ack(checkpoint, n, commits, alignment);
                 }
             }
             None => {}
         }
     }
     let commits = sink.finish()?;
-    let committed = finish_sink(ctx.checkpoint.as_ref(), commits);
+    let committed = precommits.finish(ctx.checkpoint.as_ref(), commits);
     committed.map_err(|source| TaskError::Connector(ConnectorError::Io { what: ctx.label.clone(), source }))
 }
 

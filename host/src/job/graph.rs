@@ -123,8 +123,8 @@ fn restart_policy(spec: &JobSpec) -> RestartSpec {
 
 fn checkpoint_settings(spec: &JobSpec, base: &Path) -> Result<Option<CheckpointSettings>, String> {
     let Some(dir) = &spec.checkpoint_dir else {
-        if spec.checkpoint_interval_ms.is_some() || spec.checkpoints_retained.is_some() {
-            return Err("checkpoint_interval_ms and checkpoints_retained need checkpoint_dir: add it".into());
+        if spec.checkpoint_interval_ms.is_some() || spec.checkpoints_retained.is_some() || spec.checkpoint_timeout_ms.is_some() {
+            return Err("checkpoint_interval_ms, checkpoints_retained and checkpoint_timeout_ms need checkpoint_dir: add it".into());
         }
         return Ok(None);
     };
@@ -136,11 +136,15 @@ fn checkpoint_settings(spec: &JobSpec, base: &Path) -> Result<Option<CheckpointS
     if retain == 0 {
         return Err("checkpoints_retained must be at least 1".into());
     }
+    let timeout = spec.checkpoint_timeout_ms.unwrap_or(120_000);
+    if timeout == 0 {
+        return Err("checkpoint_timeout_ms must be at least 1".into());
+    }
     Ok(Some(CheckpointSettings {
         dir: base.join(dir),
         interval: Duration::from_millis(interval),
         retain,
-        timeout: Duration::from_secs(120),
+        timeout: Duration::from_millis(timeout),
     }))
 }
 

@@ -36,6 +36,7 @@
 //! checkpoint_dir = "checkpoints"  # enables checkpoints; relative to the job file
 //! checkpoint_interval_ms = 1000
 //! checkpoints_retained = 3
+//! checkpoint_timeout_ms = 120000  # a checkpoint not complete by then is abandoned
 //!
 //! [restart]
 //! strategy = "fixed-delay"        # or "exponential-backoff", "none"
@@ -69,6 +70,7 @@ pub struct JobSpec {
     pub checkpoint_dir: Option<PathBuf>,
     pub checkpoint_interval_ms: Option<u64>,
     pub checkpoints_retained: Option<usize>,
+    pub checkpoint_timeout_ms: Option<u64>,
     pub restart: Option<RestartSpec>,
 }
 
