@@ -8,9 +8,9 @@ use std::io::Read;
 use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -31,8 +31,13 @@ pub struct ApiServer {
     addr: SocketAddr,
     server: Option<Arc<Server>>,
     stopping: Arc<AtomicBool>,
+    /// Requests being handled (each on a thread of its own).
+    in_flight: Arc<AtomicUsize>,
     thread: Option<JoinHandle<()>>,
 }
+
+/// How long stopping waits for the answers of requests being handled.
+const ANSWER_PATIENCE: Duration = Duration::from_secs(10);
 
 impl ApiServer {
     /// Listens on `addr` (`127.0.0.1:7070`, or `127.0.0.1:0` for any free
@@ -48,13 +53,15 @@ impl ApiServer {
         })?;
         let server = Arc::new(server);
         let stopping = Arc::new(AtomicBool::new(false));
+        let in_flight = Arc::new(AtomicUsize::new(0));
         let thread = std::thread::Builder::new().name("weir-api".into()).spawn({
             let server = Arc::clone(&server);
             let stopping = Arc::clone(&stopping);
-            move || accept_loop(&server, &stopping, plane)
+            let in_flight = Arc::clone(&in_flight);
+            move || accept_loop(&server, &stopping, &in_flight, plane)
         })?;
         tracing::debug!(addr = %bound, "control API listening");
-        Ok(ApiServer { addr: bound, server: Some(server), stopping, thread: Some(thread) })
+        Ok(ApiServer { addr: bound, server: Some(server), stopping, in_flight, thread: Some(thread) })
     }
 
     /// The address it listens on (with the real port when started on port 0).
@@ -63,8 +70,10 @@ impl ApiServer {
     }
 
     /// Stops accepting requests and closes the listening socket. Requests
-    /// already being handled are still answered. Dropping the server does
-    /// the same.
+    /// already being handled are still answered: it waits for them (up to
+    /// 10 s), so that a host exiting right after — the last job stopped
+    /// with a savepoint — does not cut off the answer to the request that
+    /// stopped it. Dropping the server does the same.
     pub fn stop(&mut self) {
         self.stopping.store(true, Ordering::SeqCst);
         if let Some(server) = &self.server {
@@ -72,6 +81,10 @@ impl ApiServer {
         }
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
+        }
+        let deadline = Instant::now() + ANSWER_PATIENCE;
+        while self.in_flight.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(2));
         }
         // The last reference: dropping it closes the listener, on
         // tiny_http's accept thread, soon after.
@@ -83,12 +96,12 @@ impl ApiServer {
     /// Waits (a little, at most) until the listening socket is closed, so
     /// that the port is free and connecting to it fails once `stop` returns.
     fn await_port_closed(&self) {
-        let deadline = Instant::now() + std::time::Duration::from_secs(2);
+        let deadline = Instant::now() + Duration::from_secs(2);
         while Instant::now() < deadline {
             match std::net::TcpListener::bind(self.addr) {
                 Ok(_) => return,
                 Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
-                    std::thread::sleep(std::time::Duration::from_millis(2))
+                    std::thread::sleep(Duration::from_millis(2))
                 }
                 Err(_) => return,
             }
@@ -108,7 +121,23 @@ impl std::fmt::Debug for ApiServer {
     }
 }
 
-fn accept_loop(server: &Server, stopping: &AtomicBool, plane: Arc<dyn ControlPlane>) {
+/// Counts a request as being handled until it is dropped.
+struct Handling(Arc<AtomicUsize>);
+
+impl Handling {
+    fn start(in_flight: &Arc<AtomicUsize>) -> Self {
+        in_flight.fetch_add(1, Ordering::SeqCst);
+        Handling(Arc::clone(in_flight))
+    }
+}
+
+impl Drop for Handling {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+fn accept_loop(server: &Server, stopping: &AtomicBool, in_flight: &Arc<AtomicUsize>, plane: Arc<dyn ControlPlane>) {
     loop {
         let received = server.recv();
         if stopping.load(Ordering::SeqCst) {
@@ -117,9 +146,11 @@ fn accept_loop(server: &Server, stopping: &AtomicBool, plane: Arc<dyn ControlPla
         match received {
             Ok(request) => {
                 let plane = Arc::clone(&plane);
-                let spawned = std::thread::Builder::new()
-                    .name("weir-api-request".into())
-                    .spawn(move || serve(plane.as_ref(), request));
+                let handling = Handling::start(in_flight);
+                let spawned = std::thread::Builder::new().name("weir-api-request".into()).spawn(move || {
+                    let _handling = handling;
+                    serve(plane.as_ref(), request)
+                });
                 if let Err(error) = spawned {
                     tracing::error!(%error, "control API: cannot start a thread for a request");
                 }
@@ -128,7 +159,7 @@ fn accept_loop(server: &Server, stopping: &AtomicBool, plane: Arc<dyn ControlPla
                 // A failed accept: keep serving, but don't spin on a
                 // persistent failure.
                 tracing::warn!(%error, "control API: accepting a connection failed");
-                std::thread::sleep(std::time::Duration::from_millis(50));
+                std::thread::sleep(Duration::from_millis(50));
             }
         }
     }
@@ -587,6 +618,26 @@ mod tests {
         // `jobs` was answered while the upgrade was still in progress.
         let calls = plane.calls.lock().unwrap().clone();
         assert_eq!(calls, vec!["upgrade started words", "jobs", "upgrade done words"]);
+    }
+
+    #[test]
+    fn stopping_waits_for_the_answers_of_requests_being_handled() {
+        // As when the request stops the host's last job, and the host exits.
+        let (mut server, plane) =
+            start(FakePlane { upgrade_delay: Duration::from_millis(300), ..FakePlane::default() });
+        let addr = server.addr().to_string();
+        let upgrade = std::thread::spawn(move || {
+            ApiClient::new(&addr).upgrade(
+                "words",
+                &UpgradeRequest { operator: "count".into(), plugin: "/p/new.wasm".into(), savepoint_dir: None },
+            )
+        });
+        while !plane.calls.lock().unwrap().iter().any(|c| c == "upgrade started words") {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        server.stop();
+        assert!(plane.calls.lock().unwrap().iter().any(|c| c == "upgrade done words"), "stop waited for the request");
+        assert_eq!(upgrade.join().unwrap().unwrap().downtime_ms, 123.4, "and its answer arrived");
     }
 
     #[test]
