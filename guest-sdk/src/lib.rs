@@ -59,7 +59,7 @@ pub use codec::{Decode, Encode, Json};
 pub use context::{Batch, Context};
 pub use error::Error;
 pub use event::Event;
-pub use map_state::MapState;
+pub use map_state::{MapEntry, MapState};
 pub use operator::{Config, Operator, TaskInfo};
 pub use state::ValueState;
 pub use timer::{TimeDomain, Timer};

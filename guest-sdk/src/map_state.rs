@@ -39,13 +39,7 @@ impl<V: Serialize + DeserializeOwned> MapState<V> {
 
     /// The current key's value under `sub_key`.
     pub fn get(&self, ctx: &mut Context<'_>, sub_key: impl Encode) -> Result<Option<V>, Error> {
-        let slot = ctx.key_slot()?;
-        let cache = ctx.states.map(&self.name);
-        let bytes = cache.entry(slot, sub_key)?;
-        bytes
-            .map(|b| serde_json::from_slice(b))
-            .transpose()
-            .map_err(|e| Error::State(format!("map state `{}` holds a value this plugin cannot read ({e})", self.name)))
+        self.entry(ctx, sub_key)?.get(ctx)
     }
 
     /// Fetches the entries `(slot, sub_key)` a batch will use in one host
@@ -57,16 +51,7 @@ impl<V: Serialize + DeserializeOwned> MapState<V> {
 
     /// Sets the current key's value under `sub_key`.
     pub fn set(&self, ctx: &mut Context<'_>, sub_key: impl Encode, value: &V) -> Result<(), Error> {
-        let slot = ctx.key_slot()?;
-        let cache = ctx.states.map(&self.name);
-        let mut encoded = std::mem::take(&mut cache.encoded);
-        encoded.clear();
-        let result = serde_json::to_writer(&mut encoded, value);
-        if result.is_ok() {
-            cache.write(slot, sub_key, Some(&encoded));
-        }
-        cache.encoded = encoded;
-        result.map_err(|e| Error::State(format!("cannot encode map state `{}`: {e}", self.name)))
+        self.entry(ctx, sub_key)?.set(ctx, value)
     }
 
     /// Removes the current key's value under `sub_key`.
@@ -74,6 +59,46 @@ impl<V: Serialize + DeserializeOwned> MapState<V> {
         let slot = ctx.key_slot()?;
         ctx.states.map(&self.name).write(slot, sub_key, None);
         Ok(())
+    }
+
+    /// The current key's entry under `sub_key`, found once for a read and
+    /// a write (a fold: read the accumulator, write it back) in this call.
+    pub fn entry(&self, ctx: &mut Context<'_>, sub_key: impl Encode) -> Result<MapEntry<'_, V>, Error> {
+        let slot = ctx.key_slot()?;
+        let index = ctx.states.map(&self.name).locate(slot, sub_key)?;
+        Ok(MapEntry { state: self, index })
+    }
+}
+
+/// An entry of a [`MapState`] for the current key, found by
+/// [`MapState::entry`]; valid until the `process` or `on_timer` call returns.
+pub struct MapEntry<'s, V> {
+    state: &'s MapState<V>,
+    index: usize,
+}
+
+impl<V: Serialize + DeserializeOwned> MapEntry<'_, V> {
+    /// The entry's value, if it has one.
+    pub fn get(&self, ctx: &mut Context<'_>) -> Result<Option<V>, Error> {
+        let name = &self.state.name;
+        let bytes = ctx.states.map(name).value_at(self.index);
+        bytes
+            .map(|b| serde_json::from_slice(b))
+            .transpose()
+            .map_err(|e| Error::State(format!("map state `{name}` holds a value this plugin cannot read ({e})")))
+    }
+
+    /// Sets the entry's value.
+    pub fn set(&self, ctx: &mut Context<'_>, value: &V) -> Result<(), Error> {
+        let cache = ctx.states.map(&self.state.name);
+        let mut encoded = std::mem::take(&mut cache.encoded);
+        encoded.clear();
+        let result = serde_json::to_writer(&mut encoded, value);
+        if result.is_ok() {
+            cache.write_at(self.index, Some(&encoded));
+        }
+        cache.encoded = encoded;
+        result.map_err(|e| Error::State(format!("cannot encode map state `{}`: {e}", self.state.name)))
     }
 }
 
@@ -172,17 +197,29 @@ impl MapCache {
         (start, self.values.len() as u32)
     }
 
-    fn entry(&mut self, slot: u32, sub_key: impl Encode) -> Result<Option<&[u8]>, Error> {
+    /// The index of entry (slot, sub-key), fetched from the host if the
+    /// batch has not used it yet.
+    fn locate(&mut self, slot: u32, sub_key: impl Encode) -> Result<usize, Error> {
         self.scratch.clear();
         sub_key.encode(&mut self.scratch);
-        let index = match self.find(slot) {
+        Ok(match self.find(slot) {
             (Some(index), _) => index,
             (None, hash) => {
                 let value = self.raw.get(slot, &self.scratch)?;
                 self.insert(slot, hash, value.as_deref())
             }
-        };
-        Ok(self.entries[index].value.map(|range| Self::bytes(&self.values, range)))
+        })
+    }
+
+    fn value_at(&self, index: usize) -> Option<&[u8]> {
+        self.entries[index].value.map(|range| Self::bytes(&self.values, range))
+    }
+
+    fn write_at(&mut self, index: usize, value: Option<&[u8]>) {
+        let value = value.map(|bytes| self.store(bytes));
+        let entry = &mut self.entries[index];
+        entry.value = value;
+        entry.changed = true;
     }
 
     fn prefetch<K: Encode>(&mut self, entries: impl IntoIterator<Item = (u32, K)>) -> Result<(), Error> {
@@ -217,10 +254,7 @@ impl MapCache {
             (Some(index), _) => index,
             (None, hash) => self.insert(slot, hash, None),
         };
-        let value = value.map(|bytes| self.store(bytes));
-        let entry = &mut self.entries[index];
-        entry.value = value;
-        entry.changed = true;
+        self.write_at(index, value);
     }
 
     /// Writes the batch's changes back and forgets its entries.
@@ -317,7 +351,8 @@ mod tests {
     }
 
     fn value(cache: &mut MapCache, slot: u32, sub_key: &str) -> Option<String> {
-        cache.entry(slot, sub_key).unwrap().map(|v| String::from_utf8(v.to_vec()).unwrap())
+        let index = cache.locate(slot, sub_key).unwrap();
+        cache.value_at(index).map(|v| String::from_utf8(v.to_vec()).unwrap())
     }
 
     #[test]

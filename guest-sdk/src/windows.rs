@@ -334,7 +334,8 @@ impl<A: Aggregate> Windows<A> {
                 continue; // Its window is gone.
             }
             placed = true;
-            let (mut acc, mut fired) = match self.by_start.get(ctx, start)? {
+            let entry = self.by_start.entry(ctx, start)?;
+            let (mut acc, mut fired) = match entry.get(ctx)? {
                 Some((_, acc, fired)) => (acc, fired),
                 None => {
                     self.register_timers(ctx, end)?;
@@ -347,7 +348,7 @@ impl<A: Aggregate> Windows<A> {
                 fired = true;
                 updated.push(WindowResult { start, end, value: self.aggregate.result(&acc) });
             }
-            self.by_start.set(ctx, start, &(end, acc, fired))?;
+            entry.set(ctx, &(end, acc, fired))?;
         }
         if !placed && let Some(output) = &self.late_output {
             ctx.emit_to(output, event.key(), event.value());
