@@ -20,7 +20,14 @@ flink=../shared/bench/flink/run.sh
 [[ -f $flink ]] || { echo "no Flink harness at $flink" >&2; exit 2; }
 
 # Keeps the RESULT line on stderr (the log) and prints its events/s.
-rate() { grep '^RESULT' | tee /dev/stderr | sed -n 's/.*events_per_s=\([0-9]*\).*/\1/p' | tail -n 1; }
+# (Not `tee /dev/stderr`: with stderr redirected to a file, that reopens and
+# truncates it.)
+rate() {
+    local results
+    results=$(grep '^RESULT' || true)
+    echo "$results" >&2
+    sed -n 's/.*events_per_s=\([0-9]*\).*/\1/p' <<<"$results" | tail -n 1
+}
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 
 rows=()
