@@ -162,8 +162,11 @@ impl MapCache {
         &arena[start as usize..end as usize]
     }
 
-    /// The index of the entry (slot, `self.scratch`) and its hash.
-    fn find(&self, slot: u32) -> (Option<usize>, u64) {
+    /// Encodes `sub_key` into `self.scratch` and finds the entry (slot,
+    /// sub-key): its index if the batch has it, and its hash.
+    fn find(&mut self, slot: u32, sub_key: impl Encode) -> (Option<usize>, u64) {
+        self.scratch.clear();
+        sub_key.encode(&mut self.scratch);
         self.find_hashed(slot, entry_hash(slot, &self.scratch))
     }
 
@@ -200,9 +203,7 @@ impl MapCache {
     /// The index of entry (slot, sub-key), fetched from the host if the
     /// batch has not used it yet.
     fn locate(&mut self, slot: u32, sub_key: impl Encode) -> Result<usize, Error> {
-        self.scratch.clear();
-        sub_key.encode(&mut self.scratch);
-        Ok(match self.find(slot) {
+        Ok(match self.find(slot, sub_key) {
             (Some(index), _) => index,
             (None, hash) => {
                 let value = self.raw.get(slot, &self.scratch)?;
@@ -228,9 +229,7 @@ impl MapCache {
         let mut offsets = vec![0u32];
         let mut slots = Vec::new();
         for (slot, sub_key) in entries {
-            self.scratch.clear();
-            sub_key.encode(&mut self.scratch);
-            let (None, hash) = self.find(slot) else { continue };
+            let (None, hash) = self.find(slot, sub_key) else { continue };
             // Inserted absent; the fetched value replaces that below.
             wanted.push(self.insert(slot, hash, None));
             slots.push(slot);
@@ -248,9 +247,7 @@ impl MapCache {
     }
 
     fn write(&mut self, slot: u32, sub_key: impl Encode, value: Option<&[u8]>) {
-        self.scratch.clear();
-        sub_key.encode(&mut self.scratch);
-        let index = match self.find(slot) {
+        let index = match self.find(slot, sub_key) {
             (Some(index), _) => index,
             (None, hash) => self.insert(slot, hash, None),
         };
