@@ -597,10 +597,12 @@ mod tests {
         assert!(plane.calls.lock().unwrap().contains(&"savepoint words None false".to_string()));
     }
 
-    #[test]
-    fn a_slow_upgrade_does_not_block_other_requests() {
-        let (server, plane) =
-            start(FakePlane { upgrade_delay: Duration::from_secs(1), ..FakePlane::default() });
+    /// Starts an upgrade of `words` through `server` on a thread of its own
+    /// and returns once `plane` is handling it.
+    fn upgrade_under_way(
+        server: &ApiServer,
+        plane: &FakePlane,
+    ) -> std::thread::JoinHandle<Result<UpgradeInfo, ClientError>> {
         let addr = server.addr().to_string();
         let upgrade = std::thread::spawn(move || {
             ApiClient::new(&addr).upgrade(
@@ -608,10 +610,17 @@ mod tests {
                 &UpgradeRequest { operator: "count".into(), plugin: "/p/new.wasm".into(), savepoint_dir: None },
             )
         });
-        // Wait until the upgrade is under way.
         while !plane.calls.lock().unwrap().iter().any(|c| c == "upgrade started words") {
             std::thread::sleep(Duration::from_millis(5));
         }
+        upgrade
+    }
+
+    #[test]
+    fn a_slow_upgrade_does_not_block_other_requests() {
+        let (server, plane) =
+            start(FakePlane { upgrade_delay: Duration::from_secs(1), ..FakePlane::default() });
+        let upgrade = upgrade_under_way(&server, &plane);
         let client = ApiClient::new(&server.addr().to_string());
         assert_eq!(client.jobs().unwrap().len(), 1);
         assert_eq!(upgrade.join().unwrap().unwrap().downtime_ms, 123.4);
@@ -625,16 +634,7 @@ mod tests {
         // As when the request stops the host's last job, and the host exits.
         let (mut server, plane) =
             start(FakePlane { upgrade_delay: Duration::from_millis(300), ..FakePlane::default() });
-        let addr = server.addr().to_string();
-        let upgrade = std::thread::spawn(move || {
-            ApiClient::new(&addr).upgrade(
-                "words",
-                &UpgradeRequest { operator: "count".into(), plugin: "/p/new.wasm".into(), savepoint_dir: None },
-            )
-        });
-        while !plane.calls.lock().unwrap().iter().any(|c| c == "upgrade started words") {
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        let upgrade = upgrade_under_way(&server, &plane);
         server.stop();
         assert!(plane.calls.lock().unwrap().iter().any(|c| c == "upgrade done words"), "stop waited for the request");
         assert_eq!(upgrade.join().unwrap().unwrap().downtime_ms, 123.4, "and its answer arrived");
