@@ -149,23 +149,7 @@ fn output_of_abandoned_checkpoints_is_committed_with_a_later_one() {
     // the job from checkpoints that completed after abandoned ones.
     let dir = JobDir::new();
     let job = count_job(&dir, "memory", &plugin("word-count"), "", "checkpoint_timeout_ms = 3");
-    let mut stderr = String::new();
-    for _ in 0..2 {
-        let mut child = Command::new(weir_binary())
-            .args(["run", job.to_str().unwrap()])
-            .env("WEIR_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start weir");
-        std::thread::sleep(Duration::from_millis(1500));
-        child.kill().expect("SIGKILL weir");
-        let output = child.wait_with_output().unwrap();
-        stderr.push_str(&String::from_utf8_lossy(&output.stderr));
-    }
-    let run = run_job(&job, &[]);
-    run.success();
-    stderr.push_str(&run.stderr());
+    let stderr = run_with_kills(&job, 2);
     assert!(stderr.contains("checkpoint timed out; abandoning it"), "checkpoints were abandoned: {stderr}");
     assert_exact_counts(&committed(&dir.path("out")), 60000, 600);
 }
