@@ -274,9 +274,13 @@ impl Proxy {
     }
 
     /// The broker becomes unreachable: connections refused and cut.
+    /// The flag flips under the registry's lock, so a connection being
+    /// accepted at this moment is either cut here or dropped by the
+    /// accept loop — none survives the outage.
     pub fn down(&self) {
+        let mut open = self.connections.lock().unwrap();
         self.up.store(false, Ordering::SeqCst);
-        for stream in self.connections.lock().unwrap().drain(..) {
+        for stream in open.drain(..) {
             let _ = stream.shutdown(Shutdown::Both);
         }
     }
@@ -305,6 +309,9 @@ fn accept_loop(port: u16, target: u16, up: Arc<AtomicBool>, open: Arc<Mutex<Vec<
                     client.set_nonblocking(false).unwrap();
                     let Ok(server) = TcpStream::connect(("127.0.0.1", target)) else { continue };
                     let mut registry = open.lock().unwrap();
+                    if !up.load(Ordering::SeqCst) {
+                        break; // Went down while this one was accepted: drop it.
+                    }
                     registry.push(client.try_clone().unwrap());
                     registry.push(server.try_clone().unwrap());
                     pipe(client.try_clone().unwrap(), server.try_clone().unwrap());

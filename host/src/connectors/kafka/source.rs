@@ -295,11 +295,10 @@ impl KafkaSource {
             }
         }
         let Some((since, last)) = &self.failing else { return Ok(()) };
-        // Still failing? A metadata request, at most once a second, says.
+        // Still failing? A probe, at most once a second, says.
         if self.last_probe.elapsed() >= Duration::from_secs(1) {
             self.last_probe = Instant::now();
-            let topic = self.spec.topics[0].as_str();
-            if self.consumer.fetch_metadata(Some(topic), Duration::from_secs(1)).is_ok() {
+            if self.brokers_answer() {
                 info!(source = %self.spec.name, "kafka brokers reachable again");
                 self.failing = None;
                 return Ok(());
@@ -317,6 +316,20 @@ impl KafkaSource {
             });
         }
         Ok(())
+    }
+}
+
+impl KafkaSource {
+    /// Whether the brokers this subtask fetches from answer: the leader of
+    /// a partition it reads (the connection fetches use — a bootstrap
+    /// broker may answer while the leaders' advertised addresses cannot be
+    /// reached), or any broker when it reads none.
+    fn brokers_answer(&self) -> bool {
+        const PROBE: Duration = Duration::from_secs(1);
+        match self.partitions.iter().find(|p| !p.finished()) {
+            Some(p) => self.consumer.fetch_watermarks(&p.topic, p.partition, PROBE).is_ok(),
+            None => self.consumer.fetch_metadata(Some(self.spec.topics[0].as_str()), PROBE).is_ok(),
+        }
     }
 }
 
