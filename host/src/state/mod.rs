@@ -18,6 +18,7 @@
 
 mod error;
 mod file;
+mod hot;
 mod key_group;
 mod memory;
 mod rocksdb;

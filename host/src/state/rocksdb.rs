@@ -15,14 +15,12 @@
 //! copies: checkpoints are incremental.
 //!
 //! In front of the database sits a bounded write-back layer of recently
-//! used entries ([`HotEntries`]): keyed state is update-heavy (a count reads
-//! and rewrites its key for every batch), and a RocksDB update adds a
-//! version to the memtable that every later read of the key searches past.
-//! Reads and writes of hot keys stay in a hash table; changed entries reach
-//! the database in one write batch when the layer is full, before every
-//! snapshot and before iteration — so snapshots and iteration see exactly
-//! what the operator wrote, and state larger than the layer still lives on
-//! disk.
+//! used entries ([`HotEntries`]): a RocksDB update adds a version to the
+//! memtable that every later read of the key searches past, so reads and
+//! writes of hot keys stay in hash tables, and changed entries reach the
+//! database in one write batch when the layer is full, before every
+//! snapshot and before iteration — snapshots and iteration see exactly what
+//! the operator wrote, and state larger than the layer still lives on disk.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -30,9 +28,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rocksdb::{BlockBasedOptions, Cache, DB, IteratorMode, Options, WriteBatch, WriteOptions};
-use rustc_hash::FxHashMap;
 
 use super::file::{FileRef, read_verified, write_verified};
+use super::hot::HotEntries;
 use super::{BackendHandle, BackendKind, Entry, HashedKey, KeyedStateBackend, SnapshotTarget, StateError, StateId, StateSnapshot};
 
 /// Memory for cached blocks, per subtask.
@@ -41,9 +39,6 @@ const BLOCK_CACHE_BYTES: usize = 32 << 20;
 const WRITE_BUFFER_BYTES: usize = 16 << 20;
 /// Memory for the write-back layer of hot entries, per subtask.
 const HOT_ENTRY_BYTES: usize = 32 << 20;
-/// What an entry of the layer costs beyond its key and value (table slot,
-/// vector headers), for the memory bound.
-const HOT_ENTRY_OVERHEAD: usize = 64;
 
 /// Keyed state in an embedded RocksDB.
 pub struct RocksDbBackend {
@@ -94,16 +89,19 @@ impl RocksDbBackend {
     }
 
     fn encode_key(&mut self, state: StateId, key: &HashedKey<'_>) {
-        self.key.clear();
-        self.key.extend_from_slice(&key.group.to_be_bytes());
-        self.key.extend_from_slice(&state.0.to_be_bytes());
-        self.key.extend_from_slice(key.key);
+        encode_key(&mut self.key, key.group, state, key.key);
     }
 
-    /// Sets (`Some`) or deletes (`None`) the entry under the encoded key,
-    /// in the write-back layer; writes the layer out when it is full.
-    fn write_hot(&mut self, value: Option<&[u8]>) -> Result<(), StateError> {
-        if self.hot.write(&self.key, value) {
+    /// Sets (`Some`) or deletes (`None`) an entry in the write-back layer;
+    /// writes the layer out when it is full.
+    fn write_hot(&mut self, state: StateId, key: &HashedKey<'_>, value: Option<&[u8]>) -> Result<(), StateError> {
+        self.hot.write(state, key, value);
+        self.make_room()
+    }
+
+    /// Writes out and forgets the layer when it is full.
+    fn make_room(&mut self) -> Result<(), StateError> {
+        if self.hot.is_full() {
             self.write_back()?;
             self.hot.clear();
         }
@@ -113,9 +111,13 @@ impl RocksDbBackend {
     /// Writes the layer's changed entries to the database, in one batch.
     fn write_back(&mut self) -> Result<(), StateError> {
         let mut batch = WriteBatch::default();
-        self.hot.take_changes(|key, value| match value {
-            Some(value) => batch.put(key, value),
-            None => batch.delete(key),
+        let key = &mut self.key;
+        self.hot.take_changes(|state, entry| {
+            encode_key(key, entry.group, state, &entry.key);
+            match &entry.value {
+                Some(value) => batch.put(key.as_slice(), value),
+                None => batch.delete(key.as_slice()),
+            }
         });
         if !batch.is_empty() {
             self.db.write_opt(batch, &self.write)?;
@@ -124,74 +126,12 @@ impl RocksDbBackend {
     }
 }
 
-/// Recently used entries of the database (absent ones too), by encoded
-/// key, and which of them changed since they were last written out.
-struct HotEntries {
-    entries: FxHashMap<Box<[u8]>, HotEntry>,
-    bytes: usize,
-    limit: usize,
-}
-
-struct HotEntry {
-    value: Option<Vec<u8>>,
-    changed: bool,
-}
-
-impl HotEntries {
-    fn new(limit: usize) -> Self {
-        HotEntries { entries: FxHashMap::default(), bytes: 0, limit }
-    }
-
-    /// The entry under `key`: `None` if the layer does not know it,
-    /// `Some(None)` if it knows there is none.
-    fn get(&self, key: &[u8]) -> Option<Option<&[u8]>> {
-        self.entries.get(key).map(|entry| entry.value.as_deref())
-    }
-
-    /// Remembers what the database holds under `key` (unchanged).
-    fn remember(&mut self, key: &[u8], value: Option<Vec<u8>>) {
-        self.bytes += HOT_ENTRY_OVERHEAD + key.len() + value.as_ref().map_or(0, Vec::len);
-        self.entries.insert(key.into(), HotEntry { value, changed: false });
-    }
-
-    /// Sets or deletes the entry under `key`; true when the layer has
-    /// grown past its limit and should be written out and cleared.
-    fn write(&mut self, key: &[u8], value: Option<&[u8]>) -> bool {
-        let new_len = value.map_or(0, <[u8]>::len);
-        match self.entries.get_mut(key) {
-            Some(entry) => {
-                let old_len = entry.value.as_ref().map_or(0, Vec::len);
-                match (&mut entry.value, value) {
-                    (Some(stored), Some(value)) => {
-                        stored.clear();
-                        stored.extend_from_slice(value);
-                    }
-                    (stored, value) => *stored = value.map(<[u8]>::to_vec),
-                }
-                entry.changed = true;
-                self.bytes = (self.bytes + new_len).saturating_sub(old_len);
-            }
-            None => {
-                self.bytes += HOT_ENTRY_OVERHEAD + key.len() + new_len;
-                self.entries.insert(key.into(), HotEntry { value: value.map(<[u8]>::to_vec), changed: true });
-            }
-        }
-        self.bytes > self.limit
-    }
-
-    /// Hands every changed entry to `write` and marks it unchanged.
-    fn take_changes(&mut self, mut write: impl FnMut(&[u8], Option<&[u8]>)) {
-        for (key, entry) in self.entries.iter_mut().filter(|(_, entry)| entry.changed) {
-            write(key, entry.value.as_deref());
-            entry.changed = false;
-        }
-    }
-
-    /// Forgets every entry (after writing out the changed ones).
-    fn clear(&mut self) {
-        self.entries.clear();
-        self.bytes = 0;
-    }
+/// The database key of an entry: key group, state, key.
+fn encode_key(buffer: &mut Vec<u8>, group: u16, state: StateId, key: &[u8]) {
+    buffer.clear();
+    buffer.extend_from_slice(&group.to_be_bytes());
+    buffer.extend_from_slice(&state.0.to_be_bytes());
+    buffer.extend_from_slice(key);
 }
 
 impl Drop for RocksDbBackend {
@@ -232,27 +172,21 @@ fn file_name(file: &FileRef) -> &str {
 
 impl KeyedStateBackend for RocksDbBackend {
     fn get(&mut self, state: StateId, key: HashedKey<'_>) -> Result<Option<&[u8]>, StateError> {
-        self.encode_key(state, &key);
-        if self.hot.get(&self.key).is_none() {
+        if self.hot.get(state, &key).is_none() {
+            self.encode_key(state, &key);
             let stored = self.db.get(&self.key)?;
-            if self.hot.bytes > self.hot.limit {
-                // Full of entries only read: make room (changed ones go first).
-                self.write_back()?;
-                self.hot.clear();
-            }
-            self.hot.remember(&self.key, stored);
+            self.make_room()?;
+            self.hot.remember(state, &key, stored);
         }
-        Ok(self.hot.get(&self.key).flatten())
+        Ok(self.hot.get(state, &key).flatten())
     }
 
     fn put(&mut self, state: StateId, key: HashedKey<'_>, value: &[u8]) -> Result<(), StateError> {
-        self.encode_key(state, &key);
-        self.write_hot(Some(value))
+        self.write_hot(state, &key, Some(value))
     }
 
     fn delete(&mut self, state: StateId, key: HashedKey<'_>) -> Result<(), StateError> {
-        self.encode_key(state, &key);
-        self.write_hot(None)
+        self.write_hot(state, &key, None)
     }
 
     fn for_each(&mut self, f: &mut dyn FnMut(&Entry)) -> Result<(), StateError> {

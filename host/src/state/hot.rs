@@ -1,0 +1,113 @@
+//! A bounded write-back layer of recently used entries, in front of a
+//! backend whose updates are expensive (RocksDB).
+//!
+//! Keyed state is update-heavy: a count reads and rewrites its key for every
+//! batch. The layer keeps the entries it has seen — absent ones too — in one
+//! hash table per state, found by the key's hash computed once per batch
+//! ([`HashedKey`]), and remembers which changed. The owner writes the
+//! changed entries out ([`HotEntries::take_changes`]) when the layer is
+//! full, before snapshots and before iteration, and then may forget them.
+
+use hashbrown::HashTable;
+
+use super::{HashedKey, StateId};
+
+/// What an entry costs beyond its key and value (table slot, boxes), for
+/// the memory bound.
+const ENTRY_OVERHEAD: usize = 64;
+
+/// One known entry: its key, and its value (`None`: known to be absent).
+pub struct HotEntry {
+    hash: u64,
+    pub group: u16,
+    pub key: Box<[u8]>,
+    pub value: Option<Vec<u8>>,
+    changed: bool,
+}
+
+impl HotEntry {
+    fn matches(&self, key: &HashedKey<'_>) -> bool {
+        self.hash == key.hash && *self.key == *key.key
+    }
+}
+
+/// Entries by state and key, with the memory they take.
+pub struct HotEntries {
+    states: Vec<HashTable<HotEntry>>,
+    bytes: usize,
+    limit: usize,
+}
+
+impl HotEntries {
+    /// An empty layer that reports itself full past `limit` bytes.
+    pub fn new(limit: usize) -> Self {
+        HotEntries { states: Vec::new(), bytes: 0, limit }
+    }
+
+    /// Whether the layer holds more than its limit.
+    pub fn is_full(&self) -> bool {
+        self.bytes > self.limit
+    }
+
+    /// The entry of `state` under `key`: `None` if the layer does not know
+    /// it, `Some(None)` if it knows there is none.
+    pub fn get(&self, state: StateId, key: &HashedKey<'_>) -> Option<Option<&[u8]>> {
+        let table = self.states.get(state.0 as usize)?;
+        table.find(key.hash, |e| e.matches(key)).map(|e| e.value.as_deref())
+    }
+
+    /// Remembers what the backend holds under `key` (unchanged).
+    pub fn remember(&mut self, state: StateId, key: &HashedKey<'_>, value: Option<Vec<u8>>) {
+        self.insert(state, key, value, false);
+    }
+
+    /// Sets (`Some`) or deletes (`None`) the entry under `key`.
+    pub fn write(&mut self, state: StateId, key: &HashedKey<'_>, value: Option<&[u8]>) {
+        let table = self.table_mut(state);
+        let Some(entry) = table.find_mut(key.hash, |e| e.matches(key)) else {
+            self.insert(state, key, value.map(<[u8]>::to_vec), true);
+            return;
+        };
+        let old_len = entry.value.as_ref().map_or(0, Vec::len);
+        match (&mut entry.value, value) {
+            (Some(stored), Some(value)) => {
+                stored.clear();
+                stored.extend_from_slice(value);
+            }
+            (stored, value) => *stored = value.map(<[u8]>::to_vec),
+        }
+        entry.changed = true;
+        self.bytes = (self.bytes + value.map_or(0, <[u8]>::len)).saturating_sub(old_len);
+    }
+
+    /// Hands every changed entry, with its state, to `write` and marks it
+    /// unchanged.
+    pub fn take_changes(&mut self, mut write: impl FnMut(StateId, &HotEntry)) {
+        for (index, table) in self.states.iter_mut().enumerate() {
+            for entry in table.iter_mut().filter(|e| e.changed) {
+                write(StateId(index as u32), entry);
+                entry.changed = false;
+            }
+        }
+    }
+
+    /// Forgets every entry (once the changed ones are written out).
+    pub fn clear(&mut self) {
+        self.states.iter_mut().for_each(HashTable::clear);
+        self.bytes = 0;
+    }
+
+    fn insert(&mut self, state: StateId, key: &HashedKey<'_>, value: Option<Vec<u8>>, changed: bool) {
+        self.bytes += ENTRY_OVERHEAD + key.key.len() + value.as_ref().map_or(0, Vec::len);
+        let entry = HotEntry { hash: key.hash, group: key.group, key: key.key.into(), value, changed };
+        self.table_mut(state).insert_unique(key.hash, entry, |e| e.hash);
+    }
+
+    fn table_mut(&mut self, state: StateId) -> &mut HashTable<HotEntry> {
+        let index = state.0 as usize;
+        if self.states.len() <= index {
+            self.states.resize_with(index + 1, HashTable::new);
+        }
+        &mut self.states[index]
+    }
+}
