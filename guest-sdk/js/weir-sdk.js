@@ -1015,6 +1015,8 @@ export function exportOperator(OperatorClass) {
         return runtime.onTimer(timers);
       });
     },
+    // The SDK writes state back at the end of every call: nothing is held.
+    flush() {},
     checkState(name, kind, data, offsets) {
       const message = checkState(name, kind, data, offsets);
       if (message !== null) {

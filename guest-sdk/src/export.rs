@@ -52,6 +52,10 @@ impl<T: Operator> Guest for Adapter<T> {
         })
     }
 
+    fn flush() -> Result<(), OperatorError> {
+        with_runtime::<T>(|runtime| runtime.flush()).map(|_| ())
+    }
+
     fn check_state(name: String, kind: StateKind, data: Vec<u8>, offsets: Vec<u32>) -> Result<(), String> {
         let values = offsets.windows(2).map(|w| data.get(w[0] as usize..w[1] as usize).unwrap_or_default());
         crate::schema::check(&name, kind == StateKind::MapState, values)
@@ -136,6 +140,10 @@ impl RawMapState for HostMapState {
 
     fn set_many(&self, slots: &[u32], sub_keys: &[u8], offsets: &[u32], values: &SlotValues) -> Result<(), Error> {
         HostMapState::set_many(self, slots, sub_keys, offsets, values).map_err(from_state_error)
+    }
+
+    fn set_keyed(&self, keys: &[u8], key_offsets: &[u32], sub_keys: &[u8], offsets: &[u32], values: &SlotValues) -> Result<(), Error> {
+        HostMapState::set_keyed(self, keys, key_offsets, sub_keys, offsets, values).map_err(from_state_error)
     }
 }
 

@@ -52,6 +52,7 @@ mod schema;
 mod state;
 pub mod testing;
 mod timer;
+mod window_store;
 pub mod windows;
 
 pub use broadcast::BroadcastState;

@@ -19,6 +19,8 @@ pub(crate) trait RawMapState {
     fn get(&self, slot: u32, sub_key: &[u8]) -> Result<Option<Vec<u8>>, Error>;
     fn get_many(&self, slots: &[u32], sub_keys: &[u8], offsets: &[u32]) -> Result<SlotValues, Error>;
     fn set_many(&self, slots: &[u32], sub_keys: &[u8], offsets: &[u32], values: &SlotValues) -> Result<(), Error>;
+    /// Writes entries addressed by key (`keys` delimited by `key_offsets`).
+    fn set_keyed(&self, keys: &[u8], key_offsets: &[u32], sub_keys: &[u8], offsets: &[u32], values: &SlotValues) -> Result<(), Error>;
 }
 
 /// A keyed map state: for the current key, values of type `V` (stored as
@@ -344,6 +346,9 @@ mod tests {
                 };
             }
             Ok(())
+        }
+        fn set_keyed(&self, _: &[u8], _: &[u32], _: &[u8], _: &[u32], _: &SlotValues) -> Result<(), Error> {
+            unreachable!("map state writes back by slot")
         }
     }
 

@@ -50,7 +50,14 @@ impl<T: Operator> Runtime<T> {
             };
             self.operator.process(&mut ctx, &event)?;
         }
-        self.states.flush()
+        self.states.flush()?;
+        self.states.trim_residents()
+    }
+
+    /// Writes back the state kept in memory between calls (the host
+    /// snapshots next).
+    pub fn flush(&mut self) -> Result<(), Error> {
+        self.states.write_back_residents()
     }
 
     /// Runs the operator's `on_timer` for every fired timer, then writes
@@ -73,6 +80,7 @@ impl<T: Operator> Runtime<T> {
             };
             self.operator.on_timer(&mut ctx, &timer)?;
         }
-        self.states.flush()
+        self.states.flush()?;
+        self.states.trim_residents()
     }
 }

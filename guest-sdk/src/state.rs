@@ -123,6 +123,24 @@ impl<T: Serialize + DeserializeOwned> ValueState<T> {
     }
 }
 
+/// State an SDK type keeps in the instance's memory from call to call, and
+/// writes back to the host in `flush` — which the host calls before every
+/// snapshot — or when it holds more than [`RESIDENT_LIMIT`] entries.
+pub(crate) trait Resident: std::any::Any {
+    /// Writes every changed entry back to the host.
+    fn write_back(&mut self) -> Result<(), Error>;
+    /// How many entries it holds.
+    fn len(&self) -> usize;
+    /// Forgets every entry (after `write_back`): they are read from the
+    /// host again when next used.
+    fn forget(&mut self);
+    fn as_any(&mut self) -> &mut dyn std::any::Any;
+}
+
+/// Entries a [`Resident`] may hold before it is written back and emptied
+/// at the end of a call: a bound on the instance's memory.
+pub(crate) const RESIDENT_LIMIT: usize = 1 << 16;
+
 /// The states of one operator instance and their caches for the current batch.
 pub(crate) struct StateStore {
     /// Distinguishes stores, so a [`ValueState`]'s hint is never applied to
@@ -134,13 +152,14 @@ pub(crate) struct StateStore {
     pub(crate) scratch: Vec<u8>,
     pub(crate) timers: PendingTimers,
     pub(crate) maps: Vec<MapCache>,
+    residents: Vec<Box<dyn Resident>>,
 }
 
 impl StateStore {
     pub fn new(host: Box<dyn StateHost>) -> Self {
         static NEXT_ID: AtomicU64 = AtomicU64::new(0);
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-        StateStore { id, host, caches: Vec::new(), mirrors: Vec::new(), scratch: Vec::new(), timers: PendingTimers::default(), maps: Vec::new() }
+        StateStore { id, host, caches: Vec::new(), mirrors: Vec::new(), scratch: Vec::new(), timers: PendingTimers::default(), maps: Vec::new(), residents: Vec::new() }
     }
 
     /// Forgets the previous batch's values; states are fetched again on use.
@@ -159,6 +178,39 @@ impl StateStore {
         self.maps.iter_mut().try_for_each(MapCache::flush)?;
         let changes = self.timers.take();
         if changes.is_empty() { Ok(()) } else { self.host.update_timers(&changes) }
+    }
+
+    /// The resident state registered under `hint`, created by `create` on
+    /// first use.
+    pub(crate) fn resident<R: Resident>(
+        &mut self,
+        hint: &Cell<Option<(u64, usize)>>,
+        create: impl FnOnce(&mut dyn StateHost) -> R,
+    ) -> &mut R {
+        let index = match hint.get() {
+            Some((store, index)) if store == self.id => index,
+            _ => {
+                self.residents.push(Box::new(create(self.host.as_mut())));
+                let index = self.residents.len() - 1;
+                hint.set(Some((self.id, index)));
+                index
+            }
+        };
+        self.residents[index].as_any().downcast_mut::<R>().expect("a resident state's hint names its own type")
+    }
+
+    /// Writes back what every resident state holds (the `flush` export).
+    pub fn write_back_residents(&mut self) -> Result<(), Error> {
+        self.residents.iter_mut().try_for_each(|resident| resident.write_back())
+    }
+
+    /// Writes back and forgets resident states that hold too much.
+    pub fn trim_residents(&mut self) -> Result<(), Error> {
+        for resident in self.residents.iter_mut().filter(|r| r.len() > RESIDENT_LIMIT) {
+            resident.write_back()?;
+            resident.forget();
+        }
+        Ok(())
     }
 
     /// The cache of state `name`, fetched from the host if this batch has not

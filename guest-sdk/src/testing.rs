@@ -89,7 +89,7 @@ impl Emitted {
 }
 
 /// Keyed state of a harness: (state name, key) → encoded value.
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct TestStates {
     values: HashMap<(String, Vec<u8>), Vec<u8>>,
     /// Distinct keys of the batch being processed, by slot.
@@ -194,6 +194,36 @@ impl<T: Operator> TestHarness<T> {
     pub fn advance_processing_time(&mut self, now: i64) -> Result<Vec<Emitted>, Error> {
         self.processing_time = self.processing_time.max(now);
         self.fire(TimeDomain::ProcessingTime, now)
+    }
+
+    /// Calls the operator's `flush`, as the host does before a snapshot:
+    /// state kept in memory between calls is written back.
+    pub fn flush(&mut self) -> Result<(), Error> {
+        self.runtime.flush()
+    }
+
+    /// A new instance of the operator on a snapshot of this one's state
+    /// (taken after a flush, as the host does): what a restore after a
+    /// failure, an upgrade or a rescale starts from.
+    pub fn restored(&mut self, config: &[(&str, &str)]) -> Result<TestHarness<T>, Error> {
+        self.flush()?;
+        let mut restored = TestHarness::new(config)?;
+        *restored.states.borrow_mut() = self.states.borrow().clone();
+        restored.watermark = self.watermark;
+        restored.processing_time = self.processing_time;
+        Ok(restored)
+    }
+
+    /// The value of map state `name` for `key` under `sub_key`, as the host
+    /// holds it (call [`TestHarness::flush`] first to include what the
+    /// operator keeps in memory), decoded from JSON.
+    pub fn map_state<S: DeserializeOwned>(&self, name: &str, key: impl Encode, sub_key: impl Encode) -> Option<S> {
+        let (mut k, mut s) = (Vec::new(), Vec::new());
+        key.encode(&mut k);
+        sub_key.encode(&mut s);
+        let states = self.states.borrow();
+        let bytes = states.maps.get(&(name.to_owned(), k, s))?;
+        Some(serde_json::from_slice(bytes).expect("state written by the SDK is valid JSON"))
     }
 
     /// How many host calls read map state so far (one per `get`, one per
@@ -368,6 +398,19 @@ impl RawMapState for TestMapState {
         }
         self.states.borrow_mut().map_fetches += 1;
         Ok(values)
+    }
+
+    fn set_keyed(&self, keys: &[u8], key_offsets: &[u32], sub_keys: &[u8], offsets: &[u32], values: &SlotValues) -> Result<(), Error> {
+        let mut states = self.states.borrow_mut();
+        for i in 0..key_offsets.len() - 1 {
+            let key = keys[key_offsets[i] as usize..key_offsets[i + 1] as usize].to_vec();
+            let entry = (self.name.clone(), key, sub_keys[offsets[i] as usize..offsets[i + 1] as usize].to_vec());
+            match values.value(i) {
+                Some(value) => states.maps.insert(entry, value.to_vec()),
+                None => states.maps.remove(&entry),
+            };
+        }
+        Ok(())
     }
 
     fn set_many(&self, slots: &[u32], sub_keys: &[u8], offsets: &[u32], values: &SlotValues) -> Result<(), Error> {

@@ -21,12 +21,15 @@
 
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
+use std::cell::Cell;
+
+use crate::window_store::{HeldWindow, WindowStore};
 use crate::{Batch, Context, Error, Event, MapState, TimeDomain, Timer, ValueState};
 
 /// How a window folds its events.
 pub trait Aggregate {
     type Input;
-    type Acc: Serialize + DeserializeOwned + Clone;
+    type Acc: Serialize + DeserializeOwned + Clone + 'static;
     type Output;
     fn create(&self) -> Self::Acc;
     fn add(&self, acc: &mut Self::Acc, input: Self::Input);
@@ -88,7 +91,7 @@ impl<T, F: Fn(&T, &T) -> T> Reduce<T, F> {
     }
 }
 
-impl<T: Serialize + DeserializeOwned + Clone, F: Fn(&T, &T) -> T> Aggregate for Reduce<T, F> {
+impl<T: Serialize + DeserializeOwned + Clone + 'static, F: Fn(&T, &T) -> T> Aggregate for Reduce<T, F> {
     type Input = T;
     type Acc = Option<T>;
     type Output = Option<T>;
@@ -167,6 +170,9 @@ pub struct Windows<A: Aggregate> {
     state: ValueState<Vec<OpenWindow<A::Acc>>>,
     /// Tumbling and sliding: window start → (end, accumulator, fired).
     by_start: MapState<(i64, A::Acc, bool)>,
+    /// Tumbling and sliding: where this operator's [`WindowStore`] is.
+    held: Cell<Option<(u64, usize)>>,
+    name: String,
 }
 
 impl<A: Aggregate> Windows<A> {
@@ -180,6 +186,8 @@ impl<A: Aggregate> Windows<A> {
             aggregate,
             state: ValueState::new(name),
             by_start: MapState::new(name),
+            held: Cell::new(None),
+            name: name.to_owned(),
         }
     }
 
@@ -243,19 +251,45 @@ impl<A: Aggregate> Windows<A> {
         if self.fixed_size().is_none() {
             return Ok(());
         }
-        let mut entries = Vec::with_capacity(batch.events().size_hint().0);
-        for event in batch.events() {
-            let (slot, event) = event?;
+        // Only windows not held in memory yet are read from the host.
+        let view = batch.view;
+        let mut entries = Vec::new();
+        for i in 0..view.len() {
+            let event = view.event(i)?;
             let timestamp = match self.domain {
-                TimeDomain::ProcessingTime => batch.processing_time(),
+                TimeDomain::ProcessingTime => view.processing_time,
                 TimeDomain::EventTime => match event.timestamp() {
                     Some(timestamp) => timestamp,
                     None => continue, // `add` reports it.
                 },
             };
-            entries.extend(self.windows_of(timestamp).map(|(start, _)| (slot, start)));
+            let store = self.store(batch.states);
+            for (start, _) in self.windows_of(timestamp) {
+                if !store.contains(event.key(), start) {
+                    entries.push((view.key_slots[i], start));
+                }
+            }
         }
         self.by_start.prefetch(batch, entries)
+    }
+
+    /// The accumulators held in memory between calls (tumbling and sliding).
+    fn store<'s>(&self, states: &'s mut crate::state::StateStore) -> &'s mut WindowStore<A::Acc> {
+        states.resident(&self.held, |host| WindowStore::new(host.open_map(&self.name)))
+    }
+
+    /// The window of `key` starting at `start`, read from the host state
+    /// the first time it is used.
+    fn held_window<'c>(&self, ctx: &'c mut Context<'_>, key: &[u8], start: i64, end: i64) -> Result<&'c mut HeldWindow<A::Acc>, Error> {
+        if !self.store(ctx.states).contains(key, start) {
+            let stored = self.by_start.get(ctx, start)?;
+            let held = match stored {
+                Some((end, acc, fired)) => HeldWindow::loaded(end, Some((acc, fired))),
+                None => HeldWindow::loaded(end, None),
+            };
+            self.store(ctx.states).insert(key, start, held);
+        }
+        Ok(self.store(ctx.states).get_mut(key, start).expect("the window was just loaded"))
     }
 
     /// Adds `event` (with `input` for the aggregate) to its windows. Returns
@@ -334,21 +368,19 @@ impl<A: Aggregate> Windows<A> {
                 continue; // Its window is gone.
             }
             placed = true;
-            let entry = self.by_start.entry(ctx, start)?;
-            let (mut acc, mut fired) = match entry.get(ctx)? {
-                Some((_, acc, fired)) => (acc, fired),
-                None => {
-                    self.register_timers(ctx, end)?;
-                    (self.aggregate.create(), false)
-                }
-            };
-            self.aggregate.add(&mut acc, input.clone());
+            let held = self.held_window(ctx, event.key(), start, end)?;
+            let opened = held.window.is_none();
+            let (acc, fired) = held.window.get_or_insert_with(|| (self.aggregate.create(), false));
+            self.aggregate.add(acc, input.clone());
             if end - 1 <= watermark {
                 // Late, within the allowed lateness: the result changes now.
-                fired = true;
-                updated.push(WindowResult { start, end, value: self.aggregate.result(&acc) });
+                *fired = true;
+                updated.push(WindowResult { start, end, value: self.aggregate.result(acc) });
             }
-            entry.set(ctx, &(end, acc, fired))?;
+            held.touch();
+            if opened {
+                self.register_timers(ctx, end)?;
+            }
         }
         if !placed && let Some(output) = &self.late_output {
             ctx.emit_to(output, event.key(), event.value());
@@ -359,25 +391,29 @@ impl<A: Aggregate> Windows<A> {
     /// `on_timer` for tumbling and sliding windows: the timer at `end - 1`
     /// fires the window starting at `end - size`; the one at `end - 1 +
     /// lateness` forgets it.
-    fn on_timer_fixed(&self, ctx: &mut Context<'_>, time: i64, size: i64) -> Result<Vec<WindowResult<A::Output>>, Error> {
+    fn on_timer_fixed(&self, ctx: &mut Context<'_>, key: &[u8], time: i64, size: i64) -> Result<Vec<WindowResult<A::Output>>, Error> {
         let lateness = if self.domain == TimeDomain::EventTime { self.allowed_lateness } else { 0 };
         let mut results = Vec::new();
         let start = time + 1 - size;
-        if let Some((end, acc, fired)) = self.by_start.get(ctx, start)?
+        let held = self.held_window(ctx, key, start, time + 1)?;
+        let end = held.end;
+        if let Some((acc, fired)) = &mut held.window
             && end - 1 == time
-            && !fired
+            && !*fired
         {
-            results.push(WindowResult { start, end, value: self.aggregate.result(&acc) });
+            results.push(WindowResult { start, end, value: self.aggregate.result(acc) });
             if lateness == 0 {
-                self.by_start.remove(ctx, start)?;
+                self.store(ctx.states).remove(key, start);
             } else {
-                self.by_start.set(ctx, start, &(end, acc, true))?;
+                *fired = true;
+                held.touch();
             }
         }
         if lateness > 0 {
             let expired = time + 1 - lateness - size;
-            if self.by_start.get(ctx, expired)?.is_some_and(|(end, _, _)| end - 1 + lateness == time) {
-                self.by_start.remove(ctx, expired)?;
+            let held = self.held_window(ctx, key, expired, expired + size)?;
+            if held.window.is_some() && held.end - 1 + lateness == time {
+                self.store(ctx.states).remove(key, expired);
             }
         }
         Ok(results)
@@ -440,7 +476,7 @@ impl<A: Aggregate> Windows<A> {
         }
         let time = timer.timestamp();
         if let Some(size) = self.fixed_size() {
-            return self.on_timer_fixed(ctx, time, size);
+            return self.on_timer_fixed(ctx, timer.key(), time, size);
         }
         let Some(mut open) = self.state.get(ctx)? else { return Ok(Vec::new()) };
         let mut results = Vec::new();
@@ -567,6 +603,58 @@ mod tests {
         let late = h.process([event("a", 4.0, 300)]).unwrap();
         assert!(results(&late).is_empty());
         assert_eq!(late.iter().map(|e| (e.output.as_str(), e.value_str())).collect::<Vec<_>>(), vec![("late", "4".to_owned())]);
+    }
+
+    /// Tumbling and sliding windows hold their accumulators in the
+    /// instance between calls; they reach the host's map state — `(end,
+    /// sum, fired)` under the decimal start, as `MapState` would write them
+    /// — when the host flushes before a snapshot, and fired windows leave it.
+    #[test]
+    fn held_windows_reach_the_host_state_when_it_flushes() {
+        let mut h = harness(&[("lateness", "500")]);
+        h.process([event("a", 1.0, 100), event("a", 2.0, 1100)]).unwrap();
+        h.process([event("a", 4.0, 200)]).unwrap();
+        let stored = |h: &TestHarness<Summing>, start: i64| h.map_state::<(i64, f64, bool)>("w", "a", start);
+        assert_eq!(stored(&h, 0), None, "held in memory between calls");
+        h.flush().unwrap();
+        assert_eq!((stored(&h, 0), stored(&h, 1000)), (Some((1000, 5.0, false)), Some((2000, 2.0, false))));
+        assert_eq!(results(&h.advance_watermark(999).unwrap()), vec![row("a", 0, 1000, 5.0)]);
+        h.flush().unwrap();
+        assert_eq!(stored(&h, 0), Some((1000, 5.0, true)), "kept for the allowed lateness, marked fired");
+        h.advance_watermark(1499).unwrap();
+        h.flush().unwrap();
+        assert_eq!((stored(&h, 0), stored(&h, 1000)), (None, Some((2000, 2.0, false))), "forgotten after the lateness");
+    }
+
+    /// A new instance (a restore) reads the windows the old one flushed and
+    /// goes on folding into them.
+    #[test]
+    fn a_restored_instance_continues_the_flushed_windows() {
+        for kind in ["tumbling", "sliding"] {
+            let mut before = harness(&[("kind", kind)]);
+            before.process([event("a", 1.0, 100), event("b", 2.0, 700)]).unwrap();
+            let mut after = before.restored(&[("kind", kind)]).unwrap();
+            after.process([event("a", 4.0, 600), event("b", 8.0, 800)]).unwrap();
+            let mut expected = harness(&[("kind", kind)]);
+            expected.process([event("a", 1.0, 100), event("b", 2.0, 700), event("a", 4.0, 600), event("b", 8.0, 800)]).unwrap();
+            let fired = results(&after.advance_watermark(10_000).unwrap());
+            assert_eq!(fired, results(&expected.advance_watermark(10_000).unwrap()), "{kind}");
+            assert!(fired.iter().any(|r| r.3 == 5.0 || r.3 == 10.0), "{kind}: {fired:?}");
+        }
+    }
+
+    /// More windows than an instance holds are written back at the end of
+    /// the call (bounding its memory) and read again when used.
+    #[test]
+    fn windows_beyond_the_memory_bound_are_written_back_and_read_again() {
+        let keys = crate::state::RESIDENT_LIMIT + 1000;
+        let mut h = harness(&[]);
+        h.process((0..keys).map(|k| event(&format!("k{k}"), 1.0, 10))).unwrap();
+        assert_eq!(h.map_state::<(i64, f64, bool)>("w", "k7", 0i64), Some((1000, 1.0, false)), "written back without a flush");
+        h.process((0..keys).map(|k| event(&format!("k{k}"), 2.0, 20))).unwrap();
+        let fired = results(&h.advance_watermark(999).unwrap());
+        assert_eq!(fired.len(), keys);
+        assert!(fired.iter().all(|r| r.3 == 3.0), "every window has both events");
     }
 
     #[test]

@@ -79,6 +79,10 @@ class _Exports:
             raise _wit_error(e) from None
         return _batches(outputs)
 
+    def flush(self):
+        # The SDK writes state back at the end of every call: nothing is held.
+        pass
+
     def check_state(self, name, kind, data, offsets):
         is_map = kind == _host._operator.StateKind.MAP_STATE
         try:

@@ -30,7 +30,7 @@ use crate::job::{JobGraph, Node, NodeKind, OperatorNode, Partitioning};
 use crate::plugin::{
     CallError, InitialState, InputKind, LoadedPlugin, OperatorInstance, PluginEngine, PluginError, decode_meta,
 };
-use crate::state::{StateError, open_backend, read_verified, restore_backend};
+use crate::state::{StateError, key_group_range, open_backend, read_verified, restore_backend};
 
 /// How often a running job logs its progress.
 const PROGRESS_INTERVAL: Duration = Duration::from_secs(5);
@@ -789,7 +789,8 @@ fn load_state(
         }
         None => None,
     };
-    Ok(InitialState { backend, meta, max_parallelism: graph.max_parallelism })
+    let key_groups = key_group_range(subtask, graph.max_parallelism, node.parallelism);
+    Ok(InitialState { backend, meta, max_parallelism: graph.max_parallelism, key_groups })
 }
 
 /// Loads the restored state of every operator subtask, several at a time

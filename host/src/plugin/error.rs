@@ -56,6 +56,8 @@ pub enum CallError {
     Malformed(String),
     #[error("cannot instantiate the plugin: {0}")]
     Instantiate(String),
+    #[error("the state backend failed: {0}")]
+    Backend(String),
 }
 
 fn printed(stderr: &str) -> String {

@@ -8,7 +8,7 @@ use super::broadcast::{BroadcastMaps, BroadcastView};
 use super::limits::MemoryLimiter;
 use super::state::{BatchKeys, KeyedStateView};
 use super::timers::TimersView;
-use crate::state::{KeyedStateBackend, StateRegistry, TimerService};
+use crate::state::{KeyGroupRange, KeyedStateBackend, StateRegistry, TimerService};
 
 /// How much of a plugin's stderr is kept for error reports.
 const STDERR_CAPACITY: usize = 64 * 1024;
@@ -21,6 +21,9 @@ pub struct PluginState {
     pub stderr: MemoryOutputPipe,
     pub registry: StateRegistry,
     pub backend: Box<dyn KeyedStateBackend>,
+    /// The key groups of this subtask: keys written by key must be in them.
+    pub key_groups: KeyGroupRange,
+    pub max_parallelism: u32,
     pub broadcast: BroadcastMaps,
     pub timers: TimerService,
     /// Keys of the batch being processed (valid while `keyed_call`).
@@ -35,7 +38,7 @@ pub struct PluginState {
 }
 
 impl PluginState {
-    pub fn new(memory_cap: usize, backend: Box<dyn KeyedStateBackend>) -> Self {
+    pub fn new(memory_cap: usize, backend: Box<dyn KeyedStateBackend>, key_groups: KeyGroupRange, max_parallelism: u32) -> Self {
         let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
         PluginState {
             wasi: sandboxed_wasi(stderr.clone()),
@@ -44,6 +47,8 @@ impl PluginState {
             stderr,
             registry: StateRegistry::default(),
             backend,
+            key_groups,
+            max_parallelism,
             broadcast: BroadcastMaps::default(),
             timers: TimerService::default(),
             keys: BatchKeys::default(),
@@ -61,6 +66,7 @@ impl PluginState {
             registry: &mut self.registry,
             backend: self.backend.as_mut(),
             keys: self.keyed_call.then_some(&self.keys),
+            owned: (&self.key_groups, self.max_parallelism),
             in_call: self.in_call,
             failure: &mut self.backend_failure,
         }

@@ -12,7 +12,7 @@ use super::host_state::PluginState;
 use super::limits::Limits;
 use crate::dataflow::{BATCH_SIZE, NO_TIMESTAMP, RecordBatch};
 use super::snapshot::{self, InstanceMeta};
-use crate::state::{FiredTimer, HashedKey, KeyedStateBackend, StateError, StateSnapshot, TimeDomain};
+use crate::state::{FiredTimer, HashedKey, KeyGroupRange, KeyedStateBackend, StateSnapshot, TimeDomain};
 
 /// How the batches of an input reach the operator, which decides what
 /// state a call may use.
@@ -33,6 +33,8 @@ pub struct InitialState {
     pub meta: Option<InstanceMeta>,
     /// The job's number of key groups.
     pub max_parallelism: u32,
+    /// The key groups this subtask owns: the only ones it may write.
+    pub key_groups: KeyGroupRange,
 }
 
 /// An operator subtask's snapshot, captured at a barrier: its state names,
@@ -62,7 +64,7 @@ impl OperatorInstance {
         state: InitialState,
         config: &[(String, String)],
     ) -> Result<Self, CallError> {
-        let mut data = PluginState::new(limits.memory_bytes, state.backend);
+        let mut data = PluginState::new(limits.memory_bytes, state.backend, state.key_groups, state.max_parallelism);
         if let Some(meta) = state.meta {
             data.registry = meta.registry;
             data.broadcast = meta.broadcast;
@@ -199,11 +201,23 @@ impl OperatorInstance {
             .collect()
     }
 
-    /// Captures the instance's state for a checkpoint (between calls).
-    pub fn snapshot(&mut self) -> Result<CapturedState, StateError> {
+    /// Captures the instance's state for a checkpoint (between calls),
+    /// after the plugin has written back what it holds in memory.
+    pub fn snapshot(&mut self) -> Result<CapturedState, CallError> {
+        self.flush()?;
         let data = self.store.data_mut();
         let meta = snapshot::encode(&data.registry, &data.broadcast, &data.timers);
-        Ok(CapturedState { meta, keyed: data.backend.snapshot()? })
+        let keyed = data.backend.snapshot().map_err(|e| CallError::Backend(e.to_string()))?;
+        Ok(CapturedState { meta, keyed })
+    }
+
+    /// Calls the plugin's `flush`: state it keeps between calls goes to
+    /// the backend.
+    fn flush(&mut self) -> Result<(), CallError> {
+        self.begin_call(false, false);
+        let result = self.bindings.weir_operator_operator().call_flush(&mut self.store);
+        self.store.data_mut().in_call = false;
+        self.returned(result)
     }
 
     /// Numbers distinct keys in order of first appearance and records them

@@ -11,7 +11,7 @@ use wasmtime::component::{HasData, Resource, ResourceTable};
 
 use super::bindings::weir::operator::state::{Host, HostMapState, HostValueState, SlotValues};
 use super::bindings::weir::operator::types::StateError;
-use crate::state::{HashedKey, KeyedStateBackend, StateError as BackendError, StateId, StateRegistry};
+use crate::state::{HashedKey, KeyGroupRange, KeyedStateBackend, StateError as BackendError, StateId, StateRegistry};
 
 /// The host's representation of a guest's `value-state` resource.
 #[derive(Debug, Clone, Copy)]
@@ -72,6 +72,8 @@ pub struct KeyedStateView<'a> {
     pub backend: &'a mut dyn KeyedStateBackend,
     /// The keys of the current call, or `None` outside a keyed call.
     pub keys: Option<&'a BatchKeys>,
+    /// The subtask's key groups, among this many: where writes by key may go.
+    pub owned: (&'a KeyGroupRange, u32),
     pub in_call: bool,
     /// The first failure of the backend during the current call. The call
     /// fails because of it whatever the plugin does with the error it got.
@@ -135,7 +137,7 @@ impl HostValueState for KeyedStateView<'_> {
     ) -> Result<(), StateError> {
         let state = self.handle(&resource).state;
         let keys = self.current_keys()?;
-        check_write(&slots, &values)?;
+        check_write(slots.len(), &values)?;
         check_slots(slots.iter().copied(), keys)?;
         for (i, &slot) in slots.iter().enumerate() {
             let written = write(self.backend, state, keys.get(slot as usize), value_at(&values, i));
@@ -191,7 +193,7 @@ impl HostMapState for KeyedStateView<'_> {
     ) -> Result<(), StateError> {
         let state = self.map_handle(&resource);
         let keys = self.current_keys()?;
-        check_write(&slots, &values)?;
+        check_write(slots.len(), &values)?;
         let entries = EntryKeys::new(keys, &slots, &sub_keys, &sub_key_offsets)?;
         let mut composite = Vec::new();
         for i in 0..slots.len() {
@@ -201,10 +203,63 @@ impl HostMapState for KeyedStateView<'_> {
         Ok(())
     }
 
+    fn set_keyed(
+        &mut self,
+        resource: Resource<MapStateHandle>,
+        keys: Vec<u8>,
+        key_offsets: Vec<u32>,
+        sub_keys: Vec<u8>,
+        sub_key_offsets: Vec<u32>,
+        values: SlotValues,
+    ) -> Result<(), StateError> {
+        let state = self.map_handle(&resource);
+        if !self.in_call {
+            return Err(StateError::NoCurrentKeys);
+        }
+        let n = key_offsets.len().saturating_sub(1);
+        check_entries(n, &key_offsets, &keys, "key")?;
+        check_entries(n, &sub_key_offsets, &sub_keys, "sub-key")?;
+        check_write(n, &values)?;
+        let (owned, max_parallelism) = self.owned;
+        let mut composite = Vec::new();
+        for i in 0..n {
+            let key = HashedKey::new(&keys[key_offsets[i] as usize..key_offsets[i + 1] as usize], max_parallelism);
+            if !owned.contains(&u32::from(key.group)) {
+                return Err(StateError::MalformedWrite(format!(
+                    "entry {i}: its key is in key group {}, which this subtask does not own ({}..{})",
+                    key.group, owned.start, owned.end
+                )));
+            }
+            let sub_key = &sub_keys[sub_key_offsets[i] as usize..sub_key_offsets[i + 1] as usize];
+            let written = write(self.backend, state, composite_key(key, sub_key, &mut composite), value_at(&values, i));
+            record_failure(self.failure, written)?;
+        }
+        Ok(())
+    }
+
     fn drop(&mut self, resource: Resource<MapStateHandle>) -> wasmtime::Result<()> {
         self.table.delete(resource)?;
         Ok(())
     }
+}
+
+/// Checks that `offsets` delimit `n` entries of `data`.
+fn check_entries(n: usize, offsets: &[u32], data: &[u8], what: &str) -> Result<(), StateError> {
+    if offsets.len() != n + 1 || offsets.first() != Some(&0) || !offsets_fit(offsets, data) {
+        return Err(StateError::MalformedWrite(format!("{what} offsets do not fit the {what}s")));
+    }
+    Ok(())
+}
+
+/// The storage key of a map entry: the key's length (4 bytes,
+/// little-endian), the key, then the sub-key — so that a key's entries
+/// share a prefix — in the key's group.
+fn composite_key<'b>(key: HashedKey<'_>, sub_key: &[u8], buffer: &'b mut Vec<u8>) -> HashedKey<'b> {
+    buffer.clear();
+    buffer.extend_from_slice(&(key.key.len() as u32).to_le_bytes());
+    buffer.extend_from_slice(key.key);
+    buffer.extend_from_slice(sub_key);
+    HashedKey::in_group(buffer, key.group)
 }
 
 /// The (key, sub-key) entries of a map-state call, checked.
@@ -217,22 +272,15 @@ struct EntryKeys<'a> {
 
 impl<'a> EntryKeys<'a> {
     fn new(keys: &'a BatchKeys, slots: &'a [u32], sub_keys: &'a [u8], offsets: &'a [u32]) -> Result<Self, StateError> {
-        if offsets.len() != slots.len() + 1 || offsets.first() != Some(&0) || !offsets_fit(offsets, sub_keys) {
-            return Err(StateError::MalformedWrite("sub-key offsets do not fit the sub-keys".into()));
-        }
+        check_entries(slots.len(), offsets, sub_keys, "sub-key")?;
         check_slots(slots.iter().copied(), keys)?;
         Ok(EntryKeys { keys, slots, sub_keys, offsets })
     }
 
-    /// Entry `i`'s storage key: the key's length (4 bytes, little-endian),
-    /// the key, then the sub-key — so that a key's entries share a prefix.
+    /// Entry `i`'s storage key (see [`composite_key`]).
     fn composite<'b>(&self, i: usize, buffer: &'b mut Vec<u8>) -> HashedKey<'b> {
-        let HashedKey { key, group, .. } = self.keys.get(self.slots[i] as usize);
-        buffer.clear();
-        buffer.extend_from_slice(&(key.len() as u32).to_le_bytes());
-        buffer.extend_from_slice(key);
-        buffer.extend_from_slice(&self.sub_keys[self.offsets[i] as usize..self.offsets[i + 1] as usize]);
-        HashedKey::in_group(buffer, group)
+        let key = self.keys.get(self.slots[i] as usize);
+        composite_key(key, &self.sub_keys[self.offsets[i] as usize..self.offsets[i + 1] as usize], buffer)
     }
 }
 
@@ -251,8 +299,7 @@ fn push_value(values: &mut SlotValues, value: Option<&[u8]>) {
 }
 
 /// Checks that a write's offsets and data fit together.
-fn check_write(slots: &[u32], values: &SlotValues) -> Result<(), StateError> {
-    let n = slots.len();
+fn check_write(n: usize, values: &SlotValues) -> Result<(), StateError> {
     if values.present.len() != n || values.offsets.len() != n + 1 {
         return Err(StateError::MalformedWrite(format!(
             "{n} slots need {n} presence flags and {} offsets, got {} and {}",

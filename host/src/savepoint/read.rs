@@ -159,6 +159,7 @@ impl Savepoint {
             backend,
             meta: Some(InstanceMeta { registry, broadcast, timers }),
             max_parallelism,
+            key_groups: groups,
         }))
     }
 
