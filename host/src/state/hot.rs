@@ -12,9 +12,10 @@ use hashbrown::HashTable;
 
 use super::{HashedKey, StateId};
 
-/// What an entry costs beyond its key and value (table slot, boxes), for
-/// the memory bound.
-const ENTRY_OVERHEAD: usize = 64;
+/// What an entry costs beyond its key and value, for the memory bound: its
+/// table slot (~56 bytes) and the allocator's share of the two heap blocks
+/// for key and value.
+const ENTRY_OVERHEAD: usize = 128;
 
 /// One known entry: its key, and its value (`None`: known to be absent).
 pub struct HotEntry {

@@ -38,7 +38,7 @@ const BLOCK_CACHE_BYTES: usize = 32 << 20;
 /// Memtable size, per subtask (two may exist at once).
 const WRITE_BUFFER_BYTES: usize = 16 << 20;
 /// Memory for the write-back layer of hot entries, per subtask.
-const HOT_ENTRY_BYTES: usize = 32 << 20;
+const HOT_ENTRY_BYTES: usize = 16 << 20;
 
 /// Keyed state in an embedded RocksDB.
 pub struct RocksDbBackend {
