@@ -100,7 +100,7 @@ impl<Acc: Serialize + 'static> Resident for WindowStore<Acc> {
         let (mut sub_keys, mut sub_key_offsets) = (Vec::new(), vec![0u32]);
         let mut values = SlotValues::empty();
         let mut encoded = Vec::new();
-        for (id, held) in self.windows.iter_mut().filter(|(_, held)| held.changed) {
+        for (id, held) in self.windows.iter().filter(|(_, held)| held.changed) {
             let (start, key) = id.split_at(8);
             keys.extend_from_slice(key);
             key_offsets.push(keys.len() as u32);
@@ -115,11 +115,14 @@ impl<Acc: Serialize + 'static> Resident for WindowStore<Acc> {
                 }
                 None => values.push(None),
             }
-            held.changed = false;
-            held.stored = held.window.is_some();
         }
         if key_offsets.len() > 1 {
+            // On failure every window stays changed: the next flush retries.
             self.raw.set_keyed(&keys, &key_offsets, &sub_keys, &sub_key_offsets, &values)?;
+        }
+        for held in self.windows.values_mut().filter(|held| held.changed) {
+            held.stored = held.window.is_some();
+            held.changed = false;
         }
         // Removed windows are gone from the host too now.
         self.windows.retain(|_, held| held.window.is_some());
@@ -136,5 +139,69 @@ impl<Acc: Serialize + 'static> Resident for WindowStore<Acc> {
 
     fn as_any(&mut self) -> &mut dyn std::any::Any {
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    use super::*;
+
+    /// A host whose first `set-keyed` fails; records what it accepted.
+    #[derive(Default)]
+    struct Host {
+        failures_left: usize,
+        written: Vec<(Vec<u8>, Vec<u8>, Option<Vec<u8>>)>,
+    }
+
+    struct Map(Rc<RefCell<Host>>);
+
+    impl RawMapState for Map {
+        fn get(&self, _: u32, _: &[u8]) -> Result<Option<Vec<u8>>, Error> {
+            unreachable!()
+        }
+        fn get_many(&self, _: &[u32], _: &[u8], _: &[u32]) -> Result<SlotValues, Error> {
+            unreachable!()
+        }
+        fn set_many(&self, _: &[u32], _: &[u8], _: &[u32], _: &SlotValues) -> Result<(), Error> {
+            unreachable!()
+        }
+        fn set_keyed(&self, keys: &[u8], key_offsets: &[u32], sub_keys: &[u8], offsets: &[u32], values: &SlotValues) -> Result<(), Error> {
+            let mut host = self.0.borrow_mut();
+            if host.failures_left > 0 {
+                host.failures_left -= 1;
+                return Err(Error::State("host unavailable".into()));
+            }
+            for i in 0..key_offsets.len() - 1 {
+                let key = keys[key_offsets[i] as usize..key_offsets[i + 1] as usize].to_vec();
+                let sub_key = sub_keys[offsets[i] as usize..offsets[i + 1] as usize].to_vec();
+                host.written.push((key, sub_key, values.value(i).map(<[u8]>::to_vec)));
+            }
+            Ok(())
+        }
+    }
+
+    /// A write-back that fails keeps every window changed, so the next one
+    /// writes them all; after a success nothing is written again.
+    #[test]
+    fn a_failed_write_back_is_retried_in_full() {
+        let host = Rc::new(RefCell::new(Host { failures_left: 1, ..Host::default() }));
+        let mut store = WindowStore::<f64>::new(Box::new(Map(host.clone())));
+        for (key, start) in [(&b"a"[..], 0), (b"b", 1000)] {
+            let mut held = HeldWindow::loaded(start + 1000, None);
+            held.window = Some((2.5, false));
+            held.touch();
+            store.insert(key, start, held);
+        }
+        assert!(store.write_back().is_err());
+        store.write_back().unwrap();
+        let mut written = host.borrow().written.clone();
+        written.sort();
+        let value = |end: i64| Some(format!("[{end},2.5,false]").into_bytes());
+        assert_eq!(written, vec![(b"a".to_vec(), b"0".to_vec(), value(1000)), (b"b".to_vec(), b"1000".to_vec(), value(2000))]);
+        store.write_back().unwrap();
+        assert_eq!(host.borrow().written.len(), 2, "nothing changed since");
     }
 }

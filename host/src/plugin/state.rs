@@ -354,3 +354,50 @@ fn record_failure<T>(failure: &mut Option<String>, result: Result<T, BackendErro
         StateError::MalformedWrite(message)
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::{HashedKey, MemoryBackend, key_group_range};
+
+    fn one_value(value: &[u8]) -> SlotValues {
+        SlotValues { present: vec![true], data: value.to_vec(), offsets: vec![0, value.len() as u32] }
+    }
+
+    /// `set-keyed` writes where a slot-addressed write of the same key and
+    /// sub-key would, and refuses keys of another subtask's key groups.
+    #[test]
+    fn writes_by_key_land_under_the_entry_key_and_stay_in_the_subtasks_key_groups() {
+        let (mut table, mut registry, mut backend, mut failure) =
+            (ResourceTable::new(), StateRegistry::default(), MemoryBackend::new(), None);
+        let owned = key_group_range(0, 128, 2);
+        let key_in = |inside: bool| {
+            (0..).map(|i| format!("key-{i}")).find(|k| owned.contains(&u32::from(HashedKey::new(k.as_bytes(), 128).group)) == inside).unwrap()
+        };
+        let (mine, theirs) = (key_in(true), key_in(false));
+        let mut view = KeyedStateView {
+            table: &mut table,
+            registry: &mut registry,
+            backend: &mut backend,
+            keys: None,
+            owned: (&owned, 128),
+            in_call: true,
+            failure: &mut failure,
+        };
+        let map = HostMapState::new(&mut view, "w".into());
+        let write = |view: &mut KeyedStateView<'_>, key: &str| {
+            let handle = Resource::new_borrow(map.rep());
+            HostMapState::set_keyed(view, handle, key.as_bytes().to_vec(), vec![0, key.len() as u32], b"7".to_vec(), vec![0, 1], one_value(b"42"))
+        };
+        write(&mut view, &mine).unwrap();
+        let refused = write(&mut view, &theirs).unwrap_err();
+        assert!(matches!(&refused, StateError::MalformedWrite(m) if m.contains("does not own")), "{refused:?}");
+        let state = view.map_handle(&map);
+        let mut composite = Vec::new();
+        let entry = composite_key(HashedKey::new(mine.as_bytes(), 128), b"7", &mut composite);
+        assert_eq!(backend.get(state, entry).unwrap(), Some(&b"42"[..]));
+        let mut entries = 0;
+        backend.for_each(&mut |_| entries += 1).unwrap();
+        assert_eq!(entries, 1, "the refused write left nothing");
+    }
+}
