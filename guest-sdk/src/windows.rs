@@ -254,6 +254,7 @@ impl<A: Aggregate> Windows<A> {
         // Only windows not held in memory yet are read from the host.
         let view = batch.view;
         let mut entries = Vec::new();
+        let store = self.store(batch.states);
         for i in 0..view.len() {
             let event = view.event(i)?;
             let timestamp = match self.domain {
@@ -263,7 +264,6 @@ impl<A: Aggregate> Windows<A> {
                     None => continue, // `add` reports it.
                 },
             };
-            let store = self.store(batch.states);
             for (start, _) in self.windows_of(timestamp) {
                 if !store.contains(event.key(), start) {
                     entries.push((view.key_slots[i], start));
@@ -282,14 +282,40 @@ impl<A: Aggregate> Windows<A> {
     /// the first time it is used.
     fn held_window<'c>(&self, ctx: &'c mut Context<'_>, key: &[u8], start: i64, end: i64) -> Result<&'c mut HeldWindow<A::Acc>, Error> {
         if !self.store(ctx.states).contains(key, start) {
-            let stored = self.by_start.get(ctx, start)?;
-            let held = match stored {
-                Some((end, acc, fired)) => HeldWindow::loaded(end, Some((acc, fired))),
-                None => HeldWindow::loaded(end, None),
-            };
+            let held = self.load_window(ctx, start, end)?;
             self.store(ctx.states).insert(key, start, held);
         }
         Ok(self.store(ctx.states).get_mut(key, start).expect("the window was just loaded"))
+    }
+
+    /// The current key's window starting at `start` as the host state holds
+    /// it (prefetched for a batch's events), to be held from now on.
+    fn load_window(&self, ctx: &mut Context<'_>, start: i64, end: i64) -> Result<HeldWindow<A::Acc>, Error> {
+        Ok(match self.by_start.get(ctx, start)? {
+            Some((end, acc, fired)) => HeldWindow::loaded(end, Some((acc, fired))),
+            None => HeldWindow::loaded(end, None),
+        })
+    }
+
+    /// Folds `input` into a held window (emitting its result again into
+    /// `updated` if it had fired); returns whether this opened the window.
+    fn fold(
+        &self,
+        held: &mut HeldWindow<A::Acc>,
+        input: A::Input,
+        (start, end, watermark): (i64, i64, i64),
+        updated: &mut Vec<WindowResult<A::Output>>,
+    ) -> bool {
+        let opened = held.window.is_none();
+        let (acc, fired) = held.window.get_or_insert_with(|| (self.aggregate.create(), false));
+        self.aggregate.add(acc, input);
+        if end - 1 <= watermark {
+            // Late, within the allowed lateness: the result changes now.
+            *fired = true;
+            updated.push(WindowResult { start, end, value: self.aggregate.result(acc) });
+        }
+        held.touch();
+        opened
     }
 
     /// Adds `event` (with `input` for the aggregate) to its windows. Returns
@@ -368,16 +394,17 @@ impl<A: Aggregate> Windows<A> {
                 continue; // Its window is gone.
             }
             placed = true;
-            let held = self.held_window(ctx, event.key(), start, end)?;
-            let opened = held.window.is_none();
-            let (acc, fired) = held.window.get_or_insert_with(|| (self.aggregate.create(), false));
-            self.aggregate.add(acc, input.clone());
-            if end - 1 <= watermark {
-                // Late, within the allowed lateness: the result changes now.
-                *fired = true;
-                updated.push(WindowResult { start, end, value: self.aggregate.result(acc) });
-            }
-            held.touch();
+            let at = (start, end, watermark);
+            // One lookup when the window is held (nearly always).
+            let opened = match self.store(ctx.states).get_mut(event.key(), start) {
+                Some(held) => self.fold(held, input.clone(), at, &mut updated),
+                None => {
+                    let mut held = self.load_window(ctx, start, end)?;
+                    let opened = self.fold(&mut held, input.clone(), at, &mut updated);
+                    self.store(ctx.states).insert(event.key(), start, held);
+                    opened
+                }
+            };
             if opened {
                 self.register_timers(ctx, end)?;
             }
