@@ -405,10 +405,7 @@ impl RawMapState for TestMapState {
         for i in 0..key_offsets.len() - 1 {
             let key = keys[key_offsets[i] as usize..key_offsets[i + 1] as usize].to_vec();
             let entry = (self.name.clone(), key, sub_keys[offsets[i] as usize..offsets[i + 1] as usize].to_vec());
-            match values.value(i) {
-                Some(value) => states.maps.insert(entry, value.to_vec()),
-                None => states.maps.remove(&entry),
-            };
+            write_entry(&mut states, entry, values.value(i));
         }
         Ok(())
     }
@@ -418,13 +415,18 @@ impl RawMapState for TestMapState {
         for (i, &slot) in slots.iter().enumerate() {
             let sub_key = &sub_keys[offsets[i] as usize..offsets[i + 1] as usize];
             let entry = self.entry_key(&states, slot, sub_key);
-            match values.value(i) {
-                Some(value) => states.maps.insert(entry, value.to_vec()),
-                None => states.maps.remove(&entry),
-            };
+            write_entry(&mut states, entry, values.value(i));
         }
         Ok(())
     }
+}
+
+/// Sets a map entry, or removes it when `value` is `None`.
+fn write_entry(states: &mut TestStates, entry: (String, Vec<u8>, Vec<u8>), value: Option<&[u8]>) {
+    match value {
+        Some(value) => states.maps.insert(entry, value.to_vec()),
+        None => states.maps.remove(&entry),
+    };
 }
 
 struct TestBroadcastMap {

@@ -52,7 +52,6 @@ pub struct OperatorInstance {
     limits: Limits,
     /// The operator's event-time watermark; it never goes backwards.
     watermark: i64,
-    max_parallelism: u32,
 }
 
 impl OperatorInstance {
@@ -77,8 +76,7 @@ impl OperatorInstance {
             Ok(bindings) => bindings,
             Err(error) => return Err(classify(&store, &limits, error, CallError::Instantiate)),
         };
-        let max_parallelism = state.max_parallelism;
-        let mut instance = OperatorInstance { store, bindings, limits, watermark: NO_TIMESTAMP, max_parallelism };
+        let mut instance = OperatorInstance { store, bindings, limits, watermark: NO_TIMESTAMP };
         instance.init(config)?;
         Ok(instance)
     }
@@ -223,8 +221,8 @@ impl OperatorInstance {
     /// Numbers distinct keys in order of first appearance and records them
     /// as the call's current keys.
     fn assign_slots<'k>(&mut self, batch_keys: impl ExactSizeIterator<Item = &'k [u8]>) -> (Vec<u32>, u32) {
-        let max_parallelism = self.max_parallelism;
-        let keys = &mut self.store.data_mut().keys;
+        let data = self.store.data_mut();
+        let (max_parallelism, keys) = (data.max_parallelism, &mut data.keys);
         keys.clear();
         // Slots by key, hashed once: the same hash serves the state reads
         // and writes of the call.

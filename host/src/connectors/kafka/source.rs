@@ -279,6 +279,18 @@ impl KafkaSource {
         }
     }
 
+    /// Whether the brokers this subtask fetches from answer: the leader of
+    /// a partition it reads (the connection fetches use — a bootstrap
+    /// broker may answer while the leaders' advertised addresses cannot be
+    /// reached), or any broker when it reads none.
+    fn brokers_answer(&self) -> bool {
+        const PROBE: Duration = Duration::from_secs(1);
+        match self.partitions.iter().find(|p| !p.finished()) {
+            Some(p) => self.consumer.fetch_watermarks(&p.topic, p.partition, PROBE).is_ok(),
+            None => self.consumer.fetch_metadata(Some(self.spec.topics[0].as_str()), PROBE).is_ok(),
+        }
+    }
+
     /// Decides whether the errors librdkafka reported fail the job: at once
     /// for credentials and configuration, after `timeout_ms` for brokers
     /// that cannot be reached.
@@ -316,20 +328,6 @@ impl KafkaSource {
             });
         }
         Ok(())
-    }
-}
-
-impl KafkaSource {
-    /// Whether the brokers this subtask fetches from answer: the leader of
-    /// a partition it reads (the connection fetches use — a bootstrap
-    /// broker may answer while the leaders' advertised addresses cannot be
-    /// reached), or any broker when it reads none.
-    fn brokers_answer(&self) -> bool {
-        const PROBE: Duration = Duration::from_secs(1);
-        match self.partitions.iter().find(|p| !p.finished()) {
-            Some(p) => self.consumer.fetch_watermarks(&p.topic, p.partition, PROBE).is_ok(),
-            None => self.consumer.fetch_metadata(Some(self.spec.topics[0].as_str()), PROBE).is_ok(),
-        }
     }
 }
 
