@@ -119,12 +119,37 @@ impl Decode for i64 {
     }
 }
 
+/// Decimal digits with an optional `-`, short enough (15 digits) to be
+/// exact in an `f64`: the common case of a numeric value, read without
+/// UTF-8 validation or the general float parser (which gives the same value).
+fn small_integer(bytes: &[u8]) -> Option<f64> {
+    let (negative, digits) = match bytes.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, bytes),
+    };
+    if digits.is_empty() || digits.len() > 15 {
+        return None;
+    }
+    let mut value = 0u64;
+    for &digit in digits {
+        if !digit.is_ascii_digit() {
+            return None;
+        }
+        value = value * 10 + u64::from(digit - b'0');
+    }
+    let value = value as f64;
+    Some(if negative { -value } else { value })
+}
+
 impl Decode for f64 {
+    #[inline]
     fn decode(bytes: &[u8]) -> Result<Self, Error> {
-        std::str::from_utf8(bytes)
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-            .ok_or_else(|| not_a("a number", bytes))
+        if let Some(integer) = small_integer(bytes) {
+            return Ok(integer);
+        }
+        let text = std::str::from_utf8(bytes).map_err(|_| not_a("a number", bytes))?;
+        // Surrounding whitespace is rare: only then is the text trimmed.
+        text.parse().or_else(|_| text.trim().parse()).map_err(|_| not_a("a number", bytes))
     }
 }
 
@@ -192,6 +217,20 @@ mod tests {
         }
         for n in [0i64, -1, i64::MIN, i64::MAX] {
             assert_eq!(i64::decode(encoded(n).as_bytes()), Ok(n));
+        }
+    }
+
+    /// The integer shortcut reads exactly what the float parser reads.
+    #[test]
+    fn floats_decode_as_the_standard_parser_reads_them() {
+        let texts = ["0", "-0", "7", "-42", "4999999", "999999999999999", "9999999999999999", "12345678901234567890", "1.5", "-2.5e3", " 3 ", "1e400"];
+        for text in texts {
+            let expected: f64 = text.trim().parse().unwrap();
+            let decoded = f64::decode(text.as_bytes()).unwrap();
+            assert_eq!(decoded.to_bits(), expected.to_bits(), "{text:?}");
+        }
+        for bad in ["", "-", "1-2", "x", "--1"] {
+            assert!(f64::decode(bad.as_bytes()).is_err(), "{bad:?}");
         }
     }
 

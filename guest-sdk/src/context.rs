@@ -39,11 +39,13 @@ impl Context<'_> {
 
     /// The operator's current event-time watermark: no event at or below it
     /// is expected any more. `None` before the first watermark.
+    #[inline]
     pub fn watermark(&self) -> Option<i64> {
         (self.watermark != i64::MIN).then_some(self.watermark)
     }
 
     /// The wall-clock time of the call (ms since the epoch).
+    #[inline]
     pub fn processing_time(&self) -> i64 {
         self.processing_time
     }
@@ -70,6 +72,7 @@ impl Context<'_> {
     }
 
     /// The slot of the current event's key, for keyed state.
+    #[inline]
     pub(crate) fn key_slot(&self) -> Result<u32, Error> {
         self.slot.ok_or_else(|| {
             Error::State(

@@ -17,11 +17,13 @@ pub struct Event<'a> {
 
 impl<'a> Event<'a> {
     /// The key's bytes; empty when the event is not keyed.
+    #[inline]
     pub fn key(&self) -> &'a [u8] {
         self.key
     }
 
     /// The value's bytes.
+    #[inline]
     pub fn value(&self) -> &'a [u8] {
         self.value
     }
@@ -47,12 +49,14 @@ impl<'a> Event<'a> {
     }
 
     /// The event timestamp in milliseconds since the epoch, if it has one.
+    #[inline]
     pub fn timestamp(&self) -> Option<i64> {
         self.timestamp
     }
 
     /// Which input the event arrived on: its position in the operator's
     /// `inputs` list in the job file (0 for single-input operators).
+    #[inline]
     pub fn input(&self) -> u32 {
         self.input
     }
@@ -70,15 +74,18 @@ pub(crate) struct BatchView<'a> {
 }
 
 impl<'a> BatchView<'a> {
+    #[inline]
     pub fn len(&self) -> usize {
         self.offsets.len().saturating_sub(1) / 2
     }
 
+    #[inline]
     pub fn is_keyed(&self) -> bool {
         !self.key_slots.is_empty()
     }
 
     /// Event `i`, or an error if the host sent inconsistent offsets.
+    #[inline]
     pub fn event(&self, i: usize) -> Result<Event<'a>, Error> {
         let bytes = |from: usize| -> Result<&'a [u8], Error> {
             let (start, end) = (self.offsets[from] as usize, self.offsets[from + 1] as usize);

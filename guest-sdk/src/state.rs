@@ -8,7 +8,8 @@
 //! back when the batch is done. The host takes checkpoints between batches,
 //! so every checkpoint sees all of a batch's writes or none.
 
-use std::cell::Cell;
+use std::cell::{Cell, OnceCell, RefCell, RefMut};
+use std::rc::Rc;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -126,7 +127,7 @@ impl<T: Serialize + DeserializeOwned> ValueState<T> {
 /// State an SDK type keeps in the instance's memory from call to call, and
 /// writes back to the host in `flush` — which the host calls before every
 /// snapshot — or when it holds more than [`RESIDENT_LIMIT`] entries.
-pub(crate) trait Resident: std::any::Any {
+pub(crate) trait Resident {
     /// Writes every changed entry back to the host.
     fn write_back(&mut self) -> Result<(), Error>;
     /// How many entries it holds.
@@ -134,7 +135,40 @@ pub(crate) trait Resident: std::any::Any {
     /// Forgets every entry (after `write_back`): they are read from the
     /// host again when next used.
     fn forget(&mut self);
-    fn as_any(&mut self) -> &mut dyn std::any::Any;
+    /// A call (`process`, `on-timers`) begins: what the previous one's key
+    /// slots named is stale.
+    fn begin_call(&mut self) {}
+}
+
+/// Where an SDK type keeps its [`Resident`] state: made on first use and
+/// registered with the instance's [`StateStore`], which writes it back.
+/// (Shared, so that the hot path reaches it without a search or a
+/// downcast.)
+pub(crate) struct ResidentCell<R> {
+    cell: OnceCell<(u64, Rc<RefCell<R>>)>,
+}
+
+impl<R> Default for ResidentCell<R> {
+    fn default() -> Self {
+        ResidentCell { cell: OnceCell::new() }
+    }
+}
+
+impl<R: Resident + 'static> ResidentCell<R> {
+    /// The state, made by `create` and registered with `states` on first use.
+    pub fn get(&self, states: &mut StateStore, create: impl FnOnce(&mut dyn StateHost) -> R) -> Result<RefMut<'_, R>, Error> {
+        let (store, resident) = self.cell.get_or_init(|| {
+            let resident = Rc::new(RefCell::new(create(states.host.as_mut())));
+            states.residents.push(resident.clone());
+            (states.id, resident)
+        });
+        if *store != states.id {
+            return Err(Error::State("a state handle was used by two operator instances".into()));
+        }
+        resident
+            .try_borrow_mut()
+            .map_err(|_| Error::State("resident state used while it is being written back".into()))
+    }
 }
 
 /// Entries a [`Resident`] may hold before it is written back and emptied
@@ -153,7 +187,7 @@ pub(crate) struct StateStore {
     pub(crate) scratch: Vec<u8>,
     pub(crate) timers: PendingTimers,
     pub(crate) maps: Vec<MapCache>,
-    residents: Vec<Box<dyn Resident>>,
+    residents: Vec<Rc<RefCell<dyn Resident>>>,
 }
 
 impl StateStore {
@@ -171,6 +205,9 @@ impl StateStore {
         for map in &mut self.maps {
             map.clear();
         }
+        for resident in &self.residents {
+            resident.borrow_mut().begin_call();
+        }
     }
 
     /// Writes every changed slot and the timer changes back to the host.
@@ -181,35 +218,19 @@ impl StateStore {
         if changes.is_empty() { Ok(()) } else { self.host.update_timers(&changes) }
     }
 
-    /// The resident state registered under `hint`, created by `create` on
-    /// first use.
-    pub(crate) fn resident<R: Resident>(
-        &mut self,
-        hint: &Cell<Option<(u64, usize)>>,
-        create: impl FnOnce(&mut dyn StateHost) -> R,
-    ) -> &mut R {
-        let index = match hint.get() {
-            Some((store, index)) if store == self.id => index,
-            _ => {
-                self.residents.push(Box::new(create(self.host.as_mut())));
-                let index = self.residents.len() - 1;
-                hint.set(Some((self.id, index)));
-                index
-            }
-        };
-        self.residents[index].as_any().downcast_mut::<R>().expect("a resident state's hint names its own type")
-    }
-
     /// Writes back what every resident state holds (the `flush` export).
     pub fn write_back_residents(&mut self) -> Result<(), Error> {
-        self.residents.iter_mut().try_for_each(|resident| resident.write_back())
+        self.residents.iter().try_for_each(|resident| resident.borrow_mut().write_back())
     }
 
     /// Writes back and forgets resident states that hold too much.
     pub fn trim_residents(&mut self) -> Result<(), Error> {
-        for resident in self.residents.iter_mut().filter(|r| r.len() > RESIDENT_LIMIT) {
-            resident.write_back()?;
-            resident.forget();
+        for resident in &self.residents {
+            let mut resident = resident.borrow_mut();
+            if resident.len() > RESIDENT_LIMIT {
+                resident.write_back()?;
+                resident.forget();
+            }
         }
         Ok(())
     }

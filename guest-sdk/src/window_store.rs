@@ -13,6 +13,11 @@
 //! What reaches the host is exactly what the map state would have held:
 //! entry `start` (decimal) of the key, the JSON of `(end, accumulator,
 //! fired)`; a savepoint cannot tell the two apart.
+//!
+//! Finding a window is on every event's path, so it hashes no bytes there:
+//! a key's windows sit together, sorted by start, in a slab; the key's bytes
+//! are hashed once per call to find its slab entry, which is then remembered
+//! by the key's slot in the call (the host numbers a call's distinct keys).
 
 use serde::Serialize;
 
@@ -46,51 +51,134 @@ impl<Acc> HeldWindow<Acc> {
     }
 }
 
-/// Windows by (start, key), encoded as the start's 8 bytes then the key.
+/// Where a key's windows are in the store (valid until the call ends).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct KeyIndex(u32);
+
+/// The windows of one key, sorted by start.
+struct KeyWindows<Acc> {
+    key: Vec<u8>,
+    windows: Vec<(i64, HeldWindow<Acc>)>,
+}
+
+impl<Acc> KeyWindows<Acc> {
+    fn position(&self, start: i64) -> Result<usize, usize> {
+        self.windows.binary_search_by_key(&start, |(s, _)| *s)
+    }
+}
+
+/// Every held window, by key then start.
 pub(crate) struct WindowStore<Acc> {
     raw: Box<dyn RawMapState>,
-    windows: FastMap<Vec<u8>, HeldWindow<Acc>>,
-    scratch: Vec<u8>,
+    /// Key bytes → the key's entry in `keys`.
+    index: FastMap<Vec<u8>, u32>,
+    keys: Vec<KeyWindows<Acc>>,
+    /// Entries of `keys` free for reuse.
+    vacant: Vec<u32>,
+    /// This call's key slot → its entry in `keys`, plus one (0: not found yet).
+    slots: Vec<u32>,
+    /// How many windows are held.
+    held: usize,
 }
 
 impl<Acc: Serialize + 'static> WindowStore<Acc> {
     pub fn new(raw: Box<dyn RawMapState>) -> Self {
-        WindowStore { raw, windows: FastMap::default(), scratch: Vec::new() }
+        WindowStore { raw, index: FastMap::default(), keys: Vec::new(), vacant: Vec::new(), slots: Vec::new(), held: 0 }
     }
 
-    fn locate(&mut self, key: &[u8], start: i64) -> &[u8] {
-        self.scratch.clear();
-        self.scratch.extend_from_slice(&start.to_le_bytes());
-        self.scratch.extend_from_slice(key);
-        &self.scratch
+    /// The entry of `key` — whose slot in this call is `slot` — made if it
+    /// has none.
+    pub fn key(&mut self, slot: u32, key: &[u8]) -> KeyIndex {
+        let slot = slot as usize;
+        if let Some(&found) = self.slots.get(slot)
+            && found != 0
+        {
+            return KeyIndex(found - 1);
+        }
+        let entry = match self.index.get(key) {
+            Some(&entry) => entry,
+            None => self.add_key(key),
+        };
+        if self.slots.len() <= slot {
+            self.slots.resize(slot + 1, 0);
+        }
+        self.slots[slot] = entry + 1;
+        KeyIndex(entry)
     }
 
-    pub fn contains(&mut self, key: &[u8], start: i64) -> bool {
-        self.locate(key, start);
-        self.windows.contains_key(self.scratch.as_slice())
+    fn add_key(&mut self, key: &[u8]) -> u32 {
+        let windows = KeyWindows { key: key.to_vec(), windows: Vec::new() };
+        let entry = match self.vacant.pop() {
+            Some(entry) => {
+                self.keys[entry as usize] = windows;
+                entry
+            }
+            None => {
+                self.keys.push(windows);
+                (self.keys.len() - 1) as u32
+            }
+        };
+        self.index.insert(key.to_vec(), entry);
+        entry
     }
 
-    pub fn get_mut(&mut self, key: &[u8], start: i64) -> Option<&mut HeldWindow<Acc>> {
-        self.locate(key, start);
-        self.windows.get_mut(self.scratch.as_slice())
+    pub fn get_mut(&mut self, key: KeyIndex, start: i64) -> Option<&mut HeldWindow<Acc>> {
+        let windows = &mut self.keys[key.0 as usize];
+        let at = windows.position(start).ok()?;
+        Some(&mut windows.windows[at].1)
     }
 
-    pub fn insert(&mut self, key: &[u8], start: i64, window: HeldWindow<Acc>) {
-        let id = self.locate(key, start).to_vec();
-        self.windows.insert(id, window);
+    pub fn contains(&self, key: KeyIndex, start: i64) -> bool {
+        self.keys[key.0 as usize].position(start).is_ok()
+    }
+
+    pub fn insert(&mut self, key: KeyIndex, start: i64, window: HeldWindow<Acc>) {
+        let windows = &mut self.keys[key.0 as usize];
+        match windows.position(start) {
+            Ok(at) => windows.windows[at].1 = window,
+            Err(at) => {
+                windows.windows.insert(at, (start, window));
+                self.held += 1;
+            }
+        }
     }
 
     /// Removes the window: from memory at once if the host never had it,
     /// else when the host's entry is removed at the next write-back.
-    pub fn remove(&mut self, key: &[u8], start: i64) {
-        self.locate(key, start);
-        let Some(held) = self.windows.get_mut(self.scratch.as_slice()) else { return };
+    pub fn remove(&mut self, key: KeyIndex, start: i64) {
+        let windows = &mut self.keys[key.0 as usize];
+        let Ok(at) = windows.position(start) else { return };
+        let held = &mut windows.windows[at].1;
         if held.stored {
             held.window = None;
             held.changed = true;
         } else {
-            self.windows.remove(self.scratch.as_slice());
+            windows.windows.remove(at);
+            self.held -= 1;
         }
+    }
+
+    /// Forgets the slots of the previous call; drops the entries of keys
+    /// left without windows (between calls, so that no slot names them).
+    fn begin_call(&mut self) {
+        self.slots.clear();
+        if self.index.len() > 2 * self.held + 1024 {
+            self.drop_keys_without_windows();
+        }
+    }
+
+    fn drop_keys_without_windows(&mut self) {
+        let keys = &mut self.keys;
+        let vacant = &mut self.vacant;
+        self.index.retain(|_, entry| {
+            let windows = &mut keys[*entry as usize];
+            if !windows.windows.is_empty() {
+                return true;
+            }
+            windows.key = Vec::new();
+            vacant.push(*entry);
+            false
+        });
     }
 }
 
@@ -100,45 +188,55 @@ impl<Acc: Serialize + 'static> Resident for WindowStore<Acc> {
         let (mut sub_keys, mut sub_key_offsets) = (Vec::new(), vec![0u32]);
         let mut values = SlotValues::empty();
         let mut encoded = Vec::new();
-        for (id, held) in self.windows.iter().filter(|(_, held)| held.changed) {
-            let (start, key) = id.split_at(8);
-            keys.extend_from_slice(key);
-            key_offsets.push(keys.len() as u32);
-            i64::from_le_bytes(start.try_into().expect("8 bytes")).encode(&mut sub_keys);
-            sub_key_offsets.push(sub_keys.len() as u32);
-            match &held.window {
-                Some((acc, fired)) => {
-                    encoded.clear();
-                    serde_json::to_writer(&mut encoded, &(held.end, acc, fired))
-                        .map_err(|e| Error::State(format!("cannot encode a window's accumulator: {e}")))?;
-                    values.push(Some(&encoded));
+        for entry in &self.keys {
+            for (start, held) in entry.windows.iter().filter(|(_, held)| held.changed) {
+                keys.extend_from_slice(&entry.key);
+                key_offsets.push(keys.len() as u32);
+                start.encode(&mut sub_keys);
+                sub_key_offsets.push(sub_keys.len() as u32);
+                match &held.window {
+                    Some((acc, fired)) => {
+                        encoded.clear();
+                        serde_json::to_writer(&mut encoded, &(held.end, acc, fired))
+                            .map_err(|e| Error::State(format!("cannot encode a window's accumulator: {e}")))?;
+                        values.push(Some(&encoded));
+                    }
+                    None => values.push(None),
                 }
-                None => values.push(None),
             }
         }
         if key_offsets.len() > 1 {
             // On failure every window stays changed: the next flush retries.
             self.raw.set_keyed(&keys, &key_offsets, &sub_keys, &sub_key_offsets, &values)?;
         }
-        for held in self.windows.values_mut().filter(|held| held.changed) {
-            held.stored = held.window.is_some();
-            held.changed = false;
+        let mut held = 0;
+        for entry in &mut self.keys {
+            for (_, window) in &mut entry.windows {
+                window.stored = window.window.is_some();
+                window.changed = false;
+            }
+            // Removed windows are gone from the host too now.
+            entry.windows.retain(|(_, window)| window.window.is_some());
+            held += entry.windows.len();
         }
-        // Removed windows are gone from the host too now.
-        self.windows.retain(|_, held| held.window.is_some());
+        self.held = held;
         Ok(())
     }
 
     fn len(&self) -> usize {
-        self.windows.len()
+        self.held
+    }
+
+    fn begin_call(&mut self) {
+        WindowStore::begin_call(self);
     }
 
     fn forget(&mut self) {
-        self.windows.clear();
-    }
-
-    fn as_any(&mut self) -> &mut dyn std::any::Any {
-        self
+        self.index.clear();
+        self.keys.clear();
+        self.vacant.clear();
+        self.slots.clear();
+        self.held = 0;
     }
 }
 
@@ -189,10 +287,11 @@ mod tests {
     fn a_failed_write_back_is_retried_in_full() {
         let host = Rc::new(RefCell::new(Host { failures_left: 1, ..Host::default() }));
         let mut store = WindowStore::<f64>::new(Box::new(Map(host.clone())));
-        for (key, start) in [(&b"a"[..], 0), (b"b", 1000)] {
+        for (slot, (key, start)) in [(&b"a"[..], 0), (b"b", 1000)].into_iter().enumerate() {
             let mut held = HeldWindow::loaded(start + 1000, None);
             held.window = Some((2.5, false));
             held.touch();
+            let key = store.key(slot as u32, key);
             store.insert(key, start, held);
         }
         assert!(store.write_back().is_err());

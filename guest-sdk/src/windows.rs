@@ -21,9 +21,10 @@
 
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
-use std::cell::Cell;
+use std::cell::{Cell, RefMut};
 
-use crate::window_store::{HeldWindow, WindowStore};
+use crate::state::{ResidentCell, StateStore};
+use crate::window_store::{HeldWindow, KeyIndex, WindowStore};
 use crate::{Batch, Context, Error, Event, MapState, TimeDomain, Timer, ValueState};
 
 /// How a window folds its events.
@@ -170,8 +171,10 @@ pub struct Windows<A: Aggregate> {
     state: ValueState<Vec<OpenWindow<A::Acc>>>,
     /// Tumbling and sliding: window start → (end, accumulator, fired).
     by_start: MapState<(i64, A::Acc, bool)>,
-    /// Tumbling and sliding: where this operator's [`WindowStore`] is.
-    held: Cell<Option<(u64, usize)>>,
+    /// Tumbling and sliding: the accumulators held between calls.
+    held: ResidentCell<WindowStore<A::Acc>>,
+    /// Tumbling: the start of the window the last event fell in.
+    last_tumbling: Cell<Option<i64>>,
     name: String,
 }
 
@@ -186,7 +189,8 @@ impl<A: Aggregate> Windows<A> {
             aggregate,
             state: ValueState::new(name),
             by_start: MapState::new(name),
-            held: Cell::new(None),
+            held: ResidentCell::default(),
+            last_tumbling: Cell::new(None),
             name: name.to_owned(),
         }
     }
@@ -228,20 +232,38 @@ impl<A: Aggregate> Windows<A> {
     }
 
     /// [`Windows::assign`] without allocating: the windows in start order.
+    #[inline]
     fn windows_of(&self, timestamp: i64) -> impl Iterator<Item = (i64, i64)> + use<A> {
-        let (first, last, slide, size) = match self.kind {
-            WindowKind::Session { gap } => (timestamp, timestamp, 1, gap),
-            WindowKind::Tumbling { size: fixed } | WindowKind::Sliding { size: fixed, .. } => {
-                let slide = match self.kind {
-                    WindowKind::Sliding { slide, .. } => slide,
-                    _ => fixed,
-                };
+        let (first, count, slide, size) = match self.kind {
+            WindowKind::Session { gap } => (timestamp, 1, 1, gap),
+            WindowKind::Tumbling { size } => (self.tumbling_start(timestamp, size), 1, size, size),
+            WindowKind::Sliding { size, slide } => {
                 // Starts are multiples of `slide` in (timestamp - size, timestamp].
                 let last = timestamp.div_euclid(slide) * slide;
-                ((timestamp - fixed).div_euclid(slide) * slide + slide, last, slide, fixed)
+                let first = (timestamp - size).div_euclid(slide) * slide + slide;
+                (first, (last - first).div_euclid(slide) + 1, slide, size)
             }
         };
-        (first..=last).step_by(slide as usize).map(move |s| (s, s + size))
+        (0..count.max(0)).map(move |i| {
+            let start = first + i * slide;
+            (start, start + size)
+        })
+    }
+
+    /// The start of the tumbling window holding `timestamp`. Consecutive
+    /// events are mostly in the same window, and a 64-bit division is most
+    /// of the work of finding it, so the last window found is tried first.
+    #[inline]
+    fn tumbling_start(&self, timestamp: i64, size: i64) -> i64 {
+        if let Some(last) = self.last_tumbling.get()
+            && timestamp >= last
+            && timestamp - last < size
+        {
+            return last;
+        }
+        let start = timestamp.div_euclid(size) * size;
+        self.last_tumbling.set(Some(start));
+        start
     }
 
     /// Fetches the accumulators of every window the batch's events fall in,
@@ -254,7 +276,7 @@ impl<A: Aggregate> Windows<A> {
         // Only windows not held in memory yet are read from the host.
         let view = batch.view;
         let mut entries = Vec::new();
-        let store = self.store(batch.states);
+        let mut store = self.store(batch.states)?;
         for i in 0..view.len() {
             let event = view.event(i)?;
             let timestamp = match self.domain {
@@ -264,28 +286,35 @@ impl<A: Aggregate> Windows<A> {
                     None => continue, // `add` reports it.
                 },
             };
+            let slot = view.key_slots[i];
+            let key = store.key(slot, event.key());
             for (start, _) in self.windows_of(timestamp) {
-                if !store.contains(event.key(), start) {
-                    entries.push((view.key_slots[i], start));
+                if !store.contains(key, start) {
+                    entries.push((slot, start));
                 }
             }
         }
+        drop(store);
         self.by_start.prefetch(batch, entries)
     }
 
     /// The accumulators held in memory between calls (tumbling and sliding).
-    fn store<'s>(&self, states: &'s mut crate::state::StateStore) -> &'s mut WindowStore<A::Acc> {
-        states.resident(&self.held, |host| WindowStore::new(host.open_map(&self.name)))
+    fn store(&self, states: &mut StateStore) -> Result<RefMut<'_, WindowStore<A::Acc>>, Error> {
+        self.held.get(states, |host| WindowStore::new(host.open_map(&self.name)))
     }
 
-    /// The window of `key` starting at `start`, read from the host state
-    /// the first time it is used.
-    fn held_window<'c>(&self, ctx: &'c mut Context<'_>, key: &[u8], start: i64, end: i64) -> Result<&'c mut HeldWindow<A::Acc>, Error> {
-        if !self.store(ctx.states).contains(key, start) {
-            let held = self.load_window(ctx, start, end)?;
-            self.store(ctx.states).insert(key, start, held);
+    /// The current key's window starting at `start`, read from the host
+    /// state the first time it is used.
+    fn held_window<'s>(
+        &self,
+        ctx: &mut Context<'_>,
+        store: &'s mut WindowStore<A::Acc>,
+        (key, start, end): (KeyIndex, i64, i64),
+    ) -> Result<&'s mut HeldWindow<A::Acc>, Error> {
+        if !store.contains(key, start) {
+            store.insert(key, start, self.load_window(ctx, start, end)?);
         }
-        Ok(self.store(ctx.states).get_mut(key, start).expect("the window was just loaded"))
+        Ok(store.get_mut(key, start).expect("the window was just loaded"))
     }
 
     /// The current key's window starting at `start` as the host state holds
@@ -386,6 +415,8 @@ impl<A: Aggregate> Windows<A> {
         A::Input: Clone,
     {
         let watermark = self.clock(ctx);
+        let mut store = self.store(ctx.states)?;
+        let key = store.key(ctx.key_slot()?, event.key());
         let mut updated = Vec::new();
         let mut placed = false;
         for (start, end) in self.windows_of(timestamp) {
@@ -396,12 +427,12 @@ impl<A: Aggregate> Windows<A> {
             placed = true;
             let at = (start, end, watermark);
             // One lookup when the window is held (nearly always).
-            let opened = match self.store(ctx.states).get_mut(event.key(), start) {
+            let opened = match store.get_mut(key, start) {
                 Some(held) => self.fold(held, input.clone(), at, &mut updated),
                 None => {
                     let mut held = self.load_window(ctx, start, end)?;
                     let opened = self.fold(&mut held, input.clone(), at, &mut updated);
-                    self.store(ctx.states).insert(event.key(), start, held);
+                    store.insert(key, start, held);
                     opened
                 }
             };
@@ -422,7 +453,9 @@ impl<A: Aggregate> Windows<A> {
         let lateness = if self.domain == TimeDomain::EventTime { self.allowed_lateness } else { 0 };
         let mut results = Vec::new();
         let start = time + 1 - size;
-        let held = self.held_window(ctx, key, start, time + 1)?;
+        let mut store = self.store(ctx.states)?;
+        let key = store.key(ctx.key_slot()?, key);
+        let held = self.held_window(ctx, &mut store, (key, start, time + 1))?;
         let end = held.end;
         if let Some((acc, fired)) = &mut held.window
             && end - 1 == time
@@ -430,7 +463,7 @@ impl<A: Aggregate> Windows<A> {
         {
             results.push(WindowResult { start, end, value: self.aggregate.result(acc) });
             if lateness == 0 {
-                self.store(ctx.states).remove(key, start);
+                store.remove(key, start);
             } else {
                 *fired = true;
                 held.touch();
@@ -438,9 +471,9 @@ impl<A: Aggregate> Windows<A> {
         }
         if lateness > 0 {
             let expired = time + 1 - lateness - size;
-            let held = self.held_window(ctx, key, expired, expired + size)?;
+            let held = self.held_window(ctx, &mut store, (key, expired, expired + size))?;
             if held.window.is_some() && held.end - 1 + lateness == time {
-                self.store(ctx.states).remove(key, expired);
+                store.remove(key, expired);
             }
         }
         Ok(results)
