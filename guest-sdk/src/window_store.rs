@@ -19,6 +19,8 @@
 //! are hashed once per call to find its slab entry, which is then remembered
 //! by the key's slot in the call (the host numbers a call's distinct keys).
 
+use std::collections::VecDeque;
+
 use serde::Serialize;
 
 use crate::Encode;
@@ -55,15 +57,28 @@ impl<Acc> HeldWindow<Acc> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct KeyIndex(u32);
 
-/// The windows of one key, sorted by start.
+/// The windows of one key, sorted by start. A deque: windows mostly open
+/// at the back and fire at the front, but when one input runs far ahead
+/// in event time a key has hundreds open and others open near the front.
 struct KeyWindows<Acc> {
     key: Vec<u8>,
-    windows: Vec<(i64, HeldWindow<Acc>)>,
+    windows: VecDeque<(i64, HeldWindow<Acc>)>,
 }
 
 impl<Acc> KeyWindows<Acc> {
+    /// Where the window starting at `start` is (`Err`: where it would go).
+    /// The oldest and the newest window are tried first: an event falls
+    /// in one of them nearly always.
+    #[inline]
     fn position(&self, start: i64) -> Result<usize, usize> {
-        self.windows.binary_search_by_key(&start, |(s, _)| *s)
+        let len = self.windows.len();
+        match (self.windows.front(), self.windows.back()) {
+            (None, _) | (_, None) => Err(0),
+            (Some((first, _)), _) if *first == start => Ok(0),
+            (_, Some((last, _))) if *last == start => Ok(len - 1),
+            (_, Some((last, _))) if *last < start => Err(len),
+            _ => self.windows.binary_search_by_key(&start, |(s, _)| *s),
+        }
     }
 }
 
@@ -107,7 +122,7 @@ impl<Acc: Serialize + 'static> WindowStore<Acc> {
     }
 
     fn add_key(&mut self, key: &[u8]) -> u32 {
-        let windows = KeyWindows { key: key.to_vec(), windows: Vec::new() };
+        let windows = KeyWindows { key: key.to_vec(), windows: VecDeque::new() };
         let entry = match self.vacant.pop() {
             Some(entry) => {
                 self.keys[entry as usize] = windows;
@@ -279,6 +294,74 @@ mod tests {
             }
             Ok(())
         }
+    }
+
+    fn window(acc: f64) -> HeldWindow<f64> {
+        let mut held = HeldWindow::loaded(1000, None);
+        held.window = Some((acc, false));
+        held.touch();
+        held
+    }
+
+    fn store() -> WindowStore<f64> {
+        WindowStore::new(Box::new(Map(Rc::new(RefCell::new(Host::default())))))
+    }
+
+    /// Slots name keys only within a call: the next call may give the same
+    /// slot to another key, and finds that key's windows.
+    #[test]
+    fn slots_are_remembered_only_for_the_call() {
+        let mut store = store();
+        let a = store.key(0, b"a");
+        store.insert(a, 0, window(1.0));
+        let b = store.key(1, b"b");
+        store.insert(b, 0, window(2.0));
+        store.begin_call();
+        let b_now = store.key(0, b"b");
+        assert_eq!(b_now, b);
+        assert_eq!(store.get_mut(b_now, 0).and_then(|w| w.window).map(|(acc, _)| acc), Some(2.0));
+        assert_eq!(store.key(1, b"a"), a);
+    }
+
+    /// Keys whose windows are all gone leave the store between calls, and
+    /// their entries are reused without carrying windows over.
+    #[test]
+    fn keys_without_windows_are_dropped_and_their_entries_reused() {
+        let mut store = store();
+        for round in 0..3 {
+            for k in 0..2000u32 {
+                let key = store.key(k, format!("{round}-{k}").as_bytes());
+                assert!(!store.contains(key, 0), "a reused entry starts empty");
+                store.insert(key, 0, window(1.0));
+                store.remove(key, 0);
+            }
+            store.begin_call();
+        }
+        assert_eq!(store.len(), 0);
+        assert!(store.index.len() <= 2000, "dropped keys: {} left", store.index.len());
+        assert!(store.keys.len() <= 4000, "entries reused: {}", store.keys.len());
+        let kept = store.key(0, b"kept");
+        store.insert(kept, 5, window(3.0));
+        store.begin_call();
+        let kept = store.key(7, b"kept");
+        assert!(store.contains(kept, 5));
+    }
+
+    /// Many windows of one key (an input far ahead in event time) are found
+    /// wherever they open: front, back or middle.
+    #[test]
+    fn a_key_finds_each_of_many_windows() {
+        let mut store = store();
+        let key = store.key(0, b"k");
+        let starts: Vec<i64> = (0..300).map(|i| (i * 7919 % 300) * 1000).collect();
+        for &start in &starts {
+            store.insert(key, start, window(start as f64));
+        }
+        for &start in &starts {
+            assert_eq!(store.get_mut(key, start).and_then(|w| w.window).map(|(acc, _)| acc), Some(start as f64));
+        }
+        assert!(!store.contains(key, 500));
+        assert_eq!(store.len(), 300);
     }
 
     /// A write-back that fails keeps every window changed, so the next one

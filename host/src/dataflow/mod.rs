@@ -38,6 +38,6 @@ pub use executor::{
 
 /// Records per batch: sources fill batches of this size and key-by edges
 /// flush per-target batches when they reach it.
-pub const BATCH_SIZE: usize = 1024;
+pub const BATCH_SIZE: usize = 4096;
 /// Batches a subtask's inbox holds before its producers block.
 pub const CHANNEL_CAPACITY: usize = 8;
