@@ -130,12 +130,15 @@ fn processing_time_windows_do_not_sum_to_zero() {
 #[test]
 fn events_later_than_the_watermark_allows_go_to_the_late_output() {
     let dir = JobDir::new();
-    // A file source reads 1024 lines per batch and sends its watermark after
-    // each: the first batch (timestamps 0..=5115) moves event time to 5114,
-    // so the reading at 100 in the second batch is too late for its window.
-    let mut lines: Vec<String> = (0..1024).map(|i| format!(r#"{{"key":"s","value":"1","timestamp":{}}}"#, i * 5)).collect();
+    // A file source reads BATCH_SIZE lines per batch and sends its
+    // watermark after each: the first batch (timestamps 0, 5, 10, …) moves
+    // event time past 1000, so the reading at 100 in the second batch is too
+    // late for its window.
+    let batch = dataflow::BATCH_SIZE as i64;
+    let mut lines: Vec<String> = (0..batch).map(|i| format!(r#"{{"key":"s","value":"1","timestamp":{}}}"#, i * 5)).collect();
+    let last = batch * 5 + 100;
     lines.push(r#"{"key":"s","value":"7","timestamp":100}"#.to_owned());
-    lines.push(r#"{"key":"s","value":"1","timestamp":5200}"#.to_owned());
+    lines.push(format!(r#"{{"key":"s","value":"1","timestamp":{last}}}"#));
     dir.write("readings.jsonl", &(lines.join("\n") + "\n"));
     let job = dir.write(
         "job.toml",
@@ -163,7 +166,7 @@ key_by = true
     let sums = windows(&dir.read("sums.txt"));
     let first = sums["s"][0];
     assert_eq!(first, (0, 1000, 200.0), "the closed window did not take the late reading");
-    assert_eq!(sums["s"].len(), 6);
+    assert_eq!(sums["s"].len() as i64, last / 1000 + 1, "one window per second up to the last reading");
 }
 
 #[test]

@@ -89,25 +89,30 @@ impl<T: Serialize + DeserializeOwned> ValueState<T> {
     pub fn get(&self, ctx: &mut Context<'_>) -> Result<Option<T>, Error> {
         let slot = ctx.key_slot()?;
         let cache = ctx.states.loaded(&self.name, &self.hint)?;
-        match cache.value(slot)? {
-            None => Ok(None),
-            Some(bytes) => serde_json::from_slice(bytes).map(Some).map_err(|e| {
-                Error::State(format!(
-                    "value state `{}` holds a value this plugin cannot read ({e}); if an earlier \
-                     version wrote it, give new fields a #[serde(default)]",
-                    self.name
-                ))
-            }),
-        }
+        self.decode(cache.value(slot)?)
+    }
+
+    fn decode(&self, stored: Option<&[u8]>) -> Result<Option<T>, Error> {
+        let Some(bytes) = stored else { return Ok(None) };
+        serde_json::from_slice(bytes).map(Some).map_err(|e| {
+            Error::State(format!(
+                "value state `{}` holds a value this plugin cannot read ({e}); if an earlier \
+                 version wrote it, give new fields a #[serde(default)]",
+                self.name
+            ))
+        })
+    }
+
+    fn encode(&self, cache: &mut SlotCache, slot: u32, value: &T) -> Result<(), Error> {
+        let buffer = cache.begin_write(slot)?;
+        serde_json::to_writer(buffer, value).map_err(|e| Error::State(format!("cannot encode value state `{}`: {e}", self.name)))
     }
 
     /// Sets the current key's value.
     pub fn set(&self, ctx: &mut Context<'_>, value: &T) -> Result<(), Error> {
         let slot = ctx.key_slot()?;
         let cache = ctx.states.loaded(&self.name, &self.hint)?;
-        let buffer = cache.begin_write(slot)?;
-        serde_json::to_writer(buffer, value)
-            .map_err(|e| Error::State(format!("cannot encode value state `{}`: {e}", self.name)))
+        self.encode(cache, slot, value)
     }
 
     /// Removes the current key's value.
@@ -118,8 +123,10 @@ impl<T: Serialize + DeserializeOwned> ValueState<T> {
 
     /// Replaces the current key's value by `f(old value)` and returns the new one.
     pub fn update(&self, ctx: &mut Context<'_>, f: impl FnOnce(Option<T>) -> T) -> Result<T, Error> {
-        let value = f(self.get(ctx)?);
-        self.set(ctx, &value)?;
+        let slot = ctx.key_slot()?;
+        let cache = ctx.states.loaded(&self.name, &self.hint)?;
+        let value = f(self.decode(cache.value(slot)?)?);
+        self.encode(cache, slot, &value)?;
         Ok(value)
     }
 }
