@@ -22,6 +22,7 @@
 use std::collections::VecDeque;
 
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 use crate::Encode;
 use crate::Error;
@@ -84,6 +85,8 @@ impl<Acc> KeyWindows<Acc> {
 
 /// Every held window, by key then start.
 pub(crate) struct WindowStore<Acc> {
+    /// The map state's name, for errors.
+    name: String,
     raw: Box<dyn RawMapState>,
     /// Key bytes → the key's entry in `keys`.
     index: FastMap<Vec<u8>, u32>,
@@ -96,9 +99,66 @@ pub(crate) struct WindowStore<Acc> {
     held: usize,
 }
 
-impl<Acc: Serialize + 'static> WindowStore<Acc> {
-    pub fn new(raw: Box<dyn RawMapState>) -> Self {
-        WindowStore { raw, index: FastMap::default(), keys: Vec::new(), vacant: Vec::new(), slots: Vec::new(), held: 0 }
+impl<Acc: Serialize + DeserializeOwned + 'static> WindowStore<Acc> {
+    pub fn new(name: &str, raw: Box<dyn RawMapState>) -> Self {
+        WindowStore {
+            name: name.to_owned(),
+            raw,
+            index: FastMap::default(),
+            keys: Vec::new(),
+            vacant: Vec::new(),
+            slots: Vec::new(),
+            held: 0,
+        }
+    }
+
+    /// Reads from the host, in one call, the windows `(slot, key, start)`
+    /// that were just inserted as absent (not held before): those the host
+    /// has replace them. On failure they are dropped again, so that no
+    /// later call takes them for absent.
+    pub fn fetch(&mut self, wanted: &[(u32, KeyIndex, i64)]) -> Result<(), Error> {
+        if wanted.is_empty() {
+            return Ok(());
+        }
+        let fetched = self.read_from_host(wanted);
+        if fetched.is_err() {
+            for &(_, key, start) in wanted {
+                let windows = &mut self.keys[key.0 as usize];
+                if let Ok(at) = windows.position(start) {
+                    windows.windows.remove(at);
+                    self.held -= 1;
+                }
+            }
+        }
+        fetched
+    }
+
+    fn read_from_host(&mut self, wanted: &[(u32, KeyIndex, i64)]) -> Result<(), Error> {
+        let (mut slots, mut sub_keys, mut offsets) = (Vec::with_capacity(wanted.len()), Vec::new(), vec![0u32]);
+        for &(slot, _, start) in wanted {
+            slots.push(slot);
+            start.encode(&mut sub_keys);
+            offsets.push(sub_keys.len() as u32);
+        }
+        let values = self.raw.get_many(&slots, &sub_keys, &offsets)?;
+        if values.present.len() != wanted.len() || values.offsets.len() != wanted.len() + 1 {
+            return Err(Error::State(format!("host sent malformed values for map state `{}`", self.name)));
+        }
+        let mut stored = Vec::new();
+        for (i, &(_, key, start)) in wanted.iter().enumerate() {
+            if let Some(bytes) = values.value(i) {
+                stored.push((key, start, self.decode(bytes)?));
+            }
+        }
+        for (key, start, (end, acc, fired)) in stored {
+            self.insert(key, start, HeldWindow::loaded(end, Some((acc, fired))));
+        }
+        Ok(())
+    }
+
+    fn decode(&self, bytes: &[u8]) -> Result<(i64, Acc, bool), Error> {
+        serde_json::from_slice(bytes)
+            .map_err(|e| Error::State(format!("map state `{}` holds a value this plugin cannot read ({e})", self.name)))
     }
 
     /// The entry of `key` — whose slot in this call is `slot` — made if it
@@ -197,7 +257,7 @@ impl<Acc: Serialize + 'static> WindowStore<Acc> {
     }
 }
 
-impl<Acc: Serialize + 'static> Resident for WindowStore<Acc> {
+impl<Acc: Serialize + DeserializeOwned + 'static> Resident for WindowStore<Acc> {
     fn write_back(&mut self) -> Result<(), Error> {
         let (mut keys, mut key_offsets) = (Vec::new(), vec![0u32]);
         let (mut sub_keys, mut sub_key_offsets) = (Vec::new(), vec![0u32]);
@@ -262,11 +322,13 @@ mod tests {
 
     use super::*;
 
-    /// A host whose first `set-keyed` fails; records what it accepted.
+    /// A host whose first calls fail; records what it accepted, and answers
+    /// reads from `stored` by (slot, sub-key).
     #[derive(Default)]
     struct Host {
         failures_left: usize,
         written: Vec<(Vec<u8>, Vec<u8>, Option<Vec<u8>>)>,
+        stored: std::collections::HashMap<(u32, Vec<u8>), Vec<u8>>,
     }
 
     struct Map(Rc<RefCell<Host>>);
@@ -275,8 +337,18 @@ mod tests {
         fn get(&self, _: u32, _: &[u8]) -> Result<Option<Vec<u8>>, Error> {
             unreachable!()
         }
-        fn get_many(&self, _: &[u32], _: &[u8], _: &[u32]) -> Result<SlotValues, Error> {
-            unreachable!()
+        fn get_many(&self, slots: &[u32], sub_keys: &[u8], offsets: &[u32]) -> Result<SlotValues, Error> {
+            let mut host = self.0.borrow_mut();
+            if host.failures_left > 0 {
+                host.failures_left -= 1;
+                return Err(Error::State("host unavailable".into()));
+            }
+            let mut values = SlotValues::empty();
+            for (i, slot) in slots.iter().enumerate() {
+                let sub_key = &sub_keys[offsets[i] as usize..offsets[i + 1] as usize];
+                values.push(host.stored.get(&(*slot, sub_key.to_vec())).map(Vec::as_slice));
+            }
+            Ok(values)
         }
         fn set_many(&self, _: &[u32], _: &[u8], _: &[u32], _: &SlotValues) -> Result<(), Error> {
             unreachable!()
@@ -304,7 +376,7 @@ mod tests {
     }
 
     fn store() -> WindowStore<f64> {
-        WindowStore::new(Box::new(Map(Rc::new(RefCell::new(Host::default())))))
+        WindowStore::new("w", Box::new(Map(Rc::new(RefCell::new(Host::default())))))
     }
 
     /// Slots name keys only within a call: the next call may give the same
@@ -364,12 +436,38 @@ mod tests {
         assert_eq!(store.len(), 300);
     }
 
+    /// Windows fetched for a batch hold what the host has (and absent ones
+    /// as absent); a failed fetch leaves none of them held, so the next
+    /// call asks again instead of taking them for absent.
+    #[test]
+    fn fetched_windows_hold_the_host_values_and_a_failed_fetch_holds_none() {
+        let host = Rc::new(RefCell::new(Host { failures_left: 1, ..Host::default() }));
+        host.borrow_mut().stored.insert((0, b"1000".to_vec()), b"[2000,4.5,true]".to_vec());
+        let mut store = WindowStore::<f64>::new("w", Box::new(Map(host.clone())));
+        let key = store.key(0, b"a");
+        let wanted = [(0, key, 1000), (0, key, 2000)];
+        for &(_, key, start) in &wanted {
+            store.insert(key, start, HeldWindow::loaded(start + 1000, None));
+        }
+        assert!(store.fetch(&wanted).is_err());
+        assert_eq!(store.len(), 0, "nothing held after a failed fetch");
+        for &(_, key, start) in &wanted {
+            store.insert(key, start, HeldWindow::loaded(start + 1000, None));
+        }
+        store.fetch(&wanted).unwrap();
+        let held = store.get_mut(key, 1000).unwrap();
+        assert_eq!((held.end, held.window), (2000, Some((4.5, true))));
+        assert_eq!(store.get_mut(key, 2000).unwrap().window, None);
+        store.write_back().unwrap();
+        assert!(host.borrow().written.is_empty(), "fetched windows are unchanged");
+    }
+
     /// A write-back that fails keeps every window changed, so the next one
     /// writes them all; after a success nothing is written again.
     #[test]
     fn a_failed_write_back_is_retried_in_full() {
         let host = Rc::new(RefCell::new(Host { failures_left: 1, ..Host::default() }));
-        let mut store = WindowStore::<f64>::new(Box::new(Map(host.clone())));
+        let mut store = WindowStore::<f64>::new("w", Box::new(Map(host.clone())));
         for (slot, (key, start)) in [(&b"a"[..], 0), (b"b", 1000)].into_iter().enumerate() {
             let mut held = HeldWindow::loaded(start + 1000, None);
             held.window = Some((2.5, false));

@@ -275,7 +275,7 @@ impl<A: Aggregate> Windows<A> {
         }
         // Only windows not held in memory yet are read from the host.
         let view = batch.view;
-        let mut entries = Vec::new();
+        let mut wanted = Vec::new();
         let mut store = self.store(batch.states)?;
         for i in 0..view.len() {
             let event = view.event(i)?;
@@ -288,19 +288,20 @@ impl<A: Aggregate> Windows<A> {
             };
             let slot = view.key_slots[i];
             let key = store.key(slot, event.key());
-            for (start, _) in self.windows_of(timestamp) {
+            for (start, end) in self.windows_of(timestamp) {
                 if !store.contains(key, start) {
-                    entries.push((slot, start));
+                    // Held (as absent) at once, so that it is asked for once.
+                    store.insert(key, start, HeldWindow::loaded(end, None));
+                    wanted.push((slot, key, start));
                 }
             }
         }
-        drop(store);
-        self.by_start.prefetch(batch, entries)
+        store.fetch(&wanted)
     }
 
     /// The accumulators held in memory between calls (tumbling and sliding).
     fn store(&self, states: &mut StateStore) -> Result<RefMut<'_, WindowStore<A::Acc>>, Error> {
-        self.held.get(states, |host| WindowStore::new(host.open_map(&self.name)))
+        self.held.get(states, |host| WindowStore::new(&self.name, host.open_map(&self.name)))
     }
 
     /// The current key's window starting at `start`, read from the host
@@ -318,7 +319,8 @@ impl<A: Aggregate> Windows<A> {
     }
 
     /// The current key's window starting at `start` as the host state holds
-    /// it (prefetched for a batch's events), to be held from now on.
+    /// it, to be held from now on (for operators that do not prefetch: one
+    /// host call per window).
     fn load_window(&self, ctx: &mut Context<'_>, start: i64, end: i64) -> Result<HeldWindow<A::Acc>, Error> {
         Ok(match self.by_start.get(ctx, start)? {
             Some((end, acc, fired)) => HeldWindow::loaded(end, Some((acc, fired))),
