@@ -79,15 +79,16 @@ pub struct MapEntry<'s, V> {
     index: usize,
 }
 
+/// A stored value of the map state `name`, read as `V`.
+pub(crate) fn decode_value<V: DeserializeOwned>(name: &str, bytes: &[u8]) -> Result<V, Error> {
+    serde_json::from_slice(bytes).map_err(|e| Error::State(format!("map state `{name}` holds a value this plugin cannot read ({e})")))
+}
+
 impl<V: Serialize + DeserializeOwned> MapEntry<'_, V> {
     /// The entry's value, if it has one.
     pub fn get(&self, ctx: &mut Context<'_>) -> Result<Option<V>, Error> {
         let name = &self.state.name;
-        let bytes = ctx.states.map(name).value_at(self.index);
-        bytes
-            .map(|b| serde_json::from_slice(b))
-            .transpose()
-            .map_err(|e| Error::State(format!("map state `{name}` holds a value this plugin cannot read ({e})")))
+        ctx.states.map(name).value_at(self.index).map(|bytes| decode_value(name, bytes)).transpose()
     }
 
     /// Sets the entry's value.

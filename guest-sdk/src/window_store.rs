@@ -27,7 +27,7 @@ use serde::de::DeserializeOwned;
 use crate::Encode;
 use crate::Error;
 use crate::hash::FastMap;
-use crate::map_state::RawMapState;
+use crate::map_state::{RawMapState, decode_value};
 use crate::state::{Resident, SlotValues};
 
 /// One window of a key.
@@ -122,12 +122,10 @@ impl<Acc: Serialize + DeserializeOwned + 'static> WindowStore<Acc> {
         }
         let fetched = self.read_from_host(wanted);
         if fetched.is_err() {
+            // Still the absent placeholders (nothing is replaced unless all
+            // was read): never stored, so removing drops them from memory.
             for &(_, key, start) in wanted {
-                let windows = &mut self.keys[key.0 as usize];
-                if let Ok(at) = windows.position(start) {
-                    windows.windows.remove(at);
-                    self.held -= 1;
-                }
+                self.remove(key, start);
             }
         }
         fetched
@@ -147,18 +145,13 @@ impl<Acc: Serialize + DeserializeOwned + 'static> WindowStore<Acc> {
         let mut stored = Vec::new();
         for (i, &(_, key, start)) in wanted.iter().enumerate() {
             if let Some(bytes) = values.value(i) {
-                stored.push((key, start, self.decode(bytes)?));
+                stored.push((key, start, decode_value::<(i64, Acc, bool)>(&self.name, bytes)?));
             }
         }
         for (key, start, (end, acc, fired)) in stored {
             self.insert(key, start, HeldWindow::loaded(end, Some((acc, fired))));
         }
         Ok(())
-    }
-
-    fn decode(&self, bytes: &[u8]) -> Result<(i64, Acc, bool), Error> {
-        serde_json::from_slice(bytes)
-            .map_err(|e| Error::State(format!("map state `{}` holds a value this plugin cannot read ({e})", self.name)))
     }
 
     /// The entry of `key` — whose slot in this call is `slot` — made if it
