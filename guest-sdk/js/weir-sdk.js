@@ -1,7 +1,7 @@
 // weir-sdk — write Weir stream operators in JavaScript.
 //
 // A Weir operator is a WebAssembly component implementing the WIT world
-// `weir:operator/plugin@0.3.0` (see wit/ and docs/plugin-guide.md). This
+// `weir:operator/plugin@0.4.0` (see wit/ and docs/plugin-guide.md). This
 // module hides the component plumbing: subclass `Operator`, export
 // `exportOperator(YourClass)` as `operator`, and build the file with
 // scripts/build-js-plugin.sh, which bundles this module with the plugin and
@@ -32,8 +32,8 @@
 // State values are JSON (UTF-8 `JSON.stringify` text), as in the Rust SDK,
 // so JavaScript and Rust versions of a plugin read each other's state.
 
-import { ValueState as HostValueState } from "weir:operator/state@0.3.0";
-import { update as updateTimers } from "weir:operator/timers@0.3.0";
+import { ValueState as HostValueState } from "weir:operator/state@0.4.0";
+import { update as updateTimers } from "weir:operator/timers@0.4.0";
 
 /** Timestamp sentinel of the WIT contract: "no timestamp" / "no watermark". */
 const NO_TIME = -9223372036854775808n;

@@ -10,6 +10,8 @@ use crate::{Encode, Error, Event};
 /// key.
 pub struct Context<'a> {
     pub(crate) slot: Option<u32>,
+    /// Every key of the call, for state that resolves them all at once.
+    pub(crate) keys: CallKeys<'a>,
     pub(crate) timestamp: Option<i64>,
     pub(crate) watermark: i64,
     pub(crate) processing_time: i64,
@@ -105,5 +107,43 @@ impl<'a> Batch<'a> {
     /// The watermark before the batch.
     pub fn watermark(&self) -> i64 {
         self.view.watermark
+    }
+}
+
+/// The keys of a call's events or timers, each with its slot: key `i` is
+/// `data[offsets[stride * i] .. offsets[stride * i + 1]]`, in slot
+/// `slots[i]` — events carry (key, value) pairs (stride 2), timers keys
+/// (stride 1).
+#[derive(Clone, Copy)]
+pub(crate) struct CallKeys<'a> {
+    data: &'a [u8],
+    offsets: &'a [u32],
+    slots: &'a [u32],
+    stride: usize,
+}
+
+impl<'a> CallKeys<'a> {
+    /// The keys of a batch's events (none if the input is not keyed).
+    pub fn of_events(batch: &BatchView<'a>) -> Self {
+        CallKeys { data: batch.data, offsets: batch.offsets, slots: batch.key_slots, stride: 2 }
+    }
+
+    /// The keys of fired timers.
+    pub fn of_timers(data: &'a [u8], offsets: &'a [u32], slots: &'a [u32]) -> Self {
+        CallKeys { data, offsets, slots, stride: 1 }
+    }
+
+    /// Every (slot, key), in the order of the call (a slot recurs for each
+    /// of its events).
+    pub fn iter(&self) -> impl Iterator<Item = Result<(u32, &'a [u8]), Error>> + '_ {
+        self.slots.iter().enumerate().map(|(i, &slot)| {
+            let at = self.stride * i;
+            let key = self
+                .offsets
+                .get(at..at + 2)
+                .and_then(|range| self.data.get(range[0] as usize..range[1] as usize))
+                .ok_or_else(|| Error::input(format!("key {i} has offsets outside its batch")))?;
+            Ok((slot, key))
+        })
     }
 }

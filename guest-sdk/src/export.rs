@@ -162,12 +162,12 @@ impl RawBroadcastMap for HostBroadcastMap {
 }
 
 impl RawValueState for HostValueState {
-    fn get_all(&self) -> Result<SlotValues, Error> {
-        HostValueState::get_all(self).map_err(from_state_error)
+    fn get_many(&self, slots: &[u32]) -> Result<SlotValues, Error> {
+        HostValueState::get_many(self, slots).map_err(from_state_error)
     }
 
-    fn set_many(&self, slots: &[u32], values: &SlotValues) -> Result<(), Error> {
-        HostValueState::set_many(self, slots, values).map_err(from_state_error)
+    fn set_keyed(&self, keys: &[u8], key_offsets: &[u32], values: &SlotValues) -> Result<(), Error> {
+        HostValueState::set_keyed(self, keys, key_offsets, values).map_err(from_state_error)
     }
 }
 

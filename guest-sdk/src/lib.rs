@@ -52,6 +52,7 @@ mod schema;
 mod state;
 pub mod testing;
 mod timer;
+mod value_store;
 mod window_store;
 pub mod windows;
 

@@ -1,7 +1,7 @@
 //! Drives an [`Operator`] over batches: the code shared by the Wasm export
 //! and the native test harness.
 
-use crate::context::{Batch, Context};
+use crate::context::{Batch, CallKeys, Context};
 use crate::event::{BatchView, Outputs};
 use crate::state::{StateHost, StateStore};
 use crate::timer::{TimeDomain, Timer};
@@ -38,10 +38,12 @@ impl<T: Operator> Runtime<T> {
         if keyed {
             self.operator.prepare(&mut Batch { view: batch, states: &mut self.states })?;
         }
+        let keys = CallKeys::of_events(batch);
         for i in 0..batch.len() {
             let event = batch.event(i)?;
             let mut ctx = Context {
                 slot: if keyed { Some(batch.key_slots[i]) } else { None },
+                keys,
                 timestamp: event.timestamp,
                 watermark: batch.watermark,
                 processing_time: batch.processing_time,
@@ -64,6 +66,7 @@ impl<T: Operator> Runtime<T> {
     /// state back.
     pub fn on_timers(&mut self, timers: &TimerView<'_>) -> Result<(), Error> {
         self.states.begin_batch();
+        let keys = CallKeys::of_timers(timers.data, timers.offsets, timers.key_slots);
         for (i, &timestamp) in timers.timestamps.iter().enumerate() {
             let key = timers
                 .data
@@ -72,6 +75,7 @@ impl<T: Operator> Runtime<T> {
             let timer = Timer { key, timestamp, domain: timers.domains[i] };
             let mut ctx = Context {
                 slot: Some(timers.key_slots[i]),
+                keys,
                 timestamp: Some(timestamp),
                 watermark: timers.watermark,
                 processing_time: timers.processing_time,

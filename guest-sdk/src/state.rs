@@ -1,14 +1,14 @@
 //! Typed keyed state over the host's bulk state interface.
 //!
-//! The host hands out state per *batch*: `get-all` returns the value of
-//! every distinct key of the batch, `set-many` writes changed ones back. The
-//! [`StateStore`] fetches a state's values on its first use in a batch, keeps
-//! them (as encoded bytes, in buffers reused from batch to batch) while the
-//! operator processes the batch event by event, and writes the changed slots
-//! back when the batch is done. The host takes checkpoints between batches,
-//! so every checkpoint sees all of a batch's writes or none.
+//! The host hands out state per *call*, by the slots of the call's distinct
+//! keys, and takes checkpoints between calls. The SDK's state types keep
+//! what they read in the instance's memory — value state and window
+//! accumulators from call to call ([`Resident`]), map state for the current
+//! batch — and write changes back in bulk: map state when the batch is
+//! done, resident state when the host calls `flush` before a snapshot. So
+//! every snapshot sees all of a batch's writes or none.
 
-use std::cell::{Cell, OnceCell, RefCell, RefMut};
+use std::cell::{OnceCell, RefCell, RefMut};
 use std::rc::Rc;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,6 +19,7 @@ use crate::__private::bindings::weir::operator::timers::TimerChange;
 use crate::broadcast::{Mirror, RawBroadcastMap};
 use crate::map_state::{MapCache, RawMapState};
 use crate::timer::PendingTimers;
+use crate::value_store::{HeldValue, ValueStore};
 use crate::{Context, Error};
 
 pub(crate) use crate::__private::bindings::weir::operator::state::SlotValues;
@@ -54,8 +55,8 @@ pub(crate) trait StateHost {
 
 /// One value state as the host exposes it.
 pub(crate) trait RawValueState {
-    fn get_all(&self) -> Result<SlotValues, Error>;
-    fn set_many(&self, slots: &[u32], values: &SlotValues) -> Result<(), Error>;
+    fn get_many(&self, slots: &[u32]) -> Result<SlotValues, Error>;
+    fn set_keyed(&self, keys: &[u8], key_offsets: &[u32], values: &SlotValues) -> Result<(), Error>;
 }
 
 /// A keyed value state holding one `T` per key, stored as JSON.
@@ -64,20 +65,22 @@ pub(crate) trait RawValueState {
 /// across versions of the plugin: snapshots store state by that name. JSON
 /// lets a later version add fields (with `#[serde(default)]`) and still read
 /// what an earlier one wrote.
+///
+/// The instance holds the values it has used, typed, between calls (see
+/// `value_store.rs`), so reading one is a clone and writing one a move:
+/// no host call and no JSON per event.
 pub struct ValueState<T> {
     name: String,
-    /// Where this state's cache was last found: (store id, index). Saves a
-    /// search by name on every access.
-    hint: Cell<Option<(u64, usize)>>,
+    held: ResidentCell<ValueStore<T>>,
     _type: PhantomData<fn() -> T>,
 }
 
-impl<T: Serialize + DeserializeOwned> ValueState<T> {
+impl<T: Serialize + DeserializeOwned + Clone + 'static> ValueState<T> {
     /// A handle on the value state called `name`.
     pub fn new(name: impl Into<String>) -> Self {
         let name = name.into();
         crate::schema::declare::<T>(&name, false);
-        ValueState { name, hint: Cell::new(None), _type: PhantomData }
+        ValueState { name, held: ResidentCell::default(), _type: PhantomData }
     }
 
     /// The state's name.
@@ -87,47 +90,41 @@ impl<T: Serialize + DeserializeOwned> ValueState<T> {
 
     /// The current key's value, if it has one.
     pub fn get(&self, ctx: &mut Context<'_>) -> Result<Option<T>, Error> {
-        let slot = ctx.key_slot()?;
-        let cache = ctx.states.loaded(&self.name, &self.hint)?;
-        self.decode(cache.value(slot)?)
-    }
-
-    fn decode(&self, stored: Option<&[u8]>) -> Result<Option<T>, Error> {
-        let Some(bytes) = stored else { return Ok(None) };
-        serde_json::from_slice(bytes).map(Some).map_err(|e| {
-            Error::State(format!(
-                "value state `{}` holds a value this plugin cannot read ({e}); if an earlier \
-                 version wrote it, give new fields a #[serde(default)]",
-                self.name
-            ))
-        })
-    }
-
-    fn encode(&self, cache: &mut SlotCache, slot: u32, value: &T) -> Result<(), Error> {
-        let buffer = cache.begin_write(slot)?;
-        serde_json::to_writer(buffer, value).map_err(|e| Error::State(format!("cannot encode value state `{}`: {e}", self.name)))
+        self.with_held(ctx, |held| Ok(held.value()?.cloned()))
     }
 
     /// Sets the current key's value.
     pub fn set(&self, ctx: &mut Context<'_>, value: &T) -> Result<(), Error> {
-        let slot = ctx.key_slot()?;
-        let cache = ctx.states.loaded(&self.name, &self.hint)?;
-        self.encode(cache, slot, value)
+        self.with_held(ctx, |held| {
+            held.set(Some(value.clone()));
+            Ok(())
+        })
     }
 
     /// Removes the current key's value.
     pub fn clear(&self, ctx: &mut Context<'_>) -> Result<(), Error> {
-        let slot = ctx.key_slot()?;
-        ctx.states.loaded(&self.name, &self.hint)?.clear(slot)
+        self.with_held(ctx, |held| {
+            held.set(None);
+            Ok(())
+        })
     }
 
     /// Replaces the current key's value by `f(old value)` and returns the new one.
     pub fn update(&self, ctx: &mut Context<'_>, f: impl FnOnce(Option<T>) -> T) -> Result<T, Error> {
+        self.with_held(ctx, |held| {
+            let value = f(held.take()?);
+            held.set(Some(value.clone()));
+            Ok(value)
+        })
+    }
+
+    /// Runs `f` on the current key's held value.
+    #[inline]
+    fn with_held<R>(&self, ctx: &mut Context<'_>, f: impl FnOnce(&mut HeldValue<T>) -> Result<R, Error>) -> Result<R, Error> {
         let slot = ctx.key_slot()?;
-        let cache = ctx.states.loaded(&self.name, &self.hint)?;
-        let value = f(self.decode(cache.value(slot)?)?);
-        self.encode(cache, slot, &value)?;
-        Ok(value)
+        let name = &self.name;
+        let mut store = self.held.get(ctx.states, |host| ValueStore::new(name, host.open(name)))?;
+        f(store.slot(slot, &ctx.keys)?)
     }
 }
 
@@ -183,13 +180,13 @@ impl<R: Resident + 'static> ResidentCell<R> {
 /// (Small in the SDK's own tests, so that they cross it quickly.)
 pub(crate) const RESIDENT_LIMIT: usize = if cfg!(test) { 1 << 10 } else { 1 << 18 };
 
-/// The states of one operator instance and their caches for the current batch.
+/// The states of one operator instance: resident states, and map-state
+/// caches for the current batch.
 pub(crate) struct StateStore {
-    /// Distinguishes stores, so a [`ValueState`]'s hint is never applied to
-    /// another store (several test harnesses in one process).
+    /// Distinguishes stores, so that a state handle is never used with two
+    /// (several test harnesses in one process).
     id: u64,
     pub(crate) host: Box<dyn StateHost>,
-    caches: Vec<SlotCache>,
     pub(crate) mirrors: Vec<Mirror>,
     pub(crate) scratch: Vec<u8>,
     pub(crate) timers: PendingTimers,
@@ -201,14 +198,12 @@ impl StateStore {
     pub fn new(host: Box<dyn StateHost>) -> Self {
         static NEXT_ID: AtomicU64 = AtomicU64::new(0);
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-        StateStore { id, host, caches: Vec::new(), mirrors: Vec::new(), scratch: Vec::new(), timers: PendingTimers::default(), maps: Vec::new(), residents: Vec::new() }
+        StateStore { id, host, mirrors: Vec::new(), scratch: Vec::new(), timers: PendingTimers::default(), maps: Vec::new(), residents: Vec::new() }
     }
 
-    /// Forgets the previous batch's values; states are fetched again on use.
+    /// A call begins: forgets the previous batch's map entries (fetched
+    /// again on use) and what resident states knew of its key slots.
     pub fn begin_batch(&mut self) {
-        for cache in &mut self.caches {
-            cache.loaded = false;
-        }
         for map in &mut self.maps {
             map.clear();
         }
@@ -217,9 +212,9 @@ impl StateStore {
         }
     }
 
-    /// Writes every changed slot and the timer changes back to the host.
+    /// Writes the batch's changed map entries and timer changes back to the
+    /// host.
     pub fn flush(&mut self) -> Result<(), Error> {
-        self.caches.iter_mut().try_for_each(SlotCache::flush)?;
         self.maps.iter_mut().try_for_each(MapCache::flush)?;
         let changes = self.timers.take();
         if changes.is_empty() { Ok(()) } else { self.host.update_timers(&changes) }
@@ -239,133 +234,6 @@ impl StateStore {
                 resident.forget();
             }
         }
-        Ok(())
-    }
-
-    /// The cache of state `name`, fetched from the host if this batch has not
-    /// used it yet.
-    fn loaded(&mut self, name: &str, hint: &Cell<Option<(u64, usize)>>) -> Result<&mut SlotCache, Error> {
-        let index = match hint.get() {
-            Some((store, index)) if store == self.id => index,
-            _ => {
-                let index = match self.caches.iter().position(|cache| cache.name == name) {
-                    Some(index) => index,
-                    None => {
-                        let raw = self.host.open(name);
-                        self.caches.push(SlotCache::new(name, raw));
-                        self.caches.len() - 1
-                    }
-                };
-                hint.set(Some((self.id, index)));
-                index
-            }
-        };
-        let cache = &mut self.caches[index];
-        if !cache.loaded {
-            cache.load()?;
-        }
-        Ok(cache)
-    }
-}
-
-/// One state's values for the slots of the current batch.
-struct SlotCache {
-    name: String,
-    raw: Box<dyn RawValueState>,
-    loaded: bool,
-    present: Vec<bool>,
-    /// Encoded values; buffers are reused across batches to avoid allocating.
-    values: Vec<Vec<u8>>,
-    dirty: Vec<bool>,
-    dirty_slots: Vec<u32>,
-}
-
-impl SlotCache {
-    fn new(name: &str, raw: Box<dyn RawValueState>) -> Self {
-        SlotCache {
-            name: name.to_owned(),
-            raw,
-            loaded: false,
-            present: Vec::new(),
-            values: Vec::new(),
-            dirty: Vec::new(),
-            dirty_slots: Vec::new(),
-        }
-    }
-
-    fn load(&mut self) -> Result<(), Error> {
-        let fetched = self.raw.get_all()?;
-        let slots = fetched.present.len();
-        if fetched.offsets.len() != slots + 1 {
-            return Err(Error::State(format!("host sent malformed values for state `{}`", self.name)));
-        }
-        if self.values.len() < slots {
-            self.values.resize_with(slots, Vec::new);
-        }
-        for (slot, buffer) in self.values.iter_mut().take(slots).enumerate() {
-            buffer.clear();
-            let (start, end) = (fetched.offsets[slot] as usize, fetched.offsets[slot + 1] as usize);
-            buffer.extend_from_slice(&fetched.data[start..end]);
-        }
-        self.present = fetched.present;
-        self.dirty.clear();
-        self.dirty.resize(slots, false);
-        self.dirty_slots.clear();
-        self.loaded = true;
-        Ok(())
-    }
-
-    fn check(&self, slot: u32) -> Result<usize, Error> {
-        let index = slot as usize;
-        if index < self.present.len() {
-            Ok(index)
-        } else {
-            Err(Error::State(format!("slot {slot} is outside the current batch")))
-        }
-    }
-
-    fn value(&self, slot: u32) -> Result<Option<&[u8]>, Error> {
-        let index = self.check(slot)?;
-        Ok(self.present[index].then(|| self.values[index].as_slice()))
-    }
-
-    fn mark_dirty(&mut self, index: usize) {
-        if !self.dirty[index] {
-            self.dirty[index] = true;
-            self.dirty_slots.push(index as u32);
-        }
-    }
-
-    /// The slot's (emptied) buffer, to encode a new value into.
-    fn begin_write(&mut self, slot: u32) -> Result<&mut Vec<u8>, Error> {
-        let index = self.check(slot)?;
-        self.mark_dirty(index);
-        self.present[index] = true;
-        let buffer = &mut self.values[index];
-        buffer.clear();
-        Ok(buffer)
-    }
-
-    fn clear(&mut self, slot: u32) -> Result<(), Error> {
-        let index = self.check(slot)?;
-        self.mark_dirty(index);
-        self.present[index] = false;
-        self.values[index].clear();
-        Ok(())
-    }
-
-    fn flush(&mut self) -> Result<(), Error> {
-        if !self.loaded || self.dirty_slots.is_empty() {
-            return Ok(());
-        }
-        let mut update = SlotValues::empty();
-        for &slot in &self.dirty_slots {
-            let index = slot as usize;
-            update.push(self.present[index].then_some(self.values[index].as_slice()));
-            self.dirty[index] = false;
-        }
-        self.raw.set_many(&self.dirty_slots, &update)?;
-        self.dirty_slots.clear();
         Ok(())
     }
 }

@@ -1,8 +1,9 @@
 //! Run operators natively in unit tests, without Wasm or a host.
 //!
 //! [`TestHarness`] drives an [`Operator`] exactly as a plugin instance is
-//! driven — batches, key slots, cached state written back per batch — with
-//! keyed state kept in a map you can inspect.
+//! driven — batches, key slots, state held in the instance and written
+//! back when the host would take a snapshot — with keyed state kept in a
+//! map you can inspect.
 //!
 //! ```
 //! use weir_sdk::testing::{TestEvent, TestHarness};
@@ -214,10 +215,17 @@ impl<T: Operator> TestHarness<T> {
         Ok(restored)
     }
 
-    /// The value of map state `name` for `key` under `sub_key`, as the host
-    /// holds it (call [`TestHarness::flush`] first to include what the
-    /// operator keeps in memory), decoded from JSON.
-    pub fn map_state<S: DeserializeOwned>(&self, name: &str, key: impl Encode, sub_key: impl Encode) -> Option<S> {
+    /// The value of map state `name` for `key` under `sub_key`, as a
+    /// snapshot would hold it now (the operator is flushed first), decoded
+    /// from JSON.
+    pub fn map_state<S: DeserializeOwned>(&mut self, name: &str, key: impl Encode, sub_key: impl Encode) -> Option<S> {
+        self.flush().expect("the operator writes back what it holds");
+        self.stored_map_state(name, key, sub_key)
+    }
+
+    /// [`TestHarness::map_state`] without the flush: what the host holds
+    /// while the operator may hold newer values.
+    pub(crate) fn stored_map_state<S: DeserializeOwned>(&self, name: &str, key: impl Encode, sub_key: impl Encode) -> Option<S> {
         let (mut k, mut s) = (Vec::new(), Vec::new());
         key.encode(&mut k);
         sub_key.encode(&mut s);
@@ -271,8 +279,10 @@ impl<T: Operator> TestHarness<T> {
         }
     }
 
-    /// The value of state `name` for `key`, decoded from JSON.
-    pub fn state<S: DeserializeOwned>(&self, name: &str, key: impl Encode) -> Option<S> {
+    /// The value of state `name` for `key`, as a snapshot would hold it now
+    /// (the operator is flushed first), decoded from JSON.
+    pub fn state<S: DeserializeOwned>(&mut self, name: &str, key: impl Encode) -> Option<S> {
+        self.flush().expect("the operator writes back what it holds");
         let mut k = Vec::new();
         key.encode(&mut k);
         let states = self.states.borrow();
@@ -472,19 +482,20 @@ struct TestValueState {
 }
 
 impl RawValueState for TestValueState {
-    fn get_all(&self) -> Result<SlotValues, Error> {
+    fn get_many(&self, slots: &[u32]) -> Result<SlotValues, Error> {
         let states = self.states.borrow();
         let mut values = SlotValues::empty();
-        for key in &states.batch_keys {
+        for &slot in slots {
+            let key = states.batch_keys.get(slot as usize).ok_or_else(|| Error::State(format!("slot {slot} is outside the current batch")))?;
             values.push(states.values.get(&(self.name.clone(), key.clone())).map(Vec::as_slice));
         }
         Ok(values)
     }
 
-    fn set_many(&self, slots: &[u32], values: &SlotValues) -> Result<(), Error> {
+    fn set_keyed(&self, keys: &[u8], key_offsets: &[u32], values: &SlotValues) -> Result<(), Error> {
         let mut states = self.states.borrow_mut();
-        for (i, &slot) in slots.iter().enumerate() {
-            let key = states.batch_keys[slot as usize].clone();
+        for i in 0..key_offsets.len() - 1 {
+            let key = keys[key_offsets[i] as usize..key_offsets[i + 1] as usize].to_vec();
             let entry = (self.name.clone(), key);
             match values.value(i) {
                 Some(value) => states.values.insert(entry, value.to_vec()),

@@ -676,7 +676,7 @@ mod tests {
         let mut h = harness(&[("lateness", "500")]);
         h.process([event("a", 1.0, 100), event("a", 2.0, 1100)]).unwrap();
         h.process([event("a", 4.0, 200)]).unwrap();
-        let stored = |h: &TestHarness<Summing>, start: i64| h.map_state::<(i64, f64, bool)>("w", "a", start);
+        let stored = |h: &TestHarness<Summing>, start: i64| h.stored_map_state::<(i64, f64, bool)>("w", "a", start);
         assert_eq!(stored(&h, 0), None, "held in memory between calls");
         h.flush().unwrap();
         assert_eq!((stored(&h, 0), stored(&h, 1000)), (Some((1000, 5.0, false)), Some((2000, 2.0, false))));

@@ -2,10 +2,12 @@
 //! of the batch being processed.
 //!
 //! During a `process` call the host knows the distinct keys of the batch
-//! (by slot, see [`BatchKeys`]); `get-all` and `set-many` translate slots to
-//! keys and go to the operator's [`KeyedStateBackend`]. Outside a call, or
-//! for an input that is not keyed, there are no current keys and every
-//! access fails — a plugin can never touch another key's state.
+//! (by slot, see [`BatchKeys`]); `get-all`, `get-many` and `set-many`
+//! translate slots to keys and go to the operator's [`KeyedStateBackend`];
+//! `set-keyed` takes keys, which must be in the subtask's key groups.
+//! Outside a call, or for an input that is not keyed, there are no current
+//! keys and every access by slot fails — a plugin can never touch another
+//! key's state.
 
 use wasmtime::component::{HasData, Resource, ResourceTable};
 
@@ -108,6 +110,34 @@ impl<'a> KeyedStateView<'a> {
     fn map_handle(&self, resource: &Resource<MapStateHandle>) -> StateId {
         self.table.get(resource).expect("map-state handle is in the resource table").state
     }
+
+    /// Checks a write by key (`set-keyed`): allowed during any call, with
+    /// offsets that delimit the keys and a value for each. Returns how many
+    /// entries it has.
+    fn check_keyed_write(&self, keys: &[u8], key_offsets: &[u32], values: &SlotValues) -> Result<usize, StateError> {
+        if !self.in_call {
+            return Err(StateError::NoCurrentKeys);
+        }
+        let n = key_offsets.len().saturating_sub(1);
+        check_entries(n, key_offsets, keys, "key")?;
+        check_write(n, values)?;
+        Ok(n)
+    }
+
+    /// Entry `i`'s key, hashed, if it is in this subtask's key groups: a
+    /// plugin writes by key only the keys the host handed it.
+    fn owned_key<'k>(&self, i: usize, key: &'k [u8]) -> Result<HashedKey<'k>, StateError> {
+        let (owned, max_parallelism) = self.owned;
+        let key = HashedKey::new(key, max_parallelism);
+        if owned.contains(&u32::from(key.group)) {
+            Ok(key)
+        } else {
+            Err(StateError::MalformedWrite(format!(
+                "entry {i}: its key is in key group {}, which this subtask does not own ({}..{})",
+                key.group, owned.start, owned.end
+            )))
+        }
+    }
 }
 
 impl Host for KeyedStateView<'_> {}
@@ -146,6 +176,35 @@ impl HostValueState for KeyedStateView<'_> {
         Ok(())
     }
 
+    fn get_many(&mut self, resource: Resource<ValueStateHandle>, slots: Vec<u32>) -> Result<SlotValues, StateError> {
+        let state = self.handle(&resource).state;
+        let keys = self.current_keys()?;
+        check_slots(slots.iter().copied(), keys)?;
+        let mut values = empty_values(slots.len());
+        for &slot in &slots {
+            let value = self.backend.get(state, keys.get(slot as usize));
+            push_value(&mut values, record_failure(self.failure, value)?);
+        }
+        Ok(values)
+    }
+
+    fn set_keyed(
+        &mut self,
+        resource: Resource<ValueStateHandle>,
+        keys: Vec<u8>,
+        key_offsets: Vec<u32>,
+        values: SlotValues,
+    ) -> Result<(), StateError> {
+        let state = self.handle(&resource).state;
+        let n = self.check_keyed_write(&keys, &key_offsets, &values)?;
+        for i in 0..n {
+            let key = self.owned_key(i, &keys[key_offsets[i] as usize..key_offsets[i + 1] as usize])?;
+            let written = write(self.backend, state, key, value_at(&values, i));
+            record_failure(self.failure, written)?;
+        }
+        Ok(())
+    }
+
     fn drop(&mut self, resource: Resource<ValueStateHandle>) -> wasmtime::Result<()> {
         self.table.delete(resource)?;
         Ok(())
@@ -160,7 +219,7 @@ impl HostMapState for KeyedStateView<'_> {
 
     fn get(&mut self, resource: Resource<MapStateHandle>, slot: u32, sub_key: Vec<u8>) -> Result<Option<Vec<u8>>, StateError> {
         let offsets = [0, sub_key.len() as u32];
-        let values = self.get_many(resource, vec![slot], sub_key, offsets.to_vec())?;
+        let values = HostMapState::get_many(self, resource, vec![slot], sub_key, offsets.to_vec())?;
         Ok(values.present[0].then(|| values.data))
     }
 
@@ -213,23 +272,11 @@ impl HostMapState for KeyedStateView<'_> {
         values: SlotValues,
     ) -> Result<(), StateError> {
         let state = self.map_handle(&resource);
-        if !self.in_call {
-            return Err(StateError::NoCurrentKeys);
-        }
-        let n = key_offsets.len().saturating_sub(1);
-        check_entries(n, &key_offsets, &keys, "key")?;
+        let n = self.check_keyed_write(&keys, &key_offsets, &values)?;
         check_entries(n, &sub_key_offsets, &sub_keys, "sub-key")?;
-        check_write(n, &values)?;
-        let (owned, max_parallelism) = self.owned;
         let mut composite = Vec::new();
         for i in 0..n {
-            let key = HashedKey::new(&keys[key_offsets[i] as usize..key_offsets[i + 1] as usize], max_parallelism);
-            if !owned.contains(&u32::from(key.group)) {
-                return Err(StateError::MalformedWrite(format!(
-                    "entry {i}: its key is in key group {}, which this subtask does not own ({}..{})",
-                    key.group, owned.start, owned.end
-                )));
-            }
+            let key = self.owned_key(i, &keys[key_offsets[i] as usize..key_offsets[i + 1] as usize])?;
             let sub_key = &sub_keys[sub_key_offsets[i] as usize..sub_key_offsets[i + 1] as usize];
             let written = write(self.backend, state, composite_key(key, sub_key, &mut composite), value_at(&values, i));
             record_failure(self.failure, written)?;
@@ -399,5 +446,56 @@ mod tests {
         let mut entries = 0;
         backend.for_each(&mut |_| entries += 1).unwrap();
         assert_eq!(entries, 1, "the refused write left nothing");
+    }
+
+    /// Value state held by an instance: `set-keyed` writes by key within
+    /// the subtask's key groups, `get-many` reads only the slots asked for.
+    #[test]
+    fn value_state_is_written_by_key_and_read_by_chosen_slots() {
+        let (mut table, mut registry, mut backend, mut failure) =
+            (ResourceTable::new(), StateRegistry::default(), MemoryBackend::new(), None);
+        let owned = key_group_range(1, 128, 2);
+        let key_in = |inside: bool, skip: usize| {
+            (0..)
+                .map(|i| format!("key-{i}"))
+                .filter(|k| owned.contains(&u32::from(HashedKey::new(k.as_bytes(), 128).group)) == inside)
+                .nth(skip)
+                .unwrap()
+        };
+        let (first, second, theirs) = (key_in(true, 0), key_in(true, 1), key_in(false, 0));
+        let mut keys = BatchKeys::default();
+        keys.clear();
+        for key in [&first, &second] {
+            keys.push(HashedKey::new(key.as_bytes(), 128));
+        }
+        let mut view = KeyedStateView {
+            table: &mut table,
+            registry: &mut registry,
+            backend: &mut backend,
+            keys: Some(&keys),
+            owned: (&owned, 128),
+            in_call: true,
+            failure: &mut failure,
+        };
+        let state = HostValueState::new(&mut view, "count".into());
+        let handle = || Resource::<ValueStateHandle>::new_borrow(state.rep());
+        let by_key = |key: &str| (key.as_bytes().to_vec(), vec![0, key.len() as u32]);
+
+        let (bytes, offsets) = by_key(&second);
+        HostValueState::set_keyed(&mut view, handle(), bytes, offsets, one_value(b"7")).unwrap();
+        let (bytes, offsets) = by_key(&theirs);
+        let refused = HostValueState::set_keyed(&mut view, handle(), bytes, offsets, one_value(b"9")).unwrap_err();
+        assert!(matches!(&refused, StateError::MalformedWrite(m) if m.contains("does not own")), "{refused:?}");
+
+        let read = HostValueState::get_many(&mut view, handle(), vec![1, 0]).unwrap();
+        assert_eq!(read.present, [true, false]);
+        assert_eq!(&read.data[read.offsets[0] as usize..read.offsets[1] as usize], b"7");
+        let outside = HostValueState::get_many(&mut view, handle(), vec![2]).unwrap_err();
+        assert!(matches!(outside, StateError::SlotOutOfRange(2)), "{outside:?}");
+
+        let (bytes, offsets) = by_key(&second);
+        let removal = SlotValues { present: vec![false], data: Vec::new(), offsets: vec![0, 0] };
+        HostValueState::set_keyed(&mut view, handle(), bytes, offsets, removal).unwrap();
+        assert_eq!(HostValueState::get_many(&mut view, handle(), vec![1]).unwrap().present, [false]);
     }
 }

@@ -1,0 +1,448 @@
+//! Value state held in the instance's memory from call to call.
+//!
+//! A keyed count touches about as many keys per batch as the batch has
+//! events, so a per-batch cache amortises nothing: reading every key's value
+//! from the host (`get-all`) and writing it back (`set-many`) cost two
+//! lookups in the host's hash table and a JSON round trip per event. So a
+//! [`crate::ValueState`] keeps its values here, typed, between calls. At its
+//! first use in a call it resolves all of the call's keys at once — a hash
+//! of each distinct key's bytes, remembered by the key's slot for the rest
+//! of the call — and reads the keys it does not hold with one `get-many`.
+//! Changed values go back by key (`set-keyed`) when the host calls `flush`
+//! before a snapshot, or when too many are held
+//! ([`crate::state::RESIDENT_LIMIT`]). What reaches the host is the JSON the
+//! per-batch cache wrote: a snapshot cannot tell the two apart.
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::Error;
+use crate::context::CallKeys;
+use crate::hash::FastMap;
+use crate::state::{RawValueState, Resident, SlotValues};
+
+/// One key's value as held.
+pub(crate) struct HeldValue<T> {
+    /// The value (`None`: the key has none), or why the stored bytes could
+    /// not be read — an error for whoever reads them, not for the batch.
+    value: Result<Option<T>, String>,
+    /// Changed since it was read from or written to the host.
+    changed: bool,
+}
+
+impl<T> HeldValue<T> {
+    /// The value, or the error of reading it.
+    pub fn value(&self) -> Result<Option<&T>, Error> {
+        self.value.as_ref().map(Option::as_ref).map_err(|message| Error::State(message.clone()))
+    }
+
+    /// Takes the value out to replace it (see [`HeldValue::set`]).
+    pub fn take(&mut self) -> Result<Option<T>, Error> {
+        self.value()?;
+        Ok(std::mem::replace(&mut self.value, Ok(None)).unwrap_or(None))
+    }
+
+    /// Sets (`Some`) or clears (`None`) the value.
+    pub fn set(&mut self, value: Option<T>) {
+        self.value = Ok(value);
+        self.changed = true;
+    }
+}
+
+/// Every held value of one value state, by key.
+pub(crate) struct ValueStore<T> {
+    /// The state's name, for errors.
+    name: String,
+    raw: Box<dyn RawValueState>,
+    /// Key bytes → the key's entry in `entries`.
+    index: FastMap<Vec<u8>, u32>,
+    entries: Vec<HeldValue<T>>,
+    /// Entries free for reuse.
+    vacant: Vec<u32>,
+    /// This call's key slot → its entry, plus one (0: not in the call).
+    slots: Vec<u32>,
+    /// Whether this call's keys are resolved.
+    resolved: bool,
+    /// Whether any entry was handed out (and so may have changed) since
+    /// the last write-back.
+    touched: bool,
+}
+
+impl<T: Serialize + DeserializeOwned> ValueStore<T> {
+    pub fn new(name: &str, raw: Box<dyn RawValueState>) -> Self {
+        ValueStore {
+            name: name.to_owned(),
+            raw,
+            index: FastMap::default(),
+            entries: Vec::new(),
+            vacant: Vec::new(),
+            slots: Vec::new(),
+            resolved: false,
+            touched: false,
+        }
+    }
+
+    /// The value of the key in `slot` of the current call, whose keys are
+    /// `keys`: resolved (and read from the host if not held) on first use.
+    #[inline]
+    pub fn slot(&mut self, slot: u32, keys: &CallKeys<'_>) -> Result<&mut HeldValue<T>, Error> {
+        if !self.resolved {
+            self.resolve(keys)?;
+        }
+        match self.slots.get(slot as usize) {
+            Some(&entry) if entry != 0 => {
+                self.touched = true;
+                Ok(&mut self.entries[entry as usize - 1])
+            }
+            _ => Err(Error::State(format!("slot {slot} is outside the current batch"))),
+        }
+    }
+
+    /// Finds the entry of every key of the call; keys not held get one,
+    /// filled from the host in one read (or dropped again if it fails).
+    fn resolve(&mut self, keys: &CallKeys<'_>) -> Result<(), Error> {
+        self.slots.clear();
+        let mut missing = Vec::new();
+        for item in keys.iter() {
+            let (slot, key) = item?;
+            let slot = slot as usize;
+            if self.slots.len() <= slot {
+                self.slots.resize(slot + 1, 0);
+            }
+            if self.slots[slot] != 0 {
+                continue;
+            }
+            let entry = match self.index.get(key) {
+                Some(&entry) => entry,
+                None => {
+                    let entry = self.add(key);
+                    missing.push((slot as u32, entry, key));
+                    entry
+                }
+            };
+            self.slots[slot] = entry + 1;
+        }
+        if let Err(error) = self.fetch(&missing) {
+            for (_, entry, key) in missing {
+                self.index.remove(key);
+                self.vacant.push(entry);
+            }
+            self.slots.clear();
+            return Err(error);
+        }
+        self.resolved = true;
+        Ok(())
+    }
+
+    fn add(&mut self, key: &[u8]) -> u32 {
+        let held = HeldValue { value: Ok(None), changed: false };
+        let entry = match self.vacant.pop() {
+            Some(entry) => {
+                self.entries[entry as usize] = held;
+                entry
+            }
+            None => {
+                self.entries.push(held);
+                (self.entries.len() - 1) as u32
+            }
+        };
+        self.index.insert(key.to_vec(), entry);
+        entry
+    }
+
+    /// Reads the values of `(slot, entry, key)` from the host into their
+    /// (new, empty) entries.
+    fn fetch(&mut self, missing: &[(u32, u32, &[u8])]) -> Result<(), Error> {
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let slots: Vec<u32> = missing.iter().map(|&(slot, _, _)| slot).collect();
+        let values = self.raw.get_many(&slots)?;
+        if values.present.len() != missing.len() || values.offsets.len() != missing.len() + 1 {
+            return Err(Error::State(format!("host sent malformed values for state `{}`", self.name)));
+        }
+        for (i, &(_, entry, _)) in missing.iter().enumerate() {
+            if let Some(bytes) = values.value(i) {
+                self.entries[entry as usize].value = self.decode(bytes).map(Some);
+            }
+        }
+        Ok(())
+    }
+
+    fn decode(&self, bytes: &[u8]) -> Result<T, String> {
+        serde_json::from_slice(bytes).map_err(|e| {
+            format!(
+                "value state `{}` holds a value this plugin cannot read ({e}); if an earlier \
+                 version wrote it, give new fields a #[serde(default)]",
+                self.name
+            )
+        })
+    }
+}
+
+impl<T: Serialize + DeserializeOwned> Resident for ValueStore<T> {
+    fn write_back(&mut self) -> Result<(), Error> {
+        if !self.touched {
+            return Ok(());
+        }
+        let (mut keys, mut key_offsets) = (Vec::new(), vec![0u32]);
+        let mut values = SlotValues::empty();
+        let mut encoded = Vec::new();
+        for (key, &entry) in &self.index {
+            let held = &self.entries[entry as usize];
+            if !held.changed {
+                continue;
+            }
+            keys.extend_from_slice(key);
+            key_offsets.push(keys.len() as u32);
+            match &held.value {
+                Ok(Some(value)) => {
+                    encoded.clear();
+                    serde_json::to_writer(&mut encoded, value)
+                        .map_err(|e| Error::State(format!("cannot encode value state `{}`: {e}", self.name)))?;
+                    values.push(Some(&encoded));
+                }
+                // Only `set` marks an entry changed, and it leaves a value
+                // or none, never an unreadable one.
+                Ok(None) | Err(_) => values.push(None),
+            }
+        }
+        if key_offsets.len() > 1 {
+            // On failure every entry stays changed: the next flush retries.
+            self.raw.set_keyed(&keys, &key_offsets, &values)?;
+        }
+        for held in &mut self.entries {
+            held.changed = false;
+        }
+        self.touched = false;
+        Ok(())
+    }
+
+    fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    fn begin_call(&mut self) {
+        self.resolved = false;
+    }
+
+    fn forget(&mut self) {
+        self.index.clear();
+        self.entries.clear();
+        self.vacant.clear();
+        self.slots.clear();
+        self.resolved = false;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+    use std::collections::HashMap;
+    use std::rc::Rc;
+
+    use super::*;
+
+    /// A host of one value state: values by key, the keys of the current
+    /// call by slot; its next `failures_left` calls fail.
+    #[derive(Default)]
+    struct Host {
+        stored: HashMap<Vec<u8>, Vec<u8>>,
+        call_keys: Vec<Vec<u8>>,
+        failures_left: usize,
+        reads: Vec<Vec<u32>>,
+        writes: Vec<Vec<(Vec<u8>, Option<Vec<u8>>)>>,
+    }
+
+    impl Host {
+        fn fail(&mut self) -> Result<(), Error> {
+            if self.failures_left == 0 {
+                return Ok(());
+            }
+            self.failures_left -= 1;
+            Err(Error::State("host unavailable".into()))
+        }
+    }
+
+    struct Raw(Rc<RefCell<Host>>);
+
+    impl RawValueState for Raw {
+        fn get_many(&self, slots: &[u32]) -> Result<SlotValues, Error> {
+            let mut host = self.0.borrow_mut();
+            host.fail()?;
+            host.reads.push(slots.to_vec());
+            let mut values = SlotValues::empty();
+            for &slot in slots {
+                values.push(host.stored.get(&host.call_keys[slot as usize]).map(Vec::as_slice));
+            }
+            Ok(values)
+        }
+
+        fn set_keyed(&self, keys: &[u8], key_offsets: &[u32], values: &SlotValues) -> Result<(), Error> {
+            let mut host = self.0.borrow_mut();
+            host.fail()?;
+            let mut written = Vec::new();
+            for i in 0..key_offsets.len() - 1 {
+                let key = keys[key_offsets[i] as usize..key_offsets[i + 1] as usize].to_vec();
+                match values.value(i) {
+                    Some(value) => host.stored.insert(key.clone(), value.to_vec()),
+                    None => host.stored.remove(&key),
+                };
+                written.push((key, values.value(i).map(<[u8]>::to_vec)));
+            }
+            written.sort();
+            host.writes.push(written);
+            Ok(())
+        }
+    }
+
+    /// A call's keys laid out as the host hands them over (one per event,
+    /// slots by first appearance).
+    struct Call {
+        data: Vec<u8>,
+        offsets: Vec<u32>,
+        slots: Vec<u32>,
+    }
+
+    impl Call {
+        fn new(host: &Rc<RefCell<Host>>, keys: &[&str]) -> Self {
+            let mut call = Call { data: Vec::new(), offsets: vec![0], slots: Vec::new() };
+            let mut distinct: Vec<Vec<u8>> = Vec::new();
+            for key in keys {
+                call.data.extend_from_slice(key.as_bytes());
+                call.offsets.push(call.data.len() as u32);
+                let slot = distinct.iter().position(|k| k == key.as_bytes()).unwrap_or_else(|| {
+                    distinct.push(key.as_bytes().to_vec());
+                    distinct.len() - 1
+                });
+                call.slots.push(slot as u32);
+            }
+            host.borrow_mut().call_keys = distinct;
+            call
+        }
+
+        fn keys(&self) -> CallKeys<'_> {
+            CallKeys::of_timers(&self.data, &self.offsets, &self.slots)
+        }
+    }
+
+    fn store(host: &Rc<RefCell<Host>>) -> ValueStore<u64> {
+        ValueStore::new("count", Box::new(Raw(host.clone())))
+    }
+
+    /// Adds one to the count of every event's key, as a keyed count does.
+    fn count(store: &mut ValueStore<u64>, call: &Call) -> Result<Vec<u64>, Error> {
+        store.begin_call();
+        let keys = call.keys();
+        call.slots
+            .iter()
+            .map(|&slot| {
+                let held = store.slot(slot, &keys)?;
+                let next = held.take()?.unwrap_or(0) + 1;
+                held.set(Some(next));
+                Ok(next)
+            })
+            .collect()
+    }
+
+    /// A key's value is read from the host once — one read for all the
+    /// call's new keys — and reaches the host again, by key and as JSON,
+    /// only when written back; unchanged values are not rewritten.
+    #[test]
+    fn values_are_read_once_and_written_back_by_key() {
+        let host = Rc::new(RefCell::new(Host::default()));
+        host.borrow_mut().stored.insert(b"b".to_vec(), b"41".to_vec());
+        let mut store = store(&host);
+        assert_eq!(count(&mut store, &Call::new(&host, &["a", "b", "a"])).unwrap(), [1, 42, 2]);
+        assert_eq!(count(&mut store, &Call::new(&host, &["b", "c"])).unwrap(), [43, 1]);
+        assert_eq!(host.borrow().reads, [vec![0, 1], vec![1]], "only keys not held are read");
+        assert!(host.borrow().writes.is_empty(), "nothing written before the flush");
+
+        store.write_back().unwrap();
+        let written = vec![(b"a".to_vec(), Some(b"2".to_vec())), (b"b".to_vec(), Some(b"43".to_vec())), (b"c".to_vec(), Some(b"1".to_vec()))];
+        assert_eq!(host.borrow().writes, [written]);
+
+        // Reads without changes, then a cleared key: only it is written.
+        store.begin_call();
+        let call = Call::new(&host, &["a", "c"]);
+        assert_eq!(store.slot(0, &call.keys()).unwrap().value().unwrap(), Some(&2));
+        store.slot(1, &call.keys()).unwrap().set(None);
+        store.write_back().unwrap();
+        assert_eq!(host.borrow().writes[1], [(b"c".to_vec(), None)]);
+        assert!(!host.borrow().stored.contains_key(&b"c".to_vec()));
+        assert_eq!(host.borrow().reads.len(), 2, "held keys are not read again");
+    }
+
+    /// A failed read holds nothing of it — the next call reads the keys
+    /// again and sees the host's values — and a failed write-back keeps
+    /// every change for the next one.
+    #[test]
+    fn failed_reads_and_writes_lose_nothing() {
+        let host = Rc::new(RefCell::new(Host::default()));
+        host.borrow_mut().stored.insert(b"a".to_vec(), b"10".to_vec());
+        let mut store = store(&host);
+        host.borrow_mut().failures_left = 1;
+        let call = Call::new(&host, &["a", "b"]);
+        assert!(count(&mut store, &call).is_err());
+        assert_eq!(store.len(), 0, "the failed read's keys are not held");
+        assert_eq!(count(&mut store, &call).unwrap(), [11, 1]);
+
+        host.borrow_mut().failures_left = 1;
+        assert!(store.write_back().is_err());
+        store.write_back().unwrap();
+        assert_eq!(host.borrow().stored[&b"a".to_vec()], b"11");
+        assert_eq!(host.borrow().stored[&b"b".to_vec()], b"1");
+    }
+
+    /// A value the plugin cannot read fails whoever reads it, not the
+    /// call's other keys, and setting it replaces it.
+    #[test]
+    fn an_unreadable_value_fails_only_its_readers() {
+        let host = Rc::new(RefCell::new(Host::default()));
+        host.borrow_mut().stored.insert(b"bad".to_vec(), b"\"text\"".to_vec());
+        let mut store = store(&host);
+        store.begin_call();
+        let call = Call::new(&host, &["bad", "good"]);
+        let error = store.slot(0, &call.keys()).unwrap().take().unwrap_err();
+        assert!(error.to_string().contains("value state `count` holds a value this plugin cannot read"), "{error}");
+        assert_eq!(store.slot(1, &call.keys()).unwrap().value().unwrap(), None);
+        store.slot(0, &call.keys()).unwrap().set(Some(5));
+        store.write_back().unwrap();
+        assert_eq!(host.borrow().stored[&b"bad".to_vec()], b"5");
+        let outside = store.slot(2, &call.keys()).err().unwrap();
+        assert!(outside.to_string().contains("slot 2 is outside the current batch"), "{outside}");
+    }
+
+    struct KeyedCount {
+        count: crate::ValueState<u64>,
+    }
+
+    impl crate::Operator for KeyedCount {
+        fn init(_: &crate::Config) -> Result<Self, Error> {
+            Ok(KeyedCount { count: crate::ValueState::new("count") })
+        }
+
+        fn process(&mut self, ctx: &mut crate::Context<'_>, event: &crate::Event<'_>) -> Result<(), Error> {
+            let n = self.count.update(ctx, |n| n.unwrap_or(0) + 1)?;
+            ctx.emit(event.key(), n);
+            Ok(())
+        }
+    }
+
+    /// Past the resident limit the values are written back and forgotten
+    /// between calls; counting goes on from the host's values.
+    #[test]
+    fn more_keys_than_the_limit_are_counted_exactly() {
+        use crate::testing::{TestEvent, TestHarness};
+        let keys = 3 * crate::state::RESIDENT_LIMIT;
+        let mut harness = TestHarness::<KeyedCount>::new(&[]).unwrap();
+        for round in 1..=2u64 {
+            for chunk in (0..keys).collect::<Vec<_>>().chunks(700) {
+                let out = harness.process(chunk.iter().map(|k| TestEvent::new(format!("k{k}"), ""))).unwrap();
+                assert!(out.iter().all(|e| e.value_str() == round.to_string()), "round {round}");
+            }
+        }
+        assert_eq!(harness.state::<u64>("count", "k0"), Some(2));
+        assert_eq!(harness.state::<u64>("count", format!("k{}", keys - 1)), Some(2));
+    }
+}
