@@ -133,6 +133,11 @@ impl<'a> CallKeys<'a> {
         CallKeys { data, offsets, slots, stride: 1 }
     }
 
+    /// How many events or timers the call has.
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
     /// Every (slot, key), in the order of the call (a slot recurs for each
     /// of its events).
     pub fn iter(&self) -> impl Iterator<Item = Result<(u32, &'a [u8]), Error>> + '_ {

@@ -99,30 +99,12 @@ impl<T: Serialize + DeserializeOwned> ValueStore<T> {
     }
 
     /// Finds the entry of every key of the call; keys not held get one,
-    /// filled from the host in one read (or dropped again if it fails).
+    /// filled from the host in one read. If anything fails, the new entries
+    /// are dropped again, so that no later call takes them for absent.
     fn resolve(&mut self, keys: &CallKeys<'_>) -> Result<(), Error> {
-        self.slots.clear();
         let mut missing = Vec::new();
-        for item in keys.iter() {
-            let (slot, key) = item?;
-            let slot = slot as usize;
-            if self.slots.len() <= slot {
-                self.slots.resize(slot + 1, 0);
-            }
-            if self.slots[slot] != 0 {
-                continue;
-            }
-            let entry = match self.index.get(key) {
-                Some(&entry) => entry,
-                None => {
-                    let entry = self.add(key);
-                    missing.push((slot as u32, entry, key));
-                    entry
-                }
-            };
-            self.slots[slot] = entry + 1;
-        }
-        if let Err(error) = self.fetch(&missing) {
+        let resolved = self.find_slots(keys, &mut missing).and_then(|()| self.fetch(&missing));
+        if let Err(error) = resolved {
             for (_, entry, key) in missing {
                 self.index.remove(key);
                 self.vacant.push(entry);
@@ -131,6 +113,32 @@ impl<T: Serialize + DeserializeOwned> ValueStore<T> {
             return Err(error);
         }
         self.resolved = true;
+        Ok(())
+    }
+
+    /// Gives every slot of the call its entry; entries made for keys not
+    /// held are listed in `missing` as (slot, entry, key).
+    fn find_slots<'k>(&mut self, keys: &CallKeys<'k>, missing: &mut Vec<(u32, u32, &'k [u8])>) -> Result<(), Error> {
+        // A call has at most as many distinct keys as items.
+        self.slots.clear();
+        self.slots.resize(keys.len(), 0);
+        for item in keys.iter() {
+            let (slot, key) = item?;
+            match self.slots.get(slot as usize) {
+                Some(0) => {}
+                Some(_) => continue,
+                None => return Err(Error::State(format!("slot {slot} is outside the current batch"))),
+            }
+            let entry = match self.index.get(key) {
+                Some(&entry) => entry,
+                None => {
+                    let entry = self.add(key);
+                    missing.push((slot, entry, key));
+                    entry
+                }
+            };
+            self.slots[slot as usize] = entry + 1;
+        }
         Ok(())
     }
 
@@ -386,6 +394,13 @@ mod tests {
         assert!(count(&mut store, &call).is_err());
         assert_eq!(store.len(), 0, "the failed read's keys are not held");
         assert_eq!(count(&mut store, &call).unwrap(), [11, 1]);
+
+        // A malformed call (a slot past its keys) holds nothing either.
+        let mut malformed = Call::new(&host, &["a", "c"]);
+        malformed.slots[1] = 7;
+        store.begin_call();
+        assert!(store.slot(0, &malformed.keys()).is_err());
+        assert_eq!(store.len(), 2, "only a and b, from the successful call");
 
         host.borrow_mut().failures_left = 1;
         assert!(store.write_back().is_err());

@@ -80,21 +80,60 @@ fn native_snapshot(registry: &StateRegistry, backend: &mut dyn KeyedStateBackend
 
 /// The `word-count` plugin's logic, natively: a value state `count` per
 /// key, stored as decimal text (the JSON of a number), and `(key, count)`
-/// emitted per event — the same state traffic and encoding as the plugin,
-/// without the Wasm boundary.
+/// emitted per event — with the state traffic of the SDK's `ValueState`
+/// (counts held between calls, read from the backend on a key's first use,
+/// written back before every snapshot or past [`HELD_KEYS`] keys) and the
+/// same encoding, without the Wasm boundary.
 struct NativeCount {
     state: Box<dyn KeyedStateBackend>,
     registry: StateRegistry,
     count: StateId,
     max_parallelism: u32,
     value: Vec<u8>,
+    /// Key → (count, changed since written back).
+    held: FxHashMap<Vec<u8>, (u64, bool)>,
 }
+
+/// Keys whose counts [`NativeCount`] holds before it writes them back and
+/// forgets them: the SDK's limit for resident state.
+const HELD_KEYS: usize = 1 << 18;
 
 impl NativeCount {
     fn new(state: InitialState) -> Self {
         let mut registry = state.meta.map(|m| m.registry).unwrap_or_default();
         let count = registry.intern("count");
-        NativeCount { state: state.backend, registry, count, max_parallelism: state.max_parallelism, value: Vec::new() }
+        NativeCount {
+            state: state.backend,
+            registry,
+            count,
+            max_parallelism: state.max_parallelism,
+            value: Vec::new(),
+            held: FxHashMap::default(),
+        }
+    }
+
+    /// Adds one to `key`'s count and returns it.
+    fn increment(&mut self, key: &[u8]) -> Result<u64, CallError> {
+        if let Some((count, changed)) = self.held.get_mut(key) {
+            *count += 1;
+            *changed = true;
+            return Ok(*count);
+        }
+        let stored = self.state.get(self.count, HashedKey::new(key, self.max_parallelism)).map_err(state_failure)?;
+        let count = stored.and_then(|v| std::str::from_utf8(v).ok()?.parse().ok()).unwrap_or(0) + 1;
+        self.held.insert(key.to_vec(), (count, true));
+        Ok(count)
+    }
+
+    /// Writes the changed counts to the backend.
+    fn write_back(&mut self) -> Result<(), StateError> {
+        for (key, (count, changed)) in self.held.iter_mut().filter(|(_, (_, changed))| *changed) {
+            self.value.clear();
+            write_decimal(*count, &mut self.value);
+            self.state.put(self.count, HashedKey::new(key, self.max_parallelism), &self.value)?;
+            *changed = false;
+        }
+        Ok(())
     }
 }
 
@@ -108,19 +147,8 @@ impl OperatorLogic for NativeCount {
             return Err(CallError::Operator("native count needs a keyed input (key_by = true)".into()));
         }
         let mut out = RecordBatch::with_capacity(batch.len(), batch.byte_len() + 8 * batch.len());
-        // As the SDK does: one read per distinct key of the batch, one write back.
-        let mut counts: FxHashMap<&[u8], u64> = FxHashMap::default();
         for record in batch.iter() {
-            let count = match counts.entry(record.key) {
-                std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
-                std::collections::hash_map::Entry::Vacant(entry) => {
-                    let key = HashedKey::new(record.key, self.max_parallelism);
-                    let stored = self.state.get(self.count, key).map_err(state_failure)?;
-                    entry.insert(stored.and_then(|v| std::str::from_utf8(v).ok()?.parse().ok()).unwrap_or(0))
-                }
-            };
-            *count += 1;
-            let count = *count;
+            let count = self.increment(record.key)?;
             out.push_with(record.timestamp, |data, offsets| {
                 data.extend_from_slice(record.key);
                 offsets.push(data.len() as u32);
@@ -128,16 +156,15 @@ impl OperatorLogic for NativeCount {
                 offsets.push(data.len() as u32);
             });
         }
-        for (key, count) in counts {
-            self.value.clear();
-            write_decimal(count, &mut self.value);
-            let key = HashedKey::new(key, self.max_parallelism);
-            self.state.put(self.count, key, &self.value).map_err(state_failure)?;
+        if self.held.len() > HELD_KEYS {
+            self.write_back().map_err(state_failure)?;
+            self.held.clear();
         }
         Ok(vec![(String::new(), out)])
     }
 
     fn snapshot(&mut self) -> Result<CapturedState, String> {
+        self.write_back().map_err(|e| e.to_string())?;
         native_snapshot(&self.registry, self.state.as_mut())
     }
 }
@@ -212,5 +239,39 @@ impl OperatorLogic for NativeWindowSum {
             put.map_err(|e| e.to_string())?;
         }
         native_snapshot(&StateRegistry::with_names(vec!["windows".into()]), &mut backend)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::key_group_range;
+
+    fn batch(keys: &[&str]) -> RecordBatch {
+        let mut batch = RecordBatch::new();
+        for key in keys {
+            batch.push(key.as_bytes(), b"", None);
+        }
+        batch
+    }
+
+    /// The native count goes on from the backend's counts, holds its own
+    /// between calls, and has written them all back when it snapshots.
+    #[test]
+    fn native_count_holds_counts_and_writes_them_back_for_a_snapshot() {
+        let initial = InitialState { backend: Box::new(MemoryBackend::new()), meta: None, max_parallelism: 128, key_groups: key_group_range(0, 128, 1) };
+        let mut op = NativeCount::new(initial);
+        let key = |k: &'static str| HashedKey::new(k.as_bytes(), 128);
+        op.state.put(op.count, key("a"), b"5").unwrap();
+
+        let out = op.process(0, batch(&["a", "b", "a"]), InputKind::Keyed).unwrap();
+        let values: Vec<&[u8]> = out[0].1.iter().map(|r| r.value).collect();
+        assert_eq!(values, [&b"6"[..], b"1", b"7"]);
+        op.process(0, batch(&["b"]), InputKind::Keyed).unwrap();
+        assert_eq!(op.state.get(op.count, key("a")).unwrap(), Some(&b"5"[..]), "held until a snapshot");
+
+        op.snapshot().unwrap();
+        assert_eq!(op.state.get(op.count, key("a")).unwrap(), Some(&b"7"[..]));
+        assert_eq!(op.state.get(op.count, key("b")).unwrap(), Some(&b"2"[..]));
     }
 }
