@@ -24,48 +24,56 @@ pub trait Decode: Sized {
 pub struct Json<T>(pub T);
 
 impl<T: Encode + ?Sized> Encode for &T {
+    #[inline]
     fn encode(&self, out: &mut Vec<u8>) {
         (**self).encode(out)
     }
 }
 
 impl Encode for [u8] {
+    #[inline]
     fn encode(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(self);
     }
 }
 
 impl Encode for Vec<u8> {
+    #[inline]
     fn encode(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(self);
     }
 }
 
 impl Encode for str {
+    #[inline]
     fn encode(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(self.as_bytes());
     }
 }
 
 impl Encode for String {
+    #[inline]
     fn encode(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(self.as_bytes());
     }
 }
 
 impl Encode for u64 {
+    #[inline]
     fn encode(&self, out: &mut Vec<u8>) {
         write_u64(*self, out);
     }
 }
 
 impl Encode for u32 {
+    #[inline]
     fn encode(&self, out: &mut Vec<u8>) {
         write_u64(u64::from(*self), out);
     }
 }
 
 impl Encode for i64 {
+    #[inline]
     fn encode(&self, out: &mut Vec<u8>) {
         if *self < 0 {
             out.push(b'-');

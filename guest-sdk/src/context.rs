@@ -22,6 +22,7 @@ pub struct Context<'a> {
 impl Context<'_> {
     /// Emits an event to the main output, with the timestamp of the event
     /// being processed.
+    #[inline]
     pub fn emit(&mut self, key: impl Encode, value: impl Encode) {
         let timestamp = self.timestamp;
         self.outputs.main().push(key, value, timestamp);

@@ -109,6 +109,7 @@ pub(crate) struct EventBuffer {
 }
 
 impl EventBuffer {
+    #[inline]
     pub fn push(&mut self, key: impl Encode, value: impl Encode, timestamp: Option<i64>) {
         if self.offsets.is_empty() {
             self.offsets.push(0);
@@ -152,6 +153,7 @@ impl Default for Outputs {
 }
 
 impl Outputs {
+    #[inline]
     pub fn main(&mut self) -> &mut EventBuffer {
         &mut self.buffers[0].1
     }

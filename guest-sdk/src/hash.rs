@@ -14,12 +14,14 @@ pub(crate) struct FxHasher {
 }
 
 impl FxHasher {
+    #[inline]
     fn add(&mut self, word: u64) {
         self.hash = (self.hash.rotate_left(5) ^ word).wrapping_mul(SEED);
     }
 }
 
 impl Hasher for FxHasher {
+    #[inline]
     fn write(&mut self, bytes: &[u8]) {
         let mut chunks = bytes.chunks_exact(8);
         for chunk in &mut chunks {
@@ -33,14 +35,17 @@ impl Hasher for FxHasher {
         }
     }
 
+    #[inline]
     fn write_u32(&mut self, n: u32) {
         self.add(u64::from(n));
     }
 
+    #[inline]
     fn write_u64(&mut self, n: u64) {
         self.add(n);
     }
 
+    #[inline]
     fn write_usize(&mut self, n: usize) {
         self.add(n as u64);
     }

@@ -32,17 +32,20 @@ pub(crate) struct HeldValue<T> {
 
 impl<T> HeldValue<T> {
     /// The value, or the error of reading it.
+    #[inline]
     pub fn value(&self) -> Result<Option<&T>, Error> {
         self.value.as_ref().map(Option::as_ref).map_err(|message| Error::State(message.clone()))
     }
 
     /// Takes the value out to replace it (see [`HeldValue::set`]).
+    #[inline]
     pub fn take(&mut self) -> Result<Option<T>, Error> {
         self.value()?;
         Ok(std::mem::replace(&mut self.value, Ok(None)).unwrap_or(None))
     }
 
     /// Sets (`Some`) or clears (`None`) the value.
+    #[inline]
     pub fn set(&mut self, value: Option<T>) {
         self.value = Ok(value);
         self.changed = true;
