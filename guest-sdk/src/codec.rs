@@ -33,28 +33,28 @@ impl<T: Encode + ?Sized> Encode for &T {
 impl Encode for [u8] {
     #[inline]
     fn encode(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(self);
+        extend_small(out, self);
     }
 }
 
 impl Encode for Vec<u8> {
     #[inline]
     fn encode(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(self);
+        extend_small(out, self);
     }
 }
 
 impl Encode for str {
     #[inline]
     fn encode(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(self.as_bytes());
+        extend_small(out, self.as_bytes());
     }
 }
 
 impl Encode for String {
     #[inline]
     fn encode(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(self.as_bytes());
+        extend_small(out, self.as_bytes());
     }
 }
 
@@ -173,6 +173,21 @@ fn not_a(what: &str, bytes: &[u8]) -> Error {
     Error::input(format!("expected {what}, got {:?}", String::from_utf8_lossy(bytes)))
 }
 
+/// Appends `bytes` to `out`. Short slices go byte by byte: in a Wasm
+/// instance a `memcpy` is a `memory.copy`, which wasmtime runs as a call
+/// into the host — dearer than a loop over a key of a few bytes.
+#[inline]
+pub(crate) fn extend_small(out: &mut Vec<u8>, bytes: &[u8]) {
+    if bytes.len() > 32 {
+        out.extend_from_slice(bytes);
+        return;
+    }
+    out.reserve(bytes.len());
+    for &byte in bytes {
+        out.push(byte);
+    }
+}
+
 /// Writes `n` in decimal without going through `fmt` (this is on the hot path
 /// of every counting operator).
 fn write_u64(mut n: u64, out: &mut Vec<u8>) {
@@ -186,7 +201,7 @@ fn write_u64(mut n: u64, out: &mut Vec<u8>) {
             break;
         }
     }
-    out.extend_from_slice(&digits[start..]);
+    extend_small(out, &digits[start..]);
 }
 
 fn parse_u64(bytes: &[u8]) -> Option<u64> {

@@ -29,9 +29,9 @@ impl Hasher for FxHasher {
         }
         let rest = chunks.remainder();
         if !rest.is_empty() {
-            let mut word = [0u8; 8];
-            word[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(word));
+            // The little-endian word of the rest, zero-padded — built without
+            // a copy (a call into the host in a Wasm instance).
+            self.add(rest.iter().rev().fold(0, |word, &byte| (word << 8) | u64::from(byte)));
         }
     }
 
