@@ -243,9 +243,7 @@ impl MapCache {
             return Ok(());
         }
         let values = self.raw.get_many(&slots, &sub_keys, &offsets)?;
-        if values.present.len() != wanted.len() || values.offsets.len() != wanted.len() + 1 {
-            return Err(Error::State(format!("host sent malformed values for map state `{}`", self.name)));
-        }
+        values.check_answer(wanted.len(), format_args!("map state `{}`", self.name))?;
         for (i, index) in wanted.into_iter().enumerate() {
             self.entries[index].value = values.value(i).map(|bytes| self.store(bytes));
         }

@@ -38,6 +38,15 @@ impl SlotValues {
         self.offsets.push(self.data.len() as u32);
     }
 
+    /// Checks that the host answered a read of `n` entries with `n` values;
+    /// `state` names the state read (for the error).
+    pub(crate) fn check_answer(&self, n: usize, state: std::fmt::Arguments<'_>) -> Result<(), Error> {
+        if self.present.len() != n || self.offsets.len() != n + 1 {
+            return Err(Error::State(format!("host sent malformed values for {state}")));
+        }
+        Ok(())
+    }
+
     /// Value `i`, or `None` where it is absent.
     pub(crate) fn value(&self, i: usize) -> Option<&[u8]> {
         self.present[i].then(|| &self.data[self.offsets[i] as usize..self.offsets[i + 1] as usize])

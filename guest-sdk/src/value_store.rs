@@ -169,9 +169,7 @@ impl<T: Serialize + DeserializeOwned> ValueStore<T> {
         }
         let slots: Vec<u32> = missing.iter().map(|&(slot, _, _)| slot).collect();
         let values = self.raw.get_many(&slots)?;
-        if values.present.len() != missing.len() || values.offsets.len() != missing.len() + 1 {
-            return Err(Error::State(format!("host sent malformed values for state `{}`", self.name)));
-        }
+        values.check_answer(missing.len(), format_args!("state `{}`", self.name))?;
         for (i, &(_, entry, _)) in missing.iter().enumerate() {
             if let Some(bytes) = values.value(i) {
                 self.entries[entry as usize].value = self.decode(bytes).map(Some);

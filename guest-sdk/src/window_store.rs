@@ -139,9 +139,7 @@ impl<Acc: Serialize + DeserializeOwned + 'static> WindowStore<Acc> {
             offsets.push(sub_keys.len() as u32);
         }
         let values = self.raw.get_many(&slots, &sub_keys, &offsets)?;
-        if values.present.len() != wanted.len() || values.offsets.len() != wanted.len() + 1 {
-            return Err(Error::State(format!("host sent malformed values for map state `{}`", self.name)));
-        }
+        values.check_answer(wanted.len(), format_args!("map state `{}`", self.name))?;
         let mut stored = Vec::new();
         for (i, &(_, key, start)) in wanted.iter().enumerate() {
             if let Some(bytes) = values.value(i) {
