@@ -45,6 +45,7 @@ mod error;
 mod event;
 mod export;
 mod hash;
+mod key_slab;
 mod map_state;
 mod operator;
 mod runtime;

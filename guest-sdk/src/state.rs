@@ -98,11 +98,13 @@ impl<T: Serialize + DeserializeOwned + Clone + 'static> ValueState<T> {
     }
 
     /// The current key's value, if it has one.
+    #[inline]
     pub fn get(&self, ctx: &mut Context<'_>) -> Result<Option<T>, Error> {
         self.with_held(ctx, |held| Ok(held.value()?.cloned()))
     }
 
     /// Sets the current key's value.
+    #[inline]
     pub fn set(&self, ctx: &mut Context<'_>, value: &T) -> Result<(), Error> {
         self.with_held(ctx, |held| {
             held.set(Some(value.clone()));
@@ -119,6 +121,7 @@ impl<T: Serialize + DeserializeOwned + Clone + 'static> ValueState<T> {
     }
 
     /// Replaces the current key's value by `f(old value)` and returns the new one.
+    #[inline]
     pub fn update(&self, ctx: &mut Context<'_>, f: impl FnOnce(Option<T>) -> T) -> Result<T, Error> {
         self.with_held(ctx, |held| {
             let value = f(held.take()?);

@@ -18,7 +18,7 @@ use serde::de::DeserializeOwned;
 
 use crate::Error;
 use crate::context::CallKeys;
-use crate::hash::FastMap;
+use crate::key_slab::KeySlab;
 use crate::state::{RawValueState, Resident, SlotValues};
 
 /// One key's value as held.
@@ -57,13 +57,7 @@ pub(crate) struct ValueStore<T> {
     /// The state's name, for errors.
     name: String,
     raw: Box<dyn RawValueState>,
-    /// Key bytes → the key's entry in `entries`.
-    index: FastMap<Vec<u8>, u32>,
-    entries: Vec<HeldValue<T>>,
-    /// Entries free for reuse.
-    vacant: Vec<u32>,
-    /// This call's key slot → its entry, plus one (0: not in the call).
-    slots: Vec<u32>,
+    held: KeySlab<HeldValue<T>>,
     /// Whether this call's keys are resolved.
     resolved: bool,
     /// Whether any entry was handed out (and so may have changed) since
@@ -73,16 +67,7 @@ pub(crate) struct ValueStore<T> {
 
 impl<T: Serialize + DeserializeOwned> ValueStore<T> {
     pub fn new(name: &str, raw: Box<dyn RawValueState>) -> Self {
-        ValueStore {
-            name: name.to_owned(),
-            raw,
-            index: FastMap::default(),
-            entries: Vec::new(),
-            vacant: Vec::new(),
-            slots: Vec::new(),
-            resolved: false,
-            touched: false,
-        }
+        ValueStore { name: name.to_owned(), raw, held: KeySlab::default(), resolved: false, touched: false }
     }
 
     /// The value of the key in `slot` of the current call, whose keys are
@@ -92,12 +77,12 @@ impl<T: Serialize + DeserializeOwned> ValueStore<T> {
         if !self.resolved {
             self.resolve(keys)?;
         }
-        match self.slots.get(slot as usize) {
-            Some(&entry) if entry != 0 => {
+        match self.held.in_call(slot) {
+            Some(entry) => {
                 self.touched = true;
-                Ok(&mut self.entries[entry as usize - 1])
+                Ok(self.held.get_mut(entry))
             }
-            _ => Err(Error::State(format!("slot {slot} is outside the current batch"))),
+            None => Err(Error::State(format!("slot {slot} is outside the current batch"))),
         }
     }
 
@@ -108,11 +93,10 @@ impl<T: Serialize + DeserializeOwned> ValueStore<T> {
         let mut missing = Vec::new();
         let resolved = self.find_slots(keys, &mut missing).and_then(|()| self.fetch(&missing));
         if let Err(error) = resolved {
-            for (_, entry, key) in missing {
-                self.index.remove(key);
-                self.vacant.push(entry);
+            for (_, entry) in missing {
+                self.held.remove(entry);
             }
-            self.slots.clear();
+            self.held.begin_call();
             return Err(error);
         }
         self.resolved = true;
@@ -120,59 +104,31 @@ impl<T: Serialize + DeserializeOwned> ValueStore<T> {
     }
 
     /// Gives every slot of the call its entry; entries made for keys not
-    /// held are listed in `missing` as (slot, entry, key).
-    fn find_slots<'k>(&mut self, keys: &CallKeys<'k>, missing: &mut Vec<(u32, u32, &'k [u8])>) -> Result<(), Error> {
-        // A call has at most as many distinct keys as items.
-        self.slots.clear();
-        self.slots.resize(keys.len(), 0);
-        for item in keys.iter() {
-            let (slot, key) = item?;
-            match self.slots.get(slot as usize) {
-                Some(0) => {}
-                Some(_) => continue,
-                None => return Err(Error::State(format!("slot {slot} is outside the current batch"))),
+    /// held are listed in `missing` as (slot, entry).
+    fn find_slots(&mut self, keys: &CallKeys<'_>, missing: &mut Vec<(u32, u32)>) -> Result<(), Error> {
+        let items = keys.iter().map(|item| match item {
+            // A call has at most as many distinct keys as items.
+            Ok((slot, _)) if slot as usize >= keys.len() => {
+                Err(Error::State(format!("slot {slot} is outside the current batch")))
             }
-            let entry = match self.index.get(key) {
-                Some(&entry) => entry,
-                None => {
-                    let entry = self.add(key);
-                    missing.push((slot, entry, key));
-                    entry
-                }
-            };
-            self.slots[slot as usize] = entry + 1;
-        }
-        Ok(())
+            item => item,
+        });
+        self.held.resolve_call(items, || HeldValue { value: Ok(None), changed: false }, missing)
     }
 
-    fn add(&mut self, key: &[u8]) -> u32 {
-        let held = HeldValue { value: Ok(None), changed: false };
-        let entry = match self.vacant.pop() {
-            Some(entry) => {
-                self.entries[entry as usize] = held;
-                entry
-            }
-            None => {
-                self.entries.push(held);
-                (self.entries.len() - 1) as u32
-            }
-        };
-        self.index.insert(key.to_vec(), entry);
-        entry
-    }
-
-    /// Reads the values of `(slot, entry, key)` from the host into their
-    /// (new, empty) entries.
-    fn fetch(&mut self, missing: &[(u32, u32, &[u8])]) -> Result<(), Error> {
+    /// Reads the values of `(slot, entry)` from the host into their (new,
+    /// empty) entries.
+    fn fetch(&mut self, missing: &[(u32, u32)]) -> Result<(), Error> {
         if missing.is_empty() {
             return Ok(());
         }
-        let slots: Vec<u32> = missing.iter().map(|&(slot, _, _)| slot).collect();
+        let slots: Vec<u32> = missing.iter().map(|&(slot, _)| slot).collect();
         let values = self.raw.get_many(&slots)?;
         values.check_answer(missing.len(), format_args!("state `{}`", self.name))?;
-        for (i, &(_, entry, _)) in missing.iter().enumerate() {
+        for (i, &(_, entry)) in missing.iter().enumerate() {
             if let Some(bytes) = values.value(i) {
-                self.entries[entry as usize].value = self.decode(bytes).map(Some);
+                let value = self.decode(bytes).map(Some);
+                self.held.get_mut(entry).value = value;
             }
         }
         Ok(())
@@ -197,8 +153,7 @@ impl<T: Serialize + DeserializeOwned> Resident for ValueStore<T> {
         let (mut keys, mut key_offsets) = (Vec::new(), vec![0u32]);
         let mut values = SlotValues::empty();
         let mut encoded = Vec::new();
-        for (key, &entry) in &self.index {
-            let held = &self.entries[entry as usize];
+        for (key, held) in self.held.iter() {
             if !held.changed {
                 continue;
             }
@@ -220,7 +175,7 @@ impl<T: Serialize + DeserializeOwned> Resident for ValueStore<T> {
             // On failure every entry stays changed: the next flush retries.
             self.raw.set_keyed(&keys, &key_offsets, &values)?;
         }
-        for held in &mut self.entries {
+        for held in self.held.values_mut() {
             held.changed = false;
         }
         self.touched = false;
@@ -228,18 +183,16 @@ impl<T: Serialize + DeserializeOwned> Resident for ValueStore<T> {
     }
 
     fn len(&self) -> usize {
-        self.index.len()
+        self.held.len()
     }
 
     fn begin_call(&mut self) {
         self.resolved = false;
+        self.held.begin_call();
     }
 
     fn forget(&mut self) {
-        self.index.clear();
-        self.entries.clear();
-        self.vacant.clear();
-        self.slots.clear();
+        self.held.clear();
         self.resolved = false;
     }
 }

@@ -26,7 +26,7 @@ use serde::de::DeserializeOwned;
 
 use crate::Encode;
 use crate::Error;
-use crate::hash::FastMap;
+use crate::key_slab::KeySlab;
 use crate::map_state::{RawMapState, decode_value};
 use crate::state::{Resident, SlotValues};
 
@@ -62,7 +62,6 @@ pub(crate) struct KeyIndex(u32);
 /// at the back and fire at the front, but when one input runs far ahead
 /// in event time a key has hundreds open and others open near the front.
 struct KeyWindows<Acc> {
-    key: Vec<u8>,
     windows: VecDeque<(i64, HeldWindow<Acc>)>,
 }
 
@@ -88,28 +87,14 @@ pub(crate) struct WindowStore<Acc> {
     /// The map state's name, for errors.
     name: String,
     raw: Box<dyn RawMapState>,
-    /// Key bytes → the key's entry in `keys`.
-    index: FastMap<Vec<u8>, u32>,
-    keys: Vec<KeyWindows<Acc>>,
-    /// Entries of `keys` free for reuse.
-    vacant: Vec<u32>,
-    /// This call's key slot → its entry in `keys`, plus one (0: not found yet).
-    slots: Vec<u32>,
+    keys: KeySlab<KeyWindows<Acc>>,
     /// How many windows are held.
     held: usize,
 }
 
 impl<Acc: Serialize + DeserializeOwned + 'static> WindowStore<Acc> {
     pub fn new(name: &str, raw: Box<dyn RawMapState>) -> Self {
-        WindowStore {
-            name: name.to_owned(),
-            raw,
-            index: FastMap::default(),
-            keys: Vec::new(),
-            vacant: Vec::new(),
-            slots: Vec::new(),
-            held: 0,
-        }
+        WindowStore { name: name.to_owned(), raw, keys: KeySlab::default(), held: 0 }
     }
 
     /// Reads from the host, in one call, the windows `(slot, key, start)`
@@ -155,51 +140,26 @@ impl<Acc: Serialize + DeserializeOwned + 'static> WindowStore<Acc> {
     /// The entry of `key` — whose slot in this call is `slot` — made if it
     /// has none.
     pub fn key(&mut self, slot: u32, key: &[u8]) -> KeyIndex {
-        let slot = slot as usize;
-        if let Some(&found) = self.slots.get(slot)
-            && found != 0
-        {
-            return KeyIndex(found - 1);
+        if let Some(entry) = self.keys.in_call(slot) {
+            return KeyIndex(entry);
         }
-        let entry = match self.index.get(key) {
-            Some(&entry) => entry,
-            None => self.add_key(key),
-        };
-        if self.slots.len() <= slot {
-            self.slots.resize(slot + 1, 0);
-        }
-        self.slots[slot] = entry + 1;
+        let (entry, _) = self.keys.find_or_insert(key, || KeyWindows { windows: VecDeque::new() });
+        self.keys.remember(slot, entry);
         KeyIndex(entry)
     }
 
-    fn add_key(&mut self, key: &[u8]) -> u32 {
-        let windows = KeyWindows { key: key.to_vec(), windows: VecDeque::new() };
-        let entry = match self.vacant.pop() {
-            Some(entry) => {
-                self.keys[entry as usize] = windows;
-                entry
-            }
-            None => {
-                self.keys.push(windows);
-                (self.keys.len() - 1) as u32
-            }
-        };
-        self.index.insert(key.to_vec(), entry);
-        entry
-    }
-
     pub fn get_mut(&mut self, key: KeyIndex, start: i64) -> Option<&mut HeldWindow<Acc>> {
-        let windows = &mut self.keys[key.0 as usize];
+        let windows = self.keys.get_mut(key.0);
         let at = windows.position(start).ok()?;
         Some(&mut windows.windows[at].1)
     }
 
     pub fn contains(&self, key: KeyIndex, start: i64) -> bool {
-        self.keys[key.0 as usize].position(start).is_ok()
+        self.keys.get(key.0).position(start).is_ok()
     }
 
     pub fn insert(&mut self, key: KeyIndex, start: i64, window: HeldWindow<Acc>) {
-        let windows = &mut self.keys[key.0 as usize];
+        let windows = self.keys.get_mut(key.0);
         match windows.position(start) {
             Ok(at) => windows.windows[at].1 = window,
             Err(at) => {
@@ -212,7 +172,7 @@ impl<Acc: Serialize + DeserializeOwned + 'static> WindowStore<Acc> {
     /// Removes the window: from memory at once if the host never had it,
     /// else when the host's entry is removed at the next write-back.
     pub fn remove(&mut self, key: KeyIndex, start: i64) {
-        let windows = &mut self.keys[key.0 as usize];
+        let windows = self.keys.get_mut(key.0);
         let Ok(at) = windows.position(start) else { return };
         let held = &mut windows.windows[at].1;
         if held.stored {
@@ -227,24 +187,10 @@ impl<Acc: Serialize + DeserializeOwned + 'static> WindowStore<Acc> {
     /// Forgets the slots of the previous call; drops the entries of keys
     /// left without windows (between calls, so that no slot names them).
     fn begin_call(&mut self) {
-        self.slots.clear();
-        if self.index.len() > 2 * self.held + 1024 {
-            self.drop_keys_without_windows();
+        self.keys.begin_call();
+        if self.keys.len() > 2 * self.held + 1024 {
+            self.keys.retain(|key| !key.windows.is_empty());
         }
-    }
-
-    fn drop_keys_without_windows(&mut self) {
-        let keys = &mut self.keys;
-        let vacant = &mut self.vacant;
-        self.index.retain(|_, entry| {
-            let windows = &mut keys[*entry as usize];
-            if !windows.windows.is_empty() {
-                return true;
-            }
-            windows.key = Vec::new();
-            vacant.push(*entry);
-            false
-        });
     }
 }
 
@@ -254,9 +200,9 @@ impl<Acc: Serialize + DeserializeOwned + 'static> Resident for WindowStore<Acc> 
         let (mut sub_keys, mut sub_key_offsets) = (Vec::new(), vec![0u32]);
         let mut values = SlotValues::empty();
         let mut encoded = Vec::new();
-        for entry in &self.keys {
+        for (key, entry) in self.keys.iter() {
             for (start, held) in entry.windows.iter().filter(|(_, held)| held.changed) {
-                keys.extend_from_slice(&entry.key);
+                keys.extend_from_slice(key);
                 key_offsets.push(keys.len() as u32);
                 start.encode(&mut sub_keys);
                 sub_key_offsets.push(sub_keys.len() as u32);
@@ -276,7 +222,7 @@ impl<Acc: Serialize + DeserializeOwned + 'static> Resident for WindowStore<Acc> 
             self.raw.set_keyed(&keys, &key_offsets, &sub_keys, &sub_key_offsets, &values)?;
         }
         let mut held = 0;
-        for entry in &mut self.keys {
+        for entry in self.keys.values_mut() {
             for (_, window) in &mut entry.windows {
                 window.stored = window.window.is_some();
                 window.changed = false;
@@ -298,10 +244,7 @@ impl<Acc: Serialize + DeserializeOwned + 'static> Resident for WindowStore<Acc> 
     }
 
     fn forget(&mut self) {
-        self.index.clear();
         self.keys.clear();
-        self.vacant.clear();
-        self.slots.clear();
         self.held = 0;
     }
 }
@@ -401,7 +344,7 @@ mod tests {
             store.begin_call();
         }
         assert_eq!(store.len(), 0);
-        assert!(store.index.len() <= 2000, "dropped keys: {} left", store.index.len());
+        assert!(store.keys.len() <= 2000, "dropped keys: {} left", store.keys.len());
         assert!(store.keys.len() <= 4000, "entries reused: {}", store.keys.len());
         let kept = store.key(0, b"kept");
         store.insert(kept, 5, window(3.0));
