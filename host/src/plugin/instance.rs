@@ -1,6 +1,5 @@
 //! One sandboxed instance of a plugin, owned by one operator subtask.
 
-use hashbrown::HashTable;
 use wasmtime::{Store, Trap};
 
 use super::bindings::weir::operator::types::TimeDomain as WitDomain;
@@ -12,7 +11,7 @@ use super::host_state::PluginState;
 use super::limits::Limits;
 use crate::dataflow::{BATCH_SIZE, NO_TIMESTAMP, RecordBatch};
 use super::snapshot::{self, InstanceMeta};
-use crate::state::{FiredTimer, HashedKey, KeyGroupRange, KeyedStateBackend, StateSnapshot, TimeDomain};
+use crate::state::{FiredTimer, KeyGroupRange, KeyedStateBackend, StateSnapshot, TimeDomain};
 
 /// How the batches of an input reach the operator, which decides what
 /// state a call may use.
@@ -222,25 +221,8 @@ impl OperatorInstance {
     /// as the call's current keys.
     fn assign_slots<'k>(&mut self, batch_keys: impl ExactSizeIterator<Item = &'k [u8]>) -> (Vec<u32>, u32) {
         let data = self.store.data_mut();
-        let (max_parallelism, keys) = (data.max_parallelism, &mut data.keys);
-        keys.clear();
-        // Slots by key, hashed once: the same hash serves the state reads
-        // and writes of the call.
-        let mut slots: HashTable<(HashedKey<'_>, u32)> = HashTable::with_capacity(batch_keys.len());
-        let key_slots = batch_keys
-            .map(|key| {
-                let key = HashedKey::new(key, max_parallelism);
-                let entry = slots.entry(key.hash, |(k, _)| k.key == key.key, |(k, _)| k.hash);
-                entry
-                    .or_insert_with(|| {
-                        keys.push(key);
-                        (key, (keys.len() - 1) as u32)
-                    })
-                    .get()
-                    .1
-            })
-            .collect();
-        (key_slots, keys.len() as u32)
+        let key_slots = data.keys.number(batch_keys, data.max_parallelism);
+        (key_slots, data.keys.len() as u32)
     }
 
     /// Asks the plugin whether it can read stored values of its state `name`

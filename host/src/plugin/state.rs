@@ -9,6 +9,7 @@
 //! keys and every access by slot fails — a plugin can never touch another
 //! key's state.
 
+use hashbrown::HashTable;
 use wasmtime::component::{HasData, Resource, ResourceTable};
 
 use super::bindings::weir::operator::state::{Host, HostMapState, HostValueState, SlotValues};
@@ -33,15 +34,51 @@ const MAP_PREFIX: &str = "map:";
 
 /// The distinct keys of the batch being processed, in slot order, stored
 /// flat: key `s` is `data[offsets[s]..offsets[s + 1]]`, with its hash.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct BatchKeys {
     data: Vec<u8>,
     offsets: Vec<u32>,
     hashes: Vec<u64>,
     groups: Vec<u16>,
+    /// (hash, slot) of every key, to number them; kept from call to call
+    /// to save its allocation.
+    numbering: HashTable<(u64, u32)>,
+}
+
+impl std::fmt::Debug for BatchKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BatchKeys").field("len", &self.len()).finish_non_exhaustive()
+    }
 }
 
 impl BatchKeys {
+    /// Takes the distinct keys of a call's `keys` (one per event or timer)
+    /// as the current keys, numbered in order of first appearance, and
+    /// returns each item's slot.
+    pub fn number<'k>(&mut self, keys: impl ExactSizeIterator<Item = &'k [u8]>, max_parallelism: u32) -> Vec<u32> {
+        self.clear();
+        let mut numbering = std::mem::take(&mut self.numbering);
+        numbering.clear();
+        numbering.reserve(keys.len(), |&(hash, _)| hash);
+        let slots = keys
+            .map(|key| {
+                let key = HashedKey::new(key, max_parallelism);
+                let same = |&(hash, slot): &(u64, u32)| hash == key.hash && self.get(slot as usize).key == key.key;
+                match numbering.find(key.hash, same) {
+                    Some(&(_, slot)) => slot,
+                    None => {
+                        let slot = self.len() as u32;
+                        self.push(key);
+                        numbering.insert_unique(key.hash, (key.hash, slot), |&(hash, _)| hash);
+                        slot
+                    }
+                }
+            })
+            .collect();
+        self.numbering = numbering;
+        slots
+    }
+
     pub fn clear(&mut self) {
         self.data.clear();
         self.offsets.clear();
@@ -50,6 +87,7 @@ impl BatchKeys {
         self.groups.clear();
     }
 
+    #[inline]
     pub fn push(&mut self, key: HashedKey<'_>) {
         self.data.extend_from_slice(key.key);
         self.offsets.push(self.data.len() as u32);
@@ -450,6 +488,23 @@ mod tests {
 
     /// Value state held by an instance: `set-keyed` writes by key within
     /// the subtask's key groups, `get-many` reads only the slots asked for.
+    #[test]
+    fn a_calls_keys_are_numbered_by_first_appearance_each_call_afresh() {
+        let mut keys = BatchKeys::default();
+        let call = |keys: &mut BatchKeys, items: &[&str]| keys.number(items.iter().map(|k| k.as_bytes()), 128);
+        assert_eq!(call(&mut keys, &["b", "a", "b", "c", "a"]), vec![0, 1, 0, 2, 1]);
+        assert_eq!(keys.len(), 3);
+        assert_eq!(keys.get(1).key, b"a");
+        assert_eq!(keys.get(2).group, HashedKey::new(b"c", 128).group);
+        let many: Vec<String> = (0..5000).map(|i| (i % 1000).to_string()).collect();
+        let slots = keys.number(many.iter().map(|k| k.as_bytes()), 128);
+        assert_eq!(keys.len(), 1000);
+        assert_eq!(slots[..1000], (0..1000).collect::<Vec<u32>>()[..]);
+        assert_eq!(slots[1000..2000], slots[..1000]);
+        assert_eq!(call(&mut keys, &["a"]), vec![0]);
+        assert_eq!((keys.len(), keys.get(0).key), (1, b"a".as_slice()));
+    }
+
     #[test]
     fn value_state_is_written_by_key_and_read_by_chosen_slots() {
         let (mut table, mut registry, mut backend, mut failure) =

@@ -38,12 +38,33 @@ fn fmix64(mut h: u64) -> u64 {
 
 /// The key group of `key` among `max_parallelism` groups.
 pub fn key_group_for(key: &[u8], max_parallelism: u32) -> u32 {
-    (key_hash(key) % u64::from(max_parallelism)) as u32
+    key_group_of_hash(key_hash(key), max_parallelism)
 }
 
-/// The subtask (of `parallelism`) that owns `key_group`.
+/// The key group of a key whose [`key_hash`] is `hash`: the hash modulo
+/// `max_parallelism`. Every event's path takes it (routing at the sender,
+/// slots at the operator), and a 64-bit division costs tens of cycles, so
+/// for a power of two — the default, 128 — it is a mask, which is the same.
+#[inline]
+pub fn key_group_of_hash(hash: u64, max_parallelism: u32) -> u32 {
+    if max_parallelism.is_power_of_two() {
+        (hash & u64::from(max_parallelism - 1)) as u32
+    } else {
+        (hash % u64::from(max_parallelism)) as u32
+    }
+}
+
+/// The subtask (of `parallelism`) that owns `key_group`: `key_group ×
+/// parallelism / max_parallelism`, rounded down — a shift when
+/// `max_parallelism` is a power of two (see [`key_group_of_hash`]).
+#[inline]
 pub fn subtask_for_key_group(key_group: u32, max_parallelism: u32, parallelism: u32) -> u32 {
-    (u64::from(key_group) * u64::from(parallelism) / u64::from(max_parallelism)) as u32
+    let scaled = u64::from(key_group) * u64::from(parallelism);
+    if max_parallelism.is_power_of_two() {
+        (scaled >> max_parallelism.trailing_zeros()) as u32
+    } else {
+        (scaled / u64::from(max_parallelism)) as u32
+    }
 }
 
 /// A contiguous range of key groups.
@@ -88,6 +109,18 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn the_key_group_is_the_hash_modulo_max_parallelism(hash in any::<u64>(), max in 1u32..=1 << 15) {
+            prop_assert_eq!(u64::from(key_group_of_hash(hash, max)), hash % u64::from(max));
+            let power = 1 << (max % 16);
+            prop_assert_eq!(u64::from(key_group_of_hash(hash, power)), hash % u64::from(power));
+            let (group, parallelism) = (key_group_of_hash(hash, power), max % power + 1);
+            prop_assert_eq!(
+                u64::from(subtask_for_key_group(group, power, parallelism)),
+                u64::from(group) * u64::from(parallelism) / u64::from(power)
+            );
+        }
+
         #[test]
         fn every_key_has_one_group_and_one_owner(key in proptest::collection::vec(any::<u8>(), 0..32),
                                                  max in 1u32..=512, p_seed in any::<u32>()) {

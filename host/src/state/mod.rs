@@ -31,7 +31,7 @@ use serde::{Deserialize, Serialize};
 pub use error::StateError;
 pub use file::{FileRef, RecordReader, RecordWriter, read_verified, strip_header, with_header, write_verified};
 pub use key_group::{
-    DEFAULT_MAX_PARALLELISM, KeyGroupRange, key_group_for, key_group_range, key_hash, subtask_for_key_group,
+    DEFAULT_MAX_PARALLELISM, KeyGroupRange, key_group_for, key_group_of_hash, key_group_range, key_hash, subtask_for_key_group,
 };
 pub use memory::MemoryBackend;
 pub use rocksdb::RocksDbBackend;
@@ -91,9 +91,10 @@ pub struct HashedKey<'a> {
 
 impl<'a> HashedKey<'a> {
     /// `key`, in its key group among `max_parallelism`.
+    #[inline]
     pub fn new(key: &'a [u8], max_parallelism: u32) -> Self {
         let hash = key_hash(key);
-        HashedKey { key, hash, group: (hash % u64::from(max_parallelism)) as u16 }
+        HashedKey { key, hash, group: key_group_of_hash(hash, max_parallelism) as u16 }
     }
 
     /// A storage key derived from a primary key in key group `group`.
