@@ -295,11 +295,11 @@ fn partition(
     send_batch: impl Fn(&Sender<Envelope>, RecordBatch) -> Result<(), TaskError>,
 ) -> Result<(), TaskError> {
     let parallelism = targets.len() as u32;
-    for record in batch.iter() {
-        let group = key_group_for(record.key, max_parallelism);
+    for i in 0..batch.len() {
+        let group = key_group_for(batch.key(i), max_parallelism);
         let target = subtask_for_key_group(group, max_parallelism, parallelism) as usize;
         let buffer = &mut buffers[target];
-        buffer.push(record.key, record.value, record.timestamp);
+        buffer.push_from(batch, i);
         if buffer.len() >= BATCH_SIZE {
             let full = std::mem::replace(buffer, RecordBatch::with_capacity(BATCH_SIZE, 16 * BATCH_SIZE));
             send_batch(&targets[target], full)?;
