@@ -67,14 +67,20 @@ impl<T: Operator> Runtime<T> {
     pub fn on_timers(&mut self, timers: &TimerView<'_>) -> Result<(), Error> {
         self.states.begin_batch();
         let keys = CallKeys::of_timers(timers.data, timers.offsets, timers.key_slots);
-        for (i, &timestamp) in timers.timestamps.iter().enumerate() {
-            let key = timers
-                .data
-                .get(timers.offsets[i] as usize..timers.offsets[i + 1] as usize)
-                .ok_or_else(|| Error::input(format!("timer {i} has offsets outside its batch")))?;
-            let timer = Timer { key, timestamp, domain: timers.domains[i] };
+        let count = timers.timestamps.len();
+        if timers.domains.len() != count || keys.len() != count {
+            return Err(Error::input(format!(
+                "{count} timers but {} time domains and {} key slots",
+                timers.domains.len(),
+                keys.len()
+            )));
+        }
+        let fired = keys.iter().zip(timers.timestamps).zip(&timers.domains);
+        for ((item, &timestamp), &domain) in fired {
+            let (slot, key) = item?;
+            let timer = Timer { key, timestamp, domain };
             let mut ctx = Context {
-                slot: Some(timers.key_slots[i]),
+                slot: Some(slot),
                 keys,
                 timestamp: Some(timestamp),
                 watermark: timers.watermark,

@@ -505,3 +505,40 @@ impl RawValueState for TestValueState {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Context, Event};
+
+    struct Quiet;
+
+    impl Operator for Quiet {
+        fn init(_: &Config) -> Result<Self, Error> {
+            Ok(Quiet)
+        }
+        fn process(&mut self, _: &mut Context<'_>, _: &Event<'_>) -> Result<(), Error> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_malformed_timer_batch_is_an_error_not_a_panic() {
+        let mut harness = TestHarness::<Quiet>::new(&[]).unwrap();
+        let view = |offsets, key_slots| TimerView {
+            data: b"ab",
+            offsets,
+            timestamps: &[1, 2],
+            domains: vec![TimeDomain::EventTime; 2],
+            key_slots,
+            watermark: 0,
+            processing_time: 0,
+        };
+        assert!(harness.runtime.on_timers(&view(&[0, 1, 2], &[0, 1])).is_ok());
+        let malformed: [(&[u32], &[u32]); 3] = [(&[0, 1, 9], &[0, 1]), (&[0, 1], &[0, 1]), (&[0, 1, 2], &[0])];
+        for (offsets, slots) in malformed {
+            let error = harness.runtime.on_timers(&view(offsets, slots)).unwrap_err();
+            assert!(matches!(error, Error::InvalidInput(_)), "{offsets:?} {slots:?}: {error:?}");
+        }
+    }
+}
