@@ -71,9 +71,7 @@ impl<V: Serialize + DeserializeOwned> BroadcastState<V> {
     }
 
     fn decode(&self, bytes: &[u8]) -> Result<V, Error> {
-        serde_json::from_slice(bytes).map_err(|e| {
-            Error::State(format!("broadcast state `{}` holds a value this plugin cannot read ({e})", self.name))
-        })
+        crate::state::decode_stored("broadcast state", &self.name, bytes).map_err(Error::State)
     }
 }
 

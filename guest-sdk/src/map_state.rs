@@ -81,7 +81,7 @@ pub struct MapEntry<'s, V> {
 
 /// A stored value of the map state `name`, read as `V`.
 pub(crate) fn decode_value<V: DeserializeOwned>(name: &str, bytes: &[u8]) -> Result<V, Error> {
-    serde_json::from_slice(bytes).map_err(|e| Error::State(format!("map state `{name}` holds a value this plugin cannot read ({e})")))
+    crate::state::decode_stored("map state", name, bytes).map_err(Error::State)
 }
 
 impl<V: Serialize + DeserializeOwned> MapEntry<'_, V> {

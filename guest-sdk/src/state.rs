@@ -140,6 +140,18 @@ impl<T: Serialize + DeserializeOwned + Clone + 'static> ValueState<T> {
     }
 }
 
+/// Decodes a stored value of the state `name` (`kind`: "value state",
+/// "map state", "broadcast state"); the error says which state and what a
+/// plugin author can do about values an earlier version wrote.
+pub(crate) fn decode_stored<V: DeserializeOwned>(kind: &str, name: &str, bytes: &[u8]) -> Result<V, String> {
+    serde_json::from_slice(bytes).map_err(|e| {
+        format!(
+            "{kind} `{name}` holds a value this plugin cannot read ({e}); if an earlier version wrote it, \
+             give new fields a #[serde(default)]"
+        )
+    })
+}
+
 /// State an SDK type keeps in the instance's memory from call to call, and
 /// writes back to the host in `flush` — which the host calls before every
 /// snapshot — or when it holds more than [`RESIDENT_LIMIT`] entries.

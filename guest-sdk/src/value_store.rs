@@ -19,7 +19,7 @@ use serde::de::DeserializeOwned;
 use crate::Error;
 use crate::context::CallKeys;
 use crate::key_slab::KeySlab;
-use crate::state::{RawValueState, Resident, SlotValues};
+use crate::state::{RawValueState, Resident, SlotValues, decode_stored};
 
 /// One key's value as held.
 pub(crate) struct HeldValue<T> {
@@ -135,13 +135,7 @@ impl<T: Serialize + DeserializeOwned> ValueStore<T> {
     }
 
     fn decode(&self, bytes: &[u8]) -> Result<T, String> {
-        serde_json::from_slice(bytes).map_err(|e| {
-            format!(
-                "value state `{}` holds a value this plugin cannot read ({e}); if an earlier \
-                 version wrote it, give new fields a #[serde(default)]",
-                self.name
-            )
-        })
+        decode_stored("value state", &self.name, bytes)
     }
 }
 
