@@ -90,6 +90,8 @@ impl<T: Serialize + DeserializeOwned> ValueStore<T> {
     /// filled from the host in one read. If anything fails, the new entries
     /// are dropped again, so that no later call takes them for absent.
     fn resolve(&mut self, keys: &CallKeys<'_>) -> Result<(), Error> {
+        // The call's first resolve: no slot of it may be remembered yet.
+        self.held.begin_call();
         let mut missing = Vec::new();
         let resolved = self.find_slots(keys, &mut missing).and_then(|()| self.fetch(&missing));
         if let Err(error) = resolved {
