@@ -135,12 +135,14 @@ impl<'a> CallKeys<'a> {
     }
 
     /// How many events or timers the call has.
+    #[inline]
     pub fn len(&self) -> usize {
         self.slots.len()
     }
 
     /// Every (slot, key), in the order of the call (a slot recurs for each
     /// of its events).
+    #[inline]
     pub fn iter(&self) -> impl Iterator<Item = Result<(u32, &'a [u8]), Error>> + '_ {
         self.slots.iter().enumerate().map(|(i, &slot)| {
             let at = self.stride * i;

@@ -184,6 +184,7 @@ impl<R> Default for ResidentCell<R> {
 
 impl<R: Resident + 'static> ResidentCell<R> {
     /// The state, made by `create` and registered with `states` on first use.
+    #[inline]
     pub fn get(&self, states: &mut StateStore, create: impl FnOnce(&mut dyn StateHost) -> R) -> Result<RefMut<'_, R>, Error> {
         let (store, resident) = self.cell.get_or_init(|| {
             let resident = Rc::new(RefCell::new(create(states.host.as_mut())));

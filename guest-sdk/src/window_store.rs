@@ -139,6 +139,7 @@ impl<Acc: Serialize + DeserializeOwned + 'static> WindowStore<Acc> {
 
     /// The entry of `key` — whose slot in this call is `slot` — made if it
     /// has none.
+    #[inline]
     pub fn key(&mut self, slot: u32, key: &[u8]) -> KeyIndex {
         if let Some(entry) = self.keys.in_call(slot) {
             return KeyIndex(entry);
@@ -148,12 +149,14 @@ impl<Acc: Serialize + DeserializeOwned + 'static> WindowStore<Acc> {
         KeyIndex(entry)
     }
 
+    #[inline]
     pub fn get_mut(&mut self, key: KeyIndex, start: i64) -> Option<&mut HeldWindow<Acc>> {
         let windows = self.keys.get_mut(key.0);
         let at = windows.position(start).ok()?;
         Some(&mut windows.windows[at].1)
     }
 
+    #[inline]
     pub fn contains(&self, key: KeyIndex, start: i64) -> bool {
         self.keys.get(key.0).position(start).is_ok()
     }
