@@ -8,6 +8,15 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
 
+/// The little-endian word of up to 8 bytes, zero-padded — built without a
+/// copy into an array, which in a Wasm instance is a `memory.copy`: a call
+/// into the runtime.
+#[inline]
+pub(crate) fn le_word(bytes: &[u8]) -> u64 {
+    debug_assert!(bytes.len() <= 8);
+    bytes.iter().rev().fold(0, |word, &byte| (word << 8) | u64::from(byte))
+}
+
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct FxHasher {
     hash: u64,
@@ -29,9 +38,7 @@ impl Hasher for FxHasher {
         }
         let rest = chunks.remainder();
         if !rest.is_empty() {
-            // The little-endian word of the rest, zero-padded — built without
-            // a copy (a call into the host in a Wasm instance).
-            self.add(rest.iter().rev().fold(0, |word, &byte| (word << 8) | u64::from(byte)));
+            self.add(le_word(rest));
         }
     }
 

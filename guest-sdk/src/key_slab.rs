@@ -16,7 +16,7 @@
 
 use std::hash::Hasher;
 
-use crate::hash::FxHasher;
+use crate::hash::{FxHasher, le_word};
 
 /// The longest key kept inline in its entry; longer ones are boxed.
 const SHORT_KEY: usize = 15;
@@ -38,9 +38,8 @@ impl KeyBytes {
     }
 }
 
-/// A key being looked up. A short key becomes its two words with a byte
-/// loop — in a Wasm instance a `memcpy` into an array is a call into the
-/// runtime — and is compared and hashed as those words.
+/// A key being looked up. A short key becomes its two words (without a
+/// copy: see [`le_word`]) and is compared and hashed as those words.
 enum Probe<'k> {
     Short([u64; 2]),
     Long(&'k [u8]),
@@ -52,11 +51,8 @@ impl<'k> Probe<'k> {
         if key.len() > SHORT_KEY {
             return Probe::Long(key);
         }
-        let mut words = [0u64, (key.len() as u64) << 56];
-        for (i, &byte) in key.iter().enumerate() {
-            words[i / 8] |= u64::from(byte) << (8 * (i % 8));
-        }
-        Probe::Short(words)
+        let (low, high) = key.split_at(key.len().min(8));
+        Probe::Short([le_word(low), le_word(high) | (key.len() as u64) << 56])
     }
 
     /// A 32-bit hash of the key.
@@ -219,14 +215,13 @@ impl<E> KeySlab<E> {
                 };
                 let entry = match self.held_in(lookup.first, lookup.hash, &probe) {
                     Some(entry) => entry,
-                    None => match self.find_bucket(&probe, lookup.hash) {
-                        Ok(at) => self.buckets[at].entry - 1,
-                        Err(_) => {
-                            let entry = self.insert(probe.to_key_bytes(), lookup.hash, value());
+                    None => {
+                        let (entry, new) = self.find_or_insert_probe(&probe, lookup.hash, &mut value);
+                        if new {
                             made.push((lookup.slot, entry));
-                            entry
                         }
-                    },
+                        entry
+                    }
                 };
                 self.call[lookup.slot as usize] = entry + 1;
             }
@@ -298,8 +293,13 @@ impl<E> KeySlab<E> {
     #[inline]
     pub fn find_or_insert(&mut self, key: &[u8], value: impl FnOnce() -> E) -> (u32, bool) {
         let key = Probe::new(key);
-        let hash = key.hash();
-        match self.find_bucket(&key, hash) {
+        self.find_or_insert_probe(&key, key.hash(), value)
+    }
+
+    /// [`KeySlab::find_or_insert`] for a key already made a probe and hashed.
+    #[inline]
+    fn find_or_insert_probe(&mut self, key: &Probe<'_>, hash: u32, value: impl FnOnce() -> E) -> (u32, bool) {
+        match self.find_bucket(key, hash) {
             Ok(at) => (self.buckets[at].entry - 1, false),
             Err(_) => (self.insert(key.to_key_bytes(), hash, value()), true),
         }
@@ -319,10 +319,7 @@ impl<E> KeySlab<E> {
             if bucket.entry == 0 {
                 return Err(at);
             }
-            if bucket.hash == hash
-                && let Some(held) = &self.entries[bucket.entry as usize - 1]
-                && key.matches(&held.key)
-            {
+            if self.held_in(bucket, hash, key).is_some() {
                 return Ok(at);
             }
             at = (at + 1) & mask;
