@@ -34,7 +34,7 @@ const MAP_PREFIX: &str = "map:";
 
 /// The distinct keys of the batch being processed, in slot order, stored
 /// flat: key `s` is `data[offsets[s]..offsets[s + 1]]`, with its hash.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub struct BatchKeys {
     data: Vec<u8>,
     offsets: Vec<u32>,
@@ -43,12 +43,6 @@ pub struct BatchKeys {
     /// (hash, slot) of every key, to number them; kept from call to call
     /// to save its allocation.
     numbering: HashTable<(u64, u32)>,
-}
-
-impl std::fmt::Debug for BatchKeys {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BatchKeys").field("len", &self.len()).finish_non_exhaustive()
-    }
 }
 
 impl BatchKeys {
