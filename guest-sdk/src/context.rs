@@ -1,9 +1,10 @@
 //! The per-event context: where state is scoped and output goes.
 
 use crate::event::{BatchView, Outputs};
+use crate::runtime::TimerView;
 use crate::state::StateStore;
 use crate::timer::TimeDomain;
-use crate::{Encode, Error, Event};
+use crate::{Encode, Error, Event, Timer};
 
 /// What an operator can do while it processes one event: emit events and
 /// (through [`crate::ValueState`]) read and write the state of the event's
@@ -111,6 +112,21 @@ impl<'a> Batch<'a> {
     }
 }
 
+/// The timers of a call about to fire, for
+/// [`crate::Operator::prepare_timers`]: each with its key's slot, and the
+/// state to prefetch for them.
+pub struct TimerBatch<'a> {
+    pub(crate) view: &'a TimerView<'a>,
+    pub(crate) states: &'a mut StateStore,
+}
+
+impl<'a> TimerBatch<'a> {
+    /// The timers, each with its key's slot, in firing order.
+    pub fn timers(&self) -> impl Iterator<Item = Result<(u32, Timer<'a>), Error>> + 'a {
+        self.view.fired()
+    }
+}
+
 /// The keys of a call's events or timers, each with its slot: key `i` is
 /// `data[offsets[stride * i] .. offsets[stride * i + 1]]`, in slot
 /// `slots[i]` — events carry (key, value) pairs (stride 2), timers keys
@@ -143,8 +159,8 @@ impl<'a> CallKeys<'a> {
     /// Every (slot, key), in the order of the call (a slot recurs for each
     /// of its events).
     #[inline]
-    pub fn iter(&self) -> impl Iterator<Item = Result<(u32, &'a [u8]), Error>> + '_ {
-        self.slots.iter().enumerate().map(|(i, &slot)| {
+    pub fn iter(self) -> impl Iterator<Item = Result<(u32, &'a [u8]), Error>> + 'a {
+        self.slots.iter().enumerate().map(move |(i, &slot)| {
             let at = self.stride * i;
             let key = self
                 .offsets

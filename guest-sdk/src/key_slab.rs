@@ -423,6 +423,11 @@ impl<E> KeySlab<E> {
         &self.entries[entry as usize].as_ref().expect("a held entry").value
     }
 
+    /// The key of `entry` (panics if it is vacant, as [`KeySlab::get`]).
+    pub fn key(&self, entry: u32) -> &[u8] {
+        self.entries[entry as usize].as_ref().expect("a held entry").key.as_slice()
+    }
+
     #[inline]
     pub fn get_mut(&mut self, entry: u32) -> &mut E {
         &mut self.entries[entry as usize].as_mut().expect("a held entry").value
@@ -435,11 +440,6 @@ impl<E> KeySlab<E> {
 
     pub fn values_mut(&mut self) -> impl Iterator<Item = &mut E> {
         self.entries.iter_mut().flatten().map(|held| &mut held.value)
-    }
-
-    /// Drops every entry.
-    pub fn clear(&mut self) {
-        *self = KeySlab::default();
     }
 }
 

@@ -59,7 +59,7 @@ pub mod windows;
 
 pub use broadcast::BroadcastState;
 pub use codec::{Decode, Encode, Json};
-pub use context::{Batch, Context};
+pub use context::{Batch, Context, TimerBatch};
 pub use error::Error;
 pub use event::Event;
 pub use map_state::{MapEntry, MapState};

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::str::FromStr;
 
-use crate::{Batch, Context, Error, Event, Timer};
+use crate::{Batch, Context, Error, Event, Timer, TimerBatch};
 
 /// A stream operator. One value is created per parallel instance by
 /// [`Operator::init`]; the host then feeds it events.
@@ -27,6 +27,15 @@ pub trait Operator: Sized + 'static {
     /// Processes one event. State accessed through `ctx` belongs to the
     /// event's key.
     fn process(&mut self, ctx: &mut Context<'_>, event: &Event<'_>) -> Result<(), Error>;
+
+    /// Called with the timers of a call before they fire, to fetch the
+    /// state their `on_timer` will need in one host call
+    /// ([`crate::windows::Windows::prefetch_timers`]). Optional: without it,
+    /// state is fetched on first use.
+    fn prepare_timers(&mut self, timers: &mut TimerBatch<'_>) -> Result<(), Error> {
+        let _ = timers;
+        Ok(())
+    }
 
     /// Called when a timer the operator registered fires. State accessed
     /// through `ctx` belongs to the timer's key; output emitted without an

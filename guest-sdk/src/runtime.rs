@@ -1,7 +1,7 @@
 //! Drives an [`Operator`] over batches: the code shared by the Wasm export
 //! and the native test harness.
 
-use crate::context::{Batch, CallKeys, Context};
+use crate::context::{Batch, CallKeys, Context, TimerBatch};
 use crate::event::{BatchView, Outputs};
 use crate::state::{StateHost, StateStore};
 use crate::timer::{TimeDomain, Timer};
@@ -16,6 +16,23 @@ pub(crate) struct TimerView<'a> {
     pub key_slots: &'a [u32],
     pub watermark: i64,
     pub processing_time: i64,
+}
+
+impl<'a> TimerView<'a> {
+    /// The keys of the timers, each with its slot.
+    pub fn keys(&self) -> CallKeys<'a> {
+        CallKeys::of_timers(self.data, self.offsets, self.key_slots)
+    }
+
+    /// Every timer with its key's slot. The columns must be as long as
+    /// each other ([`Runtime::on_timers`] checks).
+    pub fn fired(&'a self) -> impl Iterator<Item = Result<(u32, Timer<'a>), Error>> + 'a {
+        let (timestamps, domains) = (self.timestamps, &self.domains);
+        self.keys().iter().zip(timestamps.iter().zip(domains)).map(|(item, (&timestamp, &domain))| {
+            let (slot, key) = item?;
+            Ok((slot, Timer { key, timestamp, domain }))
+        })
+    }
 }
 
 /// One operator instance with its state caches and output buffers.
@@ -53,7 +70,7 @@ impl<T: Operator> Runtime<T> {
             self.operator.process(&mut ctx, &event)?;
         }
         self.states.flush()?;
-        self.states.trim_residents()
+        self.states.end_call_residents()
     }
 
     /// Writes back the state kept in memory between calls (the host
@@ -66,7 +83,7 @@ impl<T: Operator> Runtime<T> {
     /// state back.
     pub fn on_timers(&mut self, timers: &TimerView<'_>) -> Result<(), Error> {
         self.states.begin_batch();
-        let keys = CallKeys::of_timers(timers.data, timers.offsets, timers.key_slots);
+        let keys = timers.keys();
         let count = timers.timestamps.len();
         if timers.domains.len() != count || keys.len() != count {
             return Err(Error::input(format!(
@@ -75,14 +92,13 @@ impl<T: Operator> Runtime<T> {
                 keys.len()
             )));
         }
-        let fired = keys.iter().zip(timers.timestamps).zip(&timers.domains);
-        for ((item, &timestamp), &domain) in fired {
-            let (slot, key) = item?;
-            let timer = Timer { key, timestamp, domain };
+        self.operator.prepare_timers(&mut TimerBatch { view: timers, states: &mut self.states })?;
+        for item in timers.fired() {
+            let (slot, timer) = item?;
             let mut ctx = Context {
                 slot: Some(slot),
                 keys,
-                timestamp: Some(timestamp),
+                timestamp: Some(timer.timestamp),
                 watermark: timers.watermark,
                 processing_time: timers.processing_time,
                 states: &mut self.states,
@@ -91,6 +107,6 @@ impl<T: Operator> Runtime<T> {
             self.operator.on_timer(&mut ctx, &timer)?;
         }
         self.states.flush()?;
-        self.states.trim_residents()
+        self.states.end_call_residents()
     }
 }

@@ -154,18 +154,23 @@ pub(crate) fn decode_stored<V: DeserializeOwned>(kind: &str, name: &str, bytes: 
 
 /// State an SDK type keeps in the instance's memory from call to call, and
 /// writes back to the host in `flush` — which the host calls before every
-/// snapshot — or when it holds more than [`RESIDENT_LIMIT`] entries.
+/// snapshot — or when it holds more than [`RESIDENT_LIMIT`] entries, after
+/// which it keeps only the entries used most recently.
 pub(crate) trait Resident {
     /// Writes every changed entry back to the host.
     fn write_back(&mut self) -> Result<(), Error>;
     /// How many entries it holds.
     fn len(&self) -> usize;
-    /// Forgets every entry (after `write_back`): they are read from the
-    /// host again when next used.
-    fn forget(&mut self);
+    /// Forgets (after `write_back`) all but the `keep` entries used most
+    /// recently: the others are read from the host again when next used.
+    fn evict_cold(&mut self, keep: usize);
     /// A call (`process`, `on-timers`) begins: what the previous one's key
     /// slots named is stale.
     fn begin_call(&mut self) {}
+    /// The call ends: writes what should not wait for `write_back`.
+    fn end_call(&mut self) -> Result<(), Error> {
+        Ok(())
+    }
 }
 
 /// Where an SDK type keeps its [`Resident`] state: made on first use and
@@ -200,10 +205,52 @@ impl<R: Resident + 'static> ResidentCell<R> {
     }
 }
 
-/// Entries a [`Resident`] may hold before it is written back and emptied
-/// at the end of a call: a bound on the instance's memory.
-/// (Small in the SDK's own tests, so that they cross it quickly.)
+/// Entries a [`Resident`] may hold before, at the end of a call, it is
+/// written back and its colder half forgotten: a bound on the instance's
+/// memory. (Small in the SDK's own tests, so that they cross it quickly.)
 pub(crate) const RESIDENT_LIMIT: usize = if cfg!(test) { 1 << 10 } else { 1 << 18 };
+
+/// Counts a [`Resident`]'s calls, so that each entry can carry the call it
+/// was last used in, and the least recently used are evicted first.
+///
+/// Entries compare by age (calls since their use), which stays right when
+/// the count wraps; an entry unused for 2^32 calls may look young, which
+/// only delays its eviction.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct CallClock {
+    now: u32,
+}
+
+impl CallClock {
+    /// The current call's stamp.
+    #[inline]
+    pub fn now(self) -> u32 {
+        self.now
+    }
+
+    /// A call begins.
+    pub fn tick(&mut self) {
+        self.now = self.now.wrapping_add(1);
+    }
+
+    /// Calls since `stamp`.
+    #[inline]
+    pub fn age(self, stamp: u32) -> u32 {
+        self.now.wrapping_sub(stamp)
+    }
+
+    /// The age from which entries go so that at most `keep` of those with
+    /// `stamps` stay — the youngest; `None` if all may stay.
+    pub fn eviction_age(self, stamps: impl Iterator<Item = u32>, keep: usize) -> Option<u32> {
+        let mut ages: Vec<u32> = stamps.map(|stamp| self.age(stamp)).collect();
+        if ages.len() <= keep {
+            return None;
+        }
+        // Entries as young as the first one that may not stay go with it.
+        let (_, &mut first_evicted, _) = ages.select_nth_unstable(keep);
+        Some(first_evicted)
+    }
+}
 
 /// The states of one operator instance: resident states, and map-state
 /// caches for the current batch.
@@ -250,15 +297,38 @@ impl StateStore {
         self.residents.iter().try_for_each(|resident| resident.borrow_mut().write_back())
     }
 
-    /// Writes back and forgets resident states that hold too much.
-    pub fn trim_residents(&mut self) -> Result<(), Error> {
+    /// The call ends: resident states write what should not wait, and
+    /// those that hold too much write back and forget the colder half of
+    /// what they hold.
+    pub fn end_call_residents(&mut self) -> Result<(), Error> {
         for resident in &self.residents {
             let mut resident = resident.borrow_mut();
+            resident.end_call()?;
             if resident.len() > RESIDENT_LIMIT {
                 resident.write_back()?;
-                resident.forget();
+                resident.evict_cold(RESIDENT_LIMIT / 2);
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CallClock;
+
+    /// The `keep` entries used last stay, also when the call count wraps.
+    #[test]
+    fn eviction_keeps_the_youngest_across_the_counts_wrap() {
+        let mut clock = CallClock { now: u32::MAX - 2 };
+        let mut stamps = Vec::new();
+        for _ in 0..6 {
+            stamps.push(clock.now());
+            clock.tick();
+        }
+        let cold = clock.eviction_age(stamps.iter().copied(), 2).unwrap();
+        let kept: Vec<u32> = stamps.iter().copied().filter(|&stamp| clock.age(stamp) < cold).collect();
+        assert_eq!(kept, [1, 2]);
+        assert_eq!(clock.eviction_age(stamps.iter().copied(), 6), None, "all may stay");
     }
 }

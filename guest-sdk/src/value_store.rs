@@ -10,8 +10,9 @@
 //! of the call — and reads the keys it does not hold with one `get-many`.
 //! Changed values go back by key (`set-keyed`) when the host calls `flush`
 //! before a snapshot, or when too many are held
-//! ([`crate::state::RESIDENT_LIMIT`]). What reaches the host is the JSON the
-//! per-batch cache wrote: a snapshot cannot tell the two apart.
+//! ([`crate::state::RESIDENT_LIMIT`]) — the keys used least recently are
+//! forgotten then, and read again when next used. What reaches the host is
+//! the JSON the per-batch cache wrote: a snapshot cannot tell the two apart.
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -19,7 +20,7 @@ use serde::de::DeserializeOwned;
 use crate::Error;
 use crate::context::CallKeys;
 use crate::key_slab::KeySlab;
-use crate::state::{RawValueState, Resident, SlotValues, decode_stored};
+use crate::state::{CallClock, RawValueState, Resident, SlotValues, decode_stored};
 
 /// One key's value as held.
 pub(crate) struct HeldValue<T> {
@@ -28,6 +29,8 @@ pub(crate) struct HeldValue<T> {
     value: Result<Option<T>, String>,
     /// Changed since it was read from or written to the host.
     changed: bool,
+    /// The call it was last used in ([`CallClock`]).
+    used: u32,
 }
 
 impl<T> HeldValue<T> {
@@ -63,11 +66,19 @@ pub(crate) struct ValueStore<T> {
     /// Whether any entry was handed out (and so may have changed) since
     /// the last write-back.
     touched: bool,
+    clock: CallClock,
 }
 
 impl<T: Serialize + DeserializeOwned> ValueStore<T> {
     pub fn new(name: &str, raw: Box<dyn RawValueState>) -> Self {
-        ValueStore { name: name.to_owned(), raw, held: KeySlab::default(), resolved: false, touched: false }
+        ValueStore {
+            name: name.to_owned(),
+            raw,
+            held: KeySlab::default(),
+            resolved: false,
+            touched: false,
+            clock: CallClock::default(),
+        }
     }
 
     /// The value of the key in `slot` of the current call, whose keys are
@@ -80,7 +91,9 @@ impl<T: Serialize + DeserializeOwned> ValueStore<T> {
         match self.held.in_call(slot) {
             Some(entry) => {
                 self.touched = true;
-                Ok(self.held.get_mut(entry))
+                let held = self.held.get_mut(entry);
+                held.used = self.clock.now();
+                Ok(held)
             }
             None => Err(Error::State(format!("slot {slot} is outside the current batch"))),
         }
@@ -115,7 +128,8 @@ impl<T: Serialize + DeserializeOwned> ValueStore<T> {
             }
             item => item,
         });
-        self.held.resolve_call(items, || HeldValue { value: Ok(None), changed: false }, missing)
+        let now = self.clock.now();
+        self.held.resolve_call(items, || HeldValue { value: Ok(None), changed: false, used: now }, missing)
     }
 
     /// Reads the values of `(slot, entry)` from the host into their (new,
@@ -185,10 +199,15 @@ impl<T: Serialize + DeserializeOwned> Resident for ValueStore<T> {
     fn begin_call(&mut self) {
         self.resolved = false;
         self.held.begin_call();
+        self.clock.tick();
     }
 
-    fn forget(&mut self) {
-        self.held.clear();
+    fn evict_cold(&mut self, keep: usize) {
+        let Some(cold) = self.clock.eviction_age(self.held.iter().map(|(_, held)| held.used), keep) else { return };
+        let clock = self.clock;
+        self.held.retain(|held| held.changed || clock.age(held.used) < cold);
+        // Slots may name removed entries now.
+        self.held.begin_call();
         self.resolved = false;
     }
 }
@@ -376,6 +395,33 @@ mod tests {
         assert_eq!(host.borrow().stored[&b"bad".to_vec()], b"5");
         let outside = store.slot(2, &call.keys()).err().unwrap();
         assert!(outside.to_string().contains("slot 2 is outside the current batch"), "{outside}");
+    }
+
+    /// Past the limit only the keys used least recently are forgotten:
+    /// the others stay held, unread, and a forgotten one is read again
+    /// with the value written back before it went.
+    #[test]
+    fn eviction_keeps_the_keys_used_most_recently() {
+        let host = Rc::new(RefCell::new(Host::default()));
+        let mut store = store(&host);
+        let names: Vec<Vec<String>> = (0..4).map(|c| (0..10).map(|k| format!("{c}-{k}")).collect()).collect();
+        let call = |names: &[&Vec<String>]| {
+            let keys: Vec<&str> = names.iter().flat_map(|n| n.iter().map(String::as_str)).collect();
+            Call::new(&host, &keys)
+        };
+        for group in &names {
+            count(&mut store, &call(&[group])).unwrap();
+        }
+        // Group 0 is used again: groups 0 and 3 are now the youngest.
+        count(&mut store, &call(&[&names[0]])).unwrap();
+        store.write_back().unwrap();
+        store.evict_cold(20);
+        assert_eq!(store.len(), 20);
+        let reads = host.borrow().reads.len();
+        assert_eq!(count(&mut store, &call(&[&names[0], &names[3]])).unwrap(), [[3; 10], [2; 10]].concat());
+        assert_eq!(host.borrow().reads.len(), reads, "the young keys were held");
+        assert_eq!(count(&mut store, &call(&[&names[1]])).unwrap(), [2; 10]);
+        assert_eq!(host.borrow().reads.len(), reads + 1, "the cold keys were read again");
     }
 
     struct KeyedCount {

@@ -9,7 +9,11 @@
 //! the first time it is used (after a start, a restore, or being
 //! forgotten), and changed ones are written back — by key, since the batch
 //! that changed them is gone — when the host calls `flush` before a
-//! snapshot, or when too many are held ([`crate::state::RESIDENT_LIMIT`]).
+//! snapshot, or when too many are held ([`crate::state::RESIDENT_LIMIT`]);
+//! then the windows used least recently are forgotten, so that a window an
+//! input left behind (one running far ahead in event time opens thousands)
+//! leaves memory before the ones being filled. A fired window the host
+//! holds is deleted there when its call ends, and leaves memory with it.
 //! What reaches the host is exactly what the map state would have held:
 //! entry `start` (decimal) of the key, the JSON of `(end, accumulator,
 //! fired)`; a savepoint cannot tell the two apart.
@@ -19,6 +23,7 @@
 //! are hashed once per call to find its slab entry, which is then remembered
 //! by the key's slot in the call (the host numbers a call's distinct keys).
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 
 use serde::Serialize;
@@ -28,7 +33,7 @@ use crate::Encode;
 use crate::Error;
 use crate::key_slab::KeySlab;
 use crate::map_state::{RawMapState, decode_value};
-use crate::state::{Resident, SlotValues};
+use crate::state::{CallClock, Resident, SlotValues};
 
 /// One window of a key.
 pub(crate) struct HeldWindow<Acc> {
@@ -40,12 +45,14 @@ pub(crate) struct HeldWindow<Acc> {
     changed: bool,
     /// Whether the host holds an entry for it.
     stored: bool,
+    /// The call it was last used in ([`CallClock`]).
+    used: u32,
 }
 
 impl<Acc> HeldWindow<Acc> {
     /// A window as the host holds it (`None`: not at all).
     pub fn loaded(end: i64, stored: Option<(Acc, bool)>) -> Self {
-        HeldWindow { end, stored: stored.is_some(), window: stored, changed: false }
+        HeldWindow { end, stored: stored.is_some(), window: stored, changed: false, used: 0 }
     }
 
     /// Marks the window as changed, to be written back.
@@ -63,12 +70,22 @@ pub(crate) struct KeyIndex(u32);
 /// in event time a key has hundreds open and others open near the front.
 struct KeyWindows<Acc> {
     windows: VecDeque<(i64, HeldWindow<Acc>)>,
+    /// Where the last search found a window. The next one searched for is
+    /// often there or just after: the window an input is filling behind
+    /// older ones still open, or windows firing in turn behind those just
+    /// fired (removed, but held until the call ends).
+    hint: Cell<usize>,
 }
 
 impl<Acc> KeyWindows<Acc> {
+    fn new() -> Self {
+        KeyWindows { windows: VecDeque::new(), hint: Cell::new(0) }
+    }
+
     /// Where the window starting at `start` is (`Err`: where it would go).
-    /// The oldest and the newest window are tried first: an event falls
-    /// in one of them nearly always.
+    /// The oldest and the newest window are tried first — an event falls
+    /// in one of them nearly always — then the last one searched for and
+    /// the one after it.
     #[inline]
     fn position(&self, start: i64) -> Result<usize, usize> {
         let len = self.windows.len();
@@ -77,8 +94,22 @@ impl<Acc> KeyWindows<Acc> {
             (Some((first, _)), _) if *first == start => Ok(0),
             (_, Some((last, _))) if *last == start => Ok(len - 1),
             (_, Some((last, _))) if *last < start => Err(len),
-            _ => self.windows.binary_search_by_key(&start, |(s, _)| *s),
+            (Some((first, _)), _) if start < *first => Err(0),
+            _ => self.search(start),
         }
+    }
+
+    fn search(&self, start: i64) -> Result<usize, usize> {
+        let hint = self.hint.get();
+        let near_hint = [hint, hint + 1].into_iter().find(|&at| self.windows.get(at).is_some_and(|(s, _)| *s == start));
+        let found = match near_hint {
+            Some(at) => Ok(at),
+            None => self.windows.binary_search_by_key(&start, |(s, _)| *s),
+        };
+        if let Ok(at) = found {
+            self.hint.set(at);
+        }
+        found
     }
 }
 
@@ -90,11 +121,24 @@ pub(crate) struct WindowStore<Acc> {
     keys: KeySlab<KeyWindows<Acc>>,
     /// How many windows are held.
     held: usize,
+    clock: CallClock,
+    /// Windows the host holds that this call removed: deleted from the
+    /// host when it ends, so that they leave memory at once instead of
+    /// lying in their key's deque until a write-back — where a key's
+    /// removed windows in front of its live ones would slow every search.
+    removed: Vec<(KeyIndex, i64)>,
 }
 
 impl<Acc: Serialize + DeserializeOwned + 'static> WindowStore<Acc> {
     pub fn new(name: &str, raw: Box<dyn RawMapState>) -> Self {
-        WindowStore { name: name.to_owned(), raw, keys: KeySlab::default(), held: 0 }
+        WindowStore {
+            name: name.to_owned(),
+            raw,
+            keys: KeySlab::default(),
+            held: 0,
+            clock: CallClock::default(),
+            removed: Vec::new(),
+        }
     }
 
     /// Reads from the host, in one call, the windows `(slot, key, start)`
@@ -144,7 +188,7 @@ impl<Acc: Serialize + DeserializeOwned + 'static> WindowStore<Acc> {
         if let Some(entry) = self.keys.in_call(slot) {
             return KeyIndex(entry);
         }
-        let (entry, _) = self.keys.find_or_insert(key, || KeyWindows { windows: VecDeque::new() });
+        let (entry, _) = self.keys.find_or_insert(key, KeyWindows::new);
         self.keys.remember(slot, entry);
         KeyIndex(entry)
     }
@@ -153,15 +197,24 @@ impl<Acc: Serialize + DeserializeOwned + 'static> WindowStore<Acc> {
     pub fn get_mut(&mut self, key: KeyIndex, start: i64) -> Option<&mut HeldWindow<Acc>> {
         let windows = self.keys.get_mut(key.0);
         let at = windows.position(start).ok()?;
-        Some(&mut windows.windows[at].1)
+        let held = &mut windows.windows[at].1;
+        held.used = self.clock.now();
+        Some(held)
     }
 
     #[inline]
     pub fn contains(&self, key: KeyIndex, start: i64) -> bool {
-        self.keys.get(key.0).position(start).is_ok()
+        self.get(key, start).is_some()
     }
 
-    pub fn insert(&mut self, key: KeyIndex, start: i64, window: HeldWindow<Acc>) {
+    /// The window, without counting it as used.
+    fn get(&self, key: KeyIndex, start: i64) -> Option<&HeldWindow<Acc>> {
+        let windows = self.keys.get(key.0);
+        windows.position(start).ok().map(|at| &windows.windows[at].1)
+    }
+
+    pub fn insert(&mut self, key: KeyIndex, start: i64, mut window: HeldWindow<Acc>) {
+        window.used = self.clock.now();
         let windows = self.keys.get_mut(key.0);
         match windows.position(start) {
             Ok(at) => windows.windows[at].1 = window,
@@ -173,7 +226,7 @@ impl<Acc: Serialize + DeserializeOwned + 'static> WindowStore<Acc> {
     }
 
     /// Removes the window: from memory at once if the host never had it,
-    /// else when the host's entry is removed at the next write-back.
+    /// else when the host's entry is removed at the end of the call.
     pub fn remove(&mut self, key: KeyIndex, start: i64) {
         let windows = self.keys.get_mut(key.0);
         let Ok(at) = windows.position(start) else { return };
@@ -181,6 +234,7 @@ impl<Acc: Serialize + DeserializeOwned + 'static> WindowStore<Acc> {
         if held.stored {
             held.window = None;
             held.changed = true;
+            self.removed.push((key, start));
         } else {
             windows.windows.remove(at);
             self.held -= 1;
@@ -190,40 +244,67 @@ impl<Acc: Serialize + DeserializeOwned + 'static> WindowStore<Acc> {
     /// Forgets the slots of the previous call; drops the entries of keys
     /// left without windows (between calls, so that no slot names them).
     fn begin_call(&mut self) {
+        // (Empty unless the last call failed: its removals stay changed.)
+        self.removed.clear();
         self.keys.begin_call();
+        self.clock.tick();
         if self.keys.len() > 2 * self.held + 1024 {
             self.keys.retain(|key| !key.windows.is_empty());
         }
     }
 }
 
+/// Windows to write to the host in one `set-keyed`, column-wise.
+struct KeyedWrites {
+    keys: Vec<u8>,
+    key_offsets: Vec<u32>,
+    sub_keys: Vec<u8>,
+    sub_key_offsets: Vec<u32>,
+    values: SlotValues,
+}
+
+impl KeyedWrites {
+    fn new() -> Self {
+        KeyedWrites { keys: Vec::new(), key_offsets: vec![0], sub_keys: Vec::new(), sub_key_offsets: vec![0], values: SlotValues::empty() }
+    }
+
+    /// Sets (`Some`) or deletes (`None`) the window `start` of `key`.
+    fn push(&mut self, key: &[u8], start: i64, value: Option<&[u8]>) {
+        self.keys.extend_from_slice(key);
+        self.key_offsets.push(self.keys.len() as u32);
+        start.encode(&mut self.sub_keys);
+        self.sub_key_offsets.push(self.sub_keys.len() as u32);
+        self.values.push(value);
+    }
+
+    fn send(&self, raw: &dyn RawMapState) -> Result<(), Error> {
+        if self.key_offsets.len() == 1 {
+            return Ok(());
+        }
+        raw.set_keyed(&self.keys, &self.key_offsets, &self.sub_keys, &self.sub_key_offsets, &self.values)
+    }
+}
+
 impl<Acc: Serialize + DeserializeOwned + 'static> Resident for WindowStore<Acc> {
     fn write_back(&mut self) -> Result<(), Error> {
-        let (mut keys, mut key_offsets) = (Vec::new(), vec![0u32]);
-        let (mut sub_keys, mut sub_key_offsets) = (Vec::new(), vec![0u32]);
-        let mut values = SlotValues::empty();
+        let mut writes = KeyedWrites::new();
         let mut encoded = Vec::new();
         for (key, entry) in self.keys.iter() {
             for (start, held) in entry.windows.iter().filter(|(_, held)| held.changed) {
-                keys.extend_from_slice(key);
-                key_offsets.push(keys.len() as u32);
-                start.encode(&mut sub_keys);
-                sub_key_offsets.push(sub_keys.len() as u32);
                 match &held.window {
                     Some((acc, fired)) => {
                         encoded.clear();
                         serde_json::to_writer(&mut encoded, &(held.end, acc, fired))
                             .map_err(|e| Error::State(format!("cannot encode a window's accumulator: {e}")))?;
-                        values.push(Some(&encoded));
+                        writes.push(key, *start, Some(&encoded));
                     }
-                    None => values.push(None),
+                    None => writes.push(key, *start, None),
                 }
             }
         }
-        if key_offsets.len() > 1 {
-            // On failure every window stays changed: the next flush retries.
-            self.raw.set_keyed(&keys, &key_offsets, &sub_keys, &sub_key_offsets, &values)?;
-        }
+        // On failure every window stays changed: the next flush retries.
+        writes.send(self.raw.as_ref())?;
+        self.removed.clear();
         let mut held = 0;
         for entry in self.keys.values_mut() {
             for (_, window) in &mut entry.windows {
@@ -246,9 +327,40 @@ impl<Acc: Serialize + DeserializeOwned + 'static> Resident for WindowStore<Acc> 
         WindowStore::begin_call(self);
     }
 
-    fn forget(&mut self) {
-        self.keys.clear();
-        self.held = 0;
+    /// Deletes the windows the call removed from the host, and drops them.
+    /// (On failure they stay, changed, for the next write-back.)
+    fn end_call(&mut self) -> Result<(), Error> {
+        if self.removed.is_empty() {
+            return Ok(());
+        }
+        let mut removed = std::mem::take(&mut self.removed);
+        // Those folded into again since are written back as windows.
+        removed.retain(|&(key, start)| self.get(key, start).is_some_and(|held| held.window.is_none()));
+        let mut writes = KeyedWrites::new();
+        for &(key, start) in &removed {
+            writes.push(self.keys.key(key.0), start, None);
+        }
+        writes.send(self.raw.as_ref())?;
+        for (key, start) in removed {
+            let windows = self.keys.get_mut(key.0);
+            if let Ok(at) = windows.position(start) {
+                windows.windows.remove(at);
+                self.held -= 1;
+            }
+        }
+        Ok(())
+    }
+
+    fn evict_cold(&mut self, keep: usize) {
+        let stamps = self.keys.iter().flat_map(|(_, key)| key.windows.iter().map(|(_, held)| held.used));
+        let Some(cold) = self.clock.eviction_age(stamps, keep) else { return };
+        let clock = self.clock;
+        let mut held = 0;
+        for key in self.keys.values_mut() {
+            key.windows.retain(|(_, window)| window.changed || clock.age(window.used) < cold);
+            held += key.windows.len();
+        }
+        self.held = held;
     }
 }
 
@@ -371,6 +483,60 @@ mod tests {
         }
         assert!(!store.contains(key, 500));
         assert_eq!(store.len(), 300);
+    }
+
+    /// Past the limit the windows used least recently are forgotten — also
+    /// among one key's windows — and a window not yet written back never is.
+    #[test]
+    fn eviction_keeps_the_windows_used_most_recently() {
+        let mut store = store();
+        let key = store.key(0, b"k");
+        for start in 0..10 {
+            store.begin_call();
+            store.insert(key, start * 1000, window(1.0));
+        }
+        store.begin_call();
+        assert!(store.get_mut(key, 0).is_some(), "the oldest window is used again");
+        store.write_back().unwrap();
+        // As if the window starting at 1000 had changed since, unused.
+        store.keys.get_mut(key.0).windows[1].1.touch();
+        store.evict_cold(3);
+        let held: Vec<i64> = (0..10).map(|s| s * 1000).filter(|&start| store.contains(key, start)).collect();
+        assert_eq!(held, [0, 1000, 8000, 9000], "the three youngest, and the one not written back");
+        assert_eq!(store.len(), 4);
+    }
+
+    /// A window the host holds that a call removes is deleted from the
+    /// host when the call ends, and leaves memory then; if the delete
+    /// fails it stays, removed, and the next write-back deletes it.
+    #[test]
+    fn removed_windows_are_deleted_from_the_host_when_the_call_ends() {
+        let host = Rc::new(RefCell::new(Host::default()));
+        let mut store = WindowStore::<f64>::new("w", Box::new(Map(host.clone())));
+        let key = store.key(0, b"a");
+        store.insert(key, 0, window(1.0));
+        store.insert(key, 1000, window(2.0));
+        store.write_back().unwrap();
+        host.borrow_mut().written.clear();
+        let deleted = |start: &str| (b"a".to_vec(), start.as_bytes().to_vec(), None);
+
+        store.begin_call();
+        let key = store.key(0, b"a");
+        store.remove(key, 0);
+        store.end_call().unwrap();
+        assert_eq!(host.borrow().written, vec![deleted("0")]);
+        assert!(!store.contains(key, 0));
+        assert_eq!(store.len(), 1);
+
+        store.begin_call();
+        let key = store.key(0, b"a");
+        store.remove(key, 1000);
+        host.borrow_mut().failures_left = 1;
+        assert!(store.end_call().is_err());
+        assert!(store.contains(key, 1000), "held as removed until the host knows");
+        store.write_back().unwrap();
+        assert_eq!(host.borrow().written, vec![deleted("0"), deleted("1000")]);
+        assert_eq!(store.len(), 0);
     }
 
     /// Windows fetched for a batch hold what the host has (and absent ones

@@ -25,7 +25,7 @@ use std::cell::{Cell, RefMut};
 
 use crate::state::{ResidentCell, StateStore};
 use crate::window_store::{HeldWindow, KeyIndex, WindowStore};
-use crate::{Batch, Context, Error, Event, MapState, TimeDomain, Timer, ValueState};
+use crate::{Batch, Context, Error, Event, MapState, TimeDomain, Timer, TimerBatch, ValueState};
 
 /// How a window folds its events.
 pub trait Aggregate {
@@ -289,11 +289,34 @@ impl<A: Aggregate> Windows<A> {
             let slot = view.key_slots[i];
             let key = store.key(slot, event.key());
             for (start, end) in self.windows_of(timestamp) {
-                if !store.contains(key, start) {
-                    // Held (as absent) at once, so that it is asked for once.
-                    store.insert(key, start, HeldWindow::loaded(end, None));
-                    wanted.push((slot, key, start));
-                }
+                want(&mut store, (slot, key, start, end), &mut wanted);
+            }
+        }
+        store.fetch(&wanted)
+    }
+
+    /// Fetches, in one host call, the accumulators of every window the
+    /// call's timers fire or expire that is not held in memory (because it
+    /// was evicted, or the instance restored): call it from
+    /// [`crate::Operator::prepare_timers`]. Without it each such window is
+    /// one host call.
+    pub fn prefetch_timers(&self, timers: &mut TimerBatch<'_>) -> Result<(), Error> {
+        let Some(size) = self.fixed_size() else { return Ok(()) };
+        let lateness = if self.domain == TimeDomain::EventTime { self.allowed_lateness } else { 0 };
+        let mut wanted = Vec::new();
+        let mut store = self.store(timers.states)?;
+        for item in timers.timers() {
+            let (slot, timer) = item?;
+            if timer.domain() != self.domain {
+                continue;
+            }
+            let key = store.key(slot, timer.key());
+            // As `on_timer_fixed` reads them: the window ending with the
+            // timer, and the one it expires.
+            let end = timer.timestamp() + 1;
+            want(&mut store, (slot, key, end - size, end), &mut wanted);
+            if lateness > 0 {
+                want(&mut store, (slot, key, end - lateness - size, end - lateness), &mut wanted);
             }
         }
         store.fetch(&wanted)
@@ -559,6 +582,20 @@ impl<A: Aggregate> Windows<A> {
     }
 }
 
+/// Holds the window `(slot, key, start, end)` as absent if it is not held,
+/// and lists it in `wanted` to be read from the host: at once, so that it
+/// is asked for once.
+fn want<Acc: Serialize + DeserializeOwned + 'static>(
+    store: &mut WindowStore<Acc>,
+    (slot, key, start, end): (u32, KeyIndex, i64, i64),
+    wanted: &mut Vec<(u32, KeyIndex, i64)>,
+) {
+    if !store.contains(key, start) {
+        store.insert(key, start, HeldWindow::loaded(end, None));
+        wanted.push((slot, key, start));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -568,6 +605,8 @@ mod tests {
     /// Sums values per key in windows chosen by the config.
     struct Summing {
         windows: Windows<Sum>,
+        /// Whether it prefetches its windows (config `prefetch`).
+        prefetch: bool,
     }
 
     impl Operator for Summing {
@@ -577,7 +616,18 @@ mod tests {
                 "session" => Windows::session("w", 100, Sum),
                 _ => Windows::tumbling("w", 1000, Sum),
             };
-            Ok(Summing { windows: windows.allowed_lateness(config.parse_or("lateness", 0)?).late_output("late") })
+            Ok(Summing {
+                windows: windows.allowed_lateness(config.parse_or("lateness", 0)?).late_output("late"),
+                prefetch: config.parse_or("prefetch", false)?,
+            })
+        }
+
+        fn prepare(&mut self, batch: &mut Batch<'_>) -> Result<(), Error> {
+            if self.prefetch { self.windows.prefetch(batch) } else { Ok(()) }
+        }
+
+        fn prepare_timers(&mut self, timers: &mut TimerBatch<'_>) -> Result<(), Error> {
+            if self.prefetch { self.windows.prefetch_timers(timers) } else { Ok(()) }
         }
 
         fn process(&mut self, ctx: &mut Context<'_>, event: &Event<'_>) -> Result<(), Error> {
@@ -717,6 +767,26 @@ mod tests {
         let fired = results(&h.advance_watermark(999).unwrap());
         assert_eq!(fired.len(), keys);
         assert!(fired.iter().all(|r| r.3 == 3.0), "every window has both events");
+    }
+
+    /// Windows evicted from memory are read back, with what they held, in
+    /// one host call for all the timers of a call that fire or expire them.
+    #[test]
+    fn evicted_windows_are_read_in_one_call_when_their_timers_fire() {
+        let keys = crate::state::RESIDENT_LIMIT + 1000;
+        for lateness in ["0", "500"] {
+            let mut h = harness(&[("prefetch", "true"), ("lateness", lateness)]);
+            // More windows than held, all used in one call: all evicted.
+            h.process((0..keys).map(|k| event(&format!("k{k}"), 1.5, 10))).unwrap();
+            let fetches = h.map_fetches();
+            let fired = results(&h.advance_watermark(999).unwrap());
+            assert_eq!(fired.len(), keys, "lateness {lateness}");
+            assert!(fired.iter().all(|r| r.3 == 1.5), "lateness {lateness}: every window's sum was read back");
+            assert_eq!(h.map_fetches(), fetches + 1, "lateness {lateness}: one read for the call's windows");
+            h.advance_watermark(1499).unwrap();
+            h.flush().unwrap();
+            assert_eq!(h.map_state::<(i64, f64, bool)>("w", "k7", 0i64), None, "lateness {lateness}: expired");
+        }
     }
 
     #[test]

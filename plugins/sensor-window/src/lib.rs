@@ -10,7 +10,7 @@
 //! Config: `time` (`event` | `processing`), `size_ms` (1000), `lateness_ms` (0).
 
 use weir_sdk::windows::{Sum, Windows};
-use weir_sdk::{Batch, Config, Context, Error, Event, Json, Operator, Timer};
+use weir_sdk::{Batch, Config, Context, Error, Event, Json, Operator, Timer, TimerBatch};
 
 pub struct SensorWindow {
     windows: Windows<Sum>,
@@ -37,6 +37,11 @@ impl Operator for SensorWindow {
     fn prepare(&mut self, batch: &mut Batch<'_>) -> Result<(), Error> {
         // One host call for all the batch's windows, not one per event.
         self.windows.prefetch(batch)
+    }
+
+    fn prepare_timers(&mut self, timers: &mut TimerBatch<'_>) -> Result<(), Error> {
+        // Likewise for windows evicted from the instance's memory.
+        self.windows.prefetch_timers(timers)
     }
 
     fn process(&mut self, ctx: &mut Context<'_>, event: &Event<'_>) -> Result<(), Error> {
