@@ -31,8 +31,9 @@ thread_local! {
 
 impl<T: Operator> Guest for Adapter<T> {
     fn init(config: Vec<(String, String)>) -> Result<(), OperatorError> {
-        let operator = T::init(&Config::from_pairs(config)).map_err(to_wit_error)?;
-        let runtime: Box<dyn Any> = Box::new(Runtime::new(operator, Box::new(HostStates)));
+        let config = Config::from_pairs(config);
+        let operator = T::init(&config).map_err(to_wit_error)?;
+        let runtime: Box<dyn Any> = Box::new(Runtime::new(operator, Box::new(HostStates), config.start));
         RUNTIME.with(|slot| *slot.borrow_mut() = Some(runtime));
         Ok(())
     }

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::str::FromStr;
 
+use crate::state::HostStart;
 use crate::{Batch, Context, Error, Event, Timer, TimerBatch};
 
 /// A stream operator. One value is created per parallel instance by
@@ -68,17 +69,22 @@ pub struct TaskInfo {
 pub struct Config {
     entries: BTreeMap<String, String>,
     task: TaskInfo,
+    /// What the host's keyed state held when the instance started
+    /// (`weir.state`).
+    pub(crate) start: HostStart,
 }
 
 impl Config {
     /// A configuration from (key, value) pairs.
     pub fn from_pairs<K: Into<String>, V: Into<String>>(pairs: impl IntoIterator<Item = (K, V)>) -> Self {
-        let mut entries: BTreeMap<String, String> = pairs.into_iter().map(|(k, v)| (k.into(), v.into())).collect();
-        let mut host = |name: &str| {
-            entries.remove(&format!("{HOST_PREFIX}{name}")).and_then(|v| v.parse().ok()).unwrap_or_default()
-        };
-        let task = TaskInfo { subtask: host("subtask"), parallelism: host("parallelism"), attempt: host("attempt") };
-        Config { entries, task }
+        let (host, entries): (BTreeMap<String, String>, _) =
+            pairs.into_iter().map(|(k, v)| (k.into(), v.into())).partition(|(key, _)| key.starts_with(HOST_PREFIX));
+        let host = |name: &str| host.get(&format!("{HOST_PREFIX}{name}"));
+        let number = |name: &str| host(name).and_then(|v| v.parse().ok()).unwrap_or_default();
+        let task = TaskInfo { subtask: number("subtask"), parallelism: number("parallelism"), attempt: number("attempt") };
+        // Without the key (an older host), nothing is known: ask the host.
+        let start = if host("state").is_some_and(|v| v == "empty") { HostStart::Empty } else { HostStart::Restored };
+        Config { entries, task, start }
     }
 
     /// Which instance this is (subtask, parallelism, restart attempt).
@@ -128,13 +134,20 @@ mod tests {
         );
     }
 
+    /// Every `weir.` key is the host's — also ones a later host adds — and
+    /// none is the operator's config to refuse.
     #[test]
     fn host_keys_are_task_info_not_config() {
-        let config = Config::from_pairs([("weir.attempt", "2"), ("weir.subtask", "1"), ("n", "3")]);
+        let pairs = [("weir.attempt", "2"), ("weir.subtask", "1"), ("weir.state", "empty"), ("weir.later", "x"), ("n", "3")];
+        let config = Config::from_pairs(pairs);
         assert_eq!(config.task().attempt, 2);
         assert_eq!(config.task().subtask, 1);
+        assert_eq!(config.start, HostStart::Empty);
         assert_eq!(config.get("weir.attempt"), None);
         assert!(config.allow_only(&["n"]).is_ok());
+        for pairs in [&[("weir.state", "restored")][..], &[]] {
+            assert_eq!(Config::from_pairs(pairs.iter().copied()).start, HostStart::Restored, "{pairs:?}");
+        }
     }
 
     #[test]

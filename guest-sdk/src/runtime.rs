@@ -3,7 +3,7 @@
 
 use crate::context::{Batch, CallKeys, Context, TimerBatch};
 use crate::event::{BatchView, Outputs};
-use crate::state::{StateHost, StateStore};
+use crate::state::{HostStart, StateHost, StateStore};
 use crate::timer::{TimeDomain, Timer};
 use crate::{Error, Operator};
 
@@ -43,8 +43,8 @@ pub(crate) struct Runtime<T> {
 }
 
 impl<T: Operator> Runtime<T> {
-    pub fn new(operator: T, host: Box<dyn StateHost>) -> Self {
-        Runtime { operator, states: StateStore::new(host), outputs: Outputs::default() }
+    pub fn new(operator: T, host: Box<dyn StateHost>, start: HostStart) -> Self {
+        Runtime { operator, states: StateStore::new(host, start), outputs: Outputs::default() }
     }
 
     /// Runs the operator over every event of `batch`, then writes state back.

@@ -135,7 +135,7 @@ impl<T: Serialize + DeserializeOwned + Clone + 'static> ValueState<T> {
     fn with_held<R>(&self, ctx: &mut Context<'_>, f: impl FnOnce(&mut HeldValue<T>) -> Result<R, Error>) -> Result<R, Error> {
         let slot = ctx.key_slot()?;
         let name = &self.name;
-        let mut store = self.held.get(ctx.states, |host| ValueStore::new(name, host.open(name)))?;
+        let mut store = self.held.get(ctx.states, |host, start| ValueStore::new(name, host.open(name), start))?;
         f(store.slot(slot, &ctx.keys)?)
     }
 }
@@ -190,9 +190,13 @@ impl<R> Default for ResidentCell<R> {
 impl<R: Resident + 'static> ResidentCell<R> {
     /// The state, made by `create` and registered with `states` on first use.
     #[inline]
-    pub fn get(&self, states: &mut StateStore, create: impl FnOnce(&mut dyn StateHost) -> R) -> Result<RefMut<'_, R>, Error> {
+    pub fn get(
+        &self,
+        states: &mut StateStore,
+        create: impl FnOnce(&mut dyn StateHost, HostStart) -> R,
+    ) -> Result<RefMut<'_, R>, Error> {
         let (store, resident) = self.cell.get_or_init(|| {
-            let resident = Rc::new(RefCell::new(create(states.host.as_mut())));
+            let resident = Rc::new(RefCell::new(create(states.host.as_mut(), states.start)));
             states.residents.push(resident.clone());
             (states.id, resident)
         });
@@ -209,6 +213,19 @@ impl<R: Resident + 'static> ResidentCell<R> {
 /// written back and its colder half forgotten: a bound on the instance's
 /// memory. (Small in the SDK's own tests, so that they cross it quickly.)
 pub(crate) const RESIDENT_LIMIT: usize = if cfg!(test) { 1 << 10 } else { 1 << 18 };
+
+/// What the host's keyed state held when the instance started (the host's
+/// `weir.state`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) enum HostStart {
+    /// Nothing: a key or window a store has not written does not exist,
+    /// until the store forgets something it wrote.
+    Empty,
+    /// A restored snapshot, or unknown: what a store does not hold, it
+    /// asks the host for.
+    #[default]
+    Restored,
+}
 
 /// Counts a [`Resident`]'s calls, so that each entry can carry the call it
 /// was last used in, and the least recently used are evicted first.
@@ -264,13 +281,23 @@ pub(crate) struct StateStore {
     pub(crate) timers: PendingTimers,
     pub(crate) maps: Vec<MapCache>,
     residents: Vec<Rc<RefCell<dyn Resident>>>,
+    start: HostStart,
 }
 
 impl StateStore {
-    pub fn new(host: Box<dyn StateHost>) -> Self {
+    pub fn new(host: Box<dyn StateHost>, start: HostStart) -> Self {
         static NEXT_ID: AtomicU64 = AtomicU64::new(0);
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-        StateStore { id, host, mirrors: Vec::new(), scratch: Vec::new(), timers: PendingTimers::default(), maps: Vec::new(), residents: Vec::new() }
+        StateStore {
+            id,
+            host,
+            mirrors: Vec::new(),
+            scratch: Vec::new(),
+            timers: PendingTimers::default(),
+            maps: Vec::new(),
+            residents: Vec::new(),
+            start,
+        }
     }
 
     /// A call begins: forgets the previous batch's map entries (fetched

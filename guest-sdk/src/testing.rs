@@ -35,7 +35,7 @@ use crate::event::{BatchView, NO_TIMESTAMP};
 use crate::__private::bindings::weir::operator::timers::TimerChange;
 use crate::runtime::{Runtime, TimerView};
 use crate::timer::TimeDomain;
-use crate::state::{RawValueState, SlotValues, StateHost};
+use crate::state::{HostStart, RawValueState, SlotValues, StateHost};
 use crate::{Config, Encode, Error, Operator};
 
 /// An input event for a [`TestHarness`].
@@ -126,12 +126,17 @@ pub struct TestHarness<T> {
 }
 
 impl<T: Operator> TestHarness<T> {
-    /// Initialises the operator with the given config pairs.
+    /// Initialises the operator with the given config pairs, on empty
+    /// state (as a job's first start).
     pub fn new(config: &[(&str, &str)]) -> Result<Self, Error> {
+        Self::starting(config, TestStates::default(), HostStart::Empty)
+    }
+
+    fn starting(config: &[(&str, &str)], states: TestStates, start: HostStart) -> Result<Self, Error> {
         let operator = T::init(&Config::from_pairs(config.iter().copied()))?;
-        let states = Rc::new(RefCell::new(TestStates::default()));
+        let states = Rc::new(RefCell::new(states));
         let host = Box::new(TestHost(states.clone()));
-        Ok(TestHarness { runtime: Runtime::new(operator, host), states, watermark: i64::MIN, processing_time: 0 })
+        Ok(TestHarness { runtime: Runtime::new(operator, host, start), states, watermark: i64::MIN, processing_time: 0 })
     }
 
     /// Processes `events` as one batch on input 0.
@@ -208,8 +213,7 @@ impl<T: Operator> TestHarness<T> {
     /// failure, an upgrade or a rescale starts from.
     pub fn restored(&mut self, config: &[(&str, &str)]) -> Result<TestHarness<T>, Error> {
         self.flush()?;
-        let mut restored = TestHarness::new(config)?;
-        *restored.states.borrow_mut() = self.states.borrow().clone();
+        let mut restored = TestHarness::starting(config, self.states.borrow().clone(), HostStart::Restored)?;
         restored.watermark = self.watermark;
         restored.processing_time = self.processing_time;
         Ok(restored)

@@ -20,7 +20,7 @@ use serde::de::DeserializeOwned;
 use crate::Error;
 use crate::context::CallKeys;
 use crate::key_slab::KeySlab;
-use crate::state::{CallClock, RawValueState, Resident, SlotValues, decode_stored};
+use crate::state::{CallClock, HostStart, RawValueState, Resident, SlotValues, decode_stored};
 
 /// One key's value as held.
 pub(crate) struct HeldValue<T> {
@@ -67,10 +67,14 @@ pub(crate) struct ValueStore<T> {
     /// the last write-back.
     touched: bool,
     clock: CallClock,
+    /// Whether the host holds no value this store does not: the instance
+    /// started on empty state and nothing was evicted since. Then a key not
+    /// held has no value, and is not asked for.
+    only_ours: bool,
 }
 
 impl<T: Serialize + DeserializeOwned> ValueStore<T> {
-    pub fn new(name: &str, raw: Box<dyn RawValueState>) -> Self {
+    pub fn new(name: &str, raw: Box<dyn RawValueState>, start: HostStart) -> Self {
         ValueStore {
             name: name.to_owned(),
             raw,
@@ -78,6 +82,7 @@ impl<T: Serialize + DeserializeOwned> ValueStore<T> {
             resolved: false,
             touched: false,
             clock: CallClock::default(),
+            only_ours: start == HostStart::Empty,
         }
     }
 
@@ -135,7 +140,7 @@ impl<T: Serialize + DeserializeOwned> ValueStore<T> {
     /// Reads the values of `(slot, entry)` from the host into their (new,
     /// empty) entries.
     fn fetch(&mut self, missing: &[(u32, u32)]) -> Result<(), Error> {
-        if missing.is_empty() {
+        if missing.is_empty() || self.only_ours {
             return Ok(());
         }
         let slots: Vec<u32> = missing.iter().map(|&(slot, _)| slot).collect();
@@ -206,6 +211,7 @@ impl<T: Serialize + DeserializeOwned> Resident for ValueStore<T> {
         let Some(cold) = self.clock.eviction_age(self.held.iter().map(|(_, held)| held.used), keep) else { return };
         let clock = self.clock;
         self.held.retain(|held| held.changed || clock.age(held.used) < cold);
+        self.only_ours = false;
         // Slots may name removed entries now.
         self.held.begin_call();
         self.resolved = false;
@@ -304,7 +310,7 @@ mod tests {
     }
 
     fn store(host: &Rc<RefCell<Host>>) -> ValueStore<u64> {
-        ValueStore::new("count", Box::new(Raw(host.clone())))
+        ValueStore::new("count", Box::new(Raw(host.clone())), HostStart::Restored)
     }
 
     /// Adds one to the count of every event's key, as a keyed count does.
@@ -422,6 +428,22 @@ mod tests {
         assert_eq!(host.borrow().reads.len(), reads, "the young keys were held");
         assert_eq!(count(&mut store, &call(&[&names[1]])).unwrap(), [2; 10]);
         assert_eq!(host.borrow().reads.len(), reads + 1, "the cold keys were read again");
+    }
+
+    /// On empty state a store reads nothing from the host — until it
+    /// forgets values it wrote, which it then reads again.
+    #[test]
+    fn a_store_started_on_empty_state_reads_only_what_it_evicted() {
+        let host = Rc::new(RefCell::new(Host::default()));
+        let mut store = ValueStore::new("count", Box::new(Raw(host.clone())), HostStart::Empty);
+        let names: Vec<String> = (0..30).map(|k| k.to_string()).collect();
+        let keys: Vec<&str> = names.iter().map(String::as_str).collect();
+        assert_eq!(count(&mut store, &Call::new(&host, &keys)).unwrap(), [1; 30]);
+        assert!(host.borrow().reads.is_empty(), "nothing to read");
+        store.write_back().unwrap();
+        store.evict_cold(10);
+        assert_eq!(count(&mut store, &Call::new(&host, &keys)).unwrap(), [2; 30]);
+        assert_eq!(host.borrow().reads.len(), 1, "the evicted keys are read again");
     }
 
     struct KeyedCount {

@@ -33,7 +33,7 @@ use crate::Encode;
 use crate::Error;
 use crate::key_slab::KeySlab;
 use crate::map_state::{RawMapState, decode_value};
-use crate::state::{CallClock, Resident, SlotValues};
+use crate::state::{CallClock, HostStart, Resident, SlotValues};
 
 /// One window of a key.
 pub(crate) struct HeldWindow<Acc> {
@@ -127,10 +127,14 @@ pub(crate) struct WindowStore<Acc> {
     /// lying in their key's deque until a write-back — where a key's
     /// removed windows in front of its live ones would slow every search.
     removed: Vec<(KeyIndex, i64)>,
+    /// Whether the host holds no window this store does not: the instance
+    /// started on empty state and nothing was evicted since. Then a window
+    /// not held does not exist, and is not asked for.
+    only_ours: bool,
 }
 
 impl<Acc: Serialize + DeserializeOwned + 'static> WindowStore<Acc> {
-    pub fn new(name: &str, raw: Box<dyn RawMapState>) -> Self {
+    pub fn new(name: &str, raw: Box<dyn RawMapState>, start: HostStart) -> Self {
         WindowStore {
             name: name.to_owned(),
             raw,
@@ -138,6 +142,7 @@ impl<Acc: Serialize + DeserializeOwned + 'static> WindowStore<Acc> {
             held: 0,
             clock: CallClock::default(),
             removed: Vec::new(),
+            only_ours: start == HostStart::Empty,
         }
     }
 
@@ -146,7 +151,8 @@ impl<Acc: Serialize + DeserializeOwned + 'static> WindowStore<Acc> {
     /// has replace them. On failure they are dropped again, so that no
     /// later call takes them for absent.
     pub fn fetch(&mut self, wanted: &[(u32, KeyIndex, i64)]) -> Result<(), Error> {
-        if wanted.is_empty() {
+        if wanted.is_empty() || self.only_ours {
+            // (Absent, as the placeholders say.)
             return Ok(());
         }
         let fetched = self.read_from_host(wanted);
@@ -355,6 +361,7 @@ impl<Acc: Serialize + DeserializeOwned + 'static> Resident for WindowStore<Acc> 
         let stamps = self.keys.iter().flat_map(|(_, key)| key.windows.iter().map(|(_, held)| held.used));
         let Some(cold) = self.clock.eviction_age(stamps, keep) else { return };
         let clock = self.clock;
+        self.only_ours = false;
         let mut held = 0;
         for key in self.keys.values_mut() {
             key.windows.retain(|(_, window)| window.changed || clock.age(window.used) < cold);
@@ -425,7 +432,7 @@ mod tests {
     }
 
     fn store() -> WindowStore<f64> {
-        WindowStore::new("w", Box::new(Map(Rc::new(RefCell::new(Host::default())))))
+        WindowStore::new("w", Box::new(Map(Rc::new(RefCell::new(Host::default())))), HostStart::Restored)
     }
 
     /// Slots name keys only within a call: the next call may give the same
@@ -512,7 +519,7 @@ mod tests {
     #[test]
     fn removed_windows_are_deleted_from_the_host_when_the_call_ends() {
         let host = Rc::new(RefCell::new(Host::default()));
-        let mut store = WindowStore::<f64>::new("w", Box::new(Map(host.clone())));
+        let mut store = WindowStore::<f64>::new("w", Box::new(Map(host.clone())), HostStart::Restored);
         let key = store.key(0, b"a");
         store.insert(key, 0, window(1.0));
         store.insert(key, 1000, window(2.0));
@@ -546,7 +553,7 @@ mod tests {
     fn fetched_windows_hold_the_host_values_and_a_failed_fetch_holds_none() {
         let host = Rc::new(RefCell::new(Host { failures_left: 1, ..Host::default() }));
         host.borrow_mut().stored.insert((0, b"1000".to_vec()), b"[2000,4.5,true]".to_vec());
-        let mut store = WindowStore::<f64>::new("w", Box::new(Map(host.clone())));
+        let mut store = WindowStore::<f64>::new("w", Box::new(Map(host.clone())), HostStart::Restored);
         let key = store.key(0, b"a");
         let wanted = [(0, key, 1000), (0, key, 2000)];
         for &(_, key, start) in &wanted {
@@ -570,7 +577,7 @@ mod tests {
     #[test]
     fn a_failed_write_back_is_retried_in_full() {
         let host = Rc::new(RefCell::new(Host { failures_left: 1, ..Host::default() }));
-        let mut store = WindowStore::<f64>::new("w", Box::new(Map(host.clone())));
+        let mut store = WindowStore::<f64>::new("w", Box::new(Map(host.clone())), HostStart::Restored);
         for (slot, (key, start)) in [(&b"a"[..], 0), (b"b", 1000)].into_iter().enumerate() {
             let mut held = HeldWindow::loaded(start + 1000, None);
             held.window = Some((2.5, false));

@@ -685,7 +685,7 @@ impl<'a> Builder<'a> {
             unreachable!("only operators are instantiated");
         };
         let failed = |cause: String| RunError::TaskFailed { task: label.to_owned(), cause };
-        let state = self.initial_state(node, subtask)?;
+        let mut state = self.initial_state(node, subtask)?;
         if let Some(name) = native_name(plugin) {
             return match native_operator(name, state) {
                 Some(operator) => operator.map_err(|e| failed(e.to_string())),
@@ -693,14 +693,11 @@ impl<'a> Builder<'a> {
             };
         }
         let plugin = self.plugins[node.id.0].as_ref().expect("operators have a loaded plugin");
-        let config = self.config_for(config, node, subtask);
+        let empty = state.backend.is_empty().map_err(|e| failed(format!("its keyed state cannot be read: {e}")))?;
+        let config = instance_config(config, node.parallelism, subtask, self.attempt, empty);
         OperatorInstance::new(self.engine, plugin, *limits, state, &config)
             .map(|instance| Box::new(instance) as Box<dyn OperatorLogic>)
             .map_err(|error: CallError| failed(error.to_string()))
-    }
-
-    fn config_for(&self, config: &[(String, String)], node: &Node, subtask: u32) -> Vec<(String, String)> {
-        instance_config(config, node.parallelism, subtask, self.attempt)
     }
 
     /// Opens the subtask's connector or instantiates its operator, and
@@ -740,10 +737,20 @@ impl<'a> Builder<'a> {
 }
 
 /// An operator's config with the host's `weir.*` keys added (sorted by key).
-pub fn instance_config(config: &[(String, String)], parallelism: u32, subtask: u32, attempt: u32) -> Vec<(String, String)> {
+/// `weir.state` is `empty` when the subtask's keyed state starts with
+/// nothing in it — so that an SDK may take what it has not written itself
+/// for absent, without asking — and `restored` otherwise.
+pub fn instance_config(
+    config: &[(String, String)],
+    parallelism: u32,
+    subtask: u32,
+    attempt: u32,
+    state_empty: bool,
+) -> Vec<(String, String)> {
     let mut config = config.to_vec();
     config.push(("weir.attempt".into(), attempt.to_string()));
     config.push(("weir.parallelism".into(), parallelism.to_string()));
+    config.push(("weir.state".into(), if state_empty { "empty" } else { "restored" }.into()));
     config.push(("weir.subtask".into(), subtask.to_string()));
     config.sort();
     config

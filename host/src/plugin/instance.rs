@@ -76,8 +76,23 @@ impl OperatorInstance {
             Err(error) => return Err(classify(&store, &limits, error, CallError::Instantiate)),
         };
         let mut instance = OperatorInstance { store, bindings, limits, watermark: NO_TIMESTAMP };
-        instance.init(config)?;
+        instance.init_with_host_keys(config)?;
         Ok(instance)
+    }
+
+    /// Calls `init`. Plugins built with the Rust SDK before the host added
+    /// `weir.state` refuse that key as unknown config: they get the config
+    /// without it, and read every key they do not hold from the host, as
+    /// they always did.
+    fn init_with_host_keys(&mut self, config: &[(String, String)]) -> Result<(), CallError> {
+        match self.init(config) {
+            Err(CallError::Operator(message)) if message.contains("unknown key `weir.state`") => {
+                tracing::debug!("the plugin predates `weir.state`; initialising it without");
+                let older: Vec<(String, String)> = config.iter().filter(|(key, _)| key != "weir.state").cloned().collect();
+                self.init(&older)
+            }
+            result => result,
+        }
     }
 
     fn init(&mut self, config: &[(String, String)]) -> Result<(), CallError> {

@@ -111,6 +111,10 @@ impl KeyedStateBackend for MemoryBackend {
         Ok(())
     }
 
+    fn is_empty(&mut self) -> Result<bool, StateError> {
+        Ok(self.len() == 0)
+    }
+
     fn snapshot(&mut self) -> Result<Box<dyn StateSnapshot>, StateError> {
         let mut writer = RecordWriter::new(ENTRIES_MAGIC);
         for (index, table) in self.states.iter().enumerate() {
@@ -190,7 +194,9 @@ mod tests {
         let mut backend = MemoryBackend::new();
         let (a, b) = (StateId(0), StateId(1));
         let k = HashedKey::new(b"k", 128);
+        assert!(KeyedStateBackend::is_empty(&mut backend).unwrap());
         backend.put(a, k, b"1").unwrap();
+        assert!(!KeyedStateBackend::is_empty(&mut backend).unwrap());
         backend.put(b, k, b"2").unwrap();
         backend.put(a, k, b"three").unwrap();
         backend.put(a, HashedKey::new(b"other", 128), b"x").unwrap();

@@ -122,6 +122,9 @@ pub trait KeyedStateBackend: Send {
     fn delete(&mut self, state: StateId, key: HashedKey<'_>) -> Result<(), StateError>;
     /// Every entry, in no particular order.
     fn for_each(&mut self, f: &mut dyn FnMut(&Entry)) -> Result<(), StateError>;
+    /// Whether no entry is stored (a subtask that starts with nothing
+    /// restored). Cheap: it stops at the first entry.
+    fn is_empty(&mut self) -> Result<bool, StateError>;
     /// Captures the current state for a checkpoint. Cheap enough to run
     /// while the task waits; the expensive part is [`StateSnapshot::persist`].
     fn snapshot(&mut self) -> Result<Box<dyn StateSnapshot>, StateError>;

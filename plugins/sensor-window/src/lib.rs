@@ -83,14 +83,19 @@ mod tests {
         );
     }
 
+    /// A restored instance reads a batch's windows in one host call; one
+    /// started on empty state knows there is nothing to read.
     #[test]
     fn a_batch_reads_its_windows_in_one_host_call() {
-        let mut op = TestHarness::<SensorWindow>::new(&[]).unwrap();
-        let batch: Vec<TestEvent> = (0..100).map(|i| TestEvent::new(format!("s{}", i % 10), 1.0).at(i * 25)).collect();
-        op.process(batch).unwrap();
-        assert_eq!(op.map_fetches(), 1, "10 sensors × 3 windows, fetched together");
+        let batch = || (0..100).map(|i| TestEvent::new(format!("s{}", i % 10), 1.0).at(i * 25));
+        let mut fresh = TestHarness::<SensorWindow>::new(&[]).unwrap();
+        fresh.process(batch()).unwrap();
+        assert_eq!(fresh.map_fetches(), 0, "nothing to read on empty state");
+        let mut op = fresh.restored(&[]).unwrap();
+        op.process(batch().map(|e| e.at(5_000))).unwrap();
+        assert_eq!(op.map_fetches(), 1, "10 sensors' windows, fetched together");
         let out = op.advance_watermark(10_000).unwrap();
-        assert_eq!(out.len(), 30, "every window of every sensor fires once");
+        assert_eq!(out.len(), 40, "every window of every sensor fires once");
     }
 
     #[test]
