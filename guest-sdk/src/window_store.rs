@@ -157,6 +157,16 @@ impl<Acc: Serialize + DeserializeOwned + 'static> WindowStore<Acc> {
         }
     }
 
+    /// Holds the window `(slot, key, start, end)` as absent if it is not
+    /// held, and lists it in `wanted` for [`WindowStore::fetch`]: at once,
+    /// so that it is asked for once.
+    pub fn want(&mut self, (slot, key, start, end): (u32, KeyIndex, i64, i64), wanted: &mut Vec<(u32, KeyIndex, i64)>) {
+        if !self.contains(key, start) {
+            self.insert(key, start, HeldWindow::loaded(end, None));
+            wanted.push((slot, key, start));
+        }
+    }
+
     /// Reads from the host, in one call, the windows `(slot, key, start)`
     /// that were just inserted as absent (not held before): those the host
     /// has replace them. On failure they are dropped again, so that no

@@ -289,7 +289,7 @@ impl<A: Aggregate> Windows<A> {
             let slot = view.key_slots[i];
             let key = store.key(slot, event.key());
             for (start, end) in self.windows_of(timestamp) {
-                want(&mut store, (slot, key, start, end), &mut wanted);
+                store.want((slot, key, start, end), &mut wanted);
             }
         }
         store.fetch(&wanted)
@@ -314,9 +314,9 @@ impl<A: Aggregate> Windows<A> {
             // As `on_timer_fixed` reads them: the window ending with the
             // timer, and the one it expires.
             let end = timer.timestamp() + 1;
-            want(&mut store, (slot, key, end - size, end), &mut wanted);
+            store.want((slot, key, end - size, end), &mut wanted);
             if lateness > 0 {
-                want(&mut store, (slot, key, end - lateness - size, end - lateness), &mut wanted);
+                store.want((slot, key, end - lateness - size, end - lateness), &mut wanted);
             }
         }
         store.fetch(&wanted)
@@ -579,20 +579,6 @@ impl<A: Aggregate> Windows<A> {
         }
         results.sort_by_key(|r| r.start);
         Ok(results)
-    }
-}
-
-/// Holds the window `(slot, key, start, end)` as absent if it is not held,
-/// and lists it in `wanted` to be read from the host: at once, so that it
-/// is asked for once.
-fn want<Acc: Serialize + DeserializeOwned + 'static>(
-    store: &mut WindowStore<Acc>,
-    (slot, key, start, end): (u32, KeyIndex, i64, i64),
-    wanted: &mut Vec<(u32, KeyIndex, i64)>,
-) {
-    if !store.contains(key, start) {
-        store.insert(key, start, HeldWindow::loaded(end, None));
-        wanted.push((slot, key, start));
     }
 }
 
