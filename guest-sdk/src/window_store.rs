@@ -157,6 +157,13 @@ impl<Acc: Serialize + DeserializeOwned + 'static> WindowStore<Acc> {
         }
     }
 
+    /// Whether every window the host has for this store is held here (the
+    /// instance started on empty state and has evicted nothing): then a
+    /// window not held does not exist, and need not be asked for.
+    pub fn holds_all(&self) -> bool {
+        self.only_ours
+    }
+
     /// Holds the window `(slot, key, start, end)` as absent if it is not
     /// held, and lists it in `wanted` for [`WindowStore::fetch`]: at once,
     /// so that it is asked for once.

@@ -336,15 +336,19 @@ impl<A: Aggregate> Windows<A> {
         (key, start, end): (KeyIndex, i64, i64),
     ) -> Result<&'s mut HeldWindow<A::Acc>, Error> {
         if !store.contains(key, start) {
-            store.insert(key, start, self.load_window(ctx, start, end)?);
+            let window = self.load_window(ctx, store, start, end)?;
+            store.insert(key, start, window);
         }
         Ok(store.get_mut(key, start).expect("the window was just loaded"))
     }
 
     /// The current key's window starting at `start` as the host state holds
     /// it, to be held from now on (for operators that do not prefetch: one
-    /// host call per window).
-    fn load_window(&self, ctx: &mut Context<'_>, start: i64, end: i64) -> Result<HeldWindow<A::Acc>, Error> {
+    /// host call per window, unless `store` knows the host has none).
+    fn load_window(&self, ctx: &mut Context<'_>, store: &WindowStore<A::Acc>, start: i64, end: i64) -> Result<HeldWindow<A::Acc>, Error> {
+        if store.holds_all() {
+            return Ok(HeldWindow::loaded(end, None));
+        }
         Ok(match self.by_start.get(ctx, start)? {
             Some((end, acc, fired)) => HeldWindow::loaded(end, Some((acc, fired))),
             None => HeldWindow::loaded(end, None),
@@ -455,7 +459,7 @@ impl<A: Aggregate> Windows<A> {
             let opened = match store.get_mut(key, start) {
                 Some(held) => self.fold(held, input.clone(), at, &mut updated),
                 None => {
-                    let mut held = self.load_window(ctx, start, end)?;
+                    let mut held = self.load_window(ctx, &store, start, end)?;
                     let opened = self.fold(&mut held, input.clone(), at, &mut updated);
                     store.insert(key, start, held);
                     opened
@@ -722,6 +726,21 @@ mod tests {
         h.advance_watermark(1499).unwrap();
         h.flush().unwrap();
         assert_eq!((stored(&h, 0), stored(&h, 1000)), (None, Some((2000, 2.0, false))), "forgotten after the lateness");
+    }
+
+    /// Started on empty state, an operator that does not prefetch asks the
+    /// host for no window it never wrote; restored, it asks for each.
+    #[test]
+    fn windows_are_read_from_the_host_only_when_it_may_hold_them() {
+        let events = || [event("a", 1.0, 100), event("b", 2.0, 200), event("a", 4.0, 1100)];
+        let mut fresh = harness(&[]);
+        fresh.process(events()).unwrap();
+        assert_eq!(fresh.map_fetches(), 0, "empty state: nothing to read");
+        let mut restored = fresh.restored(&[]).unwrap();
+        restored.process([event("a", 8.0, 150), event("c", 1.0, 300)]).unwrap();
+        assert_eq!(restored.map_fetches(), 2, "restored: each window's first use reads it");
+        let fired = results(&restored.advance_watermark(1999).unwrap());
+        assert_eq!(fired, vec![row("a", 0, 1000, 9.0), row("b", 0, 1000, 2.0), row("c", 0, 1000, 1.0), row("a", 1000, 2000, 4.0)]);
     }
 
     /// A new instance (a restore) reads the windows the old one flushed and
