@@ -80,6 +80,15 @@ fn a_plugin_rejecting_its_config_says_why() {
     assert!(error.contains("invalid config: unknown mode \"explode\""), "{error}");
 }
 
+/// Plugins built with a Rust SDK from before the host passed `weir.state`
+/// call the key unknown: the host starts them without it.
+#[test]
+fn a_plugin_refusing_the_hosts_state_key_is_started_without_it() {
+    let dir = JobDir::new();
+    run_job(&faulty_job(&dir, "pre-weir-state", ""), &[]).success();
+    assert_eq!(dir.read("out.txt").lines().count(), 100, "every event forwarded");
+}
+
 #[test]
 fn plugins_cannot_reach_files_environment_or_network() {
     let dir = JobDir::new();

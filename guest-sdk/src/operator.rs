@@ -92,6 +92,14 @@ impl Config {
         self.task
     }
 
+    /// Whether this instance's keyed state was restored (from a checkpoint
+    /// or savepoint, or handed over by a rescale) rather than empty, like
+    /// Flink's `isRestored()`. An older host that does not say counts as
+    /// restored.
+    pub fn is_restored(&self) -> bool {
+        self.start == HostStart::Restored
+    }
+
     /// The value of `key`, if set.
     pub fn get(&self, key: &str) -> Option<&str> {
         self.entries.get(key).map(String::as_str)
@@ -143,10 +151,11 @@ mod tests {
         assert_eq!(config.task().attempt, 2);
         assert_eq!(config.task().subtask, 1);
         assert_eq!(config.start, HostStart::Empty);
+        assert!(!config.is_restored());
         assert_eq!(config.get("weir.attempt"), None);
         assert!(config.allow_only(&["n"]).is_ok());
         for pairs in [&[("weir.state", "restored")][..], &[]] {
-            assert_eq!(Config::from_pairs(pairs.iter().copied()).start, HostStart::Restored, "{pairs:?}");
+            assert!(Config::from_pairs(pairs.iter().copied()).is_restored(), "{pairs:?}");
         }
     }
 

@@ -13,6 +13,10 @@
 //!   but on the first run of the job (restart attempt 0) panics after
 //!   `after` events (config, default 1000) — to test recovery.
 //! - `always-trap`: like `trap-once`, on every attempt.
+//! - `pre-weir-state`: forwards events like `none`, but refuses to start on
+//!   empty state as plugins built with a Rust SDK older than the host's
+//!   `weir.state` key do (their config check calls it unknown) — to test
+//!   that the host starts such plugins without the key.
 
 use weir_sdk::{Config, Context, Error, Event, Operator, ValueState};
 
@@ -36,6 +40,7 @@ enum Mode {
     None,
     TrapOnce,
     AlwaysTrap,
+    PreWeirState,
 }
 
 impl Operator for Faulty {
@@ -50,12 +55,17 @@ impl Operator for Faulty {
             "none" => Mode::None,
             "trap-once" => Mode::TrapOnce,
             "always-trap" => Mode::AlwaysTrap,
+            "pre-weir-state" => Mode::PreWeirState,
             other => {
                 return Err(Error::config(format!(
-                    "unknown mode {other:?}; use panic, alloc, loop, error, probe, none, trap-once or always-trap"
+                    "unknown mode {other:?}; use panic, alloc, loop, error, probe, none, trap-once, always-trap or pre-weir-state"
                 )));
             }
         };
+        if mode == Mode::PreWeirState && !config.is_restored() {
+            // The words of the older SDK's `allow_only`, which the host knows.
+            return Err(Error::config("unknown key `weir.state`; this operator understands: mode, after"));
+        }
         let after = config.parse_or("after", 1000)?;
         let attempt = config.task().attempt;
         Ok(Faulty { mode, seen: 0, after, attempt, count: ValueState::new("count") })
@@ -104,7 +114,7 @@ impl Operator for Faulty {
                 }
                 Ok(())
             }
-            Mode::None => {
+            Mode::None | Mode::PreWeirState => {
                 ctx.emit(event.key(), event.value());
                 Ok(())
             }
