@@ -277,6 +277,9 @@ impl<A: Aggregate> Windows<A> {
         let view = batch.view;
         let mut wanted = Vec::new();
         let mut store = self.store(batch.states)?;
+        if store.holds_all() {
+            return Ok(()); // (The host has none this store does not hold.)
+        }
         for i in 0..view.len() {
             let event = view.event(i)?;
             let timestamp = match self.domain {
@@ -305,6 +308,9 @@ impl<A: Aggregate> Windows<A> {
         let lateness = if self.domain == TimeDomain::EventTime { self.allowed_lateness } else { 0 };
         let mut wanted = Vec::new();
         let mut store = self.store(timers.states)?;
+        if store.holds_all() {
+            return Ok(());
+        }
         for item in timers.timers() {
             let (slot, timer) = item?;
             if timer.domain() != self.domain {
@@ -728,19 +734,23 @@ mod tests {
         assert_eq!((stored(&h, 0), stored(&h, 1000)), (None, Some((2000, 2.0, false))), "forgotten after the lateness");
     }
 
-    /// Started on empty state, an operator that does not prefetch asks the
-    /// host for no window it never wrote; restored, it asks for each.
+    /// Started on empty state, an operator asks the host for no window it
+    /// never wrote; restored, for each window on its first use — all of a
+    /// call's at once if it prefetches.
     #[test]
     fn windows_are_read_from_the_host_only_when_it_may_hold_them() {
-        let events = || [event("a", 1.0, 100), event("b", 2.0, 200), event("a", 4.0, 1100)];
-        let mut fresh = harness(&[]);
-        fresh.process(events()).unwrap();
-        assert_eq!(fresh.map_fetches(), 0, "empty state: nothing to read");
-        let mut restored = fresh.restored(&[]).unwrap();
-        restored.process([event("a", 8.0, 150), event("c", 1.0, 300)]).unwrap();
-        assert_eq!(restored.map_fetches(), 2, "restored: each window's first use reads it");
-        let fired = results(&restored.advance_watermark(1999).unwrap());
-        assert_eq!(fired, vec![row("a", 0, 1000, 9.0), row("b", 0, 1000, 2.0), row("c", 0, 1000, 1.0), row("a", 1000, 2000, 4.0)]);
+        for (prefetch, reads) in [("false", 2), ("true", 1)] {
+            let config = [("prefetch", prefetch)];
+            let mut fresh = harness(&config);
+            fresh.process([event("a", 1.0, 100), event("b", 2.0, 200), event("a", 4.0, 1100)]).unwrap();
+            assert_eq!(fresh.map_fetches(), 0, "prefetch {prefetch}: empty state, nothing to read");
+            let mut restored = fresh.restored(&config).unwrap();
+            restored.process([event("a", 8.0, 150), event("c", 1.0, 300)]).unwrap();
+            assert_eq!(restored.map_fetches(), reads, "prefetch {prefetch}: restored, the windows are read");
+            let fired = results(&restored.advance_watermark(1999).unwrap());
+            let expected = [row("a", 0, 1000, 9.0), row("b", 0, 1000, 2.0), row("c", 0, 1000, 1.0), row("a", 1000, 2000, 4.0)];
+            assert_eq!(fired, expected, "prefetch {prefetch}");
+        }
     }
 
     /// A new instance (a restore) reads the windows the old one flushed and
