@@ -16,7 +16,8 @@ use tracing::{error, info, warn};
 
 use super::CHANNEL_CAPACITY;
 use super::channel::{Cancel, ChainedOperator, Envelope, Outputs, Route};
-use super::operator::{NATIVE_PREFIX, OperatorLogic, native_operator};
+use super::native::{NATIVE_PREFIX, native_operator};
+use super::operator::OperatorLogic;
 use super::snapshot::TaskCheckpoint;
 use super::task::{self, TaskContext, TaskError, TaskMetrics};
 use super::time::WatermarkGenerator;

@@ -21,6 +21,7 @@
 mod batch;
 mod channel;
 mod executor;
+mod native;
 mod operator;
 mod snapshot;
 mod task;
@@ -29,7 +30,8 @@ mod time;
 pub use channel::{Envelope, Message};
 pub use time::{InputClock, Signal, SplitClock, WatermarkSettings};
 pub use batch::{NO_TIMESTAMP, Record, RecordBatch};
-pub use operator::{Emitted, NATIVE_PREFIX, OperatorLogic, native_operator};
+pub use native::{NATIVE_PREFIX, native_operator};
+pub use operator::{Emitted, OperatorLogic};
 pub use executor::{
     JobCommand, JobSummary, Progress, Restore, Role, RunError, RunOptions, RunningJob, TaskSummary, instance_config, run_job,
     run_job_with,

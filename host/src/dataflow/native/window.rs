@@ -1,0 +1,303 @@
+//! `native:window-sum`: the `sensor-window` plugin's logic compiled into the
+//! host — per key, the sum of its values in 1 s tumbling event-time
+//! windows, emitted as `{"start","end","value"}` when the watermark passes a
+//! window's end.
+//!
+//! It works as the SDK's `Windows` does: a key's open windows are held in
+//! memory, ordered by start; opening a window registers an event-time timer
+//! at its end with the host's [`TimerService`], and the timer fires it.
+//! Windows reach the state backend (`(end, sum, fired)` as JSON under the
+//! key and the window's start, as the SDK's map state stores them) before
+//! every snapshot or when more are held than [`HELD_LIMIT`]; a fired window
+//! that was stored is deleted from it.
+
+use std::collections::VecDeque;
+use std::io::Write;
+
+use rustc_hash::FxHashMap;
+
+use super::{HELD_LIMIT, native_snapshot, state_failure};
+use crate::dataflow::{Emitted, OperatorLogic, RecordBatch};
+use crate::plugin::{CallError, CapturedState, InitialState, InputKind};
+use crate::state::{HashedKey, KeyedStateBackend, StateError, StateId, StateRegistry, TimeDomain, TimerService};
+
+const WINDOW_MS: i64 = 1000;
+
+pub(super) struct NativeWindowSum {
+    state: Box<dyn KeyedStateBackend>,
+    registry: StateRegistry,
+    sums: StateId,
+    timers: TimerService,
+    max_parallelism: u32,
+    watermark: i64,
+    /// Key → its held windows, ordered by start.
+    held: FxHashMap<Vec<u8>, VecDeque<HeldSum>>,
+    /// How many windows `held` holds.
+    held_count: usize,
+    /// Whether the backend may hold windows `held` does not: the state was
+    /// restored, or windows were forgotten. Until then a window not held
+    /// does not exist (the SDK's `weir.state = empty`).
+    backend_may_hold: bool,
+    /// Calls so far: when each held window was last used.
+    calls: u32,
+    /// Reused buffers for backend keys and values.
+    stored_key: Vec<u8>,
+    value: Vec<u8>,
+}
+
+/// One open window of a key.
+struct HeldSum {
+    start: i64,
+    sum: f64,
+    /// Changed since it was last written to the backend.
+    changed: bool,
+    /// The backend holds a version of it (to delete when it fires).
+    stored: bool,
+    /// The call that last used it.
+    used: u32,
+}
+
+impl NativeWindowSum {
+    pub(super) fn restore(mut state: InitialState) -> Result<Self, StateError> {
+        let (mut registry, timers) = state.meta.map(|m| (m.registry, m.timers)).unwrap_or_default();
+        let sums = registry.intern("sums");
+        let backend_may_hold = !state.backend.is_empty()?;
+        Ok(NativeWindowSum {
+            state: state.backend,
+            registry,
+            sums,
+            timers,
+            max_parallelism: state.max_parallelism,
+            watermark: i64::MIN,
+            held: FxHashMap::default(),
+            held_count: 0,
+            backend_may_hold,
+            calls: 0,
+            stored_key: Vec::new(),
+            value: Vec::new(),
+        })
+    }
+
+    /// Adds `value` to `key`'s window starting at `start`, opening it (and
+    /// registering its timer) if it is new.
+    fn add(&mut self, key: &[u8], start: i64, value: f64) -> Result<(), StateError> {
+        let used = self.calls;
+        if let Some(windows) = self.held.get_mut(key)
+            && let Ok(at) = windows.binary_search_by_key(&start, |w| w.start)
+        {
+            let window = &mut windows[at];
+            window.sum += value;
+            window.changed = true;
+            window.used = used;
+            return Ok(());
+        }
+        let stored = self.read(key, start)?;
+        let opened = stored.is_none();
+        let mut window = HeldSum { start, sum: stored.unwrap_or(0.0), changed: true, stored: !opened, used };
+        window.sum += value;
+        let windows = self.held.entry(key.to_vec()).or_default();
+        let at = windows.partition_point(|w| w.start < start);
+        windows.insert(at, window);
+        self.held_count += 1;
+        if opened {
+            self.timers.register(TimeDomain::EventTime, start + WINDOW_MS - 1, key);
+        }
+        Ok(())
+    }
+
+    /// The sum the backend holds for `key`'s window at `start`, if it may
+    /// hold one.
+    fn read(&mut self, key: &[u8], start: i64) -> Result<Option<f64>, StateError> {
+        if !self.backend_may_hold {
+            return Ok(None);
+        }
+        let group = HashedKey::new(key, self.max_parallelism).group;
+        window_key(&mut self.stored_key, key, start);
+        let stored = self.state.get(self.sums, HashedKey::in_group(&self.stored_key, group))?;
+        Ok(stored.and_then(|v| serde_json::from_slice::<(i64, f64, bool)>(v).ok()).map(|(_, sum, _)| sum))
+    }
+
+    /// Fires `key`'s window ending at `end`: its sum, and the window gone
+    /// from memory and from the backend.
+    fn fire(&mut self, key: &[u8], end: i64) -> Result<Option<f64>, StateError> {
+        let start = end - WINDOW_MS;
+        let (sum, stored) = match self.take_held(key, start) {
+            Some(window) => {
+                self.held_count -= 1;
+                (Some(window.sum), window.stored)
+            }
+            None => {
+                let sum = self.read(key, start)?;
+                (sum, sum.is_some())
+            }
+        };
+        if stored {
+            let group = HashedKey::new(key, self.max_parallelism).group;
+            window_key(&mut self.stored_key, key, start);
+            self.state.delete(self.sums, HashedKey::in_group(&self.stored_key, group))?;
+        }
+        Ok(sum)
+    }
+
+    /// Removes `key`'s window at `start` from memory, if held.
+    fn take_held(&mut self, key: &[u8], start: i64) -> Option<HeldSum> {
+        let windows = self.held.get_mut(key)?;
+        let at = windows.binary_search_by_key(&start, |w| w.start).ok()?;
+        let window = windows.remove(at);
+        if windows.is_empty() {
+            self.held.remove(key);
+        }
+        window
+    }
+
+    /// Writes the changed windows to the backend.
+    fn write_back(&mut self) -> Result<(), StateError> {
+        for (key, windows) in &mut self.held {
+            let group = HashedKey::new(key, self.max_parallelism).group;
+            for window in windows.iter_mut().filter(|w| w.changed) {
+                window_key(&mut self.stored_key, key, window.start);
+                self.value.clear();
+                let end = window.start + WINDOW_MS;
+                write!(self.value, "[{end},{:?},false]", window.sum).expect("writing to a Vec");
+                self.state.put(self.sums, HashedKey::in_group(&self.stored_key, group), &self.value)?;
+                window.changed = false;
+                window.stored = true;
+            }
+        }
+        Ok(())
+    }
+
+    /// Past [`HELD_LIMIT`] windows: writes back and keeps the more recently
+    /// used half, as the SDK does.
+    fn evict_cold(&mut self) -> Result<(), StateError> {
+        if self.held_count <= HELD_LIMIT {
+            return Ok(());
+        }
+        self.write_back()?;
+        let mut used: Vec<u32> = self.held.values().flatten().map(|w| w.used).collect();
+        let keep = HELD_LIMIT / 2;
+        let (_, &mut oldest_kept, _) = used.select_nth_unstable_by(keep, |a, b| b.cmp(a));
+        for windows in self.held.values_mut() {
+            windows.retain(|w| w.used > oldest_kept);
+        }
+        self.held.retain(|_, windows| !windows.is_empty());
+        self.held_count = self.held.values().map(VecDeque::len).sum();
+        self.backend_may_hold = true;
+        Ok(())
+    }
+}
+
+/// The backend key of `key`'s window starting at `start`.
+fn window_key(out: &mut Vec<u8>, key: &[u8], start: i64) {
+    out.clear();
+    out.extend_from_slice(key);
+    out.extend_from_slice(&start.to_be_bytes());
+}
+
+impl OperatorLogic for NativeWindowSum {
+    fn process(&mut self, _input: u32, batch: RecordBatch, kind: InputKind) -> Result<Emitted, CallError> {
+        if kind != InputKind::Keyed {
+            return Err(CallError::Operator("native window-sum needs a keyed input (key_by = true)".into()));
+        }
+        self.calls = self.calls.wrapping_add(1);
+        for record in batch.iter() {
+            let timestamp = record
+                .timestamp
+                .ok_or_else(|| CallError::Operator("event-time windows need events with timestamps".into()))?;
+            let start = timestamp.div_euclid(WINDOW_MS) * WINDOW_MS;
+            if start + WINDOW_MS - 1 <= self.watermark {
+                continue; // Late: its window has fired.
+            }
+            let value: f64 = std::str::from_utf8(record.value).ok().and_then(|v| v.parse().ok()).unwrap_or(0.0);
+            self.add(record.key, start, value).map_err(state_failure)?;
+        }
+        self.evict_cold().map_err(state_failure)?;
+        Ok(Vec::new())
+    }
+
+    fn advance_watermark(&mut self, watermark: i64) -> Result<Emitted, CallError> {
+        if watermark <= self.watermark {
+            return Ok(Vec::new());
+        }
+        self.watermark = watermark;
+        let mut out = RecordBatch::new();
+        let mut value = String::new();
+        for timer in self.timers.pop_due(TimeDomain::EventTime, watermark, usize::MAX) {
+            let end = timer.timestamp + 1;
+            if let Some(sum) = self.fire(&timer.key, end).map_err(state_failure)? {
+                value.clear();
+                write_result(&mut value, end, sum);
+                out.push(&timer.key, value.as_bytes(), Some(timer.timestamp));
+            }
+        }
+        Ok(if out.is_empty() { Vec::new() } else { vec![(String::new(), out)] })
+    }
+
+    fn snapshot(&mut self) -> Result<CapturedState, String> {
+        self.write_back().map_err(|e| e.to_string())?;
+        native_snapshot(&self.registry, &self.timers, self.state.as_mut())
+    }
+}
+
+/// A window's result as the plugin emits it.
+fn write_result(out: &mut String, end: i64, sum: f64) {
+    use std::fmt::Write;
+    write!(out, r#"{{"start":{},"end":{end},"value":{sum:?}}}"#, end - WINDOW_MS).expect("writing to a String");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::{MemoryBackend, key_group_range};
+
+    fn initial(backend: Box<dyn KeyedStateBackend>, meta: Option<crate::plugin::InstanceMeta>) -> InitialState {
+        InitialState { backend, meta, max_parallelism: 128, key_groups: key_group_range(0, 128, 1) }
+    }
+
+    fn batch(events: &[(&str, &str, i64)]) -> RecordBatch {
+        let mut batch = RecordBatch::new();
+        for (key, value, at) in events {
+            batch.push(key.as_bytes(), value.as_bytes(), Some(*at));
+        }
+        batch
+    }
+
+    fn fired(out: Emitted) -> Vec<(String, String)> {
+        out.iter()
+            .flat_map(|(_, batch)| batch.iter().map(|r| (String::from_utf8_lossy(r.key).into_owned(), String::from_utf8_lossy(r.value).into_owned())))
+            .collect()
+    }
+
+    /// Windows fire by timer when the watermark passes their end, and
+    /// reach the backend only at a snapshot.
+    #[test]
+    fn windows_fire_on_their_timers_and_are_stored_for_snapshots() {
+        let mut op = NativeWindowSum::restore(initial(Box::new(MemoryBackend::new()), None)).unwrap();
+        op.process(0, batch(&[("a", "1", 100), ("b", "2", 700), ("a", "4", 1100)]), InputKind::Keyed).unwrap();
+        assert_eq!(op.timers.len(), 3, "a timer per opened window");
+        assert!(op.state.is_empty().unwrap(), "held in memory between calls");
+        op.snapshot().unwrap();
+        assert!(!op.state.is_empty().unwrap(), "written back for the snapshot");
+        let out = fired(op.advance_watermark(999).unwrap());
+        assert_eq!(out, [
+            ("a".to_owned(), r#"{"start":0,"end":1000,"value":1.0}"#.to_owned()),
+            ("b".to_owned(), r#"{"start":0,"end":1000,"value":2.0}"#.to_owned())
+        ]);
+        let out = fired(op.advance_watermark(1999).unwrap());
+        assert_eq!(out, [("a".to_owned(), r#"{"start":1000,"end":2000,"value":4.0}"#.to_owned())]);
+        assert!(op.state.is_empty().unwrap(), "fired windows are deleted from the backend");
+    }
+
+    /// A restored operator goes on from the stored windows and timers.
+    #[test]
+    fn a_restored_window_sum_continues_the_stored_windows() {
+        let mut before = NativeWindowSum::restore(initial(Box::new(MemoryBackend::new()), None)).unwrap();
+        before.process(0, batch(&[("a", "1", 100)]), InputKind::Keyed).unwrap();
+        before.snapshot().unwrap();
+        let meta = crate::plugin::InstanceMeta { registry: before.registry.clone(), broadcast: Default::default(), timers: before.timers.clone() };
+        let mut after = NativeWindowSum::restore(initial(before.state, Some(meta))).unwrap();
+        after.process(0, batch(&[("a", "2.5", 200)]), InputKind::Keyed).unwrap();
+        let out = fired(after.advance_watermark(999).unwrap());
+        assert_eq!(out, [("a".to_owned(), r#"{"start":0,"end":1000,"value":3.5}"#.to_owned())]);
+    }
+}
