@@ -37,6 +37,7 @@ fn bench_count_runs_the_wasm_plugin_and_the_native_baseline() {
 #[test]
 fn bench_window_runs_the_wasm_plugin_and_the_native_baseline() {
     smoke("window", "sensor-window", "25000", "memory");
+    smoke("window", "sensor-window", "25000", "rocksdb");
 }
 
 #[test]
