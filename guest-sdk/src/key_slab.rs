@@ -367,7 +367,12 @@ impl<E> KeySlab<E> {
     /// Removes `entry` (held) and frees its number for reuse.
     pub fn remove(&mut self, entry: u32) {
         let Some(held) = self.entries.get_mut(entry as usize).and_then(Option::take) else { return };
-        let Ok(mut hole) = self.find_bucket_of(entry, held.hash) else { return };
+        let Ok(mut hole) = self.find_bucket_of(entry, held.hash) else {
+            // Every held entry has a bucket; without one there is nothing
+            // to unlink (and the number is not reused).
+            debug_assert!(false, "held entry {entry} has no bucket");
+            return;
+        };
         self.vacant.push(entry);
         self.len -= 1;
         // Backward-shift deletion: pull later buckets of the probe into the
