@@ -176,9 +176,16 @@ impl NativeWindowSum {
         self.write_back()?;
         let mut used: Vec<u32> = self.held.values().flatten().map(|w| w.used).collect();
         let keep = HELD_LIMIT / 2;
-        let (_, &mut oldest_kept, _) = used.select_nth_unstable_by(keep, |a, b| b.cmp(a));
+        let (newer, &mut oldest_kept, _) = used.select_nth_unstable_by(keep, |a, b| b.cmp(a));
+        // Keep exactly `keep`: those used after `oldest_kept`, and as many
+        // used then as there is room for.
+        let mut room = keep - newer.iter().filter(|&&u| u > oldest_kept).count();
         for windows in self.held.values_mut() {
-            windows.retain(|w| w.used > oldest_kept);
+            windows.retain(|w| {
+                let tied = w.used == oldest_kept && room > 0;
+                room -= usize::from(tied);
+                w.used > oldest_kept || tied
+            });
         }
         self.held.retain(|_, windows| !windows.is_empty());
         self.held_count = self.held.values().map(VecDeque::len).sum();
@@ -285,6 +292,26 @@ mod tests {
         ]);
         let out = fired(op.advance_watermark(1999).unwrap());
         assert_eq!(out, [("a".to_owned(), r#"{"start":1000,"end":2000,"value":4.0}"#.to_owned())]);
+        assert!(op.state.is_empty().unwrap(), "fired windows are deleted from the backend");
+    }
+
+    /// Past the bound, windows are written back and the colder half
+    /// forgotten; they are read back when used or fired.
+    #[test]
+    fn windows_beyond_the_bound_are_written_back_and_read_again() {
+        let mut op = NativeWindowSum::restore(initial(Box::new(MemoryBackend::new()), None)).unwrap();
+        let keys: Vec<String> = (0..HELD_LIMIT + 1000).map(|k| format!("k{k}")).collect();
+        let batch_of = |value: &str| {
+            let mut batch = RecordBatch::new();
+            keys.iter().for_each(|key| batch.push(key.as_bytes(), value.as_bytes(), Some(100)));
+            batch
+        };
+        op.process(0, batch_of("1"), InputKind::Keyed).unwrap();
+        assert_eq!(op.held_count, HELD_LIMIT / 2, "kept the half it may");
+        op.process(0, batch_of("2"), InputKind::Keyed).unwrap();
+        let out = fired(op.advance_watermark(999).unwrap());
+        assert_eq!(out.len(), keys.len());
+        assert!(out.iter().all(|(_, v)| v == r#"{"start":0,"end":1000,"value":3.0}"#), "every window has both events");
         assert!(op.state.is_empty().unwrap(), "fired windows are deleted from the backend");
     }
 
