@@ -14,6 +14,12 @@
 //! input left behind (one running far ahead in event time opens thousands)
 //! leaves memory before the ones being filled. A fired window the host
 //! holds is deleted there when its call ends, and leaves memory with it.
+//!
+//! On empty state (`weir.state = empty`) the store knows what the host
+//! holds that it does not: exactly the windows it forgot, whose starts it
+//! keeps per key (8 bytes each, against a held window's ~40). Only those are
+//! ever asked for — not every new window, which after a first eviction
+//! would otherwise cost a host read each (with RocksDB, a database read).
 //! What reaches the host is exactly what the map state would have held:
 //! entry `start` (decimal) of the key, the JSON of `(end, accumulator,
 //! fired)`; a savepoint cannot tell the two apart.
@@ -70,6 +76,10 @@ pub(crate) struct KeyIndex(u32);
 /// in event time a key has hundreds open and others open near the front.
 struct KeyWindows<Acc> {
     windows: VecDeque<(i64, HeldWindow<Acc>)>,
+    /// Starts of this key's windows that were forgotten while the host
+    /// held them, sorted (tracked only while the store knows what the host
+    /// holds, see [`WindowStore::forgotten`]).
+    forgotten: Vec<i64>,
     /// Where the last search found a window. The next one searched for is
     /// often there or just after: the window an input is filling behind
     /// older ones still open, or windows firing in turn behind those just
@@ -79,7 +89,19 @@ struct KeyWindows<Acc> {
 
 impl<Acc> KeyWindows<Acc> {
     fn new() -> Self {
-        KeyWindows { windows: VecDeque::new(), hint: Cell::new(0) }
+        KeyWindows { windows: VecDeque::new(), forgotten: Vec::new(), hint: Cell::new(0) }
+    }
+
+    /// Drops the mark of a forgotten window (it is held again, or known
+    /// absent); whether there was one.
+    fn unforget(&mut self, start: i64) -> bool {
+        match self.forgotten.binary_search(&start) {
+            Ok(at) => {
+                self.forgotten.remove(at);
+                true
+            }
+            Err(_) => false,
+        }
     }
 
     /// Where the window starting at `start` is (`Err`: where it would go).
@@ -138,11 +160,18 @@ pub(crate) struct WindowStore<Acc> {
     /// lying in their key's deque until a write-back — where a key's
     /// removed windows in front of its live ones would slow every search.
     removed: Vec<(KeyIndex, i64)>,
-    /// Whether the host holds no window this store does not: the instance
-    /// started on empty state and nothing was evicted since. Then a window
-    /// not held does not exist, and is not asked for.
-    only_ours: bool,
+    /// How many windows the keys' `forgotten` lists name, or `None` when
+    /// the store does not know what the host holds (the instance restored,
+    /// or too many were forgotten to list): then any window not held may be
+    /// there. With `Some`, the host holds exactly the held windows it was
+    /// given and the forgotten ones; a window neither held nor forgotten
+    /// does not exist, and is not asked for.
+    forgotten: Option<usize>,
 }
+
+/// Forgotten windows listed at most (8 bytes each) before the store stops
+/// listing them and asks the host for every window it does not hold.
+const FORGOTTEN_LIMIT: usize = 4 * crate::state::RESIDENT_LIMIT;
 
 impl<Acc: Serialize + DeserializeOwned + 'static> WindowStore<Acc> {
     pub fn new(name: &str, raw: Box<dyn RawMapState>, start: HostStart) -> Self {
@@ -153,24 +182,54 @@ impl<Acc: Serialize + DeserializeOwned + 'static> WindowStore<Acc> {
             held: 0,
             clock: CallClock::default(),
             removed: Vec::new(),
-            only_ours: start == HostStart::Empty,
+            forgotten: (start == HostStart::Empty).then_some(0),
         }
     }
 
     /// Whether every window the host has for this store is held here (the
-    /// instance started on empty state and has evicted nothing): then a
-    /// window not held does not exist, and need not be asked for.
+    /// instance started on empty state and forgot none the host has): then
+    /// a window not held does not exist, and need not be asked for.
     pub fn holds_all(&self) -> bool {
-        self.only_ours
+        self.forgotten == Some(0)
+    }
+
+    /// Whether the host may hold `key`'s window at `start`, which is not
+    /// held here.
+    pub fn may_be_stored(&self, key: KeyIndex, start: i64) -> bool {
+        match self.forgotten {
+            None => true,
+            Some(0) => false,
+            Some(_) => self.keys.get(key.0).forgotten.binary_search(&start).is_ok(),
+        }
     }
 
     /// Holds the window `(slot, key, start, end)` as absent if it is not
-    /// held, and lists it in `wanted` for [`WindowStore::fetch`]: at once,
-    /// so that it is asked for once.
+    /// held, and lists it in `wanted` for [`WindowStore::fetch`] if the host
+    /// may have it: at once, so that it is asked for once.
     pub fn want(&mut self, (slot, key, start, end): (u32, KeyIndex, i64, i64), wanted: &mut Vec<(u32, KeyIndex, i64)>) {
         if !self.contains(key, start) {
+            if self.may_be_stored(key, start) {
+                wanted.push((slot, key, start));
+            }
             self.insert(key, start, HeldWindow::loaded(end, None));
-            wanted.push((slot, key, start));
+        }
+    }
+
+    /// Holds a window just read from the host (`loaded`), which is no
+    /// longer a forgotten one.
+    pub fn insert_loaded(&mut self, key: KeyIndex, start: i64, window: HeldWindow<Acc>) {
+        self.remembered(key, start);
+        self.insert(key, start, window);
+    }
+
+    /// `key`'s window at `start` is held again (or known absent): no
+    /// longer listed as forgotten.
+    fn remembered(&mut self, key: KeyIndex, start: i64) {
+        if let Some(count) = &mut self.forgotten
+            && *count > 0
+            && self.keys.get_mut(key.0).unforget(start)
+        {
+            *count -= 1;
         }
     }
 
@@ -179,12 +238,15 @@ impl<Acc: Serialize + DeserializeOwned + 'static> WindowStore<Acc> {
     /// has replace them. On failure they are dropped again, so that no
     /// later call takes them for absent.
     pub fn fetch(&mut self, wanted: &[(u32, KeyIndex, i64)]) -> Result<(), Error> {
-        if wanted.is_empty() || self.only_ours {
-            // (Absent, as the placeholders say.)
+        if wanted.is_empty() {
             return Ok(());
         }
         let fetched = self.read_from_host(wanted);
-        if fetched.is_err() {
+        if fetched.is_ok() {
+            for &(_, key, start) in wanted {
+                self.remembered(key, start);
+            }
+        } else {
             // Still the absent placeholders (nothing is replaced unless all
             // was read): never stored, so removing drops them from memory.
             for &(_, key, start) in wanted {
@@ -210,7 +272,7 @@ impl<Acc: Serialize + DeserializeOwned + 'static> WindowStore<Acc> {
             }
         }
         for (key, start, (end, acc, fired)) in stored {
-            self.insert(key, start, HeldWindow::loaded(end, Some((acc, fired))));
+            self.insert_loaded(key, start, HeldWindow::loaded(end, Some((acc, fired))));
         }
         Ok(())
     }
@@ -282,8 +344,20 @@ impl<Acc: Serialize + DeserializeOwned + 'static> WindowStore<Acc> {
         self.removed.clear();
         self.keys.begin_call();
         self.clock.tick();
-        if self.keys.len() > 2 * self.held + 1024 {
-            self.keys.retain(|key| !key.windows.is_empty());
+        let listed = self.held + self.forgotten.unwrap_or(0);
+        if self.keys.len() > 2 * listed + 1024 {
+            self.keys.retain(|key| !key.windows.is_empty() || !key.forgotten.is_empty());
+        }
+    }
+}
+
+impl<Acc> WindowStore<Acc> {
+    /// Stops listing forgotten windows (too many to hold even their
+    /// starts): from now on any window not held is asked for.
+    fn forget_what_was_forgotten(&mut self) {
+        self.forgotten = None;
+        for key in self.keys.values_mut() {
+            key.forgotten = Vec::new();
         }
     }
 }
@@ -389,13 +463,30 @@ impl<Acc: Serialize + DeserializeOwned + 'static> Resident for WindowStore<Acc> 
         let stamps = self.keys.iter().flat_map(|(_, key)| key.windows.iter().map(|(_, held)| held.used));
         let Some(cold) = self.clock.eviction_age(stamps, keep) else { return };
         let clock = self.clock;
-        self.only_ours = false;
-        let mut held = 0;
+        let listing = self.forgotten.is_some();
+        let (mut held, mut forgotten) = (0, 0);
         for key in self.keys.values_mut() {
-            key.windows.retain(|(_, window)| window.changed || clock.age(window.used) < cold);
-            held += key.windows.len();
+            let KeyWindows { windows, forgotten: list, .. } = key;
+            let before = list.len();
+            windows.retain(|(start, window)| {
+                let keep = window.changed || clock.age(window.used) < cold;
+                if !keep && window.stored && listing {
+                    list.push(*start);
+                }
+                keep
+            });
+            if list.len() > before {
+                list.sort_unstable();
+                list.dedup();
+            }
+            held += windows.len();
+            forgotten += list.len();
         }
         self.held = held;
+        self.forgotten = self.forgotten.map(|_| forgotten);
+        if forgotten > FORGOTTEN_LIMIT {
+            self.forget_what_was_forgotten();
+        }
     }
 }
 
@@ -539,6 +630,55 @@ mod tests {
         let held: Vec<i64> = (0..10).map(|s| s * 1000).filter(|&start| store.contains(key, start)).collect();
         assert_eq!(held, [0, 1000, 8000, 9000], "the three youngest, and the one not written back");
         assert_eq!(store.len(), 4);
+    }
+
+    /// On empty state the store asks the host only for windows it forgot
+    /// while the host held them: a new window is known absent, a forgotten
+    /// one is read back (once), and then none is left to ask for.
+    #[test]
+    fn on_empty_state_only_forgotten_windows_are_asked_for() {
+        let host = Rc::new(RefCell::new(Host::default()));
+        let mut store = WindowStore::<f64>::new("w", Box::new(Map(host.clone())), HostStart::Empty);
+        let key = store.key(0, b"a");
+        store.insert(key, 0, window(1.0));
+        store.insert(key, 1000, HeldWindow::loaded(2000, None)); // absent: not written back
+        assert!(store.holds_all());
+        store.write_back().unwrap();
+        store.begin_call();
+        let key = store.key(0, b"a");
+        store.insert(key, 5000, window(2.0));
+        store.write_back().unwrap();
+        store.evict_cold(1);
+        assert!(!store.holds_all(), "the host has a window no longer held");
+        assert!(store.may_be_stored(key, 0), "forgotten after being written back");
+        assert!(!store.may_be_stored(key, 1000), "never stored");
+        assert!(!store.may_be_stored(key, 9000), "new");
+
+        host.borrow_mut().stored.insert((0, b"0".to_vec()), b"[1000,1.0,false]".to_vec());
+        let mut wanted = Vec::new();
+        for start in [0, 1000, 9000] {
+            store.want((0, key, start, start + 1000), &mut wanted);
+        }
+        assert_eq!(wanted, [(0, key, 0)], "only the forgotten window is read");
+        store.fetch(&wanted).unwrap();
+        assert_eq!(store.get_mut(key, 0).and_then(|w| w.window).map(|(acc, _)| acc), Some(1.0));
+        assert!(store.holds_all(), "nothing forgotten any more");
+    }
+
+    /// Past the limit of listed forgotten windows, the store stops listing
+    /// them and asks for every window it does not hold.
+    #[test]
+    fn too_many_forgotten_windows_stop_being_listed() {
+        let mut store = WindowStore::<f64>::new("w", Box::new(Map(Rc::default())), HostStart::Empty);
+        let key = store.key(0, b"a");
+        for start in 0..=FORGOTTEN_LIMIT as i64 {
+            store.insert(key, start, window(1.0));
+        }
+        store.write_back().unwrap();
+        store.begin_call();
+        store.evict_cold(0);
+        assert_eq!(store.forgotten, None);
+        assert!(store.may_be_stored(key, -1), "anything may be stored now");
     }
 
     /// A window the host holds that a call removes is deleted from the

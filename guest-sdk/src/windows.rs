@@ -342,8 +342,8 @@ impl<A: Aggregate> Windows<A> {
         (key, start, end): (KeyIndex, i64, i64),
     ) -> Result<&'s mut HeldWindow<A::Acc>, Error> {
         if !store.contains(key, start) {
-            let window = self.load_window(ctx, store, start, end)?;
-            store.insert(key, start, window);
+            let window = self.load_window(ctx, store, key, start, end)?;
+            store.insert_loaded(key, start, window);
         }
         Ok(store.get_mut(key, start).expect("the window was just loaded"))
     }
@@ -351,8 +351,8 @@ impl<A: Aggregate> Windows<A> {
     /// The current key's window starting at `start` as the host state holds
     /// it, to be held from now on (for operators that do not prefetch: one
     /// host call per window, unless `store` knows the host has none).
-    fn load_window(&self, ctx: &mut Context<'_>, store: &WindowStore<A::Acc>, start: i64, end: i64) -> Result<HeldWindow<A::Acc>, Error> {
-        if store.holds_all() {
+    fn load_window(&self, ctx: &mut Context<'_>, store: &WindowStore<A::Acc>, key: KeyIndex, start: i64, end: i64) -> Result<HeldWindow<A::Acc>, Error> {
+        if !store.may_be_stored(key, start) {
             return Ok(HeldWindow::loaded(end, None));
         }
         Ok(match self.by_start.get(ctx, start)? {
@@ -465,9 +465,9 @@ impl<A: Aggregate> Windows<A> {
             let opened = match store.get_mut(key, start) {
                 Some(held) => self.fold(held, input.clone(), at, &mut updated),
                 None => {
-                    let mut held = self.load_window(ctx, &store, start, end)?;
+                    let mut held = self.load_window(ctx, &store, key, start, end)?;
                     let opened = self.fold(&mut held, input.clone(), at, &mut updated);
-                    store.insert(key, start, held);
+                    store.insert_loaded(key, start, held);
                     opened
                 }
             };
