@@ -9,7 +9,8 @@
 //! Windows reach the state backend (`(end, sum, fired)` as JSON under the
 //! key and the window's start, as the SDK's map state stores them) before
 //! every snapshot or when more are held than [`HELD_LIMIT`]; a fired window
-//! that was stored is deleted from it.
+//! that was stored is deleted from it. On empty state it lists the windows
+//! it forgot while the backend held them, and reads only those back.
 
 use std::collections::VecDeque;
 use std::io::Write;
@@ -30,20 +31,33 @@ pub(super) struct NativeWindowSum {
     timers: TimerService,
     max_parallelism: u32,
     watermark: i64,
-    /// Key → its held windows, ordered by start.
-    held: FxHashMap<Vec<u8>, VecDeque<HeldSum>>,
+    /// Key → its held and forgotten windows.
+    held: FxHashMap<Vec<u8>, KeySums>,
     /// How many windows `held` holds.
     held_count: usize,
-    /// Whether the backend may hold windows `held` does not: the state was
-    /// restored, or windows were forgotten. Until then a window not held
-    /// does not exist (the SDK's `weir.state = empty`).
-    backend_may_hold: bool,
+    /// How many forgotten windows the keys list, or `None` when any window
+    /// not held may be in the backend (the state was restored, or too many
+    /// were forgotten to list) — as the SDK's window store.
+    forgotten: Option<usize>,
     /// Calls so far: when each held window was last used.
     calls: u32,
     /// Reused buffers for backend keys and values.
     stored_key: Vec<u8>,
     value: Vec<u8>,
 }
+
+/// One key's windows.
+#[derive(Default)]
+struct KeySums {
+    /// Held, ordered by start.
+    windows: VecDeque<HeldSum>,
+    /// Starts of those forgotten while the backend held them, sorted.
+    forgotten: Vec<i64>,
+}
+
+/// Forgotten windows listed at most before any window not held counts as
+/// possibly stored: the SDK's limit.
+const FORGOTTEN_LIMIT: usize = 4 * HELD_LIMIT;
 
 /// One open window of a key.
 struct HeldSum {
@@ -61,7 +75,7 @@ impl NativeWindowSum {
     pub(super) fn restore(mut state: InitialState) -> Result<Self, StateError> {
         let (mut registry, timers) = state.meta.map(|m| (m.registry, m.timers)).unwrap_or_default();
         let sums = registry.intern("sums");
-        let backend_may_hold = !state.backend.is_empty()?;
+        let forgotten = state.backend.is_empty()?.then_some(0);
         Ok(NativeWindowSum {
             state: state.backend,
             registry,
@@ -71,7 +85,7 @@ impl NativeWindowSum {
             watermark: i64::MIN,
             held: FxHashMap::default(),
             held_count: 0,
-            backend_may_hold,
+            forgotten,
             calls: 0,
             stored_key: Vec::new(),
             value: Vec::new(),
@@ -82,10 +96,10 @@ impl NativeWindowSum {
     /// registering its timer) if it is new.
     fn add(&mut self, key: &[u8], start: i64, value: f64) -> Result<(), StateError> {
         let used = self.calls;
-        if let Some(windows) = self.held.get_mut(key)
-            && let Ok(at) = windows.binary_search_by_key(&start, |w| w.start)
+        if let Some(sums) = self.held.get_mut(key)
+            && let Ok(at) = sums.windows.binary_search_by_key(&start, |w| w.start)
         {
-            let window = &mut windows[at];
+            let window = &mut sums.windows[at];
             window.sum += value;
             window.changed = true;
             window.used = used;
@@ -95,7 +109,7 @@ impl NativeWindowSum {
         let opened = stored.is_none();
         let mut window = HeldSum { start, sum: stored.unwrap_or(0.0), changed: true, stored: !opened, used };
         window.sum += value;
-        let windows = self.held.entry(key.to_vec()).or_default();
+        let windows = &mut self.held.entry(key.to_vec()).or_default().windows;
         let at = windows.partition_point(|w| w.start < start);
         windows.insert(at, window);
         self.held_count += 1;
@@ -105,16 +119,40 @@ impl NativeWindowSum {
         Ok(())
     }
 
-    /// The sum the backend holds for `key`'s window at `start`, if it may
-    /// hold one.
+    /// The sum the backend holds for `key`'s window at `start` (not held),
+    /// if it may hold one.
     fn read(&mut self, key: &[u8], start: i64) -> Result<Option<f64>, StateError> {
-        if !self.backend_may_hold {
+        if !self.may_be_stored(key, start) {
             return Ok(None);
         }
         let group = HashedKey::new(key, self.max_parallelism).group;
         window_key(&mut self.stored_key, key, start);
         let stored = self.state.get(self.sums, HashedKey::in_group(&self.stored_key, group))?;
-        Ok(stored.and_then(|v| serde_json::from_slice::<(i64, f64, bool)>(v).ok()).map(|(_, sum, _)| sum))
+        let sum = stored.and_then(|v| serde_json::from_slice::<(i64, f64, bool)>(v).ok()).map(|(_, sum, _)| sum);
+        self.unlist(key, start);
+        Ok(sum)
+    }
+
+    /// Whether the backend may hold `key`'s window at `start`.
+    fn may_be_stored(&self, key: &[u8], start: i64) -> bool {
+        match self.forgotten {
+            None => true,
+            Some(0) => false,
+            Some(_) => self.held.get(key).is_some_and(|sums| sums.forgotten.binary_search(&start).is_ok()),
+        }
+    }
+
+    /// `key`'s window at `start` was read from the backend: no longer a
+    /// forgotten one.
+    fn unlist(&mut self, key: &[u8], start: i64) {
+        let (Some(count), Some(sums)) = (&mut self.forgotten, self.held.get_mut(key)) else { return };
+        if let Ok(at) = sums.forgotten.binary_search(&start) {
+            sums.forgotten.remove(at);
+            *count -= 1;
+            if sums.forgotten.is_empty() && sums.windows.is_empty() {
+                self.held.remove(key);
+            }
+        }
     }
 
     /// Fires `key`'s window ending at `end`: its sum, and the window gone
@@ -141,10 +179,10 @@ impl NativeWindowSum {
 
     /// Removes `key`'s window at `start` from memory, if held.
     fn take_held(&mut self, key: &[u8], start: i64) -> Option<HeldSum> {
-        let windows = self.held.get_mut(key)?;
-        let at = windows.binary_search_by_key(&start, |w| w.start).ok()?;
-        let window = windows.remove(at);
-        if windows.is_empty() {
+        let sums = self.held.get_mut(key)?;
+        let at = sums.windows.binary_search_by_key(&start, |w| w.start).ok()?;
+        let window = sums.windows.remove(at);
+        if sums.windows.is_empty() && sums.forgotten.is_empty() {
             self.held.remove(key);
         }
         window
@@ -152,9 +190,9 @@ impl NativeWindowSum {
 
     /// Writes the changed windows to the backend.
     fn write_back(&mut self) -> Result<(), StateError> {
-        for (key, windows) in &mut self.held {
+        for (key, sums) in &mut self.held {
             let group = HashedKey::new(key, self.max_parallelism).group;
-            for window in windows.iter_mut().filter(|w| w.changed) {
+            for window in sums.windows.iter_mut().filter(|w| w.changed) {
                 window_key(&mut self.stored_key, key, window.start);
                 self.value.clear();
                 let end = window.start + WINDOW_MS;
@@ -174,22 +212,37 @@ impl NativeWindowSum {
             return Ok(());
         }
         self.write_back()?;
-        let mut used: Vec<u32> = self.held.values().flatten().map(|w| w.used).collect();
+        let mut used: Vec<u32> = self.held.values().flat_map(|sums| &sums.windows).map(|w| w.used).collect();
         let keep = HELD_LIMIT / 2;
         let (newer, &mut oldest_kept, _) = used.select_nth_unstable_by(keep, |a, b| b.cmp(a));
         // Keep exactly `keep`: those used after `oldest_kept`, and as many
         // used then as there is room for.
         let mut room = keep - newer.iter().filter(|&&u| u > oldest_kept).count();
-        for windows in self.held.values_mut() {
+        let listing = self.forgotten.is_some();
+        for KeySums { windows, forgotten } in self.held.values_mut() {
+            let before = forgotten.len();
             windows.retain(|w| {
                 let tied = w.used == oldest_kept && room > 0;
                 room -= usize::from(tied);
-                w.used > oldest_kept || tied
+                let keep = w.used > oldest_kept || tied;
+                if !keep && w.stored && listing {
+                    forgotten.push(w.start);
+                }
+                keep
             });
+            if forgotten.len() > before {
+                forgotten.sort_unstable();
+                forgotten.dedup();
+            }
         }
-        self.held.retain(|_, windows| !windows.is_empty());
-        self.held_count = self.held.values().map(VecDeque::len).sum();
-        self.backend_may_hold = true;
+        self.held.retain(|_, sums| !sums.windows.is_empty() || !sums.forgotten.is_empty());
+        self.held_count = self.held.values().map(|sums| sums.windows.len()).sum();
+        let forgotten: usize = self.held.values().map(|sums| sums.forgotten.len()).sum();
+        self.forgotten = self.forgotten.map(|_| forgotten);
+        if forgotten > FORGOTTEN_LIMIT {
+            self.forgotten = None;
+            self.held.values_mut().for_each(|sums| sums.forgotten = Vec::new());
+        }
         Ok(())
     }
 }
@@ -308,8 +361,11 @@ mod tests {
         };
         op.process(0, batch_of("1"), InputKind::Keyed).unwrap();
         assert_eq!(op.held_count, HELD_LIMIT / 2, "kept the half it may");
+        assert_eq!(op.forgotten, Some(keys.len() - HELD_LIMIT / 2), "lists what it forgot");
+        assert!(!op.may_be_stored(b"k0", 1000), "a new window is known absent");
         op.process(0, batch_of("2"), InputKind::Keyed).unwrap();
         let out = fired(op.advance_watermark(999).unwrap());
+        assert_eq!(op.forgotten, Some(0), "all read back");
         assert_eq!(out.len(), keys.len());
         assert!(out.iter().all(|(_, v)| v == r#"{"start":0,"end":1000,"value":3.0}"#), "every window has both events");
         assert!(op.state.is_empty().unwrap(), "fired windows are deleted from the backend");
