@@ -271,8 +271,9 @@ impl<Acc: Serialize + DeserializeOwned + 'static> WindowStore<Acc> {
                 stored.push((key, start, decode_value::<(i64, Acc, bool)>(&self.name, bytes)?));
             }
         }
+        // (`fetch` unlists every wanted window as forgotten once all is read.)
         for (key, start, (end, acc, fired)) in stored {
-            self.insert_loaded(key, start, HeldWindow::loaded(end, Some((acc, fired))));
+            self.insert(key, start, HeldWindow::loaded(end, Some((acc, fired))));
         }
         Ok(())
     }
@@ -551,7 +552,11 @@ mod tests {
     }
 
     fn store() -> WindowStore<f64> {
-        WindowStore::new("w", Box::new(Map(Rc::new(RefCell::new(Host::default())))), HostStart::Restored)
+        store_on(&Rc::default(), HostStart::Restored)
+    }
+
+    fn store_on(host: &Rc<RefCell<Host>>, start: HostStart) -> WindowStore<f64> {
+        WindowStore::new("w", Box::new(Map(host.clone())), start)
     }
 
     /// Slots name keys only within a call: the next call may give the same
@@ -638,7 +643,7 @@ mod tests {
     #[test]
     fn on_empty_state_only_forgotten_windows_are_asked_for() {
         let host = Rc::new(RefCell::new(Host::default()));
-        let mut store = WindowStore::<f64>::new("w", Box::new(Map(host.clone())), HostStart::Empty);
+        let mut store = store_on(&host, HostStart::Empty);
         let key = store.key(0, b"a");
         store.insert(key, 0, window(1.0));
         store.insert(key, 1000, HeldWindow::loaded(2000, None)); // absent: not written back
@@ -669,7 +674,7 @@ mod tests {
     /// them and asks for every window it does not hold.
     #[test]
     fn too_many_forgotten_windows_stop_being_listed() {
-        let mut store = WindowStore::<f64>::new("w", Box::new(Map(Rc::default())), HostStart::Empty);
+        let mut store = store_on(&Rc::default(), HostStart::Empty);
         let key = store.key(0, b"a");
         for start in 0..=FORGOTTEN_LIMIT as i64 {
             store.insert(key, start, window(1.0));
@@ -687,7 +692,7 @@ mod tests {
     #[test]
     fn removed_windows_are_deleted_from_the_host_when_the_call_ends() {
         let host = Rc::new(RefCell::new(Host::default()));
-        let mut store = WindowStore::<f64>::new("w", Box::new(Map(host.clone())), HostStart::Restored);
+        let mut store = store_on(&host, HostStart::Restored);
         let key = store.key(0, b"a");
         store.insert(key, 0, window(1.0));
         store.insert(key, 1000, window(2.0));
@@ -739,7 +744,7 @@ mod tests {
     fn fetched_windows_hold_the_host_values_and_a_failed_fetch_holds_none() {
         let host = Rc::new(RefCell::new(Host { failures_left: 1, ..Host::default() }));
         host.borrow_mut().stored.insert((0, b"1000".to_vec()), b"[2000,4.5,true]".to_vec());
-        let mut store = WindowStore::<f64>::new("w", Box::new(Map(host.clone())), HostStart::Restored);
+        let mut store = store_on(&host, HostStart::Restored);
         let key = store.key(0, b"a");
         let wanted = [(0, key, 1000), (0, key, 2000)];
         for &(_, key, start) in &wanted {
@@ -763,7 +768,7 @@ mod tests {
     #[test]
     fn a_failed_write_back_is_retried_in_full() {
         let host = Rc::new(RefCell::new(Host { failures_left: 1, ..Host::default() }));
-        let mut store = WindowStore::<f64>::new("w", Box::new(Map(host.clone())), HostStart::Restored);
+        let mut store = store_on(&host, HostStart::Restored);
         for (slot, (key, start)) in [(&b"a"[..], 0), (b"b", 1000)].into_iter().enumerate() {
             let mut held = HeldWindow::loaded(start + 1000, None);
             held.window = Some((2.5, false));

@@ -125,9 +125,8 @@ impl NativeWindowSum {
         if !self.may_be_stored(key, start) {
             return Ok(None);
         }
-        let group = HashedKey::new(key, self.max_parallelism).group;
-        window_key(&mut self.stored_key, key, start);
-        let stored = self.state.get(self.sums, HashedKey::in_group(&self.stored_key, group))?;
+        let entry = window_entry(&mut self.stored_key, key, start, self.max_parallelism);
+        let stored = self.state.get(self.sums, entry)?;
         let sum = stored.and_then(|v| serde_json::from_slice::<(i64, f64, bool)>(v).ok()).map(|(_, sum, _)| sum);
         self.unlist(key, start);
         Ok(sum)
@@ -170,9 +169,8 @@ impl NativeWindowSum {
             }
         };
         if stored {
-            let group = HashedKey::new(key, self.max_parallelism).group;
-            window_key(&mut self.stored_key, key, start);
-            self.state.delete(self.sums, HashedKey::in_group(&self.stored_key, group))?;
+            let entry = window_entry(&mut self.stored_key, key, start, self.max_parallelism);
+            self.state.delete(self.sums, entry)?;
         }
         Ok(sum)
     }
@@ -247,11 +245,19 @@ impl NativeWindowSum {
     }
 }
 
-/// The backend key of `key`'s window starting at `start`.
+/// The backend key of `key`'s window starting at `start`, built in `out`.
 fn window_key(out: &mut Vec<u8>, key: &[u8], start: i64) {
     out.clear();
     out.extend_from_slice(key);
     out.extend_from_slice(&start.to_be_bytes());
+}
+
+/// [`window_key`] in `key`'s key group: the entry the backend stores the
+/// window under.
+fn window_entry<'b>(out: &'b mut Vec<u8>, key: &[u8], start: i64, max_parallelism: u32) -> HashedKey<'b> {
+    let group = HashedKey::new(key, max_parallelism).group;
+    window_key(out, key, start);
+    HashedKey::in_group(out, group)
 }
 
 impl OperatorLogic for NativeWindowSum {
