@@ -119,6 +119,8 @@ pub(crate) struct KeySlab<E> {
     entries: Vec<Option<Keyed<E>>>,
     vacant: Vec<u32>,
     len: usize,
+    /// Bytes of the keys too long to be held inline.
+    long_key_bytes: usize,
     /// This call's key slot → its entry, plus one (0: not found yet;
     /// [`PENDING`] while [`KeySlab::resolve_call`] runs).
     call: Vec<u32>,
@@ -147,6 +149,7 @@ impl<E> Default for KeySlab<E> {
             entries: Vec::new(),
             vacant: Vec::new(),
             len: 0,
+            long_key_bytes: 0,
             call: Vec::new(),
             lookups: Vec::new(),
         }
@@ -157,6 +160,13 @@ impl<E> KeySlab<E> {
     /// How many keys are held.
     pub fn len(&self) -> usize {
         self.len
+    }
+
+    /// About how many bytes the held keys and their values (inline) take:
+    /// an entry, two buckets (the table is at most half full) and a long
+    /// key's bytes.
+    pub fn bytes(&self) -> usize {
+        self.len * (size_of::<Option<Keyed<E>>>() + 2 * size_of::<Bucket>()) + self.long_key_bytes
     }
 
     /// The entry of the key in `slot` of this call, if it was looked up
@@ -330,6 +340,9 @@ impl<E> KeySlab<E> {
         if 2 * (self.len + 1) > self.buckets.len() {
             self.grow();
         }
+        if let KeyBytes::Long(bytes) = &key {
+            self.long_key_bytes += bytes.len();
+        }
         let held = Some(Keyed { key, hash, value });
         let entry = match self.vacant.pop() {
             Some(entry) => {
@@ -375,6 +388,9 @@ impl<E> KeySlab<E> {
         };
         self.vacant.push(entry);
         self.len -= 1;
+        if let KeyBytes::Long(bytes) = &held.key {
+            self.long_key_bytes -= bytes.len();
+        }
         // Backward-shift deletion: pull later buckets of the probe into the
         // hole unless that would put them before their home bucket.
         let mask = self.buckets.len() - 1;

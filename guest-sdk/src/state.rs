@@ -154,16 +154,24 @@ pub(crate) fn decode_stored<V: DeserializeOwned>(kind: &str, name: &str, bytes: 
 
 /// State an SDK type keeps in the instance's memory from call to call, and
 /// writes back to the host in `flush` — which the host calls before every
-/// snapshot — or when it holds more than [`RESIDENT_LIMIT`] entries, after
-/// which it keeps only the entries used most recently.
+/// snapshot — or when the instance's resident state grows past
+/// [`RESIDENT_BYTES`], after which it keeps only the entries used most
+/// recently.
 pub(crate) trait Resident {
     /// Writes every changed entry back to the host.
     fn write_back(&mut self) -> Result<(), Error>;
     /// How many entries it holds.
     fn len(&self) -> usize;
+    /// About how many bytes of the instance's memory it holds: its tables,
+    /// and what its values own beyond their inline size ([`HeapEstimate`]).
+    fn bytes(&self) -> usize;
     /// Forgets (after `write_back`) all but the `keep` entries used most
     /// recently: the others are read from the host again when next used.
     fn evict_cold(&mut self, keep: usize);
+    /// Forgets what it keeps of forgotten entries (a store that lists them
+    /// to know what the host holds), when that alone is too much; between
+    /// calls.
+    fn forget_listings(&mut self) {}
     /// A call (`process`, `on-timers`) begins: what the previous one's key
     /// slots named is stale.
     fn begin_call(&mut self) {}
@@ -209,10 +217,59 @@ impl<R: Resident + 'static> ResidentCell<R> {
     }
 }
 
-/// Entries a [`Resident`] may hold before, at the end of a call, it is
-/// written back and its colder half forgotten: a bound on the instance's
-/// memory. (Small in the SDK's own tests, so that they cross it quickly.)
-pub(crate) const RESIDENT_LIMIT: usize = if cfg!(test) { 1 << 10 } else { 1 << 18 };
+/// Bytes the [`Resident`] states of an instance may hold together before,
+/// at the end of a call, those holding more than their share are written
+/// back and their colder half forgotten: a bound on the instance's memory.
+/// A quarter of the host's default limit of 256 MiB per instance, which
+/// leaves room for the plugin's own data and for encoding a write-back;
+/// about a million windows of a numeric sum. (Small in the SDK's own
+/// tests, so that they cross it quickly.)
+pub(crate) const RESIDENT_BYTES: usize = if cfg!(test) { 64 << 10 } else { 64 << 20 };
+
+/// What held values own on the heap beyond their inline size, estimated
+/// from the size of their JSON when they are written back or sampled
+/// ([`HeapEstimate::wants_sample`]): a number's or
+/// a small struct's JSON is about its inline size (no more), a string's or
+/// a list's about the bytes it owns. Without it, a bound on entries lets
+/// accumulators that grow — a list of samples per window — reach the
+/// instance's memory limit first.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct HeapEstimate {
+    per_entry: usize,
+    /// How many values were held when some were last sampled.
+    sampled_at: usize,
+}
+
+impl HeapEstimate {
+    /// Values measured in a sample.
+    pub const SAMPLE: usize = 16;
+
+    /// Records that `count` values, `inline` bytes each in memory, encoded
+    /// to `encoded` bytes of JSON in all.
+    pub fn measure(&mut self, count: usize, encoded: usize, inline: usize) {
+        if count > 0 {
+            self.per_entry = (encoded / count).saturating_sub(inline);
+        }
+    }
+
+    /// Heap bytes per held value.
+    pub fn per_entry(self) -> usize {
+        self.per_entry
+    }
+
+    /// Whether a store holding `held` values should measure a sample of
+    /// them: each time it holds twice as many as at the last sample, so
+    /// that values owning much count before the first write-back.
+    pub fn wants_sample(self, held: usize) -> bool {
+        held >= 2 * self.sampled_at.max(32)
+    }
+
+    /// Records a sample ([`HeapEstimate::measure`]) taken at `held` values.
+    pub fn sampled(&mut self, held: usize, count: usize, encoded: usize, inline: usize) {
+        self.sampled_at = held;
+        self.measure(count, encoded, inline);
+    }
+}
 
 /// What the host's keyed state held when the instance started (the host's
 /// `weir.state`).
@@ -324,20 +381,42 @@ impl StateStore {
         self.residents.iter().try_for_each(|resident| resident.borrow_mut().write_back())
     }
 
-    /// The call ends: resident states write what should not wait, and
-    /// those that hold too much write back and forget the colder half of
-    /// what they hold.
+    /// The call ends: resident states write what should not wait; if
+    /// together they hold more than [`RESIDENT_BYTES`], those holding more
+    /// than an even share write back and forget the colder half of what
+    /// they hold.
     pub fn end_call_residents(&mut self) -> Result<(), Error> {
+        let mut total = 0;
         for resident in &self.residents {
             let mut resident = resident.borrow_mut();
             resident.end_call()?;
-            if resident.len() > RESIDENT_LIMIT {
-                resident.write_back()?;
-                resident.evict_cold(RESIDENT_LIMIT / 2);
+            total += resident.bytes();
+        }
+        if total <= RESIDENT_BYTES {
+            return Ok(());
+        }
+        let share = RESIDENT_BYTES / self.residents.len();
+        for resident in &self.residents {
+            let mut resident = resident.borrow_mut();
+            if resident.bytes() > share {
+                shrink(&mut *resident, share)?;
             }
         }
         Ok(())
     }
+}
+
+/// Writes `resident` back and forgets the colder half of what it holds —
+/// and what it lists of forgotten entries too if that alone keeps it past
+/// `share` bytes.
+pub(crate) fn shrink(resident: &mut dyn Resident, share: usize) -> Result<(), Error> {
+    resident.write_back()?;
+    let keep = resident.len() / 2;
+    resident.evict_cold(keep);
+    if resident.bytes() > share {
+        resident.forget_listings();
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -287,6 +287,12 @@ impl<T: Operator> TestHarness<T> {
     /// (the operator is flushed first), decoded from JSON.
     pub fn state<S: DeserializeOwned>(&mut self, name: &str, key: impl Encode) -> Option<S> {
         self.flush().expect("the operator writes back what it holds");
+        self.stored_state(name, key)
+    }
+
+    /// [`TestHarness::state`] without the flush: what the host holds while
+    /// the operator may hold newer values.
+    pub(crate) fn stored_state<S: DeserializeOwned>(&self, name: &str, key: impl Encode) -> Option<S> {
         let mut k = Vec::new();
         key.encode(&mut k);
         let states = self.states.borrow();

@@ -9,8 +9,8 @@
 //! of each distinct key's bytes, remembered by the key's slot for the rest
 //! of the call — and reads the keys it does not hold with one `get-many`.
 //! Changed values go back by key (`set-keyed`) when the host calls `flush`
-//! before a snapshot, or when too many are held
-//! ([`crate::state::RESIDENT_LIMIT`]) — the keys used least recently are
+//! before a snapshot, or when the instance holds too much
+//! ([`crate::state::RESIDENT_BYTES`]) — the keys used least recently are
 //! forgotten then, and read again when next used. What reaches the host is
 //! the JSON the per-batch cache wrote: a snapshot cannot tell the two apart.
 
@@ -20,7 +20,7 @@ use serde::de::DeserializeOwned;
 use crate::Error;
 use crate::context::CallKeys;
 use crate::key_slab::KeySlab;
-use crate::state::{CallClock, HostStart, RawValueState, Resident, SlotValues, decode_stored};
+use crate::state::{CallClock, HeapEstimate, HostStart, RawValueState, Resident, SlotValues, decode_stored};
 
 /// One key's value as held.
 pub(crate) struct HeldValue<T> {
@@ -71,6 +71,8 @@ pub(crate) struct ValueStore<T> {
     /// started on empty state and nothing was evicted since. Then a key not
     /// held has no value, and is not asked for.
     only_ours: bool,
+    /// What the values own on the heap.
+    heap: HeapEstimate,
 }
 
 impl<T: Serialize + DeserializeOwned> ValueStore<T> {
@@ -83,6 +85,7 @@ impl<T: Serialize + DeserializeOwned> ValueStore<T> {
             touched: false,
             clock: CallClock::default(),
             only_ours: start == HostStart::Empty,
+            heap: HeapEstimate::default(),
         }
     }
 
@@ -155,6 +158,12 @@ impl<T: Serialize + DeserializeOwned> ValueStore<T> {
         Ok(())
     }
 
+    /// Encodes `value` as the host holds it.
+    fn encode(&self, value: &T, out: &mut Vec<u8>) -> Result<(), Error> {
+        out.clear();
+        serde_json::to_writer(out, value).map_err(|e| Error::State(format!("cannot encode value state `{}`: {e}", self.name)))
+    }
+
     fn decode(&self, bytes: &[u8]) -> Result<T, String> {
         decode_stored("value state", &self.name, bytes)
     }
@@ -168,6 +177,7 @@ impl<T: Serialize + DeserializeOwned> Resident for ValueStore<T> {
         let (mut keys, mut key_offsets) = (Vec::new(), vec![0u32]);
         let mut values = SlotValues::empty();
         let mut encoded = Vec::new();
+        let (mut measured, mut measured_bytes) = (0, 0);
         for (key, held) in self.held.iter() {
             if !held.changed {
                 continue;
@@ -176,10 +186,9 @@ impl<T: Serialize + DeserializeOwned> Resident for ValueStore<T> {
             key_offsets.push(keys.len() as u32);
             match &held.value {
                 Ok(Some(value)) => {
-                    encoded.clear();
-                    serde_json::to_writer(&mut encoded, value)
-                        .map_err(|e| Error::State(format!("cannot encode value state `{}`: {e}", self.name)))?;
+                    self.encode(value, &mut encoded)?;
                     values.push(Some(&encoded));
+                    (measured, measured_bytes) = (measured + 1, measured_bytes + encoded.len());
                 }
                 // Only `set` marks an entry changed, and it leaves a value
                 // or none, never an unreadable one.
@@ -194,11 +203,33 @@ impl<T: Serialize + DeserializeOwned> Resident for ValueStore<T> {
             held.changed = false;
         }
         self.touched = false;
+        self.heap.measure(measured, measured_bytes, size_of::<T>());
         Ok(())
     }
 
     fn len(&self) -> usize {
         self.held.len()
+    }
+
+    fn bytes(&self) -> usize {
+        self.held.bytes() + self.held.len() * self.heap.per_entry()
+    }
+
+    /// Measures what values own, when it is time to sample them.
+    fn end_call(&mut self) -> Result<(), Error> {
+        if self.heap.wants_sample(self.held.len()) {
+            let mut encoded = Vec::new();
+            let (mut measured, mut measured_bytes) = (0, 0);
+            let sample = self.held.iter().filter_map(|(_, held)| held.value.as_ref().ok()?.as_ref());
+            // (A value that cannot be encoded fails its write-back, not this.)
+            for value in sample.take(HeapEstimate::SAMPLE) {
+                if self.encode(value, &mut encoded).is_ok() {
+                    (measured, measured_bytes) = (measured + 1, measured_bytes + encoded.len());
+                }
+            }
+            self.heap.sampled(self.held.len(), measured, measured_bytes, size_of::<T>());
+        }
+        Ok(())
     }
 
     fn begin_call(&mut self) {
@@ -462,12 +493,41 @@ mod tests {
         }
     }
 
-    /// Past the resident limit the values are written back and forgotten
+    struct LongText {
+        text: crate::ValueState<String>,
+    }
+
+    impl crate::Operator for LongText {
+        fn init(_: &crate::Config) -> Result<Self, Error> {
+            Ok(LongText { text: crate::ValueState::new("text") })
+        }
+
+        fn process(&mut self, ctx: &mut crate::Context<'_>, _: &crate::Event<'_>) -> Result<(), Error> {
+            self.text.set(ctx, &"x".repeat(1000))
+        }
+    }
+
+    /// The bound is on bytes, values' own included: a few hundred keys
+    /// whose values own a kilobyte each are past it (a count of entries
+    /// would let them reach the instance's memory limit first).
+    #[test]
+    fn values_that_own_much_are_written_back_sooner() {
+        use crate::testing::{TestEvent, TestHarness};
+        let keys = 2 * crate::state::RESIDENT_BYTES / 1000;
+        let mut harness = TestHarness::<LongText>::new(&[]).unwrap();
+        for chunk in (0..keys).collect::<Vec<_>>().chunks(10) {
+            harness.process(chunk.iter().map(|k| TestEvent::new(format!("k{k}"), ""))).unwrap();
+        }
+        assert_eq!(harness.stored_state::<String>("text", "k0").map(|t| t.len()), Some(1000), "written back without a flush");
+    }
+
+    /// Past the resident bound the values are written back and forgotten
     /// between calls; counting goes on from the host's values.
     #[test]
     fn more_keys_than_the_limit_are_counted_exactly() {
         use crate::testing::{TestEvent, TestHarness};
-        let keys = 3 * crate::state::RESIDENT_LIMIT;
+        // Past the bound: a held count takes more than 16 bytes.
+        let keys = 3 * crate::state::RESIDENT_BYTES / 16;
         let mut harness = TestHarness::<KeyedCount>::new(&[]).unwrap();
         for round in 1..=2u64 {
             for chunk in (0..keys).collect::<Vec<_>>().chunks(700) {

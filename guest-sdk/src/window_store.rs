@@ -9,7 +9,8 @@
 //! the first time it is used (after a start, a restore, or being
 //! forgotten), and changed ones are written back — by key, since the batch
 //! that changed them is gone — when the host calls `flush` before a
-//! snapshot, or when too many are held ([`crate::state::RESIDENT_LIMIT`]);
+//! snapshot, or when the instance holds too much
+//! ([`crate::state::RESIDENT_BYTES`]);
 //! then the windows used least recently are forgotten, so that a window an
 //! input left behind (one running far ahead in event time opens thousands)
 //! leaves memory before the ones being filled. A fired window the host
@@ -39,7 +40,7 @@ use crate::Encode;
 use crate::Error;
 use crate::key_slab::KeySlab;
 use crate::map_state::{RawMapState, decode_value};
-use crate::state::{CallClock, HostStart, Resident, SlotValues};
+use crate::state::{CallClock, HeapEstimate, HostStart, Resident, SlotValues};
 
 /// One window of a key.
 pub(crate) struct HeldWindow<Acc> {
@@ -167,11 +168,14 @@ pub(crate) struct WindowStore<Acc> {
     /// given and the forgotten ones; a window neither held nor forgotten
     /// does not exist, and is not asked for.
     forgotten: Option<usize>,
+    /// What the accumulators own on the heap.
+    heap: HeapEstimate,
 }
 
-/// Forgotten windows listed at most (8 bytes each) before the store stops
-/// listing them and asks the host for every window it does not hold.
-const FORGOTTEN_LIMIT: usize = 4 * crate::state::RESIDENT_LIMIT;
+/// Forgotten windows listed at most (8 bytes each: an eighth of the
+/// instance's bound on resident state) before the store stops listing them
+/// and asks the host for every window it does not hold.
+const FORGOTTEN_LIMIT: usize = crate::state::RESIDENT_BYTES / 64;
 
 impl<Acc: Serialize + DeserializeOwned + 'static> WindowStore<Acc> {
     pub fn new(name: &str, raw: Box<dyn RawMapState>, start: HostStart) -> Self {
@@ -183,6 +187,7 @@ impl<Acc: Serialize + DeserializeOwned + 'static> WindowStore<Acc> {
             clock: CallClock::default(),
             removed: Vec::new(),
             forgotten: (start == HostStart::Empty).then_some(0),
+            heap: HeapEstimate::default(),
         }
     }
 
@@ -347,8 +352,40 @@ impl<Acc: Serialize + DeserializeOwned + 'static> WindowStore<Acc> {
         self.clock.tick();
         let listed = self.held + self.forgotten.unwrap_or(0);
         if self.keys.len() > 2 * listed + 1024 {
-            self.keys.retain(|key| !key.windows.is_empty() || !key.forgotten.is_empty());
+            self.drop_empty_keys();
         }
+    }
+}
+
+impl<Acc: Serialize> WindowStore<Acc> {
+    /// Encodes a window as the host holds it: `(end, accumulator, fired)`.
+    fn encode(end: i64, (acc, fired): &(Acc, bool), out: &mut Vec<u8>) -> Result<(), Error> {
+        out.clear();
+        serde_json::to_writer(out, &(end, acc, fired))
+            .map_err(|e| Error::State(format!("cannot encode a window's accumulator: {e}")))
+    }
+
+    /// Records the encoded size of `count` windows, `encoded` bytes in all.
+    fn measure(&mut self, count: usize, encoded: usize) {
+        self.heap.measure(count, encoded, size_of::<(i64, Acc, bool)>());
+    }
+
+    /// Measures what accumulators own, when it is time to sample them.
+    fn sample_heap(&mut self) {
+        if !self.heap.wants_sample(self.held) {
+            return;
+        }
+        let mut encoded = Vec::new();
+        let (mut count, mut bytes) = (0, 0);
+        let windows = self.keys.iter().flat_map(|(_, key)| key.windows.iter());
+        let sample = windows.filter_map(|(_, held)| Some((held.end, held.window.as_ref()?)));
+        // (One that cannot be encoded fails its write-back, not this.)
+        for (end, window) in sample.take(HeapEstimate::SAMPLE) {
+            if Self::encode(end, window, &mut encoded).is_ok() {
+                (count, bytes) = (count + 1, bytes + encoded.len());
+            }
+        }
+        self.heap.sampled(self.held, count, bytes, size_of::<(i64, Acc, bool)>());
     }
 }
 
@@ -360,6 +397,13 @@ impl<Acc> WindowStore<Acc> {
         for key in self.keys.values_mut() {
             key.forgotten = Vec::new();
         }
+    }
+
+    /// Drops the entries of keys without windows; between calls, as no
+    /// slot may name them after.
+    fn drop_empty_keys(&mut self) {
+        self.keys.retain(|key| !key.windows.is_empty() || !key.forgotten.is_empty());
+        self.keys.begin_call();
     }
 }
 
@@ -398,14 +442,14 @@ impl<Acc: Serialize + DeserializeOwned + 'static> Resident for WindowStore<Acc> 
     fn write_back(&mut self) -> Result<(), Error> {
         let mut writes = KeyedWrites::new();
         let mut encoded = Vec::new();
+        let (mut measured, mut measured_bytes) = (0, 0);
         for (key, entry) in self.keys.iter() {
             for (start, held) in entry.windows.iter().filter(|(_, held)| held.changed) {
                 match &held.window {
-                    Some((acc, fired)) => {
-                        encoded.clear();
-                        serde_json::to_writer(&mut encoded, &(held.end, acc, fired))
-                            .map_err(|e| Error::State(format!("cannot encode a window's accumulator: {e}")))?;
+                    Some(window) => {
+                        Self::encode(held.end, window, &mut encoded)?;
                         writes.push(key, *start, Some(&encoded));
+                        (measured, measured_bytes) = (measured + 1, measured_bytes + encoded.len());
                     }
                     None => writes.push(key, *start, None),
                 }
@@ -425,6 +469,7 @@ impl<Acc: Serialize + DeserializeOwned + 'static> Resident for WindowStore<Acc> 
             held += entry.windows.len();
         }
         self.held = held;
+        self.measure(measured, measured_bytes);
         Ok(())
     }
 
@@ -432,13 +477,20 @@ impl<Acc: Serialize + DeserializeOwned + 'static> Resident for WindowStore<Acc> 
         self.held
     }
 
+    fn bytes(&self) -> usize {
+        let window = size_of::<(i64, HeldWindow<Acc>)>() + self.heap.per_entry();
+        self.keys.bytes() + self.held * window + self.forgotten.unwrap_or(0) * size_of::<i64>()
+    }
+
     fn begin_call(&mut self) {
         WindowStore::begin_call(self);
     }
 
-    /// Deletes the windows the call removed from the host, and drops them.
-    /// (On failure they stay, changed, for the next write-back.)
+    /// Deletes the windows the call removed from the host, and drops them
+    /// (on failure they stay, changed, for the next write-back); measures
+    /// what accumulators own if it is time to.
     fn end_call(&mut self) -> Result<(), Error> {
+        self.sample_heap();
         if self.removed.is_empty() {
             return Ok(());
         }
@@ -488,6 +540,14 @@ impl<Acc: Serialize + DeserializeOwned + 'static> Resident for WindowStore<Acc> 
         if forgotten > FORGOTTEN_LIMIT {
             self.forget_what_was_forgotten();
         }
+    }
+
+    /// Stops listing forgotten windows, and drops the keys held only for
+    /// them: with many keys of a window or two each, those keys would keep
+    /// the store past its bound however few windows it held.
+    fn forget_listings(&mut self) {
+        self.forget_what_was_forgotten();
+        self.drop_empty_keys();
     }
 }
 
@@ -684,6 +744,45 @@ mod tests {
         store.evict_cold(0);
         assert_eq!(store.forgotten, None);
         assert!(store.may_be_stored(key, -1), "anything may be stored now");
+    }
+
+    /// Past its bound a store keeps half its windows; when many keys hold
+    /// a window each, it also drops the keys it would keep only to list
+    /// their forgotten windows — else they alone would hold it past the
+    /// bound, and every call would evict again.
+    #[test]
+    fn shrinking_halves_the_windows_and_drops_keys_kept_for_listings() {
+        let mut store = store_on(&Rc::default(), HostStart::Empty);
+        let keys = crate::state::RESIDENT_BYTES / 16;
+        for k in 0..keys {
+            store.begin_call();
+            let key = store.key(0, format!("k{k}").as_bytes());
+            store.insert(key, 0, window(1.0));
+        }
+        let before = store.bytes();
+        assert!(before > crate::state::RESIDENT_BYTES);
+        crate::state::shrink(&mut store, crate::state::RESIDENT_BYTES).unwrap();
+        assert_eq!(store.len(), keys / 2, "the more recent half");
+        assert_eq!(store.keys.len(), keys / 2, "no key without a window");
+        assert_eq!(store.forgotten, None, "stopped listing");
+        assert!(store.bytes() <= before / 2, "{} of {before} bytes", store.bytes());
+    }
+
+    /// Accumulators count with what they own: a store of large ones is
+    /// past its bound with far fewer windows.
+    #[test]
+    fn bytes_count_what_accumulators_own() {
+        let mut small = store_on(&Rc::default(), HostStart::Restored);
+        let mut large: WindowStore<Vec<f64>> = WindowStore::new("w", Box::new(Map(Rc::default())), HostStart::Restored);
+        let windows = 2000;
+        for start in 0..windows {
+            let key = small.key(0, b"k");
+            small.insert(key, start, window(1.0));
+            let key = large.key(0, b"k");
+            large.insert(key, start, HeldWindow { window: Some((vec![0.5; 100], false)), ..HeldWindow::loaded(start + 1, None) });
+        }
+        large.end_call().unwrap();
+        assert!(large.bytes() > 10 * small.bytes(), "sampled before any write-back: {} vs {}", large.bytes(), small.bytes());
     }
 
     /// A window the host holds that a call removes is deleted from the

@@ -774,10 +774,11 @@ mod tests {
     /// the call (bounding its memory) and read again when used.
     #[test]
     fn windows_beyond_the_memory_bound_are_written_back_and_read_again() {
-        let keys = crate::state::RESIDENT_LIMIT + 1000;
+        // Past the bound: a held window takes more than 16 bytes.
+        let keys = crate::state::RESIDENT_BYTES / 16;
         let mut h = harness(&[]);
         h.process((0..keys).map(|k| event(&format!("k{k}"), 1.0, 10))).unwrap();
-        assert_eq!(h.map_state::<(i64, f64, bool)>("w", "k7", 0i64), Some((1000, 1.0, false)), "written back without a flush");
+        assert_eq!(h.stored_map_state::<(i64, f64, bool)>("w", "k7", 0i64), Some((1000, 1.0, false)), "written back without a flush");
         h.process((0..keys).map(|k| event(&format!("k{k}"), 2.0, 20))).unwrap();
         let fired = results(&h.advance_watermark(999).unwrap());
         assert_eq!(fired.len(), keys);
@@ -788,7 +789,8 @@ mod tests {
     /// one host call for all the timers of a call that fire or expire them.
     #[test]
     fn evicted_windows_are_read_in_one_call_when_their_timers_fire() {
-        let keys = crate::state::RESIDENT_LIMIT + 1000;
+        // Past the bound: a held window takes more than 16 bytes.
+        let keys = crate::state::RESIDENT_BYTES / 16;
         for lateness in ["0", "500"] {
             let mut h = harness(&[("prefetch", "true"), ("lateness", lateness)]);
             // More windows than held, all used in one call: all evicted.

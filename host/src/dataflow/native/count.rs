@@ -2,7 +2,7 @@
 
 use rustc_hash::FxHashMap;
 
-use super::{HELD_LIMIT, native_snapshot, state_failure};
+use super::{HELD_BYTES, map_entry_bytes, native_snapshot, state_failure};
 use crate::connectors::write_decimal;
 use crate::dataflow::{Emitted, OperatorLogic, RecordBatch};
 use crate::plugin::{CallError, CapturedState, InitialState, InputKind};
@@ -12,7 +12,7 @@ use crate::state::{HashedKey, KeyedStateBackend, StateError, StateId, StateRegis
 /// key, stored as decimal text (the JSON of a number), and `(key, count)`
 /// emitted per event — with the state traffic of the SDK's `ValueState`
 /// (counts held between calls, read from the backend on a key's first use,
-/// written back before every snapshot or past [`HELD_LIMIT`] keys) and the
+/// written back before every snapshot or past [`HELD_BYTES`]) and the
 /// same encoding, without the Wasm boundary.
 pub(super) struct NativeCount {
     state: Box<dyn KeyedStateBackend>,
@@ -78,7 +78,8 @@ impl OperatorLogic for NativeCount {
                 offsets.push(data.len() as u32);
             });
         }
-        if self.held.len() > HELD_LIMIT {
+        // (The workload's keys are 8 bytes or fewer.)
+        if self.held.len() * map_entry_bytes::<(u64, bool)>(8) > HELD_BYTES {
             self.write_back().map_err(state_failure)?;
             self.held.clear();
         }

@@ -8,7 +8,7 @@
 //! at its end with the host's [`TimerService`], and the timer fires it.
 //! Windows reach the state backend (`(end, sum, fired)` as JSON under the
 //! key and the window's start, as the SDK's map state stores them) before
-//! every snapshot or when more are held than [`HELD_LIMIT`]; a fired window
+//! every snapshot or when they take more than [`HELD_BYTES`]; a fired window
 //! that was stored is deleted from it. On empty state it lists the windows
 //! it forgot while the backend held them, and reads only those back.
 
@@ -17,7 +17,7 @@ use std::io::Write;
 
 use rustc_hash::FxHashMap;
 
-use super::{HELD_LIMIT, native_snapshot, state_failure};
+use super::{HELD_BYTES, map_entry_bytes, native_snapshot, state_failure};
 use crate::dataflow::{Emitted, OperatorLogic, RecordBatch};
 use crate::plugin::{CallError, CapturedState, InitialState, InputKind};
 use crate::state::{HashedKey, KeyedStateBackend, StateError, StateId, StateRegistry, TimeDomain, TimerService};
@@ -57,7 +57,7 @@ struct KeySums {
 
 /// Forgotten windows listed at most before any window not held counts as
 /// possibly stored: the SDK's limit.
-const FORGOTTEN_LIMIT: usize = 4 * HELD_LIMIT;
+const FORGOTTEN_LIMIT: usize = HELD_BYTES / 64;
 
 /// One open window of a key.
 struct HeldSum {
@@ -203,15 +203,23 @@ impl NativeWindowSum {
         Ok(())
     }
 
-    /// Past [`HELD_LIMIT`] windows: writes back and keeps the more recently
-    /// used half, as the SDK does.
+    /// About the bytes the held windows and forgotten listings take (the
+    /// workload's keys are 8 bytes or fewer).
+    fn held_bytes(&self) -> usize {
+        let windows = self.held_count * size_of::<HeldSum>();
+        let forgotten = self.forgotten.unwrap_or(0) * size_of::<i64>();
+        windows + forgotten + self.held.len() * map_entry_bytes::<KeySums>(8)
+    }
+
+    /// Past [`HELD_BYTES`]: writes back and keeps the more recently used
+    /// half of the windows, as the SDK does.
     fn evict_cold(&mut self) -> Result<(), StateError> {
-        if self.held_count <= HELD_LIMIT {
+        if self.held_bytes() <= HELD_BYTES {
             return Ok(());
         }
         self.write_back()?;
         let mut used: Vec<u32> = self.held.values().flat_map(|sums| &sums.windows).map(|w| w.used).collect();
-        let keep = HELD_LIMIT / 2;
+        let keep = self.held_count / 2;
         let (newer, &mut oldest_kept, _) = used.select_nth_unstable_by(keep, |a, b| b.cmp(a));
         // Keep exactly `keep`: those used after `oldest_kept`, and as many
         // used then as there is room for.
@@ -359,15 +367,16 @@ mod tests {
     #[test]
     fn windows_beyond_the_bound_are_written_back_and_read_again() {
         let mut op = NativeWindowSum::restore(initial(Box::new(MemoryBackend::new()), None)).unwrap();
-        let keys: Vec<String> = (0..HELD_LIMIT + 1000).map(|k| format!("k{k}")).collect();
+        // Past the bound: a window and its key take more than 64 bytes.
+        let keys: Vec<String> = (0..HELD_BYTES / 64).map(|k| format!("k{k}")).collect();
         let batch_of = |value: &str| {
             let mut batch = RecordBatch::new();
             keys.iter().for_each(|key| batch.push(key.as_bytes(), value.as_bytes(), Some(100)));
             batch
         };
         op.process(0, batch_of("1"), InputKind::Keyed).unwrap();
-        assert_eq!(op.held_count, HELD_LIMIT / 2, "kept the half it may");
-        assert_eq!(op.forgotten, Some(keys.len() - HELD_LIMIT / 2), "lists what it forgot");
+        assert_eq!(op.held_count, keys.len() / 2, "kept the more recent half");
+        assert_eq!(op.forgotten, Some(keys.len() - keys.len() / 2), "lists what it forgot");
         assert!(!op.may_be_stored(b"k0", 1000), "a new window is known absent");
         op.process(0, batch_of("2"), InputKind::Keyed).unwrap();
         let out = fired(op.advance_watermark(999).unwrap());
