@@ -81,9 +81,10 @@ fn a_plugin_rejecting_its_config_says_why() {
 }
 
 /// Plugins built with a Rust SDK from before the host passed `weir.state`
-/// call the key unknown: the host starts them without it.
+/// and `weir.memory-limit-mb` call the keys unknown: the host starts them
+/// without those.
 #[test]
-fn a_plugin_refusing_the_hosts_state_key_is_started_without_it() {
+fn a_plugin_refusing_newer_host_keys_is_started_without_them() {
     let dir = JobDir::new();
     run_job(&faulty_job(&dir, "pre-weir-state", ""), &[]).success();
     assert_eq!(dir.read("out.txt").lines().count(), 100, "every event forwarded");

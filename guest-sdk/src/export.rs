@@ -33,7 +33,7 @@ impl<T: Operator> Guest for Adapter<T> {
     fn init(config: Vec<(String, String)>) -> Result<(), OperatorError> {
         let config = Config::from_pairs(config);
         let operator = T::init(&config).map_err(to_wit_error)?;
-        let runtime: Box<dyn Any> = Box::new(Runtime::new(operator, Box::new(HostStates), config.start));
+        let runtime: Box<dyn Any> = Box::new(Runtime::new(operator, Box::new(HostStates), config.start, config.resident_bytes()));
         RUNTIME.with(|slot| *slot.borrow_mut() = Some(runtime));
         Ok(())
     }

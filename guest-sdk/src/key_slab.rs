@@ -163,10 +163,11 @@ impl<E> KeySlab<E> {
     }
 
     /// About how many bytes the held keys and their values (inline) take:
-    /// an entry, two buckets (the table is at most half full) and a long
-    /// key's bytes.
+    /// an entry and two buckets (the table is at most half full), twice —
+    /// the entries and the buckets grow by doubling, so up to half of what
+    /// they hold is room — and a long key's bytes.
     pub fn bytes(&self) -> usize {
-        self.len * (size_of::<Option<Keyed<E>>>() + 2 * size_of::<Bucket>()) + self.long_key_bytes
+        2 * self.len * (size_of::<Option<Keyed<E>>>() + 2 * size_of::<Bucket>()) + self.long_key_bytes
     }
 
     /// The entry of the key in `slot` of this call, if it was looked up

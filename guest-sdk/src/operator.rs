@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::str::FromStr;
 
-use crate::state::HostStart;
+use crate::state::{HostStart, RESIDENT_BYTES};
 use crate::{Batch, Context, Error, Event, Timer, TimerBatch};
 
 /// A stream operator. One value is created per parallel instance by
@@ -72,6 +72,9 @@ pub struct Config {
     /// What the host's keyed state held when the instance started
     /// (`weir.state`).
     pub(crate) start: HostStart,
+    /// The instance's memory limit in MiB (`weir.memory-limit-mb`), if the
+    /// host says.
+    memory_limit_mb: Option<u64>,
 }
 
 impl Config {
@@ -84,7 +87,14 @@ impl Config {
         let task = TaskInfo { subtask: number("subtask"), parallelism: number("parallelism"), attempt: number("attempt") };
         // Without the key (an older host), nothing is known: ask the host.
         let start = if host("state").is_some_and(|v| v == "empty") { HostStart::Empty } else { HostStart::Restored };
-        Config { entries, task, start }
+        let memory_limit_mb = host("memory-limit-mb").and_then(|v| v.parse().ok());
+        Config { entries, task, start, memory_limit_mb }
+    }
+
+    /// Bytes the instance's resident state may hold: an eighth of its
+    /// memory limit, or [`RESIDENT_BYTES`] when the host does not say.
+    pub(crate) fn resident_bytes(&self) -> usize {
+        self.memory_limit_mb.map_or(RESIDENT_BYTES, |mb| usize::try_from(mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX) / 8)
     }
 
     /// Which instance this is (subtask, parallelism, restart attempt).
@@ -157,6 +167,17 @@ mod tests {
         for pairs in [&[("weir.state", "restored")][..], &[]] {
             assert!(Config::from_pairs(pairs.iter().copied()).is_restored(), "{pairs:?}");
         }
+    }
+
+    /// Resident state may take an eighth of the instance's memory limit,
+    /// or the default bound from a host that does not say it.
+    #[test]
+    fn resident_state_is_bounded_by_the_memory_limit() {
+        let limited = |mb: &str| Config::from_pairs([("weir.memory-limit-mb", mb)]).resident_bytes();
+        assert_eq!(limited("256"), 32 << 20);
+        assert_eq!(limited("4096"), 512 << 20);
+        assert_eq!(limited("lots"), RESIDENT_BYTES, "unreadable: the default");
+        assert_eq!(Config::default().resident_bytes(), RESIDENT_BYTES);
     }
 
     #[test]

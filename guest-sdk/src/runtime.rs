@@ -43,8 +43,10 @@ pub(crate) struct Runtime<T> {
 }
 
 impl<T: Operator> Runtime<T> {
-    pub fn new(operator: T, host: Box<dyn StateHost>, start: HostStart) -> Self {
-        Runtime { operator, states: StateStore::new(host, start), outputs: Outputs::default() }
+    /// An instance of `operator` whose state is `host`'s, which started as
+    /// `start` says; its resident state may hold `resident_bytes`.
+    pub fn new(operator: T, host: Box<dyn StateHost>, start: HostStart, resident_bytes: usize) -> Self {
+        Runtime { operator, states: StateStore::new(host, start, resident_bytes), outputs: Outputs::default() }
     }
 
     /// Runs the operator over every event of `batch`, then writes state back.

@@ -31,6 +31,13 @@ impl SlotValues {
         SlotValues { present: Vec::new(), data: Vec::new(), offsets: vec![0] }
     }
 
+    /// Empties it, keeping its buffers.
+    pub(crate) fn clear(&mut self) {
+        self.present.clear();
+        self.data.clear();
+        self.offsets.truncate(1);
+    }
+
     /// Appends one value, or its absence.
     pub(crate) fn push(&mut self, value: Option<&[u8]>) {
         self.present.push(value.is_some());
@@ -220,11 +227,22 @@ impl<R: Resident + 'static> ResidentCell<R> {
 /// Bytes the [`Resident`] states of an instance may hold together before,
 /// at the end of a call, those holding more than their share are written
 /// back and their colder half forgotten: a bound on the instance's memory.
-/// A quarter of the host's default limit of 256 MiB per instance, which
-/// leaves room for the plugin's own data and for encoding a write-back;
-/// about a million windows of a numeric sum. (Small in the SDK's own
-/// tests, so that they cross it quickly.)
-pub(crate) const RESIDENT_BYTES: usize = if cfg!(test) { 64 << 10 } else { 64 << 20 };
+/// The bound is an eighth of the instance's memory limit, which the host
+/// passes as `weir.memory-limit-mb` ([`Config::resident_bytes`]): the
+/// estimate counts what entries hold, not the slack of tables that grow by
+/// doubling nor the buffers of a write-back (which the host copies again),
+/// and the plugin needs room for its own data. This is the bound when the
+/// host does not say — an eighth of its default limit of 256 MiB, about
+/// 800 000 windows of a numeric sum or 450 000 counts. (Small in the SDK's
+/// own tests, so that they cross it quickly.)
+///
+/// [`Config::resident_bytes`]: crate::Config::resident_bytes
+pub(crate) const RESIDENT_BYTES: usize = if cfg!(test) { 64 << 10 } else { 32 << 20 };
+
+/// Entries a write-back sends to the host in one call, so that its buffers
+/// — and the host's copies of them — stay small however much is held.
+/// (Small in the SDK's own tests, so that they write in several.)
+pub(crate) const WRITE_BACK_CHUNK: usize = if cfg!(test) { 64 } else { 16_384 };
 
 /// What held values own on the heap beyond their inline size, estimated
 /// from the size of their JSON when they are written back or sampled
@@ -339,10 +357,12 @@ pub(crate) struct StateStore {
     pub(crate) maps: Vec<MapCache>,
     residents: Vec<Rc<RefCell<dyn Resident>>>,
     start: HostStart,
+    /// Bytes the residents may hold together ([`RESIDENT_BYTES`]).
+    resident_bytes: usize,
 }
 
 impl StateStore {
-    pub fn new(host: Box<dyn StateHost>, start: HostStart) -> Self {
+    pub fn new(host: Box<dyn StateHost>, start: HostStart, resident_bytes: usize) -> Self {
         static NEXT_ID: AtomicU64 = AtomicU64::new(0);
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         StateStore {
@@ -354,6 +374,7 @@ impl StateStore {
             maps: Vec::new(),
             residents: Vec::new(),
             start,
+            resident_bytes,
         }
     }
 
@@ -382,7 +403,7 @@ impl StateStore {
     }
 
     /// The call ends: resident states write what should not wait; if
-    /// together they hold more than [`RESIDENT_BYTES`], those holding more
+    /// together they hold more than their bound, those holding more
     /// than an even share write back and forget the colder half of what
     /// they hold.
     pub fn end_call_residents(&mut self) -> Result<(), Error> {
@@ -392,10 +413,10 @@ impl StateStore {
             resident.end_call()?;
             total += resident.bytes();
         }
-        if total <= RESIDENT_BYTES {
+        if total <= self.resident_bytes {
             return Ok(());
         }
-        let share = RESIDENT_BYTES / self.residents.len();
+        let share = self.resident_bytes / self.residents.len();
         for resident in &self.residents {
             let mut resident = resident.borrow_mut();
             if resident.bytes() > share {

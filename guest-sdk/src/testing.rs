@@ -133,10 +133,12 @@ impl<T: Operator> TestHarness<T> {
     }
 
     fn starting(config: &[(&str, &str)], states: TestStates, start: HostStart) -> Result<Self, Error> {
-        let operator = T::init(&Config::from_pairs(config.iter().copied()))?;
+        let config = Config::from_pairs(config.iter().copied());
+        let operator = T::init(&config)?;
         let states = Rc::new(RefCell::new(states));
         let host = Box::new(TestHost(states.clone()));
-        Ok(TestHarness { runtime: Runtime::new(operator, host, start), states, watermark: i64::MIN, processing_time: 0 })
+        let runtime = Runtime::new(operator, host, start, config.resident_bytes());
+        Ok(TestHarness { runtime, states, watermark: i64::MIN, processing_time: 0 })
     }
 
     /// Processes `events` as one batch on input 0.

@@ -20,7 +20,7 @@ use serde::de::DeserializeOwned;
 use crate::Error;
 use crate::context::CallKeys;
 use crate::key_slab::KeySlab;
-use crate::state::{CallClock, HeapEstimate, HostStart, RawValueState, Resident, SlotValues, decode_stored};
+use crate::state::{CallClock, HeapEstimate, HostStart, RawValueState, Resident, SlotValues, WRITE_BACK_CHUNK, decode_stored};
 
 /// One key's value as held.
 pub(crate) struct HeldValue<T> {
@@ -169,36 +169,70 @@ impl<T: Serialize + DeserializeOwned> ValueStore<T> {
     }
 }
 
+/// Values to write to the host in one `set-keyed`, column-wise.
+struct KeyedValues {
+    keys: Vec<u8>,
+    key_offsets: Vec<u32>,
+    values: SlotValues,
+}
+
+impl KeyedValues {
+    fn new() -> Self {
+        KeyedValues { keys: Vec::new(), key_offsets: vec![0], values: SlotValues::empty() }
+    }
+
+    /// Sets (`Some`) or clears (`None`) the value of `key`.
+    fn push(&mut self, key: &[u8], value: Option<&[u8]>) {
+        self.keys.extend_from_slice(key);
+        self.key_offsets.push(self.keys.len() as u32);
+        self.values.push(value);
+    }
+
+    fn len(&self) -> usize {
+        self.key_offsets.len() - 1
+    }
+
+    /// Sends what was pushed, if anything, and empties it.
+    fn send(&mut self, raw: &dyn RawValueState) -> Result<(), Error> {
+        if self.len() > 0 {
+            raw.set_keyed(&self.keys, &self.key_offsets, &self.values)?;
+            self.keys.clear();
+            self.key_offsets.truncate(1);
+            self.values.clear();
+        }
+        Ok(())
+    }
+}
+
 impl<T: Serialize + DeserializeOwned> Resident for ValueStore<T> {
     fn write_back(&mut self) -> Result<(), Error> {
         if !self.touched {
             return Ok(());
         }
-        let (mut keys, mut key_offsets) = (Vec::new(), vec![0u32]);
-        let mut values = SlotValues::empty();
+        let mut writes = KeyedValues::new();
         let mut encoded = Vec::new();
         let (mut measured, mut measured_bytes) = (0, 0);
         for (key, held) in self.held.iter() {
             if !held.changed {
                 continue;
             }
-            keys.extend_from_slice(key);
-            key_offsets.push(keys.len() as u32);
             match &held.value {
                 Ok(Some(value)) => {
                     self.encode(value, &mut encoded)?;
-                    values.push(Some(&encoded));
+                    writes.push(key, Some(&encoded));
                     (measured, measured_bytes) = (measured + 1, measured_bytes + encoded.len());
                 }
                 // Only `set` marks an entry changed, and it leaves a value
                 // or none, never an unreadable one.
-                Ok(None) | Err(_) => values.push(None),
+                Ok(None) | Err(_) => writes.push(key, None),
+            }
+            if writes.len() == WRITE_BACK_CHUNK {
+                writes.send(self.raw.as_ref())?;
             }
         }
-        if key_offsets.len() > 1 {
-            // On failure every entry stays changed: the next flush retries.
-            self.raw.set_keyed(&keys, &key_offsets, &values)?;
-        }
+        // On failure every entry stays changed: the next flush writes them
+        // all again.
+        writes.send(self.raw.as_ref())?;
         for held in self.held.values_mut() {
             held.changed = false;
         }
@@ -519,6 +553,21 @@ mod tests {
             harness.process(chunk.iter().map(|k| TestEvent::new(format!("k{k}"), ""))).unwrap();
         }
         assert_eq!(harness.stored_state::<String>("text", "k0").map(|t| t.len()), Some(1000), "written back without a flush");
+    }
+
+    /// The bound is an eighth of the memory limit the host gives the
+    /// instance: with 2 MiB, the values above fit.
+    #[test]
+    fn the_bound_follows_the_instances_memory_limit() {
+        use crate::testing::{TestEvent, TestHarness};
+        let keys = 2 * crate::state::RESIDENT_BYTES / 1000;
+        assert!(keys * 2000 < (2 << 20) / 8, "room for what entries take besides");
+        let mut harness = TestHarness::<LongText>::new(&[("weir.memory-limit-mb", "2")]).unwrap();
+        for chunk in (0..keys).collect::<Vec<_>>().chunks(10) {
+            harness.process(chunk.iter().map(|k| TestEvent::new(format!("k{k}"), ""))).unwrap();
+        }
+        assert_eq!(harness.stored_state::<String>("text", "k0"), None, "held, not written back");
+        assert_eq!(harness.state::<String>("text", "k0").map(|t| t.len()), Some(1000), "written back by a flush");
     }
 
     /// Past the resident bound the values are written back and forgotten

@@ -40,7 +40,7 @@ use crate::Encode;
 use crate::Error;
 use crate::key_slab::KeySlab;
 use crate::map_state::{RawMapState, decode_value};
-use crate::state::{CallClock, HeapEstimate, HostStart, Resident, SlotValues};
+use crate::state::{CallClock, HeapEstimate, HostStart, Resident, SlotValues, WRITE_BACK_CHUNK};
 
 /// One window of a key.
 pub(crate) struct HeldWindow<Acc> {
@@ -430,11 +430,21 @@ impl KeyedWrites {
         self.values.push(value);
     }
 
-    fn send(&self, raw: &dyn RawMapState) -> Result<(), Error> {
-        if self.key_offsets.len() == 1 {
-            return Ok(());
+    fn len(&self) -> usize {
+        self.key_offsets.len() - 1
+    }
+
+    /// Sends what was pushed, if anything, and empties it.
+    fn send(&mut self, raw: &dyn RawMapState) -> Result<(), Error> {
+        if self.len() > 0 {
+            raw.set_keyed(&self.keys, &self.key_offsets, &self.sub_keys, &self.sub_key_offsets, &self.values)?;
+            self.keys.clear();
+            self.key_offsets.truncate(1);
+            self.sub_keys.clear();
+            self.sub_key_offsets.truncate(1);
+            self.values.clear();
         }
-        raw.set_keyed(&self.keys, &self.key_offsets, &self.sub_keys, &self.sub_key_offsets, &self.values)
+        Ok(())
     }
 }
 
@@ -453,9 +463,13 @@ impl<Acc: Serialize + DeserializeOwned + 'static> Resident for WindowStore<Acc> 
                     }
                     None => writes.push(key, *start, None),
                 }
+                if writes.len() == WRITE_BACK_CHUNK {
+                    writes.send(self.raw.as_ref())?;
+                }
             }
         }
-        // On failure every window stays changed: the next flush retries.
+        // On failure every window stays changed: the next flush writes
+        // them all again.
         writes.send(self.raw.as_ref())?;
         self.removed.clear();
         let mut held = 0;
@@ -558,11 +572,14 @@ mod tests {
 
     use super::*;
 
-    /// A host whose first calls fail; records what it accepted, and answers
-    /// reads from `stored` by (slot, sub-key).
+    /// A host whose first calls fail (and the write numbered `failing_write`,
+    /// from 0); records what it accepted, and answers reads from `stored` by
+    /// (slot, sub-key).
     #[derive(Default)]
     struct Host {
         failures_left: usize,
+        failing_write: Option<usize>,
+        writes: usize,
         written: Vec<(Vec<u8>, Vec<u8>, Option<Vec<u8>>)>,
         stored: std::collections::HashMap<(u32, Vec<u8>), Vec<u8>>,
     }
@@ -591,8 +608,9 @@ mod tests {
         }
         fn set_keyed(&self, keys: &[u8], key_offsets: &[u32], sub_keys: &[u8], offsets: &[u32], values: &SlotValues) -> Result<(), Error> {
             let mut host = self.0.borrow_mut();
-            if host.failures_left > 0 {
-                host.failures_left -= 1;
+            host.writes += 1;
+            if host.failures_left > 0 || host.failing_write == Some(host.writes - 1) {
+                host.failures_left = host.failures_left.saturating_sub(1);
                 return Err(Error::State("host unavailable".into()));
             }
             for i in 0..key_offsets.len() - 1 {
@@ -883,5 +901,27 @@ mod tests {
         assert_eq!(written, vec![(b"a".to_vec(), b"0".to_vec(), value(1000)), (b"b".to_vec(), b"1000".to_vec(), value(2000))]);
         store.write_back().unwrap();
         assert_eq!(host.borrow().written.len(), 2, "nothing changed since");
+    }
+
+    /// Many changed windows go to the host in several calls; when one
+    /// fails, they all stay changed, and the next write-back sends them all.
+    #[test]
+    fn a_large_write_back_is_sent_in_chunks() {
+        let host = Rc::new(RefCell::new(Host { failing_write: Some(1), ..Host::default() }));
+        let mut store = store_on(&host, HostStart::Restored);
+        let windows = 2 * crate::state::WRITE_BACK_CHUNK + 10;
+        let key = store.key(0, b"a");
+        for start in 0..windows as i64 {
+            store.insert(key, start, window(1.0));
+        }
+        assert!(store.write_back().is_err(), "the second chunk fails");
+        assert_eq!(host.borrow().written.len(), crate::state::WRITE_BACK_CHUNK, "the first was written");
+        host.borrow_mut().written.clear();
+        store.write_back().unwrap();
+        assert_eq!(host.borrow().writes, 2 + 3, "three chunks");
+        let mut starts: Vec<Vec<u8>> = host.borrow().written.iter().map(|(_, start, _)| start.clone()).collect();
+        starts.sort();
+        starts.dedup();
+        assert_eq!(starts.len(), windows, "every window, once");
     }
 }

@@ -29,7 +29,7 @@ use crate::control::SavepointInfo;
 use crate::savepoint::{JobDescription, NodeDescription, Savepoint, SavepointError};
 use crate::job::{JobGraph, Node, NodeKind, OperatorNode, Partitioning};
 use crate::plugin::{
-    CallError, InitialState, InputKind, LoadedPlugin, OperatorInstance, PluginEngine, PluginError, decode_meta,
+    CallError, InitialState, InputKind, Limits, LoadedPlugin, OperatorInstance, PluginEngine, PluginError, decode_meta,
 };
 use crate::state::{StateError, key_group_range, open_backend, read_verified, restore_backend};
 
@@ -695,7 +695,7 @@ impl<'a> Builder<'a> {
         }
         let plugin = self.plugins[node.id.0].as_ref().expect("operators have a loaded plugin");
         let empty = state.backend.is_empty().map_err(|e| failed(format!("its keyed state cannot be read: {e}")))?;
-        let config = instance_config(config, node.parallelism, subtask, self.attempt, empty);
+        let config = instance_config(config, limits, node.parallelism, subtask, self.attempt, empty);
         OperatorInstance::new(self.engine, plugin, *limits, state, &config)
             .map(|instance| Box::new(instance) as Box<dyn OperatorLogic>)
             .map_err(|error: CallError| failed(error.to_string()))
@@ -740,9 +740,12 @@ impl<'a> Builder<'a> {
 /// An operator's config with the host's `weir.*` keys added (sorted by key).
 /// `weir.state` is `empty` when the subtask's keyed state starts with
 /// nothing in it — so that an SDK may take what it has not written itself
-/// for absent, without asking — and `restored` otherwise.
+/// for absent, without asking — and `restored` otherwise;
+/// `weir.memory-limit-mb` is the instance's memory limit, which an SDK
+/// bounds the state it holds in memory by.
 pub fn instance_config(
     config: &[(String, String)],
+    limits: &Limits,
     parallelism: u32,
     subtask: u32,
     attempt: u32,
@@ -750,6 +753,7 @@ pub fn instance_config(
 ) -> Vec<(String, String)> {
     let mut config = config.to_vec();
     config.push(("weir.attempt".into(), attempt.to_string()));
+    config.push(("weir.memory-limit-mb".into(), (limits.memory_bytes >> 20).to_string()));
     config.push(("weir.parallelism".into(), parallelism.to_string()));
     config.push(("weir.state".into(), if state_empty { "empty" } else { "restored" }.into()));
     config.push(("weir.subtask".into(), subtask.to_string()));

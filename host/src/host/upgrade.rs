@@ -144,7 +144,7 @@ pub(super) fn check_state(
     let NodeKind::Operator(op) = &node.kind else { unreachable!("the uid is an operator's") };
     let backend = open_backend(BackendKind::Memory, &std::env::temp_dir()).map_err(|e| e.to_string())?;
     let state = InitialState { backend, meta: None, max_parallelism: graph.max_parallelism, key_groups: 0..graph.max_parallelism };
-    let config = instance_config(&op.config, node.parallelism, 0, 0, true);
+    let config = instance_config(&op.config, &op.limits, node.parallelism, 0, 0, true);
     let mut instance = OperatorInstance::new(engine, plugin, op.limits, state, &config)
         .map_err(|e| format!("it fails to start: {e}"))?;
     let mut values: BTreeMap<(String, bool), Vec<Vec<u8>>> = BTreeMap::new();

@@ -44,6 +44,10 @@ pub struct CapturedState {
     pub keyed: Box<dyn StateSnapshot>,
 }
 
+/// The host keys of the first Rust SDK, which refuses others as unknown
+/// config ([`OperatorInstance::init_with_host_keys`]).
+const FIRST_HOST_KEYS: [&str; 3] = ["weir.attempt", "weir.parallelism", "weir.subtask"];
+
 /// A plugin instance with its own store, limits and keyed state.
 pub struct OperatorInstance {
     store: Store<PluginState>,
@@ -81,14 +85,16 @@ impl OperatorInstance {
     }
 
     /// Calls `init`. Plugins built with the Rust SDK before the host added
-    /// `weir.state` refuse that key as unknown config: they get the config
-    /// without it, and read every key they do not hold from the host, as
-    /// they always did.
+    /// `weir.state` and `weir.memory-limit-mb` refuse those keys as unknown
+    /// config: they get the config with only the host keys they knew, and
+    /// read every key they do not hold from the host and bound what they
+    /// hold by count, as they always did.
     fn init_with_host_keys(&mut self, config: &[(String, String)]) -> Result<(), CallError> {
         match self.init(config) {
-            Err(CallError::Operator(message)) if message.contains("unknown key `weir.state`") => {
-                tracing::debug!("the plugin predates `weir.state`; initialising it without");
-                let older: Vec<(String, String)> = config.iter().filter(|(key, _)| key != "weir.state").cloned().collect();
+            Err(CallError::Operator(message)) if message.contains("unknown key `weir.") => {
+                tracing::debug!(%message, "the plugin predates some of the host's `weir.` keys; initialising it without");
+                let known = |key: &str| !key.starts_with("weir.") || FIRST_HOST_KEYS.contains(&key);
+                let older: Vec<(String, String)> = config.iter().filter(|(key, _)| known(key)).cloned().collect();
                 self.init(&older)
             }
             result => result,

@@ -13,10 +13,11 @@
 //!   but on the first run of the job (restart attempt 0) panics after
 //!   `after` events (config, default 1000) — to test recovery.
 //! - `always-trap`: like `trap-once`, on every attempt.
-//! - `pre-weir-state`: forwards events like `none`, but refuses to start on
-//!   empty state as plugins built with a Rust SDK older than the host's
-//!   `weir.state` key do (their config check calls it unknown) — to test
-//!   that the host starts such plugins without the key.
+//! - `pre-weir-state`: forwards events like `none`, but refuses to start
+//!   with the host keys added since the first Rust SDK (`weir.state`,
+//!   `weir.memory-limit-mb`), as plugins built with that SDK do (their
+//!   config check calls the first of them unknown) — to test that the host
+//!   starts such plugins without those keys.
 
 use weir_sdk::{Config, Context, Error, Event, Operator, ValueState};
 
@@ -63,8 +64,10 @@ impl Operator for Faulty {
             }
         };
         if mode == Mode::PreWeirState && !config.is_restored() {
-            // The words of the older SDK's `allow_only`, which the host knows.
-            return Err(Error::config("unknown key `weir.state`; this operator understands: mode, after"));
+            // The words of the older SDK's `allow_only`, which the host
+            // knows, about the first of the newer keys (they are sorted).
+            // Without them, the SDK counts as restored.
+            return Err(Error::config("unknown key `weir.memory-limit-mb`; this operator understands: mode, after"));
         }
         let after = config.parse_or("after", 1000)?;
         let attempt = config.task().attempt;

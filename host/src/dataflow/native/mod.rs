@@ -24,7 +24,7 @@ pub const NATIVE_PREFIX: &str = "native:";
 /// writes them back and forgets the colder ones: the SDK's bound on an
 /// instance's resident state (`RESIDENT_BYTES`). (Small in unit tests, so
 /// that they cross it quickly.)
-const HELD_BYTES: usize = if cfg!(test) { 1 << 20 } else { 64 << 20 };
+const HELD_BYTES: usize = if cfg!(test) { 1 << 20 } else { 32 << 20 };
 
 /// About the bytes a hash map's entry of type `E` takes with its key's
 /// bytes (`key_len`) and the table's overhead.
