@@ -229,12 +229,13 @@ impl<R: Resident + 'static> ResidentCell<R> {
 /// back and their colder half forgotten: a bound on the instance's memory.
 /// The bound is an eighth of the instance's memory limit, which the host
 /// passes as `weir.memory-limit-mb` ([`Config::resident_bytes`]): the
-/// estimate counts what entries hold, not the slack of tables that grow by
-/// doubling nor the buffers of a write-back (which the host copies again),
-/// and the plugin needs room for its own data. This is the bound when the
-/// host does not say — an eighth of its default limit of 256 MiB, about
-/// 800 000 windows of a numeric sum or 450 000 counts. (Small in the SDK's
-/// own tests, so that they cross it quickly.)
+/// estimate counts what entries hold (a key table's twice, for the room a
+/// table that grows by doubling keeps) but not a window deque's room, the
+/// allocator's overhead or a write-back's buffers (which the host copies
+/// again), and the plugin needs room for its own data. This is the bound
+/// when the host does not say — an eighth of its default limit of 256 MiB,
+/// about 800 000 windows of a numeric sum over few keys, or 200 000
+/// counts. (Small in the SDK's own tests, so that they cross it quickly.)
 ///
 /// [`Config::resident_bytes`]: crate::Config::resident_bytes
 pub(crate) const RESIDENT_BYTES: usize = if cfg!(test) { 64 << 10 } else { 32 << 20 };
