@@ -44,6 +44,7 @@ mod context;
 mod error;
 mod event;
 mod export;
+mod forgotten_keys;
 mod hash;
 mod key_slab;
 mod map_state;

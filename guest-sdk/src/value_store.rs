@@ -13,12 +13,17 @@
 //! ([`crate::state::RESIDENT_BYTES`]) — the keys used least recently are
 //! forgotten then, and read again when next used. What reaches the host is
 //! the JSON the per-batch cache wrote: a snapshot cannot tell the two apart.
+//!
+//! On empty state (`weir.state = empty`) a key the store has not written
+//! has no value, and is not asked for; once it forgets keys it records
+//! which ([`ForgottenKeys`], a Bloom filter), and asks for those only.
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::Error;
 use crate::context::CallKeys;
+use crate::forgotten_keys::ForgottenKeys;
 use crate::key_slab::KeySlab;
 use crate::state::{CallClock, HeapEstimate, HostStart, RawValueState, Resident, SlotValues, WRITE_BACK_CHUNK, decode_stored};
 
@@ -67,13 +72,18 @@ pub(crate) struct ValueStore<T> {
     /// the last write-back.
     touched: bool,
     clock: CallClock,
-    /// Whether the host holds no value this store does not: the instance
-    /// started on empty state and nothing was evicted since. Then a key not
-    /// held has no value, and is not asked for.
-    only_ours: bool,
+    /// The keys forgotten while the host held their values, when the
+    /// instance started on empty state (`None`: restored — any key not held
+    /// may have a value). A key not held and not among them has no value,
+    /// and is not asked for.
+    forgotten: Option<ForgottenKeys>,
     /// What the values own on the heap.
     heap: HeapEstimate,
 }
+
+/// The size of a store's record of forgotten keys: an eighth of the
+/// default bound on resident state (4 MiB, ~10 bits a key for 3 million).
+const FORGOTTEN_KEYS_BYTES: usize = crate::state::RESIDENT_BYTES / 8;
 
 impl<T: Serialize + DeserializeOwned> ValueStore<T> {
     pub fn new(name: &str, raw: Box<dyn RawValueState>, start: HostStart) -> Self {
@@ -84,7 +94,7 @@ impl<T: Serialize + DeserializeOwned> ValueStore<T> {
             resolved: false,
             touched: false,
             clock: CallClock::default(),
-            only_ours: start == HostStart::Empty,
+            forgotten: (start == HostStart::Empty).then(|| ForgottenKeys::new(FORGOTTEN_KEYS_BYTES)),
             heap: HeapEstimate::default(),
         }
     }
@@ -141,9 +151,19 @@ impl<T: Serialize + DeserializeOwned> ValueStore<T> {
     }
 
     /// Reads the values of `(slot, entry)` from the host into their (new,
-    /// empty) entries.
+    /// empty) entries — those the host may hold.
     fn fetch(&mut self, missing: &[(u32, u32)]) -> Result<(), Error> {
-        if missing.is_empty() || self.only_ours {
+        let wanted: Vec<(u32, u32)>;
+        let missing = match &self.forgotten {
+            _ if missing.is_empty() => return Ok(()),
+            None => missing,
+            Some(forgotten) if forgotten.is_empty() => return Ok(()),
+            Some(forgotten) => {
+                wanted = missing.iter().copied().filter(|&(_, entry)| forgotten.may_contain(self.held.key(entry))).collect();
+                &wanted
+            }
+        };
+        if missing.is_empty() {
             return Ok(());
         }
         let slots: Vec<u32> = missing.iter().map(|&(slot, _)| slot).collect();
@@ -246,7 +266,8 @@ impl<T: Serialize + DeserializeOwned> Resident for ValueStore<T> {
     }
 
     fn bytes(&self) -> usize {
-        self.held.bytes() + self.held.len() * self.heap.per_entry()
+        let forgotten = self.forgotten.as_ref().map_or(0, ForgottenKeys::bytes);
+        self.held.bytes() + self.held.len() * self.heap.per_entry() + forgotten
     }
 
     /// Measures what values own, when it is time to sample them.
@@ -275,8 +296,13 @@ impl<T: Serialize + DeserializeOwned> Resident for ValueStore<T> {
     fn evict_cold(&mut self, keep: usize) {
         let Some(cold) = self.clock.eviction_age(self.held.iter().map(|(_, held)| held.used), keep) else { return };
         let clock = self.clock;
-        self.held.retain(|held| held.changed || clock.age(held.used) < cold);
-        self.only_ours = false;
+        let stays = |held: &HeldValue<T>| held.changed || clock.age(held.used) < cold;
+        if let Some(forgotten) = &mut self.forgotten {
+            // Those the host holds a value of (all are written back).
+            let gone = self.held.iter().filter(|(_, held)| !stays(held) && !matches!(held.value, Ok(None)));
+            gone.for_each(|(key, _)| forgotten.insert(key));
+        }
+        self.held.retain(|held| stays(held));
         // Slots may name removed entries now.
         self.held.begin_call();
         self.resolved = false;
@@ -496,19 +522,25 @@ mod tests {
     }
 
     /// On empty state a store reads nothing from the host — until it
-    /// forgets values it wrote, which it then reads again.
+    /// forgets values it wrote, which it then reads again; a key it never
+    /// wrote is still not asked for.
     #[test]
     fn a_store_started_on_empty_state_reads_only_what_it_evicted() {
         let host = Rc::new(RefCell::new(Host::default()));
         let mut store = ValueStore::new("count", Box::new(Raw(host.clone())), HostStart::Empty);
         let names: Vec<String> = (0..30).map(|k| k.to_string()).collect();
         let keys: Vec<&str> = names.iter().map(String::as_str).collect();
-        assert_eq!(count(&mut store, &Call::new(&host, &keys)).unwrap(), [1; 30]);
+        for call in keys.chunks(10) {
+            assert_eq!(count(&mut store, &Call::new(&host, call)).unwrap(), [1; 10]);
+        }
         assert!(host.borrow().reads.is_empty(), "nothing to read");
         store.write_back().unwrap();
         store.evict_cold(10);
+        assert_eq!(count(&mut store, &Call::new(&host, &["new", "newer"])).unwrap(), [1, 1]);
+        assert!(host.borrow().reads.is_empty(), "new keys are known absent");
         assert_eq!(count(&mut store, &Call::new(&host, &keys)).unwrap(), [2; 30]);
         assert_eq!(host.borrow().reads.len(), 1, "the evicted keys are read again");
+        assert_eq!(host.borrow().reads[0].len(), 20, "only those: {:?}", host.borrow().reads);
     }
 
     struct KeyedCount {
