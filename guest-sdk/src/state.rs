@@ -142,7 +142,9 @@ impl<T: Serialize + DeserializeOwned + Clone + 'static> ValueState<T> {
     fn with_held<R>(&self, ctx: &mut Context<'_>, f: impl FnOnce(&mut HeldValue<T>) -> Result<R, Error>) -> Result<R, Error> {
         let slot = ctx.key_slot()?;
         let name = &self.name;
-        let mut store = self.held.get(ctx.states, |host, start| ValueStore::new(name, host.open(name), start))?;
+        let bound = ctx.states.resident_bytes;
+        let create = |host: &mut dyn StateHost, start| ValueStore::new(name, host.open(name), start, bound);
+        let mut store = self.held.get(ctx.states, create)?;
         f(store.slot(slot, &ctx.keys)?)
     }
 }

@@ -81,12 +81,12 @@ pub(crate) struct ValueStore<T> {
     heap: HeapEstimate,
 }
 
-/// The size of a store's record of forgotten keys: an eighth of the
-/// default bound on resident state (4 MiB, ~10 bits a key for 3 million).
-const FORGOTTEN_KEYS_BYTES: usize = crate::state::RESIDENT_BYTES / 8;
-
 impl<T: Serialize + DeserializeOwned> ValueStore<T> {
-    pub fn new(name: &str, raw: Box<dyn RawValueState>, start: HostStart) -> Self {
+    /// A store of the state `name`, on an instance whose resident state may
+    /// hold `resident_bytes`; an eighth of that is the most its record of
+    /// forgotten keys takes (4 MiB by default, ~10 bits a key for 3
+    /// million).
+    pub fn new(name: &str, raw: Box<dyn RawValueState>, start: HostStart, resident_bytes: usize) -> Self {
         ValueStore {
             name: name.to_owned(),
             raw,
@@ -94,7 +94,7 @@ impl<T: Serialize + DeserializeOwned> ValueStore<T> {
             resolved: false,
             touched: false,
             clock: CallClock::default(),
-            forgotten: (start == HostStart::Empty).then(|| ForgottenKeys::new(FORGOTTEN_KEYS_BYTES)),
+            forgotten: (start == HostStart::Empty).then(|| ForgottenKeys::new(resident_bytes / 8)),
             heap: HeapEstimate::default(),
         }
     }
@@ -287,6 +287,13 @@ impl<T: Serialize + DeserializeOwned> Resident for ValueStore<T> {
         Ok(())
     }
 
+    /// Drops the record of forgotten keys (the instance holds more states
+    /// than its bound has room for with it): from now on every key not
+    /// held is asked for.
+    fn forget_listings(&mut self) {
+        self.forgotten = None;
+    }
+
     fn begin_call(&mut self) {
         self.resolved = false;
         self.held.begin_call();
@@ -401,7 +408,7 @@ mod tests {
     }
 
     fn store(host: &Rc<RefCell<Host>>) -> ValueStore<u64> {
-        ValueStore::new("count", Box::new(Raw(host.clone())), HostStart::Restored)
+        ValueStore::new("count", Box::new(Raw(host.clone())), HostStart::Restored, crate::state::RESIDENT_BYTES)
     }
 
     /// Adds one to the count of every event's key, as a keyed count does.
@@ -527,7 +534,7 @@ mod tests {
     #[test]
     fn a_store_started_on_empty_state_reads_only_what_it_evicted() {
         let host = Rc::new(RefCell::new(Host::default()));
-        let mut store = ValueStore::new("count", Box::new(Raw(host.clone())), HostStart::Empty);
+        let mut store = ValueStore::new("count", Box::new(Raw(host.clone())), HostStart::Empty, crate::state::RESIDENT_BYTES);
         let names: Vec<String> = (0..30).map(|k| k.to_string()).collect();
         let keys: Vec<&str> = names.iter().map(String::as_str).collect();
         for call in keys.chunks(10) {
@@ -557,6 +564,26 @@ mod tests {
             ctx.emit(event.key(), n);
             Ok(())
         }
+    }
+
+    /// When its record of forgotten keys alone keeps a store over its
+    /// share, the store drops it and asks the host for every key it does
+    /// not hold — rather than evicting at every call.
+    #[test]
+    fn a_record_of_forgotten_keys_over_the_share_is_dropped() {
+        let host = Rc::new(RefCell::new(Host::default()));
+        let mut store = ValueStore::new("count", Box::new(Raw(host.clone())), HostStart::Empty, 64 << 10);
+        let names: Vec<String> = (0..30).map(|k| k.to_string()).collect();
+        let keys: Vec<&str> = names.iter().map(String::as_str).collect();
+        for call in keys.chunks(10) {
+            count(&mut store, &Call::new(&host, call)).unwrap();
+        }
+        crate::state::shrink(&mut store, 4 << 10).unwrap();
+        assert_eq!(store.len(), 10, "the youngest third stays");
+        assert!(store.forgotten.is_none(), "the 8 KiB record went");
+        assert!(store.bytes() <= 4 << 10);
+        count(&mut store, &Call::new(&host, &["new"])).unwrap();
+        assert_eq!(host.borrow().reads.len(), 1, "a new key may be stored now");
     }
 
     struct LongText {
