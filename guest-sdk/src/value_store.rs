@@ -153,23 +153,15 @@ impl<T: Serialize + DeserializeOwned> ValueStore<T> {
     /// Reads the values of `(slot, entry)` from the host into their (new,
     /// empty) entries — those the host may hold.
     fn fetch(&mut self, missing: &[(u32, u32)]) -> Result<(), Error> {
-        let wanted: Vec<(u32, u32)>;
-        let missing = match &self.forgotten {
-            _ if missing.is_empty() => return Ok(()),
-            None => missing,
-            Some(forgotten) if forgotten.is_empty() => return Ok(()),
-            Some(forgotten) => {
-                wanted = missing.iter().copied().filter(|&(_, entry)| forgotten.may_contain(self.held.key(entry))).collect();
-                &wanted
-            }
-        };
-        if missing.is_empty() {
+        // On empty state, only keys forgotten while the host held them may.
+        let may_be_stored = |entry| self.forgotten.as_ref().is_none_or(|forgotten| forgotten.may_contain(self.held.key(entry)));
+        let (slots, entries): (Vec<u32>, Vec<u32>) = missing.iter().copied().filter(|&(_, entry)| may_be_stored(entry)).unzip();
+        if slots.is_empty() {
             return Ok(());
         }
-        let slots: Vec<u32> = missing.iter().map(|&(slot, _)| slot).collect();
         let values = self.raw.get_many(&slots)?;
-        values.check_answer(missing.len(), format_args!("state `{}`", self.name))?;
-        for (i, &(_, entry)) in missing.iter().enumerate() {
+        values.check_answer(slots.len(), format_args!("state `{}`", self.name))?;
+        for (i, &entry) in entries.iter().enumerate() {
             if let Some(bytes) = values.value(i) {
                 let value = self.decode(bytes).map(Some);
                 self.held.get_mut(entry).value = value;
