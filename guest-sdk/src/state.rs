@@ -242,6 +242,39 @@ impl<R: Resident + 'static> ResidentCell<R> {
 /// [`Config::resident_bytes`]: crate::Config::resident_bytes
 pub(crate) const RESIDENT_BYTES: usize = if cfg!(test) { 64 << 10 } else { 32 << 20 };
 
+/// Entries to write to the host in one `set-keyed`, column-wise: keys and
+/// their values (`None`: delete). A map state's writes add a column of
+/// sub-keys beside them.
+pub(crate) struct KeyedColumns {
+    pub keys: Vec<u8>,
+    pub key_offsets: Vec<u32>,
+    pub values: SlotValues,
+}
+
+impl KeyedColumns {
+    pub fn new() -> Self {
+        KeyedColumns { keys: Vec::new(), key_offsets: vec![0], values: SlotValues::empty() }
+    }
+
+    /// Sets (`Some`) or deletes (`None`) the value of `key`.
+    pub fn push(&mut self, key: &[u8], value: Option<&[u8]>) {
+        self.keys.extend_from_slice(key);
+        self.key_offsets.push(self.keys.len() as u32);
+        self.values.push(value);
+    }
+
+    pub fn len(&self) -> usize {
+        self.key_offsets.len() - 1
+    }
+
+    /// Empties it, keeping its buffers.
+    pub fn clear(&mut self) {
+        self.keys.clear();
+        self.key_offsets.truncate(1);
+        self.values.clear();
+    }
+}
+
 /// Entries a write-back sends to the host in one call, so that its buffers
 /// — and the host's copies of them — stay small however much is held.
 /// (Small in the SDK's own tests, so that they write in several.)

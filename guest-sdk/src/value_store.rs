@@ -25,7 +25,7 @@ use crate::Error;
 use crate::context::CallKeys;
 use crate::forgotten_keys::ForgottenKeys;
 use crate::key_slab::KeySlab;
-use crate::state::{CallClock, HeapEstimate, HostStart, RawValueState, Resident, SlotValues, WRITE_BACK_CHUNK, decode_stored};
+use crate::state::{CallClock, HeapEstimate, HostStart, KeyedColumns, RawValueState, Resident, WRITE_BACK_CHUNK, decode_stored};
 
 /// One key's value as held.
 pub(crate) struct HeldValue<T> {
@@ -181,39 +181,13 @@ impl<T: Serialize + DeserializeOwned> ValueStore<T> {
     }
 }
 
-/// Values to write to the host in one `set-keyed`, column-wise.
-struct KeyedValues {
-    keys: Vec<u8>,
-    key_offsets: Vec<u32>,
-    values: SlotValues,
-}
-
-impl KeyedValues {
-    fn new() -> Self {
-        KeyedValues { keys: Vec::new(), key_offsets: vec![0], values: SlotValues::empty() }
+/// Sends `writes`, if any, to the value state `raw` and empties them.
+fn send(writes: &mut KeyedColumns, raw: &dyn RawValueState) -> Result<(), Error> {
+    if writes.len() > 0 {
+        raw.set_keyed(&writes.keys, &writes.key_offsets, &writes.values)?;
+        writes.clear();
     }
-
-    /// Sets (`Some`) or clears (`None`) the value of `key`.
-    fn push(&mut self, key: &[u8], value: Option<&[u8]>) {
-        self.keys.extend_from_slice(key);
-        self.key_offsets.push(self.keys.len() as u32);
-        self.values.push(value);
-    }
-
-    fn len(&self) -> usize {
-        self.key_offsets.len() - 1
-    }
-
-    /// Sends what was pushed, if anything, and empties it.
-    fn send(&mut self, raw: &dyn RawValueState) -> Result<(), Error> {
-        if self.len() > 0 {
-            raw.set_keyed(&self.keys, &self.key_offsets, &self.values)?;
-            self.keys.clear();
-            self.key_offsets.truncate(1);
-            self.values.clear();
-        }
-        Ok(())
-    }
+    Ok(())
 }
 
 impl<T: Serialize + DeserializeOwned> Resident for ValueStore<T> {
@@ -221,7 +195,7 @@ impl<T: Serialize + DeserializeOwned> Resident for ValueStore<T> {
         if !self.touched {
             return Ok(());
         }
-        let mut writes = KeyedValues::new();
+        let mut writes = KeyedColumns::new();
         let mut encoded = Vec::new();
         let (mut measured, mut measured_bytes) = (0, 0);
         for (key, held) in self.held.iter() {
@@ -239,12 +213,12 @@ impl<T: Serialize + DeserializeOwned> Resident for ValueStore<T> {
                 Ok(None) | Err(_) => writes.push(key, None),
             }
             if writes.len() == WRITE_BACK_CHUNK {
-                writes.send(self.raw.as_ref())?;
+                send(&mut writes, self.raw.as_ref())?;
             }
         }
         // On failure every entry stays changed: the next flush writes them
         // all again.
-        writes.send(self.raw.as_ref())?;
+        send(&mut writes, self.raw.as_ref())?;
         for held in self.held.values_mut() {
             held.changed = false;
         }
@@ -315,6 +289,7 @@ mod tests {
     use std::rc::Rc;
 
     use super::*;
+    use crate::state::SlotValues;
 
     /// A host of one value state: values by key, the keys of the current
     /// call by slot; its next `failures_left` calls fail.

@@ -40,7 +40,7 @@ use crate::Encode;
 use crate::Error;
 use crate::key_slab::KeySlab;
 use crate::map_state::{RawMapState, decode_value};
-use crate::state::{CallClock, HeapEstimate, HostStart, Resident, SlotValues, WRITE_BACK_CHUNK};
+use crate::state::{CallClock, HeapEstimate, HostStart, KeyedColumns, Resident, WRITE_BACK_CHUNK};
 
 /// One window of a key.
 pub(crate) struct HeldWindow<Acc> {
@@ -407,42 +407,38 @@ impl<Acc> WindowStore<Acc> {
     }
 }
 
-/// Windows to write to the host in one `set-keyed`, column-wise.
+/// Windows to write to the host in one `set-keyed`: the keys and values,
+/// and beside them the windows' starts as sub-keys.
 struct KeyedWrites {
-    keys: Vec<u8>,
-    key_offsets: Vec<u32>,
+    entries: KeyedColumns,
     sub_keys: Vec<u8>,
     sub_key_offsets: Vec<u32>,
-    values: SlotValues,
 }
 
 impl KeyedWrites {
     fn new() -> Self {
-        KeyedWrites { keys: Vec::new(), key_offsets: vec![0], sub_keys: Vec::new(), sub_key_offsets: vec![0], values: SlotValues::empty() }
+        KeyedWrites { entries: KeyedColumns::new(), sub_keys: Vec::new(), sub_key_offsets: vec![0] }
     }
 
     /// Sets (`Some`) or deletes (`None`) the window `start` of `key`.
     fn push(&mut self, key: &[u8], start: i64, value: Option<&[u8]>) {
-        self.keys.extend_from_slice(key);
-        self.key_offsets.push(self.keys.len() as u32);
+        self.entries.push(key, value);
         start.encode(&mut self.sub_keys);
         self.sub_key_offsets.push(self.sub_keys.len() as u32);
-        self.values.push(value);
     }
 
     fn len(&self) -> usize {
-        self.key_offsets.len() - 1
+        self.entries.len()
     }
 
     /// Sends what was pushed, if anything, and empties it.
     fn send(&mut self, raw: &dyn RawMapState) -> Result<(), Error> {
         if self.len() > 0 {
-            raw.set_keyed(&self.keys, &self.key_offsets, &self.sub_keys, &self.sub_key_offsets, &self.values)?;
-            self.keys.clear();
-            self.key_offsets.truncate(1);
+            let KeyedColumns { keys, key_offsets, values } = &self.entries;
+            raw.set_keyed(keys, key_offsets, &self.sub_keys, &self.sub_key_offsets, values)?;
+            self.entries.clear();
             self.sub_keys.clear();
             self.sub_key_offsets.truncate(1);
-            self.values.clear();
         }
         Ok(())
     }
@@ -571,6 +567,7 @@ mod tests {
     use std::rc::Rc;
 
     use super::*;
+    use crate::state::SlotValues;
 
     /// A host whose first calls fail (and the write numbered `failing_write`,
     /// from 0); records what it accepted, and answers reads from `stored` by
