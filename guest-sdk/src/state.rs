@@ -282,27 +282,47 @@ pub(crate) const WRITE_BACK_CHUNK: usize = if cfg!(test) { 64 } else { 16_384 };
 
 /// What held values own on the heap beyond their inline size, estimated
 /// from the size of their JSON when they are written back or sampled
-/// ([`HeapEstimate::wants_sample`]): a number's or
+/// ([`HeapEstimate::sample`]): a number's or
 /// a small struct's JSON is about its inline size (no more), a string's or
 /// a list's about the bytes it owns. Without it, a bound on entries lets
 /// accumulators that grow — a list of samples per window — reach the
 /// instance's memory limit first.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct HeapEstimate {
+    /// The inline size of a value in memory.
+    inline: usize,
     per_entry: usize,
     /// How many values were held when some were last sampled.
     sampled_at: usize,
 }
 
+/// The JSON sizes of values encoded, summed as they are.
+#[derive(Debug, Default)]
+pub(crate) struct EncodedSizes {
+    count: usize,
+    bytes: usize,
+}
+
+impl EncodedSizes {
+    pub fn add(&mut self, encoded: &[u8]) {
+        self.count += 1;
+        self.bytes += encoded.len();
+    }
+}
+
 impl HeapEstimate {
     /// Values measured in a sample.
-    pub const SAMPLE: usize = 16;
+    const SAMPLE: usize = 16;
 
-    /// Records that `count` values, `inline` bytes each in memory, encoded
-    /// to `encoded` bytes of JSON in all.
-    pub fn measure(&mut self, count: usize, encoded: usize, inline: usize) {
-        if count > 0 {
-            self.per_entry = (encoded / count).saturating_sub(inline);
+    /// An estimate, still zero, for values of `inline` bytes in memory.
+    pub fn for_values_of(inline: usize) -> Self {
+        HeapEstimate { inline, per_entry: 0, sampled_at: 0 }
+    }
+
+    /// Records what the values just encoded (if any) took.
+    pub fn measure(&mut self, sizes: EncodedSizes) {
+        if sizes.count > 0 {
+            self.per_entry = (sizes.bytes / sizes.count).saturating_sub(self.inline);
         }
     }
 
@@ -311,17 +331,28 @@ impl HeapEstimate {
         self.per_entry
     }
 
-    /// Whether a store holding `held` values should measure a sample of
-    /// them: each time it holds twice as many as at the last sample, so
-    /// that values owning much count before the first write-back.
-    pub fn wants_sample(self, held: usize) -> bool {
-        held >= 2 * self.sampled_at.max(32)
-    }
-
-    /// Records a sample ([`HeapEstimate::measure`]) taken at `held` values.
-    pub fn sampled(&mut self, held: usize, count: usize, encoded: usize, inline: usize) {
+    /// Measures up to [`Self::SAMPLE`] of the `held` `values`, encoded with
+    /// `encode`, each time a store holds twice as many as at the last
+    /// sample — so that values owning much count before the first
+    /// write-back. (A value that cannot be encoded fails its write-back,
+    /// not this.)
+    pub fn sample<V>(
+        &mut self,
+        held: usize,
+        values: impl Iterator<Item = V>,
+        mut encode: impl FnMut(V, &mut Vec<u8>) -> Result<(), Error>,
+    ) {
+        if held < 2 * self.sampled_at.max(32) {
+            return;
+        }
+        let (mut encoded, mut sizes) = (Vec::new(), EncodedSizes::default());
+        for value in values.take(Self::SAMPLE) {
+            if encode(value, &mut encoded).is_ok() {
+                sizes.add(&encoded);
+            }
+        }
         self.sampled_at = held;
-        self.measure(count, encoded, inline);
+        self.measure(sizes);
     }
 }
 

@@ -25,7 +25,7 @@ use crate::Error;
 use crate::context::CallKeys;
 use crate::forgotten_keys::ForgottenKeys;
 use crate::key_slab::KeySlab;
-use crate::state::{CallClock, HeapEstimate, HostStart, KeyedColumns, RawValueState, Resident, WRITE_BACK_CHUNK, decode_stored};
+use crate::state::{CallClock, EncodedSizes, HeapEstimate, HostStart, KeyedColumns, RawValueState, Resident, WRITE_BACK_CHUNK, decode_stored};
 
 /// One key's value as held.
 pub(crate) struct HeldValue<T> {
@@ -95,7 +95,7 @@ impl<T: Serialize + DeserializeOwned> ValueStore<T> {
             touched: false,
             clock: CallClock::default(),
             forgotten: (start == HostStart::Empty).then(|| ForgottenKeys::new(resident_bytes / 8)),
-            heap: HeapEstimate::default(),
+            heap: HeapEstimate::for_values_of(size_of::<T>()),
         }
     }
 
@@ -170,10 +170,10 @@ impl<T: Serialize + DeserializeOwned> ValueStore<T> {
         Ok(())
     }
 
-    /// Encodes `value` as the host holds it.
-    fn encode(&self, value: &T, out: &mut Vec<u8>) -> Result<(), Error> {
+    /// Encodes `value` of the state `name` as the host holds it.
+    fn encode(name: &str, value: &T, out: &mut Vec<u8>) -> Result<(), Error> {
         out.clear();
-        serde_json::to_writer(out, value).map_err(|e| Error::State(format!("cannot encode value state `{}`: {e}", self.name)))
+        serde_json::to_writer(out, value).map_err(|e| Error::State(format!("cannot encode value state `{name}`: {e}")))
     }
 
     fn decode(&self, bytes: &[u8]) -> Result<T, String> {
@@ -197,16 +197,16 @@ impl<T: Serialize + DeserializeOwned> Resident for ValueStore<T> {
         }
         let mut writes = KeyedColumns::new();
         let mut encoded = Vec::new();
-        let (mut measured, mut measured_bytes) = (0, 0);
+        let mut sizes = EncodedSizes::default();
         for (key, held) in self.held.iter() {
             if !held.changed {
                 continue;
             }
             match &held.value {
                 Ok(Some(value)) => {
-                    self.encode(value, &mut encoded)?;
+                    Self::encode(&self.name, value, &mut encoded)?;
                     writes.push(key, Some(&encoded));
-                    (measured, measured_bytes) = (measured + 1, measured_bytes + encoded.len());
+                    sizes.add(&encoded);
                 }
                 // Only `set` marks an entry changed, and it leaves a value
                 // or none, never an unreadable one.
@@ -223,7 +223,7 @@ impl<T: Serialize + DeserializeOwned> Resident for ValueStore<T> {
             held.changed = false;
         }
         self.touched = false;
-        self.heap.measure(measured, measured_bytes, size_of::<T>());
+        self.heap.measure(sizes);
         Ok(())
     }
 
@@ -238,18 +238,8 @@ impl<T: Serialize + DeserializeOwned> Resident for ValueStore<T> {
 
     /// Measures what values own, when it is time to sample them.
     fn end_call(&mut self) -> Result<(), Error> {
-        if self.heap.wants_sample(self.held.len()) {
-            let mut encoded = Vec::new();
-            let (mut measured, mut measured_bytes) = (0, 0);
-            let sample = self.held.iter().filter_map(|(_, held)| held.value.as_ref().ok()?.as_ref());
-            // (A value that cannot be encoded fails its write-back, not this.)
-            for value in sample.take(HeapEstimate::SAMPLE) {
-                if self.encode(value, &mut encoded).is_ok() {
-                    (measured, measured_bytes) = (measured + 1, measured_bytes + encoded.len());
-                }
-            }
-            self.heap.sampled(self.held.len(), measured, measured_bytes, size_of::<T>());
-        }
+        let values = self.held.iter().filter_map(|(_, held)| held.value.as_ref().ok()?.as_ref());
+        self.heap.sample(self.held.len(), values, |value, out| Self::encode(&self.name, value, out));
         Ok(())
     }
 

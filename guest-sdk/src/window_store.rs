@@ -40,7 +40,7 @@ use crate::Encode;
 use crate::Error;
 use crate::key_slab::KeySlab;
 use crate::map_state::{RawMapState, decode_value};
-use crate::state::{CallClock, HeapEstimate, HostStart, KeyedColumns, Resident, WRITE_BACK_CHUNK};
+use crate::state::{CallClock, EncodedSizes, HeapEstimate, HostStart, KeyedColumns, Resident, WRITE_BACK_CHUNK};
 
 /// One window of a key.
 pub(crate) struct HeldWindow<Acc> {
@@ -187,7 +187,7 @@ impl<Acc: Serialize + DeserializeOwned + 'static> WindowStore<Acc> {
             clock: CallClock::default(),
             removed: Vec::new(),
             forgotten: (start == HostStart::Empty).then_some(0),
-            heap: HeapEstimate::default(),
+            heap: HeapEstimate::for_values_of(size_of::<(i64, Acc, bool)>()),
         }
     }
 
@@ -365,27 +365,11 @@ impl<Acc: Serialize> WindowStore<Acc> {
             .map_err(|e| Error::State(format!("cannot encode a window's accumulator: {e}")))
     }
 
-    /// Records the encoded size of `count` windows, `encoded` bytes in all.
-    fn measure(&mut self, count: usize, encoded: usize) {
-        self.heap.measure(count, encoded, size_of::<(i64, Acc, bool)>());
-    }
-
     /// Measures what accumulators own, when it is time to sample them.
     fn sample_heap(&mut self) {
-        if !self.heap.wants_sample(self.held) {
-            return;
-        }
-        let mut encoded = Vec::new();
-        let (mut count, mut bytes) = (0, 0);
         let windows = self.keys.iter().flat_map(|(_, key)| key.windows.iter());
-        let sample = windows.filter_map(|(_, held)| Some((held.end, held.window.as_ref()?)));
-        // (One that cannot be encoded fails its write-back, not this.)
-        for (end, window) in sample.take(HeapEstimate::SAMPLE) {
-            if Self::encode(end, window, &mut encoded).is_ok() {
-                (count, bytes) = (count + 1, bytes + encoded.len());
-            }
-        }
-        self.heap.sampled(self.held, count, bytes, size_of::<(i64, Acc, bool)>());
+        let values = windows.filter_map(|(_, held)| Some((held.end, held.window.as_ref()?)));
+        self.heap.sample(self.held, values, |(end, window), out| Self::encode(end, window, out));
     }
 }
 
@@ -448,14 +432,14 @@ impl<Acc: Serialize + DeserializeOwned + 'static> Resident for WindowStore<Acc> 
     fn write_back(&mut self) -> Result<(), Error> {
         let mut writes = KeyedWrites::new();
         let mut encoded = Vec::new();
-        let (mut measured, mut measured_bytes) = (0, 0);
+        let mut sizes = EncodedSizes::default();
         for (key, entry) in self.keys.iter() {
             for (start, held) in entry.windows.iter().filter(|(_, held)| held.changed) {
                 match &held.window {
                     Some(window) => {
                         Self::encode(held.end, window, &mut encoded)?;
                         writes.push(key, *start, Some(&encoded));
-                        (measured, measured_bytes) = (measured + 1, measured_bytes + encoded.len());
+                        sizes.add(&encoded);
                     }
                     None => writes.push(key, *start, None),
                 }
@@ -479,7 +463,7 @@ impl<Acc: Serialize + DeserializeOwned + 'static> Resident for WindowStore<Acc> 
             held += entry.windows.len();
         }
         self.held = held;
-        self.measure(measured, measured_bytes);
+        self.heap.measure(sizes);
         Ok(())
     }
 
