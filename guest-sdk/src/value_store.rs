@@ -557,17 +557,25 @@ mod tests {
         }
     }
 
+    /// Keys of a kilobyte's value each: twice the test bound's worth.
+    const LONG_TEXT_KEYS: usize = 2 * crate::state::RESIDENT_BYTES / 1000;
+
+    /// An instance with `config` that set every one of them, in calls of ten.
+    fn long_texts(config: &[(&str, &str)]) -> crate::testing::TestHarness<LongText> {
+        use crate::testing::{TestEvent, TestHarness};
+        let mut harness = TestHarness::<LongText>::new(config).unwrap();
+        for chunk in (0..LONG_TEXT_KEYS).collect::<Vec<_>>().chunks(10) {
+            harness.process(chunk.iter().map(|k| TestEvent::new(format!("k{k}"), ""))).unwrap();
+        }
+        harness
+    }
+
     /// The bound is on bytes, values' own included: a few hundred keys
     /// whose values own a kilobyte each are past it (a count of entries
     /// would let them reach the instance's memory limit first).
     #[test]
     fn values_that_own_much_are_written_back_sooner() {
-        use crate::testing::{TestEvent, TestHarness};
-        let keys = 2 * crate::state::RESIDENT_BYTES / 1000;
-        let mut harness = TestHarness::<LongText>::new(&[]).unwrap();
-        for chunk in (0..keys).collect::<Vec<_>>().chunks(10) {
-            harness.process(chunk.iter().map(|k| TestEvent::new(format!("k{k}"), ""))).unwrap();
-        }
+        let harness = long_texts(&[]);
         assert_eq!(harness.stored_state::<String>("text", "k0").map(|t| t.len()), Some(1000), "written back without a flush");
     }
 
@@ -575,13 +583,8 @@ mod tests {
     /// instance: with 2 MiB, the values above fit.
     #[test]
     fn the_bound_follows_the_instances_memory_limit() {
-        use crate::testing::{TestEvent, TestHarness};
-        let keys = 2 * crate::state::RESIDENT_BYTES / 1000;
-        assert!(keys * 2000 < (2 << 20) / 8, "room for what entries take besides");
-        let mut harness = TestHarness::<LongText>::new(&[("weir.memory-limit-mb", "2")]).unwrap();
-        for chunk in (0..keys).collect::<Vec<_>>().chunks(10) {
-            harness.process(chunk.iter().map(|k| TestEvent::new(format!("k{k}"), ""))).unwrap();
-        }
+        assert!(LONG_TEXT_KEYS * 2000 < (2 << 20) / 8, "room for what entries take besides");
+        let mut harness = long_texts(&[("weir.memory-limit-mb", "2")]);
         assert_eq!(harness.stored_state::<String>("text", "k0"), None, "held, not written back");
         assert_eq!(harness.state::<String>("text", "k0").map(|t| t.len()), Some(1000), "written back by a flush");
     }
