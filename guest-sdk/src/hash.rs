@@ -8,13 +8,31 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
 
-/// The little-endian word of up to 8 bytes, zero-padded — built without a
-/// copy into an array, which in a Wasm instance is a `memory.copy`: a call
-/// into the runtime.
+/// The little-endian word of up to 8 bytes, zero-padded.
+///
+/// Built from two loads of a fixed size that overlap (the first and the
+/// last 4, or 2, bytes), not by copying a slice of variable length into an
+/// array — in a Wasm instance that is a `memory.copy`, a call into the
+/// runtime — nor byte by byte.
 #[inline]
 pub(crate) fn le_word(bytes: &[u8]) -> u64 {
     debug_assert!(bytes.len() <= 8);
-    bytes.iter().rev().fold(0, |word, &byte| (word << 8) | u64::from(byte))
+    let n = bytes.len();
+    let load = |at: usize, width: usize| -> u64 {
+        let part = &bytes[at..at + width];
+        match width {
+            4 => u64::from(u32::from_le_bytes(part.try_into().expect("4 bytes"))),
+            2 => u64::from(u16::from_le_bytes(part.try_into().expect("2 bytes"))),
+            _ => u64::from(part[0]),
+        }
+    };
+    // The overlapping bytes are the same in both loads, so or-ing is exact.
+    match n {
+        4..=8 => load(0, 4) | load(n - 4, 4) << (8 * (n - 4)),
+        2..=3 => load(0, 2) | load(n - 2, 2) << (8 * (n - 2)),
+        1 => load(0, 1),
+        _ => 0,
+    }
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -76,7 +94,16 @@ mod tests {
     use std::collections::HashSet;
     use std::hash::{BuildHasher, BuildHasherDefault};
 
-    use super::FxHasher;
+    use super::{FxHasher, le_word};
+
+    #[test]
+    fn le_word_is_the_zero_padded_little_endian_word_of_up_to_8_bytes() {
+        let bytes = [0x11u8, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88];
+        for n in 0..=8 {
+            let expected = bytes[..n].iter().rev().fold(0u64, |word, &byte| (word << 8) | u64::from(byte));
+            assert_eq!(le_word(&bytes[..n]), expected, "{n} bytes");
+        }
+    }
 
     /// 100 000 decimal keys, as a keyed count has: their hashes' low 32
     /// bits — all that a 32-bit Wasm instance's hash table uses — are
