@@ -5,7 +5,7 @@
 //! batch. The layer keeps the entries it has seen — absent ones too — in one
 //! hash table per state, found by the key's hash computed once per batch
 //! ([`HashedKey`]), and remembers which changed. The owner writes the
-//! changed entries out ([`HotEntries::take_changes`]) when the layer is
+//! changed entries out ([`HotEntries::changes`]) when the layer is
 //! full, before snapshots and before iteration, and then may forget them.
 
 use hashbrown::HashTable;
@@ -81,15 +81,18 @@ impl HotEntries {
         self.bytes = (self.bytes + value.map_or(0, <[u8]>::len)).saturating_sub(old_len);
     }
 
-    /// Hands every changed entry, with its state, to `write` and marks it
-    /// unchanged.
-    pub fn take_changes(&mut self, mut write: impl FnMut(StateId, &HotEntry)) {
-        for (index, table) in self.states.iter_mut().enumerate() {
-            for entry in table.iter_mut().filter(|e| e.changed) {
-                write(StateId(index as u32), entry);
-                entry.changed = false;
-            }
-        }
+    /// Every changed entry, with its state, in no particular order; once
+    /// they are written out, [`HotEntries::mark_written`].
+    pub fn changes(&self) -> impl Iterator<Item = (StateId, &HotEntry)> {
+        self.states
+            .iter()
+            .enumerate()
+            .flat_map(|(index, table)| table.iter().filter(|e| e.changed).map(move |e| (StateId(index as u32), e)))
+    }
+
+    /// Marks every entry unchanged.
+    pub fn mark_written(&mut self) {
+        self.states.iter_mut().flat_map(HashTable::iter_mut).for_each(|e| e.changed = false);
     }
 
     /// Forgets every entry (once the changed ones are written out).
