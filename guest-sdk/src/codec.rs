@@ -212,18 +212,58 @@ pub(crate) fn extend_small(out: &mut Vec<u8>, bytes: &[u8]) {
 
 /// Writes `n` in decimal without going through `fmt` (this is on the hot path
 /// of every counting operator).
-fn write_u64(mut n: u64, out: &mut Vec<u8>) {
+fn write_u64(n: u64, out: &mut Vec<u8>) {
     let mut digits = [0u8; 20];
-    let mut start = digits.len();
-    loop {
-        start -= 1;
-        digits[start] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
+    let start = decimal_digits(n, &mut digits);
+    extend_small(out, &digits[start..]);
+}
+
+/// "00" to "99": two digits per division.
+const DIGIT_PAIRS: &[u8; 200] = b"\
+    0001020304050607080910111213141516171819\
+    2021222324252627282930313233343536373839\
+    4041424344454647484950515253545556575859\
+    6061626364656667686970717273747576777879\
+    8081828384858687888990919293949596979899";
+
+/// Writes `n`'s digits at the end of `digits`; returns where they start.
+///
+/// Wasm has no 64-bit multiply-high, so dividing a `u64` by a constant
+/// calls `__multi3`: past `u32::MAX` eight digits at a time are split off
+/// with one such division, and the rest is done in `u32`, two digits at a
+/// time.
+fn decimal_digits(mut n: u64, digits: &mut [u8; 20]) -> usize {
+    let mut end = digits.len();
+    while n > u64::from(u32::MAX) {
+        let mut low = (n % 100_000_000) as u32;
+        n /= 100_000_000;
+        for _ in 0..4 {
+            end -= 2;
+            put_pair(digits, end, low % 100);
+            low /= 100;
         }
     }
-    extend_small(out, &digits[start..]);
+    let mut n = n as u32;
+    while n >= 100 {
+        end -= 2;
+        put_pair(digits, end, n % 100);
+        n /= 100;
+    }
+    if n >= 10 {
+        end -= 2;
+        put_pair(digits, end, n);
+    } else {
+        end -= 1;
+        digits[end] = b'0' + n as u8;
+    }
+    end
+}
+
+#[inline(always)]
+fn put_pair(digits: &mut [u8; 20], at: usize, pair: u32) {
+    let pair = 2 * pair as usize;
+    digits[at] = DIGIT_PAIRS[pair];
+    digits[at + 1] = DIGIT_PAIRS[pair + 1];
 }
 
 fn parse_u64(bytes: &[u8]) -> Option<u64> {
@@ -277,6 +317,24 @@ mod tests {
         for bad in ["", "-", "1-2", "x", "--1"] {
             assert!(f64::decode(bad.as_bytes()).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn integers_encode_as_the_standard_formatter_writes_them() {
+        let mut samples = vec![0, 9, 10, 99, 100, 101, 999, 1000, 99_999_999, 100_000_000, 4_294_967_295, 4_294_967_296];
+        samples.extend([10_000_000_000_000_000, 18_446_744_073_709_551_615, 12_345_678_900_000_000]);
+        let mut n: u64 = 1;
+        for _ in 0..2000 {
+            n = n.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            samples.push(n >> (n % 64));
+        }
+        for n in samples {
+            assert_eq!(encoded(n), n.to_string());
+            if let Ok(signed) = i64::try_from(n) {
+                assert_eq!(encoded(-signed), (-signed).to_string());
+            }
+        }
+        assert_eq!(encoded(i64::MIN), i64::MIN.to_string());
     }
 
     /// The word-at-a-time digit parser agrees with the standard parser on

@@ -10,7 +10,7 @@
 //! Config: `time` (`event` | `processing`), `size_ms` (1000), `lateness_ms` (0).
 
 use weir_sdk::windows::{Sum, Windows};
-use weir_sdk::{Batch, Config, Context, Error, Event, Json, Operator, Timer, TimerBatch};
+use weir_sdk::{Batch, Config, Context, Error, Event, Operator, Timer, TimerBatch};
 
 pub struct SensorWindow {
     windows: Windows<Sum>,
@@ -47,14 +47,14 @@ impl Operator for SensorWindow {
     fn process(&mut self, ctx: &mut Context<'_>, event: &Event<'_>) -> Result<(), Error> {
         let reading: f64 = event.value_as()?;
         for updated in self.windows.add(ctx, event, reading)? {
-            ctx.emit(event.key(), Json(updated));
+            ctx.emit(event.key(), updated);
         }
         Ok(())
     }
 
     fn on_timer(&mut self, ctx: &mut Context<'_>, timer: &Timer<'_>) -> Result<(), Error> {
         for result in self.windows.on_timer(ctx, timer)? {
-            ctx.emit(timer.key(), Json(result));
+            ctx.emit(timer.key(), result);
         }
         Ok(())
     }
