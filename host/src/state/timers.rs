@@ -1,7 +1,18 @@
 //! The timer service of an operator subtask: timers per key, ordered by
 //! time, at most one per (key, timestamp, domain).
+//!
+//! Timers are grouped by timestamp. A window operator registers one timer
+//! per key and window, and every key's window ends at the same time (the
+//! reference `window` job: 1 000 keys, one end a second), so the keys of a
+//! timestamp sit in one hash set: registering is a hash lookup, where a
+//! sorted set of (timestamp, key) pairs searched through every timer and
+//! compared keys whenever timestamps tied. A timestamp's keys are sorted
+//! only when it fires, so timers fire — and snapshots list them — in
+//! (timestamp, key) order all the same.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashSet;
 
 /// A clock timers follow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -19,14 +30,14 @@ pub struct FiredTimer {
 }
 
 /// Registered timers of one operator subtask.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
+#[derive(Debug, Default, Clone)]
 pub struct TimerService {
-    event_time: BTreeSet<(i64, Vec<u8>)>,
-    processing_time: BTreeSet<(i64, Vec<u8>)>,
+    event_time: Timeline,
+    processing_time: Timeline,
 }
 
 impl TimerService {
-    fn set(&mut self, domain: TimeDomain) -> &mut BTreeSet<(i64, Vec<u8>)> {
+    fn timeline(&mut self, domain: TimeDomain) -> &mut Timeline {
         match domain {
             TimeDomain::EventTime => &mut self.event_time,
             TimeDomain::ProcessingTime => &mut self.processing_time,
@@ -35,48 +46,176 @@ impl TimerService {
 
     /// Registers a timer; registering an existing one changes nothing.
     pub fn register(&mut self, domain: TimeDomain, timestamp: i64, key: &[u8]) {
-        self.set(domain).insert((timestamp, key.to_vec()));
+        self.timeline(domain).register(timestamp, key);
     }
 
     pub fn delete(&mut self, domain: TimeDomain, timestamp: i64, key: &[u8]) {
-        self.set(domain).remove(&(timestamp, key.to_vec()));
+        self.timeline(domain).delete(timestamp, key);
     }
 
-    /// Removes and returns, in timestamp order, up to `max` timers of
-    /// `domain` due at `time` (timestamp ≤ time).
+    /// Removes and returns, in (timestamp, key) order, up to `max` timers
+    /// of `domain` due at `time` (timestamp ≤ time).
     pub fn pop_due(&mut self, domain: TimeDomain, time: i64, max: usize) -> Vec<FiredTimer> {
-        let set = self.set(domain);
-        let mut fired = Vec::new();
-        while fired.len() < max {
-            match set.first() {
-                Some((timestamp, _)) if *timestamp <= time => {
-                    let (timestamp, key) = set.pop_first().expect("checked non-empty");
-                    fired.push(FiredTimer { key, timestamp, domain });
-                }
-                _ => break,
-            }
-        }
-        fired
+        self.timeline(domain).pop_due(domain, time, max)
     }
 
-    /// Every registered timer: event time first, each domain in time order.
+    /// Every registered timer: event time first, each domain in
+    /// (timestamp, key) order.
     pub fn all(&self) -> impl Iterator<Item = (TimeDomain, i64, &[u8])> {
-        let event = self.event_time.iter().map(|(t, k)| (TimeDomain::EventTime, *t, k.as_slice()));
-        let processing = self.processing_time.iter().map(|(t, k)| (TimeDomain::ProcessingTime, *t, k.as_slice()));
+        let event = self.event_time.all().map(|(t, k)| (TimeDomain::EventTime, t, k));
+        let processing = self.processing_time.all().map(|(t, k)| (TimeDomain::ProcessingTime, t, k));
         event.chain(processing)
     }
 
     /// The earliest processing-time timer, if any.
     pub fn next_processing_time(&self) -> Option<i64> {
-        self.processing_time.first().map(|(t, _)| *t)
+        self.processing_time.due.first_key_value().map(|(t, _)| *t)
     }
 
     pub fn len(&self) -> usize {
-        self.event_time.len() + self.processing_time.len()
+        self.event_time.len + self.processing_time.len
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// Two services are equal when they hold the same timers, however far
+/// their keys are along in firing.
+impl PartialEq for TimerService {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.all().eq(other.all())
+    }
+}
+
+impl Eq for TimerService {}
+
+/// The timers of one domain, by timestamp. No timestamp has an empty set.
+#[derive(Debug, Default, Clone)]
+struct Timeline {
+    due: BTreeMap<i64, Keys>,
+    len: usize,
+    /// The emptied set of the last timestamp that fired, kept for the next
+    /// new timestamp: it has room for as many keys, so it need not grow.
+    spare: FxHashSet<Vec<u8>>,
+}
+
+impl Timeline {
+    fn register(&mut self, timestamp: i64, key: &[u8]) {
+        let spare = &mut self.spare;
+        let keys = self.due.entry(timestamp).or_insert_with(|| Keys::Waiting(std::mem::take(spare)));
+        if keys.insert(key) {
+            self.len += 1;
+        }
+    }
+
+    fn delete(&mut self, timestamp: i64, key: &[u8]) {
+        let Some(keys) = self.due.get_mut(&timestamp) else { return };
+        if keys.remove(key) {
+            self.len -= 1;
+            if keys.is_empty() {
+                self.due.remove(&timestamp);
+            }
+        }
+    }
+
+    fn pop_due(&mut self, domain: TimeDomain, time: i64, max: usize) -> Vec<FiredTimer> {
+        let mut fired = Vec::new();
+        while fired.len() < max {
+            let Some(mut first) = self.due.first_entry() else { break };
+            let timestamp = *first.key();
+            if timestamp > time {
+                break;
+            }
+            let firing = first.get_mut().firing(&mut self.spare);
+            while fired.len() < max
+                && let Some(key) = firing.pop()
+            {
+                fired.push(FiredTimer { key, timestamp, domain });
+            }
+            if firing.is_empty() {
+                first.remove();
+            }
+        }
+        self.len -= fired.len();
+        fired
+    }
+
+    fn all(&self) -> impl Iterator<Item = (i64, &[u8])> {
+        self.due.iter().flat_map(|(timestamp, keys)| keys.ascending().into_iter().map(move |key| (*timestamp, key)))
+    }
+}
+
+/// The keys with a timer at one timestamp.
+#[derive(Debug, Clone)]
+enum Keys {
+    /// Not firing yet: in no order.
+    Waiting(FxHashSet<Vec<u8>>),
+    /// Firing: sorted in descending order, the next to fire last.
+    Firing(Vec<Vec<u8>>),
+}
+
+impl Keys {
+    /// Adds `key`; returns whether it was not there.
+    fn insert(&mut self, key: &[u8]) -> bool {
+        match self {
+            Keys::Waiting(set) => !set.contains(key) && set.insert(key.to_vec()),
+            Keys::Firing(sorted) => match sorted.binary_search_by(|held| key.cmp(held)) {
+                Ok(_) => false,
+                Err(at) => {
+                    sorted.insert(at, key.to_vec());
+                    true
+                }
+            },
+        }
+    }
+
+    /// Removes `key`; returns whether it was there.
+    fn remove(&mut self, key: &[u8]) -> bool {
+        match self {
+            Keys::Waiting(set) => set.remove(key),
+            Keys::Firing(sorted) => match sorted.binary_search_by(|held| key.cmp(held)) {
+                Ok(at) => {
+                    sorted.remove(at);
+                    true
+                }
+                Err(_) => false,
+            },
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        match self {
+            Keys::Waiting(set) => set.is_empty(),
+            Keys::Firing(sorted) => sorted.is_empty(),
+        }
+    }
+
+    /// The keys sorted for firing (sorting them the first time, and
+    /// leaving their emptied set in `spare` if it has none).
+    fn firing(&mut self, spare: &mut FxHashSet<Vec<u8>>) -> &mut Vec<Vec<u8>> {
+        if let Keys::Waiting(set) = self {
+            let mut sorted: Vec<Vec<u8>> = set.drain().collect();
+            sorted.sort_unstable_by(|a, b| b.cmp(a));
+            if spare.capacity() < set.capacity() {
+                *spare = std::mem::take(set);
+            }
+            *self = Keys::Firing(sorted);
+        }
+        match self {
+            Keys::Firing(sorted) => sorted,
+            Keys::Waiting(_) => unreachable!("just sorted"),
+        }
+    }
+
+    fn ascending(&self) -> Vec<&[u8]> {
+        let mut keys: Vec<&[u8]> = match self {
+            Keys::Waiting(set) => set.iter().map(Vec::as_slice).collect(),
+            Keys::Firing(sorted) => sorted.iter().map(Vec::as_slice).collect(),
+        };
+        keys.sort_unstable();
+        keys
     }
 }
 
@@ -99,5 +238,36 @@ mod tests {
         assert_eq!(order, vec![(10, &b"b"[..]), (20, &b"a"[..])]);
         assert!(timers.pop_due(TimeDomain::EventTime, 1000, 10).is_empty());
         assert_eq!(timers.next_processing_time(), Some(5));
+    }
+
+    fn keys(fired: &[FiredTimer]) -> Vec<(i64, &str)> {
+        fired.iter().map(|t| (t.timestamp, std::str::from_utf8(&t.key).unwrap())).collect()
+    }
+
+    /// Many keys at one timestamp fire in key order, across several pops;
+    /// timers registered or deleted at that timestamp while it fires are
+    /// fired or skipped in their place, and snapshots list what is left.
+    #[test]
+    fn keys_sharing_a_timestamp_fire_in_order_across_pops() {
+        let mut timers = TimerService::default();
+        for key in ["d", "b", "f", "a", "e", "c"] {
+            timers.register(TimeDomain::EventTime, 10, key.as_bytes());
+        }
+        timers.register(TimeDomain::EventTime, 5, b"z");
+        timers.register(TimeDomain::EventTime, 20, b"a");
+        assert_eq!(keys(&timers.pop_due(TimeDomain::EventTime, 10, 3)), vec![(5, "z"), (10, "a"), (10, "b")]);
+        timers.register(TimeDomain::EventTime, 10, b"bb");
+        timers.register(TimeDomain::EventTime, 10, b"c");
+        timers.delete(TimeDomain::EventTime, 10, b"e");
+        assert_eq!(timers.len(), 5);
+        let left: Vec<(i64, &[u8])> = timers.all().map(|(_, t, k)| (t, k)).collect();
+        assert_eq!(left, vec![(10, &b"bb"[..]), (10, b"c"), (10, b"d"), (10, b"f"), (20, b"a")]);
+        assert_eq!(keys(&timers.pop_due(TimeDomain::EventTime, 15, 10)), vec![(10, "bb"), (10, "c"), (10, "d"), (10, "f")]);
+        assert_eq!(timers.len(), 1);
+        let mut copy = TimerService::default();
+        copy.register(TimeDomain::EventTime, 20, b"a");
+        assert_eq!(timers, copy, "equal whatever their firing state");
+        timers.delete(TimeDomain::EventTime, 20, b"a");
+        assert!(timers.is_empty() && timers.pop_due(TimeDomain::EventTime, i64::MAX, 10).is_empty());
     }
 }
