@@ -7,12 +7,26 @@ pub const NO_TIMESTAMP: i64 = i64::MIN;
 /// A batch of events: for `n` events, `offsets` has `2n + 1` entries;
 /// event `i`'s key is `data[offsets[2i]..offsets[2i+1]]` and its value
 /// `data[offsets[2i+1]..offsets[2i+2]]`; `timestamps` has `n` entries.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct RecordBatch {
     pub(crate) data: Vec<u8>,
     pub(crate) offsets: Vec<u32>,
     pub(crate) timestamps: Vec<i64>,
+    /// The [`key_hash`](crate::state::key_hash) of each event's key, when
+    /// the key-by exchange that built the batch computed them (valid only
+    /// if there is one per event): the keyed operator receiving it needs
+    /// them again to find its state, and need not hash every key twice.
+    hashes: Vec<u64>,
 }
+
+/// Equal events; whether their key hashes came along does not matter.
+impl PartialEq for RecordBatch {
+    fn eq(&self, other: &Self) -> bool {
+        self.data == other.data && self.offsets == other.offsets && self.timestamps == other.timestamps
+    }
+}
+
+impl Eq for RecordBatch {}
 
 /// One event borrowed from a batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,13 +44,13 @@ impl Default for RecordBatch {
 
 impl RecordBatch {
     pub fn new() -> Self {
-        RecordBatch { data: Vec::new(), offsets: vec![0], timestamps: Vec::new() }
+        RecordBatch { data: Vec::new(), offsets: vec![0], timestamps: Vec::new(), hashes: Vec::new() }
     }
 
     pub fn with_capacity(events: usize, bytes: usize) -> Self {
         let mut offsets = Vec::with_capacity(2 * events + 1);
         offsets.push(0);
-        RecordBatch { data: Vec::with_capacity(bytes), offsets, timestamps: Vec::with_capacity(events) }
+        RecordBatch { data: Vec::with_capacity(bytes), offsets, timestamps: Vec::with_capacity(events), hashes: Vec::new() }
     }
 
     /// Builds a batch from parts in wire layout, checking them. An empty
@@ -57,7 +71,7 @@ impl RecordBatch {
         } else if timestamps.len() != events {
             return Err(format!("{events} events but {} timestamps", timestamps.len()));
         }
-        Ok(RecordBatch { data, offsets, timestamps })
+        Ok(RecordBatch { data, offsets, timestamps, hashes: Vec::new() })
     }
 
     /// Takes the parts out in wire layout.
@@ -106,6 +120,25 @@ impl RecordBatch {
         self.timestamps.push(from.timestamps[i]);
     }
 
+    /// [`RecordBatch::push_from`], with the [`key_hash`](crate::state::key_hash)
+    /// of the event's key. The hashes are kept only while every event of
+    /// the batch came with one.
+    #[inline]
+    pub fn push_from_hashed(&mut self, from: &RecordBatch, i: usize, hash: u64) {
+        self.push_from(from, i);
+        if self.hashes.len() + 1 == self.len() {
+            if self.hashes.capacity() == 0 {
+                self.hashes.reserve(self.timestamps.capacity());
+            }
+            self.hashes.push(hash);
+        }
+    }
+
+    /// The key hash of every event, if the batch came with them.
+    pub fn key_hashes(&self) -> Option<&[u64]> {
+        (self.hashes.len() == self.len()).then_some(&self.hashes)
+    }
+
     pub fn key(&self, i: usize) -> &[u8] {
         &self.data[self.offsets[2 * i] as usize..self.offsets[2 * i + 1] as usize]
     }
@@ -128,6 +161,7 @@ impl RecordBatch {
         self.offsets.clear();
         self.offsets.push(0);
         self.timestamps.clear();
+        self.hashes.clear();
     }
 }
 
@@ -162,6 +196,29 @@ mod tests {
         assert_eq!(events[1..], [from.get(2), from.get(0), from.get(1)]);
         let (data, offsets, timestamps) = to.clone().into_parts();
         assert_eq!(RecordBatch::from_parts(data, offsets, timestamps).unwrap(), to);
+    }
+
+    #[test]
+    fn key_hashes_come_along_only_when_every_event_has_one() {
+        let mut from = RecordBatch::new();
+        from.push(b"a", b"1", None);
+        from.push(b"b", b"2", None);
+        let mut hashed = RecordBatch::new();
+        hashed.push_from_hashed(&from, 0, 7);
+        hashed.push_from_hashed(&from, 1, 9);
+        assert_eq!(hashed.key_hashes(), Some(&[7, 9][..]));
+        assert_eq!(hashed, from, "hashes do not change what the batch holds");
+        hashed.push(b"c", b"3", None);
+        assert_eq!(hashed.key_hashes(), None, "an event without a hash");
+        hashed.push_from_hashed(&from, 0, 7);
+        assert_eq!(hashed.key_hashes(), None);
+        let mut unhashed = RecordBatch::new();
+        unhashed.push_from(&from, 0);
+        unhashed.push_from_hashed(&from, 1, 9);
+        assert_eq!(unhashed.key_hashes(), None);
+        hashed.clear();
+        hashed.push_from_hashed(&from, 1, 9);
+        assert_eq!(hashed.key_hashes(), Some(&[9][..]));
     }
 
     #[test]

@@ -13,7 +13,7 @@ use super::{BATCH_SIZE, RecordBatch};
 use crate::job::Partitioning;
 use super::operator::{Emitted, OperatorLogic};
 use crate::plugin::{CallError, InputKind};
-use crate::state::{key_group_for, subtask_for_key_group};
+use crate::state::{key_group_of_hash, key_hash, subtask_for_key_group};
 
 /// How long a blocked send or receive waits before checking for cancellation.
 const POLL_INTERVAL: Duration = Duration::from_millis(50);
@@ -296,10 +296,11 @@ fn partition(
 ) -> Result<(), TaskError> {
     let parallelism = targets.len() as u32;
     for i in 0..batch.len() {
-        let group = key_group_for(batch.key(i), max_parallelism);
+        let hash = key_hash(batch.key(i));
+        let group = key_group_of_hash(hash, max_parallelism);
         let target = subtask_for_key_group(group, max_parallelism, parallelism) as usize;
         let buffer = &mut buffers[target];
-        buffer.push_from(batch, i);
+        buffer.push_from_hashed(batch, i, hash);
         if buffer.len() >= BATCH_SIZE {
             let full = std::mem::replace(buffer, RecordBatch::with_capacity(BATCH_SIZE, 16 * BATCH_SIZE));
             send_batch(&targets[target], full)?;

@@ -117,8 +117,11 @@ impl OperatorInstance {
         kind: InputKind,
     ) -> Result<Vec<(String, RecordBatch)>, CallError> {
         let keyed = kind == InputKind::Keyed;
-        let (key_slots, key_count) =
-            if keyed { self.assign_slots((0..batch.len()).map(|i| batch.key(i))) } else { (Vec::new(), 0) };
+        let (key_slots, key_count) = if keyed {
+            self.assign_slots((0..batch.len()).map(|i| batch.key(i)), batch.key_hashes())
+        } else {
+            (Vec::new(), 0)
+        };
         let (data, offsets, timestamps) = batch.into_parts();
         let input_batch = InputBatch {
             input,
@@ -173,7 +176,7 @@ impl OperatorInstance {
     }
 
     fn timer_batch(&mut self, fired: &[FiredTimer]) -> TimerBatch {
-        let (key_slots, key_count) = self.assign_slots(fired.iter().map(|t| t.key.as_slice()));
+        let (key_slots, key_count) = self.assign_slots(fired.iter().map(|t| t.key.as_slice()), None);
         let mut data = Vec::new();
         let mut offsets = vec![0u32];
         for timer in fired {
@@ -239,10 +242,10 @@ impl OperatorInstance {
     }
 
     /// Numbers distinct keys in order of first appearance and records them
-    /// as the call's current keys.
-    fn assign_slots<'k>(&mut self, batch_keys: impl ExactSizeIterator<Item = &'k [u8]>) -> (Vec<u32>, u32) {
+    /// as the call's current keys (`hashes`: their key hashes, if known).
+    fn assign_slots<'k>(&mut self, batch_keys: impl ExactSizeIterator<Item = &'k [u8]>, hashes: Option<&[u64]>) -> (Vec<u32>, u32) {
         let data = self.store.data_mut();
-        let key_slots = data.keys.number(batch_keys, data.max_parallelism);
+        let key_slots = data.keys.number(batch_keys, hashes, data.max_parallelism);
         (key_slots, data.keys.len() as u32)
     }
 

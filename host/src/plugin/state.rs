@@ -48,15 +48,22 @@ pub struct BatchKeys {
 impl BatchKeys {
     /// Takes the distinct keys of a call's `keys` (one per event or timer)
     /// as the current keys, numbered in order of first appearance, and
-    /// returns each item's slot.
-    pub fn number<'k>(&mut self, keys: impl ExactSizeIterator<Item = &'k [u8]>, max_parallelism: u32) -> Vec<u32> {
+    /// returns each item's slot. `hashes`, if given, are the keys'
+    /// [`key_hash`](crate::state::key_hash)es, as the key-by exchange
+    /// computed them.
+    pub fn number<'k>(&mut self, keys: impl ExactSizeIterator<Item = &'k [u8]>, hashes: Option<&[u64]>, max_parallelism: u32) -> Vec<u32> {
         self.clear();
         let mut numbering = std::mem::take(&mut self.numbering);
         numbering.clear();
         numbering.reserve(keys.len(), |&(hash, _)| hash);
+        debug_assert!(hashes.is_none_or(|h| h.len() == keys.len()));
         let slots = keys
-            .map(|key| {
-                let key = HashedKey::new(key, max_parallelism);
+            .enumerate()
+            .map(|(i, key)| {
+                let key = match hashes {
+                    Some(hashes) => HashedKey::with_hash(key, hashes[i], max_parallelism),
+                    None => HashedKey::new(key, max_parallelism),
+                };
                 let same = |&(hash, slot): &(u64, u32)| hash == key.hash && self.get(slot as usize).key == key.key;
                 match numbering.find(key.hash, same) {
                     Some(&(_, slot)) => slot,
@@ -485,16 +492,20 @@ mod tests {
     #[test]
     fn a_calls_keys_are_numbered_by_first_appearance_each_call_afresh() {
         let mut keys = BatchKeys::default();
-        let call = |keys: &mut BatchKeys, items: &[&str]| keys.number(items.iter().map(|k| k.as_bytes()), 128);
+        let call = |keys: &mut BatchKeys, items: &[&str]| keys.number(items.iter().map(|k| k.as_bytes()), None, 128);
         assert_eq!(call(&mut keys, &["b", "a", "b", "c", "a"]), vec![0, 1, 0, 2, 1]);
         assert_eq!(keys.len(), 3);
         assert_eq!(keys.get(1).key, b"a");
         assert_eq!(keys.get(2).group, HashedKey::new(b"c", 128).group);
         let many: Vec<String> = (0..5000).map(|i| (i % 1000).to_string()).collect();
-        let slots = keys.number(many.iter().map(|k| k.as_bytes()), 128);
+        let slots = keys.number(many.iter().map(|k| k.as_bytes()), None, 128);
         assert_eq!(keys.len(), 1000);
         assert_eq!(slots[..1000], (0..1000).collect::<Vec<u32>>()[..]);
         assert_eq!(slots[1000..2000], slots[..1000]);
+        // With the hashes the exchange computed, the same slots and groups.
+        let hashes: Vec<u64> = many.iter().map(|k| crate::state::key_hash(k.as_bytes())).collect();
+        assert_eq!(keys.number(many.iter().map(|k| k.as_bytes()), Some(&hashes), 128), slots);
+        assert_eq!(keys.get(7).group, HashedKey::new(b"7", 128).group);
         assert_eq!(call(&mut keys, &["a"]), vec![0]);
         assert_eq!((keys.len(), keys.get(0).key), (1, b"a".as_slice()));
     }

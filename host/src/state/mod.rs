@@ -93,7 +93,13 @@ impl<'a> HashedKey<'a> {
     /// `key`, in its key group among `max_parallelism`.
     #[inline]
     pub fn new(key: &'a [u8], max_parallelism: u32) -> Self {
-        let hash = key_hash(key);
+        Self::with_hash(key, key_hash(key), max_parallelism)
+    }
+
+    /// `key`, whose [`key_hash`] is `hash`, computed before.
+    #[inline]
+    pub fn with_hash(key: &'a [u8], hash: u64, max_parallelism: u32) -> Self {
+        debug_assert_eq!(hash, key_hash(key));
         HashedKey { key, hash, group: key_group_of_hash(hash, max_parallelism) as u16 }
     }
 
