@@ -1,5 +1,8 @@
 //! One sandboxed instance of a plugin, owned by one operator subtask.
 
+use std::time::Instant;
+
+use tracing::debug;
 use wasmtime::{Store, Trap};
 
 use super::bindings::weir::operator::types::TimeDomain as WitDomain;
@@ -225,10 +228,22 @@ impl OperatorInstance {
     /// Captures the instance's state for a checkpoint (between calls),
     /// after the plugin has written back what it holds in memory.
     pub fn snapshot(&mut self) -> Result<CapturedState, CallError> {
+        let started = Instant::now();
         self.flush()?;
+        let flushed = started.elapsed();
         let data = self.store.data_mut();
         let meta = snapshot::encode(&data.registry, &data.broadcast, &data.timers);
+        let encoded = started.elapsed();
         let keyed = data.backend.snapshot().map_err(|e| CallError::Backend(e.to_string()))?;
+        // Where a checkpoint's synchronous part goes: the plugin writing
+        // back what it holds, the timers, the backend's capture.
+        debug!(
+            flush_ms = flushed.as_secs_f64() * 1e3,
+            timers = data.timers.len(),
+            timers_ms = (encoded - flushed).as_secs_f64() * 1e3,
+            backend_ms = (started.elapsed() - encoded).as_secs_f64() * 1e3,
+            "operator state captured"
+        );
         Ok(CapturedState { meta, keyed })
     }
 
