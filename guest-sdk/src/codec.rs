@@ -213,6 +213,16 @@ pub(crate) fn extend_small(out: &mut Vec<u8>, bytes: &[u8]) {
 /// Writes `n` in decimal without going through `fmt` (this is on the hot path
 /// of every counting operator).
 fn write_u64(n: u64, out: &mut Vec<u8>) {
+    // Counts are mostly small: one or two digits are pushed as they are.
+    if n < 10 {
+        out.push(b'0' + n as u8);
+        return;
+    }
+    if n < 100 {
+        let pair = 2 * n as usize;
+        out.extend_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
+        return;
+    }
     let mut digits = [0u8; 20];
     let start = decimal_digits(n, &mut digits);
     extend_small(out, &digits[start..]);
@@ -321,7 +331,8 @@ mod tests {
 
     #[test]
     fn integers_encode_as_the_standard_formatter_writes_them() {
-        let mut samples = vec![0, 9, 10, 99, 100, 101, 999, 1000, 99_999_999, 100_000_000, 4_294_967_295, 4_294_967_296];
+        let mut samples: Vec<u64> = (0..=1000).collect();
+        samples.extend([99_999_999, 100_000_000, 4_294_967_295, 4_294_967_296]);
         samples.extend([10_000_000_000_000_000, 18_446_744_073_709_551_615, 12_345_678_900_000_000]);
         let mut n: u64 = 1;
         for _ in 0..2000 {
