@@ -10,6 +10,7 @@
 //! key's state.
 
 use hashbrown::HashTable;
+use hashbrown::hash_table::Entry;
 use wasmtime::component::{HasData, Resource, ResourceTable};
 
 use super::bindings::weir::operator::state::{Host, HostMapState, HostValueState, SlotValues};
@@ -65,12 +66,13 @@ impl BatchKeys {
                     None => HashedKey::new(key, max_parallelism),
                 };
                 let same = |&(hash, slot): &(u64, u32)| hash == key.hash && self.get(slot as usize).key == key.key;
-                match numbering.find(key.hash, same) {
-                    Some(&(_, slot)) => slot,
-                    None => {
+                // One probe finds the key or the place for it.
+                match numbering.entry(key.hash, same, |&(hash, _)| hash) {
+                    Entry::Occupied(numbered) => numbered.get().1,
+                    Entry::Vacant(place) => {
                         let slot = self.len() as u32;
+                        place.insert((key.hash, slot));
                         self.push(key);
-                        numbering.insert_unique(key.hash, (key.hash, slot), |&(hash, _)| hash);
                         slot
                     }
                 }
