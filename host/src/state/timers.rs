@@ -12,7 +12,11 @@
 
 use std::collections::BTreeMap;
 
-use rustc_hash::FxHashSet;
+use hashbrown::HashSet;
+use rustc_hash::FxBuildHasher;
+
+/// A timestamp's keys, found by hash.
+type KeySet = HashSet<Vec<u8>, FxBuildHasher>;
 
 /// A clock timers follow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -98,7 +102,7 @@ struct Timeline {
     len: usize,
     /// The emptied set of the last timestamp that fired, kept for the next
     /// new timestamp: it has room for as many keys, so it need not grow.
-    spare: FxHashSet<Vec<u8>>,
+    spare: KeySet,
 }
 
 impl Timeline {
@@ -151,7 +155,7 @@ impl Timeline {
 #[derive(Debug, Clone)]
 enum Keys {
     /// Not firing yet: in no order.
-    Waiting(FxHashSet<Vec<u8>>),
+    Waiting(KeySet),
     /// Firing: sorted in descending order, the next to fire last.
     Firing(Vec<Vec<u8>>),
 }
@@ -160,7 +164,12 @@ impl Keys {
     /// Adds `key`; returns whether it was not there.
     fn insert(&mut self, key: &[u8]) -> bool {
         match self {
-            Keys::Waiting(set) => !set.contains(key) && set.insert(key.to_vec()),
+            Keys::Waiting(set) => {
+                // One probe; the key is copied only if it is new.
+                let before = set.len();
+                set.get_or_insert_with(key, <[u8]>::to_vec);
+                set.len() > before
+            }
             Keys::Firing(sorted) => match sorted.binary_search_by(|held| key.cmp(held)) {
                 Ok(_) => false,
                 Err(at) => {
@@ -194,7 +203,7 @@ impl Keys {
 
     /// The keys sorted for firing (sorting them the first time, and
     /// leaving their emptied set in `spare` if it has none).
-    fn firing(&mut self, spare: &mut FxHashSet<Vec<u8>>) -> &mut Vec<Vec<u8>> {
+    fn firing(&mut self, spare: &mut KeySet) -> &mut Vec<Vec<u8>> {
         if let Keys::Waiting(set) = self {
             let mut sorted: Vec<Vec<u8>> = set.drain().collect();
             sorted.sort_unstable_by(|a, b| b.cmp(a));
