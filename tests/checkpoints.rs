@@ -208,6 +208,26 @@ fn checkpoint_id(dir: &Path) -> u64 {
     dir.file_name().unwrap().to_str().unwrap().trim_start_matches("chk-").parse().unwrap()
 }
 
+/// The manifest of checkpoint `dir`, as JSON (after its checksum line).
+fn manifest_json(dir: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(dir.join("_MANIFEST")).unwrap();
+    serde_json::from_str(text.split_once('\n').unwrap().1).unwrap()
+}
+
+/// The in-memory state file that checkpoint `newest` wrote itself: one of
+/// its whole snapshot or change files that `previous` does not refer to.
+fn own_state_file(previous: &Path, newest: &Path) -> PathBuf {
+    let files = |dir: &Path| -> Vec<String> {
+        let manifest = manifest_json(dir);
+        let keyed = manifest["tasks"].as_array().unwrap().iter().map(|t| t["keyed"].clone()).collect::<Vec<_>>();
+        let refs = keyed.iter().flat_map(|k| std::iter::once(k["entries"].clone()).chain(k["changes"].as_array().cloned().unwrap_or_default()));
+        refs.filter_map(|f| f["path"].as_str().map(str::to_owned)).collect()
+    };
+    let older = files(previous);
+    let own = files(newest).into_iter().find(|f| !older.contains(f)).expect("the newest checkpoint wrote a state file");
+    newest.parent().unwrap().join(own)
+}
+
 /// The first file of checkpoint `dir` whose name ends with `suffix`.
 fn file_ending(dir: &Path, suffix: &str) -> PathBuf {
     std::fs::read_dir(dir)
@@ -217,13 +237,13 @@ fn file_ending(dir: &Path, suffix: &str) -> PathBuf {
         .unwrap_or_else(|| panic!("no *{suffix} in {}", dir.display()))
 }
 
-fn recovers_from_the_previous_checkpoint(corrupt: impl Fn(&Path), what: &str) {
+fn recovers_from_the_previous_checkpoint(corrupt: impl Fn(&Path, &Path), what: &str) {
     let dir = JobDir::new();
     let job = count_job(&dir, "memory", &plugin("word-count"), "", "");
     kill_after_checkpoints(&job, &dir.path("checkpoints"), 2);
     let checkpoints = complete_checkpoints(&dir.path("checkpoints"));
     let (previous, newest) = (&checkpoints[checkpoints.len() - 2], &checkpoints[checkpoints.len() - 1]);
-    corrupt(newest);
+    corrupt(previous, newest);
     let listing = common::weir(&["checkpoints", dir.path("checkpoints").to_str().unwrap()]);
     listing.success();
     let line = |id: u64| {
@@ -246,8 +266,8 @@ fn recovers_from_the_previous_checkpoint(corrupt: impl Fn(&Path), what: &str) {
 #[test]
 fn a_checkpoint_with_a_flipped_byte_is_skipped_for_the_previous_one() {
     recovers_from_the_previous_checkpoint(
-        |newest| {
-            let file = file_ending(newest, ".entries");
+        |previous, newest| {
+            let file = own_state_file(previous, newest);
             let mut bytes = std::fs::read(&file).unwrap();
             let middle = bytes.len() / 2;
             bytes[middle] ^= 0x20;
@@ -260,7 +280,7 @@ fn a_checkpoint_with_a_flipped_byte_is_skipped_for_the_previous_one() {
 #[test]
 fn a_truncated_checkpoint_is_skipped_for_the_previous_one() {
     recovers_from_the_previous_checkpoint(
-        |newest| {
+        |_, newest| {
             let file = file_ending(newest, "_MANIFEST");
             let bytes = std::fs::read(&file).unwrap();
             std::fs::write(&file, &bytes[..bytes.len() / 2]).unwrap();
@@ -347,10 +367,7 @@ input = "count"
     assert!(peak < 200.0, "peak memory {peak} MiB for {keys} keys: {stderr}");
     let manifests: Vec<serde_json::Value> = complete_checkpoints(&dir.path("checkpoints"))
         .iter()
-        .map(|d| {
-            let text = std::fs::read_to_string(d.join("_MANIFEST")).unwrap();
-            serde_json::from_str(text.split_once('\n').unwrap().1).unwrap()
-        })
+        .map(|d| manifest_json(d))
         .filter(|m: &serde_json::Value| m["finished"] == false)
         .collect();
     assert!(manifests.len() >= 2, "at least two retained checkpoints with state: {stderr}");

@@ -15,8 +15,13 @@ use super::PendingCommit;
 use crate::connectors::SourceSplit;
 use crate::state::{BackendHandle, BackendKind, FileRef, strip_header, with_header};
 
-/// The version of the manifest format.
-pub const FORMAT_VERSION: u32 = 2;
+/// The version of the manifest format. Version 3 added change files to
+/// in-memory state (`changes`): a Weir that reads only version 2 would
+/// restore such a checkpoint without its changes, so it must refuse it.
+pub const FORMAT_VERSION: u32 = 3;
+/// The oldest version this Weir still reads (a version-2 manifest is a
+/// version-3 one without change files).
+const OLDEST_READABLE: u32 = 2;
 const HEADER: &str = "weir-checkpoint";
 
 /// A completed checkpoint.
@@ -115,7 +120,8 @@ impl Manifest {
 
     /// Parses and checks a stored manifest.
     pub fn decode(path: &Path, bytes: &[u8]) -> Result<Manifest, String> {
-        let json = strip_header(bytes, HEADER, FORMAT_VERSION)?;
+        let json = strip_header(bytes, HEADER, FORMAT_VERSION)
+            .or_else(|error| strip_header(bytes, HEADER, OLDEST_READABLE).map_err(|_| error))?;
         serde_json::from_slice(json).map_err(|error| format!("{}: {error}", path.display()))
     }
 }

@@ -6,21 +6,26 @@
 //! it in place. Callers hash a key once ([`HashedKey`]) for both the read
 //! and the write of a batch.
 //!
-//! A snapshot serialises every entry into one buffer in the canonical
-//! keyed-state format while the task waits (a copy, no I/O), and writes it
-//! out later:
+//! A snapshot serialises entries into one buffer while the task waits (a
+//! copy, no I/O), and writes it out later. The first serialises every
+//! entry, in the canonical keyed-state format:
 //!
 //! ```text
 //! "WEIRKS01"  then per entry: group u16, state u32, key (u32 len + bytes),
 //!             value (u32 len + bytes); all little-endian
 //! ```
+//!
+//! and later ones only what changed since the one before, while that is
+//! cheaper ([`memory_chain`](super::memory_chain)): each entry remembers
+//! whether it was written since, and the backend lists the keys deleted.
 
 use std::path::Path;
 
 use hashbrown::HashTable;
 
-use super::file::{FileRef, RecordReader, RecordWriter, read_verified, write_verified};
-use super::{BackendHandle, BackendKind, Entry, HashedKey, KeyedStateBackend, SnapshotTarget, StateError, StateId, StateSnapshot};
+use super::file::{FileRef, RecordReader, RecordWriter, read_verified};
+use super::memory_chain::{CHANGES_MAGIC, Chain};
+use super::{BackendKind, Entry, HashedKey, KeyedStateBackend, StateError, StateId, StateSnapshot};
 
 /// The magic (and version) of a canonical keyed-state file.
 pub const ENTRIES_MAGIC: &[u8; 8] = b"WEIRKS01";
@@ -32,6 +37,8 @@ struct Slot {
     key_len: u32,
     /// The key's bytes followed by the value's.
     bytes: Vec<u8>,
+    /// Written since the last snapshot.
+    changed: bool,
 }
 
 impl Slot {
@@ -52,6 +59,9 @@ impl Slot {
 #[derive(Debug, Default)]
 pub struct MemoryBackend {
     states: Vec<HashTable<Slot>>,
+    /// Keys deleted since the last snapshot (once there was one).
+    deleted: Vec<(u16, StateId, Vec<u8>)>,
+    chain: Chain,
 }
 
 impl MemoryBackend {
@@ -80,12 +90,13 @@ impl KeyedStateBackend for MemoryBackend {
             Some(entry) => {
                 entry.bytes.truncate(entry.key_len as usize);
                 entry.bytes.extend_from_slice(value);
+                entry.changed = true;
             }
             None => {
                 let mut bytes = Vec::with_capacity(key.key.len() + value.len());
                 bytes.extend_from_slice(key.key);
                 bytes.extend_from_slice(value);
-                let slot = Slot { hash: key.hash, group: key.group, key_len: key.key.len() as u32, bytes };
+                let slot = Slot { hash: key.hash, group: key.group, key_len: key.key.len() as u32, bytes, changed: true };
                 table.insert_unique(key.hash, slot, |e| e.hash);
             }
         }
@@ -97,6 +108,9 @@ impl KeyedStateBackend for MemoryBackend {
             && let Ok(entry) = table.find_entry(key.hash, |e| e.matches(&key))
         {
             entry.remove();
+            if self.chain.started() {
+                self.deleted.push((key.group, state, key.key.to_vec()));
+            }
         }
         Ok(())
     }
@@ -116,16 +130,28 @@ impl KeyedStateBackend for MemoryBackend {
     }
 
     fn snapshot(&mut self) -> Result<Box<dyn StateSnapshot>, StateError> {
-        let mut writer = RecordWriter::new(ENTRIES_MAGIC);
-        for (index, table) in self.states.iter().enumerate() {
-            for slot in table.iter() {
+        let extend = self.chain.may_extend();
+        let mut writer = RecordWriter::new(if extend { CHANGES_MAGIC } else { ENTRIES_MAGIC });
+        if extend {
+            writer.u32(self.deleted.len() as u32);
+            for (group, state, key) in &self.deleted {
+                writer.u16(*group);
+                writer.u32(state.0);
+                writer.bytes(key);
+            }
+        }
+        self.deleted.clear();
+        for (index, table) in self.states.iter_mut().enumerate() {
+            for slot in table.iter_mut().filter(|slot| slot.changed || !extend) {
                 writer.u16(slot.group);
                 writer.u32(index as u32);
                 writer.bytes(slot.key());
                 writer.bytes(slot.value());
+                slot.changed = false;
             }
         }
-        Ok(Box::new(EntriesSnapshot(writer.into_bytes())))
+        let bytes = writer.into_bytes();
+        Ok(if extend { self.chain.changes(bytes) } else { self.chain.full(bytes) })
     }
 
     fn kind(&self) -> BackendKind {
@@ -141,16 +167,6 @@ impl MemoryBackend {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-}
-
-/// Entries serialised at the barrier, waiting to be written.
-struct EntriesSnapshot(Vec<u8>);
-
-impl StateSnapshot for EntriesSnapshot {
-    fn persist(self: Box<Self>, target: &SnapshotTarget) -> Result<BackendHandle, StateError> {
-        let entries = write_verified(&target.root, target.private("entries"), &self.0)?;
-        Ok(BackendHandle::Memory { entries })
     }
 }
 
@@ -185,9 +201,30 @@ pub fn visit_entries(
     Ok(())
 }
 
+/// Applies a change file (checksum first) to `backend`: its deleted keys,
+/// then its written entries.
+pub fn apply_changes(root: &Path, file: &FileRef, backend: &mut dyn KeyedStateBackend) -> Result<(), StateError> {
+    let bytes = read_verified(root, file)?;
+    let path = root.join(&file.path);
+    let mut reader = RecordReader::new(&path, &bytes, CHANGES_MAGIC)?;
+    for _ in 0..reader.u32()? {
+        let group = reader.u16()?;
+        let state = StateId(reader.u32()?);
+        backend.delete(state, HashedKey::in_group(reader.bytes()?, group))?;
+    }
+    while !reader.is_empty() {
+        let group = reader.u16()?;
+        let state = StateId(reader.u32()?);
+        let key = reader.bytes()?;
+        backend.put(state, HashedKey::in_group(key, group), reader.bytes()?)?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::state::{BackendHandle, SnapshotTarget, restore_backend};
 
     #[test]
     fn put_get_delete_per_state() {
@@ -219,19 +256,111 @@ mod tests {
         }
         let target = SnapshotTarget { root: dir.path().to_path_buf(), dir: "chk-1".into(), name: "op-0".into() };
         let handle = backend.snapshot().unwrap().persist(&target).unwrap();
-        let mut restored = super::super::restore_backend(BackendKind::Memory, &handle, dir.path(), dir.path()).unwrap();
+        let mut restored = restore_backend(BackendKind::Memory, &handle, dir.path(), dir.path()).unwrap();
         for i in 0..1000u32 {
             let key = format!("key-{i}");
             let value = restored.get(StateId(i % 3), HashedKey::new(key.as_bytes(), 128)).unwrap();
             assert_eq!(value, Some(&i.to_le_bytes()[..]));
         }
-        let BackendHandle::Memory { entries } = &handle else { panic!("memory handle") };
+        let BackendHandle::Memory { entries, .. } = &handle else { panic!("memory handle") };
         let path = dir.path().join(&entries.path);
         let mut bytes = std::fs::read(&path).unwrap();
         bytes[100] ^= 1;
         std::fs::write(&path, &bytes).unwrap();
-        let error = super::super::restore_backend(BackendKind::Memory, &handle, dir.path(), dir.path()).err().unwrap();
+        let error = restore_backend(BackendKind::Memory, &handle, dir.path(), dir.path()).err().unwrap();
         assert!(error.to_string().contains("checksum"), "{error}");
+    }
+
+    fn put(backend: &mut MemoryBackend, state: u32, key: &str, value: &str) {
+        backend.put(StateId(state), HashedKey::new(key.as_bytes(), 128), value.as_bytes()).unwrap();
+    }
+
+    fn delete(backend: &mut MemoryBackend, state: u32, key: &str) {
+        backend.delete(StateId(state), HashedKey::new(key.as_bytes(), 128)).unwrap();
+    }
+
+    /// Every (state, key, value), sorted.
+    fn contents(backend: &mut dyn KeyedStateBackend) -> Vec<(u32, Vec<u8>, Vec<u8>)> {
+        let mut all = Vec::new();
+        backend.for_each(&mut |e| all.push((e.state.0, e.key.clone(), e.value.clone()))).unwrap();
+        all.sort();
+        all
+    }
+
+    fn target(dir: &Path, checkpoint: u32) -> SnapshotTarget {
+        SnapshotTarget { root: dir.to_path_buf(), dir: format!("chk-{checkpoint}"), name: "op-0".into() }
+    }
+
+    fn changes(handle: &BackendHandle) -> &[FileRef] {
+        let BackendHandle::Memory { changes, .. } = handle else { panic!("memory handle") };
+        changes
+    }
+
+    /// After a full snapshot, each one writes only what changed — written
+    /// entries and deleted keys, a key deleted and written again included —
+    /// and restoring the base and its changes gives the state at each.
+    #[test]
+    fn later_snapshots_write_only_changes_and_restore_exactly() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut backend = MemoryBackend::new();
+        for i in 0..1000 {
+            put(&mut backend, i % 2, &format!("key-{i}"), &format!("value-{i}"));
+        }
+        let first = backend.snapshot().unwrap().persist(&target(dir.path(), 1)).unwrap();
+        assert!(changes(&first).is_empty(), "the first snapshot is whole");
+        put(&mut backend, 0, "key-0", "new");
+        delete(&mut backend, 1, "key-1");
+        delete(&mut backend, 0, "key-2");
+        put(&mut backend, 0, "key-2", "again");
+        put(&mut backend, 1, "fresh", "1");
+        delete(&mut backend, 1, "fresh");
+        let second = backend.snapshot().unwrap().persist(&target(dir.path(), 2)).unwrap();
+        assert_eq!(changes(&second).len(), 1);
+        assert!(changes(&second)[0].size < first.files()[0].size / 10, "a few changes, a small file");
+        let expected = contents(&mut backend);
+        let mut restored = restore_backend(BackendKind::Memory, &second, dir.path(), dir.path()).unwrap();
+        assert_eq!(contents(restored.as_mut()), expected);
+        put(&mut backend, 1, "key-1", "back");
+        let third = backend.snapshot().unwrap().persist(&target(dir.path(), 3)).unwrap();
+        assert_eq!((third.files()[0], changes(&third).len()), (first.files()[0], 2), "one base, two change files");
+        let mut restored = restore_backend(BackendKind::Memory, &third, dir.path(), dir.path()).unwrap();
+        assert_eq!(contents(restored.as_mut()), contents(&mut backend));
+        let mut visited = Vec::new();
+        crate::state::visit_snapshot(BackendKind::Memory, &third, dir.path(), dir.path(), &mut |_, state, key, value| {
+            visited.push((state.0, key.to_vec(), value.to_vec()))
+        })
+        .unwrap();
+        visited.sort();
+        assert_eq!(visited, contents(&mut backend), "a savepoint sees the same");
+    }
+
+    /// A chain whose changes outgrow its base, or one of whose files was
+    /// not written, starts again with a whole snapshot.
+    #[test]
+    fn a_chain_starts_again_when_its_changes_outgrow_the_base_or_a_file_is_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut backend = MemoryBackend::new();
+        put(&mut backend, 0, "small", "1");
+        backend.snapshot().unwrap().persist(&target(dir.path(), 1)).unwrap();
+        for i in 0..100 {
+            put(&mut backend, 0, &format!("key-{i}"), "a longer value than the base's");
+        }
+        let grown = backend.snapshot().unwrap().persist(&target(dir.path(), 2)).unwrap();
+        assert_eq!(changes(&grown).len(), 1);
+        let whole = backend.snapshot().unwrap().persist(&target(dir.path(), 3)).unwrap();
+        assert!(changes(&whole).is_empty(), "the changes outgrew the base: whole again");
+
+        // A snapshot taken but never written: the next change file has no
+        // predecessor, so its checkpoint fails and the chain starts again.
+        put(&mut backend, 0, "lost", "1");
+        let _never_written = backend.snapshot().unwrap();
+        put(&mut backend, 0, "after", "2");
+        let error = backend.snapshot().unwrap().persist(&target(dir.path(), 5)).err().unwrap();
+        assert!(error.to_string().contains("next checkpoint writes the whole state"), "{error}");
+        let again = backend.snapshot().unwrap().persist(&target(dir.path(), 6)).unwrap();
+        assert!(changes(&again).is_empty());
+        let mut restored = restore_backend(BackendKind::Memory, &again, dir.path(), dir.path()).unwrap();
+        assert_eq!(contents(restored.as_mut()), contents(&mut backend), "nothing lost with the unwritten snapshot");
     }
 
     #[test]

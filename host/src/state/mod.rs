@@ -21,6 +21,7 @@ mod file;
 mod hot;
 mod key_group;
 mod memory;
+mod memory_chain;
 mod rocksdb;
 mod timers;
 
@@ -184,8 +185,13 @@ impl std::fmt::Display for BackendKind {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "backend", rename_all = "lowercase")]
 pub enum BackendHandle {
-    /// One file in the canonical keyed-state format ([`file`]).
-    Memory { entries: FileRef },
+    /// One file in the canonical keyed-state format ([`file`]), then the
+    /// changes after it, in order ([`memory_chain`]).
+    Memory {
+        entries: FileRef,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        changes: Vec<FileRef>,
+    },
     /// A RocksDB checkpoint: SST files (shared between checkpoints, never
     /// rewritten) and the small files describing the database.
     Rocksdb { shared: Vec<FileRef>, private: Vec<FileRef> },
@@ -195,7 +201,7 @@ impl BackendHandle {
     /// Every file the handle refers to.
     pub fn files(&self) -> Vec<&FileRef> {
         match self {
-            BackendHandle::Memory { entries } => vec![entries],
+            BackendHandle::Memory { entries, changes } => std::iter::once(entries).chain(changes).collect(),
             BackendHandle::Rocksdb { shared, private } => shared.iter().chain(private).collect(),
         }
     }
@@ -222,11 +228,13 @@ pub fn visit_snapshot(
     f: &mut dyn FnMut(u16, StateId, &[u8], &[u8]),
 ) -> Result<(), StateError> {
     match handle {
-        BackendHandle::Memory { entries } => memory::visit_entries(root, entries, &mut |group, state, key, value| {
-            f(group, state, key, value);
-            Ok(())
-        }),
-        BackendHandle::Rocksdb { .. } => {
+        BackendHandle::Memory { entries, changes } if changes.is_empty() => {
+            memory::visit_entries(root, entries, &mut |group, state, key, value| {
+                f(group, state, key, value);
+                Ok(())
+            })
+        }
+        BackendHandle::Memory { .. } | BackendHandle::Rocksdb { .. } => {
             restore_backend(kind, handle, root, work_dir)?.for_each(&mut |e| f(e.group, e.state, &e.key, &e.value))
         }
     }
@@ -242,11 +250,14 @@ pub fn restore_backend(
         (BackendKind::Rocksdb, BackendHandle::Rocksdb { shared, private }) => {
             Ok(Box::new(RocksDbBackend::restore(work_dir, root, shared, private)?))
         }
-        (_, BackendHandle::Memory { entries }) => {
+        (_, BackendHandle::Memory { entries, changes }) => {
             let mut backend = open_backend(kind, work_dir)?;
             memory::read_entries(root, entries, &mut |entry| {
                 backend.put(entry.state, HashedKey::in_group(&entry.key, entry.group), &entry.value)
             })?;
+            for file in changes {
+                memory::apply_changes(root, file, backend.as_mut())?;
+            }
             Ok(backend)
         }
         (BackendKind::Memory, BackendHandle::Rocksdb { .. }) => Err(StateError::Incompatible(
