@@ -27,7 +27,6 @@
 //! and a change file whose predecessor was not written fails its
 //! checkpoint and cuts the chain.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::file::{FileRef, write_verified};
@@ -74,10 +73,7 @@ pub struct Chain {
 
 impl Default for Chain {
     fn default() -> Self {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-        let id = format!("memory-{}-{nanos:x}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
-        Chain { id, files: Arc::default(), taken: 0 }
+        Chain { id: format!("memory-{}", super::unique_name()), files: Arc::default(), taken: 0 }
     }
 }
 

@@ -207,6 +207,16 @@ impl BackendHandle {
     }
 }
 
+/// A name no other backend of any run shares: the process, the time in
+/// ns and a counter. Backends name the files they share between
+/// checkpoints with it.
+fn unique_name() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let next = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{}-{nanos:x}-{next}", std::process::id())
+}
+
 /// Creates an empty backend of `kind`; RocksDB keeps its files in a fresh
 /// directory under `work_dir`.
 pub fn open_backend(kind: BackendKind, work_dir: &Path) -> Result<Box<dyn KeyedStateBackend>, StateError> {

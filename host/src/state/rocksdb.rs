@@ -24,7 +24,6 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rocksdb::{BlockBasedOptions, Cache, DB, IteratorMode, Options, WriteBatch, WriteOptions};
@@ -178,9 +177,7 @@ fn options() -> Options {
 
 /// A new, empty directory for a database, and a name for it.
 fn fresh_dir(work_dir: &Path) -> Result<(String, PathBuf), StateError> {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-    let id = format!("{}-{nanos:x}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+    let id = super::unique_name();
     let dir = work_dir.join(format!("rocksdb-{id}"));
     std::fs::create_dir_all(&dir).map_err(StateError::io(&dir))?;
     Ok((id, dir))
