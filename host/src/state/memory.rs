@@ -191,6 +191,15 @@ pub fn visit_entries(
     let bytes = read_verified(root, file)?;
     let path = root.join(&file.path);
     let mut reader = RecordReader::new(&path, &bytes, ENTRIES_MAGIC)?;
+    visit_records(&mut reader, f)
+}
+
+/// Calls `f(group, state, key, value)` for each entry record from
+/// `reader` to its end (an entries file's body, a change file's tail).
+fn visit_records(
+    reader: &mut RecordReader<'_>,
+    f: &mut dyn FnMut(u16, StateId, &[u8], &[u8]) -> Result<(), StateError>,
+) -> Result<(), StateError> {
     while !reader.is_empty() {
         let group = reader.u16()?;
         let state = StateId(reader.u32()?);
@@ -212,13 +221,7 @@ pub fn apply_changes(root: &Path, file: &FileRef, backend: &mut dyn KeyedStateBa
         let state = StateId(reader.u32()?);
         backend.delete(state, HashedKey::in_group(reader.bytes()?, group))?;
     }
-    while !reader.is_empty() {
-        let group = reader.u16()?;
-        let state = StateId(reader.u32()?);
-        let key = reader.bytes()?;
-        backend.put(state, HashedKey::in_group(key, group), reader.bytes()?)?;
-    }
-    Ok(())
+    visit_records(&mut reader, &mut |group, state, key, value| backend.put(state, HashedKey::in_group(key, group), value))
 }
 
 #[cfg(test)]
