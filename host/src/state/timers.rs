@@ -219,12 +219,15 @@ impl Keys {
     }
 
     fn ascending(&self) -> Vec<&[u8]> {
-        let mut keys: Vec<&[u8]> = match self {
-            Keys::Waiting(set) => set.iter().map(Vec::as_slice).collect(),
-            Keys::Firing(sorted) => sorted.iter().map(Vec::as_slice).collect(),
-        };
-        keys.sort_unstable();
-        keys
+        match self {
+            Keys::Waiting(set) => {
+                let mut keys: Vec<&[u8]> = set.iter().map(Vec::as_slice).collect();
+                keys.sort_unstable();
+                keys
+            }
+            // Already sorted, in descending order.
+            Keys::Firing(sorted) => sorted.iter().rev().map(Vec::as_slice).collect(),
+        }
     }
 }
 
