@@ -7,8 +7,10 @@
 //! range is a [`SourceSplit`]; a subtask restored at another parallelism
 //! may be given several, which it reads one after the other.
 
+use std::ops::Range;
 use std::time::{Duration, Instant};
 
+use super::decimal::DecimalCounter;
 use super::{ConnectorError, Poll, RestoredSplits, Source, SourceSplit};
 use crate::dataflow::RecordBatch;
 use crate::job::GeneratorMode;
@@ -137,14 +139,36 @@ impl Generator {
         self.config.events_per_ms.map(|per_ms| (i / per_ms.max(1)) as i64)
     }
 
+    /// Events `events` of the sequence mode: key `i mod keys`, value `i`,
+    /// timestamp `i / events_per_ms`. The benchmarks' sources make 10-20
+    /// million of them a second, so the digits and the timestamp are
+    /// counted up from event to event rather than divided out of `i`.
+    fn push_sequence(&self, events: Range<u64>, batch: &mut RecordBatch) {
+        let keys = self.config.keys.max(1);
+        let mut key = DecimalCounter::new(events.start % keys);
+        let mut value = DecimalCounter::new(events.start);
+        let mut time = self.config.events_per_ms.map(|per_ms| EventClock::new(events.start, per_ms.max(1)));
+        for _ in events {
+            batch.push_with(time.as_ref().map(EventClock::timestamp), |data, offsets| {
+                key.write(data);
+                offsets.push(data.len() as u32);
+                value.write(data);
+                offsets.push(data.len() as u32);
+            });
+            value.increment();
+            key.increment();
+            if key.value() == keys {
+                key = DecimalCounter::new(0);
+            }
+            if let Some(time) = &mut time {
+                time.tick();
+            }
+        }
+    }
+
     fn push(&self, i: u64, batch: &mut RecordBatch) {
         match self.config.mode {
-            GeneratorMode::Sequence => batch.push_with(self.timestamp(i), |data, offsets| {
-                write_decimal(i % self.config.keys.max(1), data);
-                offsets.push(data.len() as u32);
-                write_decimal(i, data);
-                offsets.push(data.len() as u32);
-            }),
+            GeneratorMode::Sequence => self.push_sequence(i..i + 1, batch),
             GeneratorMode::Words => {
                 let line = words_line(self.config.seed, i);
                 batch.push(b"", line.as_bytes(), self.timestamp(i));
@@ -176,11 +200,39 @@ impl Source for Generator {
             return Ok(Poll::Exhausted);
         }
         let count = (self.end - self.next).min(self.allowance(max) as u64);
-        for i in self.next..self.next + count {
-            self.push(i, batch);
+        let events = self.next..self.next + count;
+        match self.config.mode {
+            GeneratorMode::Sequence => self.push_sequence(events, batch),
+            _ => events.for_each(|i| self.push(i, batch)),
         }
         self.next += count;
         Ok(Poll::Ready)
+    }
+}
+
+/// Event `i`'s timestamp, `i / per_ms`, kept as a quotient and remainder
+/// that one event moves on by one.
+struct EventClock {
+    timestamp: i64,
+    within: u64,
+    per_ms: u64,
+}
+
+impl EventClock {
+    fn new(i: u64, per_ms: u64) -> Self {
+        EventClock { timestamp: (i / per_ms) as i64, within: i % per_ms, per_ms }
+    }
+
+    fn timestamp(&self) -> i64 {
+        self.timestamp
+    }
+
+    fn tick(&mut self) {
+        self.within += 1;
+        if self.within == self.per_ms {
+            self.within = 0;
+            self.timestamp += 1;
+        }
     }
 }
 
@@ -267,11 +319,6 @@ fn splitmix64(x: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// Appends `n` in decimal, without `fmt` (hot path of the benchmarks).
-pub fn write_decimal(n: u64, out: &mut Vec<u8>) {
-    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -304,6 +351,28 @@ mod tests {
         let expected: Vec<(String, String)> =
             [("0", "0"), ("1", "1"), ("2", "2"), ("0", "3"), ("1", "4")].map(|(k, v)| (k.into(), v.into())).into();
         assert_eq!(events, expected);
+    }
+
+    /// Keys, values and timestamps counted up across batches, from ranges
+    /// that start anywhere, past powers of ten and the wrap of the key.
+    #[test]
+    fn sequence_events_counted_up_are_those_of_their_number() {
+        let config = GeneratorConfig { keys: 7, events_per_ms: Some(3), ..config(2_100) };
+        for (subtask, parallelism) in [(0, 1), (1, 3), (2, 3)] {
+            for max in [1, 4, 1000] {
+                let mut generator = Generator::new(config, subtask, parallelism);
+                let (start, _) = split(2_100, subtask, parallelism);
+                let mut batch = RecordBatch::new();
+                while generator.poll(&mut batch, max).unwrap() == Poll::Ready {}
+                for (n, event) in batch.iter().enumerate() {
+                    let i = start + n as u64;
+                    assert_eq!(event.key, (i % 7).to_string().as_bytes(), "event {i}");
+                    assert_eq!(event.value, i.to_string().as_bytes(), "event {i}");
+                    assert_eq!(event.timestamp, Some((i / 3) as i64), "event {i}");
+                }
+                assert_eq!(batch.len() as u64, split(2_100, subtask, parallelism).1 - start);
+            }
+        }
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! record so that it can rewind exactly. A [`Sink`] subtask writes batches
 //! and is finished once all its inputs have ended.
 
+mod decimal;
 mod file_source;
 mod generator;
 pub mod kafka;
@@ -15,7 +16,8 @@ mod part_files;
 use std::path::PathBuf;
 
 pub use file_source::FileSource;
-pub use generator::{Generator, write_decimal};
+pub use decimal::write_decimal;
+pub use generator::Generator;
 pub use line_sink::{DiscardSink, LineSink};
 pub use part_files::PartFileSink;
 
