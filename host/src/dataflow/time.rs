@@ -121,8 +121,7 @@ impl WatermarkGenerator {
         let now = Instant::now();
         if !batch.is_empty() {
             self.last_record = now;
-            let newest = batch.iter().filter_map(|r| r.timestamp).max();
-            self.max_timestamp = self.max_timestamp.max(newest);
+            self.max_timestamp = self.max_timestamp.max(batch.max_timestamp());
         }
         if let Some(max) = self.max_timestamp {
             let bound = self.settings.out_of_orderness.as_millis() as i64;
