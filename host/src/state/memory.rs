@@ -107,9 +107,12 @@ impl KeyedStateBackend for MemoryBackend {
         if let Some(table) = self.states.get_mut(state.0 as usize)
             && let Ok(entry) = table.find_entry(key.hash, |e| e.matches(&key))
         {
-            entry.remove();
+            let (slot, _) = entry.remove();
             if self.chain.started() {
-                self.deleted.push((key.group, state, key.key.to_vec()));
+                // The entry's own block, cut to its key: no copy.
+                let mut key_bytes = slot.bytes;
+                key_bytes.truncate(slot.key_len as usize);
+                self.deleted.push((slot.group, state, key_bytes));
             }
         }
         Ok(())
