@@ -108,8 +108,10 @@ impl<Acc> KeyWindows<Acc> {
     /// Where the window starting at `start` is (`Err`: where it would go).
     /// The oldest and the newest window are tried first — an event falls
     /// in one of them nearly always — then the one before the newest (a
-    /// batch that crosses into a new window), then around the last one
-    /// searched for.
+    /// batch that crosses into a new window) and the one after the oldest
+    /// (inputs far apart in event time: the behind one's windows are the
+    /// oldest two while the ahead one's pile up behind them), then around
+    /// the last one searched for.
     #[inline]
     fn position(&self, start: i64) -> Result<usize, usize> {
         let len = self.windows.len();
@@ -120,6 +122,7 @@ impl<Acc> KeyWindows<Acc> {
             (_, Some((last, _))) if *last < start => Err(len),
             (Some((first, _)), _) if start < *first => Err(0),
             _ if len > 2 && self.windows[len - 2].0 == start => Ok(len - 2),
+            _ if len > 2 && self.windows[1].0 == start => Ok(1),
             _ => self.search(start),
         }
     }
@@ -285,11 +288,20 @@ impl<Acc: Serialize + DeserializeOwned + 'static> WindowStore<Acc> {
 
     /// The entry of `key` — whose slot in this call is `slot` — made if it
     /// has none.
-    #[inline]
+    #[inline(always)]
     pub fn key(&mut self, slot: u32, key: &[u8]) -> KeyIndex {
-        if let Some(entry) = self.keys.in_call(slot) {
-            return KeyIndex(entry);
+        match self.keys.in_call(slot) {
+            Some(entry) => KeyIndex(entry),
+            None => self.find_key(slot, key),
         }
+    }
+
+    /// [`WindowStore::key`] the first time in a call: a lookup by the
+    /// key's bytes. Kept out of line so that the check above, which every
+    /// other event of the key takes, inlines into the caller without
+    /// the lookup's size.
+    #[inline(never)]
+    fn find_key(&mut self, slot: u32, key: &[u8]) -> KeyIndex {
         let (entry, _) = self.keys.find_or_insert(key, KeyWindows::new);
         self.keys.remember(slot, entry);
         KeyIndex(entry)
