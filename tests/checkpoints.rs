@@ -289,6 +289,48 @@ fn a_truncated_checkpoint_is_skipped_for_the_previous_one() {
     );
 }
 
+/// The most change files any task of checkpoint `dir` restores on top of
+/// its base snapshot (memory backend).
+fn chained_change_files(dir: &Path) -> usize {
+    let manifest = manifest_json(dir);
+    let tasks = manifest["tasks"].as_array().unwrap();
+    tasks.iter().map(|t| t["keyed"]["changes"].as_array().map_or(0, Vec::len)).max().unwrap_or(0)
+}
+
+/// A memory-backend checkpoint that is a base snapshot plus several change
+/// files restores as the sum of them all: a job killed right after one
+/// resumes from it with every count exact. (Each checkpoint touches a fifth
+/// of the 6000 keys, so the chain grows for several checkpoints.)
+#[test]
+fn sigkill_after_a_chain_of_change_files_restores_base_and_changes_exactly() {
+    let dir = JobDir::new();
+    let job = count_job(&dir, "memory", &plugin("word-count"), "", "");
+    let job_file = std::fs::read_to_string(&job).unwrap().replace("keys = 600", "keys = 6000");
+    std::fs::write(&job, job_file).unwrap();
+    let checkpoints = dir.path("checkpoints");
+    let mut child = spawn(&job);
+    let started = Instant::now();
+    loop {
+        if complete_checkpoints(&checkpoints).pop().is_some_and(|newest| chained_change_files(&newest) >= 2) {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "no checkpoint with two change files was taken");
+        assert!(child.try_wait().unwrap().is_none(), "the job ended before a chain of change files");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // (Should one more checkpoint have completed before the kill landed,
+    // its chain is one file longer: the chain is cut at five or more.)
+    let newest = complete_checkpoints(&checkpoints).pop().unwrap();
+    assert!(chained_change_files(&newest) >= 2, "checkpoint {} is a chain", checkpoint_id(&newest));
+    let run = run_job(&job, &[]);
+    run.success();
+    let stderr = run.stderr();
+    assert!(stderr.contains(&format!("resumed from checkpoint {}", checkpoint_id(&newest))), "{stderr}");
+    assert_exact_counts(&committed(&dir.path("out")), 60000, 6000);
+}
+
 #[test]
 fn a_multi_input_operator_aligns_checkpoints_and_restores() {
     let dir = JobDir::new();
