@@ -134,6 +134,13 @@ impl RecordBatch {
         }
     }
 
+    /// Computes the [`key_hash`](crate::state::key_hash) of every event's
+    /// key, for a batch the key-by exchange passes on whole.
+    pub fn hash_keys(&mut self) {
+        let hashes = (0..self.len()).map(|i| crate::state::key_hash(self.key(i))).collect();
+        self.hashes = hashes;
+    }
+
     /// The key hash of every event, if the batch came with them.
     pub fn key_hashes(&self) -> Option<&[u64]> {
         (self.hashes.len() == self.len()).then_some(&self.hashes)
@@ -266,6 +273,8 @@ mod tests {
         hashed.clear();
         hashed.push_from_hashed(&from, 1, 9);
         assert_eq!(hashed.key_hashes(), Some(&[9][..]));
+        from.hash_keys();
+        assert_eq!(from.key_hashes(), Some(&[crate::state::key_hash(b"a"), crate::state::key_hash(b"b")][..]));
     }
 
     #[test]

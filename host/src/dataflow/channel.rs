@@ -230,6 +230,15 @@ impl Route {
                     }
                     send_batch(last, batch)
                 }
+                // One consumer, nothing buffered and a batch worth sending
+                // alone: it goes on whole, with its keys' hashes, instead
+                // of event by event into the buffer (smaller batches are
+                // still gathered there).
+                Partitioning::KeyBy if targets.len() == 1 && buffers[0].is_empty() && batch.len() >= BATCH_SIZE / 2 => {
+                    let mut batch = batch;
+                    batch.hash_keys();
+                    send_batch(&targets[0], batch)
+                }
                 Partitioning::KeyBy => partition(&batch, targets, buffers, max_parallelism, send_batch),
             },
         }
