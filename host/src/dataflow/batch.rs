@@ -1,6 +1,8 @@
 //! [`RecordBatch`]: events in the same flat layout as the WIT `event-batch`,
 //! so that handing a batch to a plugin and taking its output back are moves.
 
+use super::KeyNumbering;
+
 /// The wire value for "no event timestamp".
 pub const NO_TIMESTAMP: i64 = i64::MIN;
 
@@ -17,9 +19,16 @@ pub struct RecordBatch {
     /// if there is one per event): the keyed operator receiving it needs
     /// them again to find its state, and need not hash every key twice.
     hashes: Vec<u64>,
+    /// Each event's key slot, when the key-by exchange numbered the keys
+    /// as it built the batch (valid only if there is one per event and
+    /// the hashes are valid too), and how many distinct keys there are:
+    /// see [`KeyNumbering`].
+    slots: Vec<u32>,
+    key_count: u32,
 }
 
-/// Equal events; whether their key hashes came along does not matter.
+/// Equal events; whether their key hashes and slots came along does not
+/// matter.
 impl PartialEq for RecordBatch {
     fn eq(&self, other: &Self) -> bool {
         self.data == other.data && self.offsets == other.offsets && self.timestamps == other.timestamps
@@ -44,13 +53,20 @@ impl Default for RecordBatch {
 
 impl RecordBatch {
     pub fn new() -> Self {
-        RecordBatch { data: Vec::new(), offsets: vec![0], timestamps: Vec::new(), hashes: Vec::new() }
+        RecordBatch { data: Vec::new(), offsets: vec![0], timestamps: Vec::new(), hashes: Vec::new(), slots: Vec::new(), key_count: 0 }
     }
 
     pub fn with_capacity(events: usize, bytes: usize) -> Self {
         let mut offsets = Vec::with_capacity(2 * events + 1);
         offsets.push(0);
-        RecordBatch { data: Vec::with_capacity(bytes), offsets, timestamps: Vec::with_capacity(events), hashes: Vec::new() }
+        RecordBatch {
+            data: Vec::with_capacity(bytes),
+            offsets,
+            timestamps: Vec::with_capacity(events),
+            hashes: Vec::new(),
+            slots: Vec::new(),
+            key_count: 0,
+        }
     }
 
     /// Builds a batch from parts in wire layout, checking them. An empty
@@ -71,7 +87,7 @@ impl RecordBatch {
         } else if timestamps.len() != events {
             return Err(format!("{events} events but {} timestamps", timestamps.len()));
         }
-        Ok(RecordBatch { data, offsets, timestamps, hashes: Vec::new() })
+        Ok(RecordBatch { data, offsets, timestamps, hashes: Vec::new(), slots: Vec::new(), key_count: 0 })
     }
 
     /// Takes the parts out in wire layout.
@@ -134,11 +150,44 @@ impl RecordBatch {
         }
     }
 
+    /// [`RecordBatch::push_from_hashed`], numbering the event's key with
+    /// `numbering` — which must have numbered every earlier event of this
+    /// batch and no other. The slots are kept only while every event came
+    /// with one.
+    #[inline]
+    pub fn push_from_numbered(&mut self, from: &RecordBatch, i: usize, hash: u64, numbering: &mut KeyNumbering) {
+        self.push_from_hashed(from, i, hash);
+        if self.slots.len() + 1 == self.len() && self.hashes.len() == self.len() {
+            if self.slots.capacity() == 0 {
+                self.slots.reserve(self.timestamps.capacity());
+            }
+            let slot = numbering.slot(self, self.len() - 1, hash);
+            self.slots.push(slot);
+            self.key_count = numbering.len();
+        }
+    }
+
     /// Computes the [`key_hash`](crate::state::key_hash) of every event's
-    /// key, for a batch the key-by exchange passes on whole.
-    pub fn hash_keys(&mut self) {
-        let hashes = (0..self.len()).map(|i| crate::state::key_hash(self.key(i))).collect();
-        self.hashes = hashes;
+    /// key and numbers the keys (with `numbering`, cleared first), for a
+    /// batch the key-by exchange passes on whole.
+    pub fn number_keys(&mut self, numbering: &mut KeyNumbering) {
+        numbering.clear();
+        self.hashes = (0..self.len()).map(|i| crate::state::key_hash(self.key(i))).collect();
+        let slots = (0..self.len()).map(|i| numbering.slot(self, i, self.hashes[i])).collect();
+        self.slots = slots;
+        self.key_count = numbering.len();
+    }
+
+    /// Each event's key slot and the number of distinct keys, if the
+    /// batch came with them.
+    pub fn key_slots(&self) -> Option<(&[u32], u32)> {
+        (self.slots.len() == self.len() && self.key_hashes().is_some()).then_some((&self.slots, self.key_count))
+    }
+
+    /// Takes the key slots out (see [`RecordBatch::key_slots`]).
+    pub fn take_key_slots(&mut self) -> Option<(Vec<u32>, u32)> {
+        self.key_slots()?;
+        Some((std::mem::take(&mut self.slots), self.key_count))
     }
 
     /// The key hash of every event, if the batch came with them.
@@ -174,6 +223,8 @@ impl RecordBatch {
         self.offsets.push(0);
         self.timestamps.clear();
         self.hashes.clear();
+        self.slots.clear();
+        self.key_count = 0;
     }
 }
 
@@ -273,8 +324,42 @@ mod tests {
         hashed.clear();
         hashed.push_from_hashed(&from, 1, 9);
         assert_eq!(hashed.key_hashes(), Some(&[9][..]));
-        from.hash_keys();
+        from.number_keys(&mut KeyNumbering::default());
         assert_eq!(from.key_hashes(), Some(&[crate::state::key_hash(b"a"), crate::state::key_hash(b"b")][..]));
+    }
+
+    /// Keys numbered as a batch is built, or all at once, get the slots of
+    /// their first appearance, and only while every event is numbered.
+    #[test]
+    fn keys_are_numbered_by_first_appearance() {
+        let mut from = RecordBatch::new();
+        for key in ["b", "a", "b", "c", "a", "", "b"] {
+            from.push(key.as_bytes(), b"v", None);
+        }
+        let expected = ([0, 1, 0, 2, 1, 3, 0].as_slice(), 4);
+        let mut numbering = KeyNumbering::default();
+        let mut built = RecordBatch::new();
+        for i in 0..from.len() {
+            built.push_from_numbered(&from, i, crate::state::key_hash(from.key(i)), &mut numbering);
+        }
+        assert_eq!(built.key_slots(), Some(expected));
+        assert_eq!(built, from, "slots do not change what the batch holds");
+
+        let mut whole = from.clone();
+        whole.number_keys(&mut numbering);
+        assert_eq!(whole.key_slots(), Some(expected));
+        assert_eq!(whole.take_key_slots(), Some((expected.0.to_vec(), 4)));
+        assert_eq!(whole.key_slots(), None, "taken");
+
+        built.push(b"d", b"v", None);
+        assert_eq!(built.key_slots(), None, "an event without a slot");
+        numbering.clear();
+        let mut unhashed = RecordBatch::new();
+        unhashed.push_from(&from, 0);
+        unhashed.push_from_numbered(&from, 1, crate::state::key_hash(b"a"), &mut numbering);
+        assert_eq!(unhashed.key_slots(), None);
+        built.clear();
+        assert_eq!(built.key_slots(), Some((&[][..], 0)));
     }
 
     #[test]

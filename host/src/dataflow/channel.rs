@@ -9,7 +9,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, SendTimeoutError, Sender, Tr
 
 use super::snapshot::TaskCheckpoint;
 use super::task::{TaskError, TaskMetrics};
-use super::{BATCH_SIZE, RecordBatch};
+use super::{BATCH_SIZE, KeyNumbering, RecordBatch};
 use crate::job::Partitioning;
 use super::operator::{Emitted, OperatorLogic};
 use crate::plugin::{CallError, InputKind};
@@ -159,7 +159,7 @@ impl ChainedOperator {
 
 enum Destination {
     /// Channels to the consumer's subtasks: one for forward, all otherwise.
-    Channels { partitioning: Partitioning, targets: Vec<Sender<Envelope>>, buffers: Vec<RecordBatch>, next: usize },
+    Channels { partitioning: Partitioning, targets: Vec<Sender<Envelope>>, buffers: Vec<Gathered>, next: usize },
     Chained(Box<ChainedOperator>),
 }
 
@@ -185,7 +185,7 @@ impl Route {
         max_parallelism: u32,
     ) -> Self {
         let buffers = match partitioning {
-            Partitioning::KeyBy => targets.iter().map(|_| RecordBatch::new()).collect(),
+            Partitioning::KeyBy => targets.iter().map(|_| Gathered::default()).collect(),
             _ => Vec::new(),
         };
         let destination = Destination::Channels { partitioning, targets, buffers, next: 0 };
@@ -231,12 +231,12 @@ impl Route {
                     send_batch(last, batch)
                 }
                 // One consumer, nothing buffered and a batch worth sending
-                // alone: it goes on whole, with its keys' hashes, instead
-                // of event by event into the buffer (smaller batches are
-                // still gathered there).
-                Partitioning::KeyBy if targets.len() == 1 && buffers[0].is_empty() && batch.len() >= BATCH_SIZE / 2 => {
+                // alone: it goes on whole, its keys hashed and numbered,
+                // instead of event by event into the buffer (smaller
+                // batches are still gathered there).
+                Partitioning::KeyBy if targets.len() == 1 && buffers[0].batch.is_empty() && batch.len() >= BATCH_SIZE / 2 => {
                     let mut batch = batch;
-                    batch.hash_keys();
+                    batch.number_keys(&mut buffers[0].numbering);
                     send_batch(&targets[0], batch)
                 }
                 Partitioning::KeyBy => partition(&batch, targets, buffers, max_parallelism, send_batch),
@@ -250,8 +250,8 @@ impl Route {
             Destination::Chained(operator) => operator.outputs.flush(cancel),
             Destination::Channels { targets, buffers, .. } => {
                 for (target, buffer) in targets.iter().zip(buffers.iter_mut()) {
-                    if !buffer.is_empty() {
-                        let message = Message::Batch(std::mem::take(buffer));
+                    if !buffer.batch.is_empty() {
+                        let message = Message::Batch(buffer.take(RecordBatch::new()));
                         send(target, Envelope { input, channel, message }, cancel)?;
                     }
                 }
@@ -294,12 +294,28 @@ impl Route {
     }
 }
 
+/// The events a key-by edge gathers for one consumer, their keys numbered
+/// as they come (see [`KeyNumbering`]).
+#[derive(Default)]
+struct Gathered {
+    batch: RecordBatch,
+    numbering: KeyNumbering,
+}
+
+impl Gathered {
+    /// The batch gathered, to send; `next` starts the next one.
+    fn take(&mut self, next: RecordBatch) -> RecordBatch {
+        self.numbering.clear();
+        std::mem::replace(&mut self.batch, next)
+    }
+}
+
 /// Splits `batch` by key group into per-target buffers, sending each buffer
 /// as it fills.
 fn partition(
     batch: &RecordBatch,
     targets: &[Sender<Envelope>],
-    buffers: &mut [RecordBatch],
+    buffers: &mut [Gathered],
     max_parallelism: u32,
     send_batch: impl Fn(&Sender<Envelope>, RecordBatch) -> Result<(), TaskError>,
 ) -> Result<(), TaskError> {
@@ -309,9 +325,9 @@ fn partition(
         let group = key_group_of_hash(hash, max_parallelism);
         let target = subtask_for_key_group(group, max_parallelism, parallelism) as usize;
         let buffer = &mut buffers[target];
-        buffer.push_from_hashed(batch, i, hash);
-        if buffer.len() >= BATCH_SIZE {
-            let full = std::mem::replace(buffer, RecordBatch::with_capacity(BATCH_SIZE, 16 * BATCH_SIZE));
+        buffer.batch.push_from_numbered(batch, i, hash, &mut buffer.numbering);
+        if buffer.batch.len() >= BATCH_SIZE {
+            let full = buffer.take(RecordBatch::with_capacity(BATCH_SIZE, 16 * BATCH_SIZE));
             send_batch(&targets[target], full)?;
         }
     }

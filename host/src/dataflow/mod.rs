@@ -21,6 +21,7 @@
 mod batch;
 mod channel;
 mod executor;
+mod key_numbering;
 mod native;
 mod operator;
 mod snapshot;
@@ -30,6 +31,7 @@ mod time;
 pub use channel::{Envelope, Message};
 pub use time::{InputClock, Signal, SplitClock, WatermarkSettings};
 pub use batch::{NO_TIMESTAMP, Record, RecordBatch};
+pub use key_numbering::KeyNumbering;
 pub use native::{NATIVE_PREFIX, native_operator};
 pub use operator::{Emitted, OperatorLogic};
 pub use executor::{

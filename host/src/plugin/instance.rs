@@ -116,15 +116,11 @@ impl OperatorInstance {
     pub fn process(
         &mut self,
         input: u32,
-        batch: RecordBatch,
+        mut batch: RecordBatch,
         kind: InputKind,
     ) -> Result<Vec<(String, RecordBatch)>, CallError> {
         let keyed = kind == InputKind::Keyed;
-        let (key_slots, key_count) = if keyed {
-            self.assign_slots((0..batch.len()).map(|i| batch.key(i)), batch.key_hashes())
-        } else {
-            (Vec::new(), 0)
-        };
+        let (key_slots, key_count) = if keyed { self.batch_slots(&mut batch) } else { (Vec::new(), 0) };
         let (data, offsets, timestamps) = batch.into_parts();
         let input_batch = InputBatch {
             input,
@@ -258,6 +254,22 @@ impl OperatorInstance {
 
     /// Numbers distinct keys in order of first appearance and records them
     /// as the call's current keys (`hashes`: their key hashes, if known).
+    /// The slots of a keyed batch's events: as the key-by exchange numbered
+    /// them, or numbered here.
+    fn batch_slots(&mut self, batch: &mut RecordBatch) -> (Vec<u32>, u32) {
+        let data = self.store.data_mut();
+        let keys = (0..batch.len()).map(|i| batch.key(i));
+        let numbered = match (batch.key_hashes(), batch.key_slots()) {
+            (Some(hashes), Some((slots, _))) => data.keys.take_numbered(keys, hashes, slots, data.max_parallelism),
+            _ => false,
+        };
+        match batch.take_key_slots() {
+            // Every slot is below the count of keys taken, by construction.
+            Some((slots, _)) if numbered => (slots, data.keys.len() as u32),
+            _ => self.assign_slots((0..batch.len()).map(|i| batch.key(i)), batch.key_hashes()),
+        }
+    }
+
     fn assign_slots<'k>(&mut self, batch_keys: impl ExactSizeIterator<Item = &'k [u8]>, hashes: Option<&[u64]>) -> (Vec<u32>, u32) {
         let data = self.store.data_mut();
         let key_slots = data.keys.number(batch_keys, hashes, data.max_parallelism);

@@ -82,6 +82,25 @@ impl BatchKeys {
         slots
     }
 
+    /// Takes the distinct keys of a call whose keys the key-by exchange
+    /// numbered already (`slots`, one per item of `keys`, with `hashes`):
+    /// each slot's key is the item where the slot first appears. `false`
+    /// (and no keys) if a slot skips ahead of the next one, which a
+    /// numbering by first appearance never does.
+    pub fn take_numbered<'k>(&mut self, keys: impl Iterator<Item = &'k [u8]>, hashes: &[u64], slots: &[u32], max_parallelism: u32) -> bool {
+        self.clear();
+        for ((key, &hash), &slot) in keys.zip(hashes).zip(slots) {
+            let next = self.len() as u32;
+            if slot == next {
+                self.push(HashedKey::with_hash(key, hash, max_parallelism));
+            } else if slot > next {
+                self.clear();
+                return false;
+            }
+        }
+        true
+    }
+
     pub fn clear(&mut self) {
         self.data.clear();
         self.offsets.clear();
@@ -510,6 +529,13 @@ mod tests {
         assert_eq!(keys.get(7).group, HashedKey::new(b"7", 128).group);
         assert_eq!(call(&mut keys, &["a"]), vec![0]);
         assert_eq!((keys.len(), keys.get(0).key), (1, b"a".as_slice()));
+        // Slots the exchange numbered: the same keys, taken without hashing.
+        assert!(keys.take_numbered(many.iter().map(|k| k.as_bytes()), &hashes, &slots, 128));
+        assert_eq!(keys.len(), 1000);
+        assert_eq!((keys.get(7).key, keys.get(7).group), (b"7".as_slice(), HashedKey::new(b"7", 128).group));
+        let skipping = [0, 2, 1];
+        assert!(!keys.take_numbered(["a", "b", "c"].iter().map(|k| k.as_bytes()), &hashes[..3], &skipping, 128));
+        assert_eq!(keys.len(), 0, "slots not in order of first appearance are refused");
     }
 
     #[test]
