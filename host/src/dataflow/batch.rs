@@ -195,6 +195,13 @@ impl RecordBatch {
         (self.hashes.len() == self.len()).then_some(&self.hashes)
     }
 
+    /// Appends event `i`'s key to `out` (as [`RecordBatch::push_from`]
+    /// copies events).
+    #[inline]
+    pub fn append_key(&self, i: usize, out: &mut Vec<u8>) {
+        copy_bytes(out, &self.data, self.offsets[2 * i] as usize..self.offsets[2 * i + 1] as usize);
+    }
+
     pub fn key(&self, i: usize) -> &[u8] {
         &self.data[self.offsets[2 * i] as usize..self.offsets[2 * i + 1] as usize]
     }

@@ -258,9 +258,8 @@ impl OperatorInstance {
     /// them, or numbered here.
     fn batch_slots(&mut self, batch: &mut RecordBatch) -> (Vec<u32>, u32) {
         let data = self.store.data_mut();
-        let keys = (0..batch.len()).map(|i| batch.key(i));
         let numbered = match (batch.key_hashes(), batch.key_slots()) {
-            (Some(hashes), Some((slots, _))) => data.keys.take_numbered(keys, hashes, slots, data.max_parallelism),
+            (Some(hashes), Some((slots, _))) => data.keys.take_numbered(batch, hashes, slots, data.max_parallelism),
             _ => false,
         };
         match batch.take_key_slots() {

@@ -15,7 +15,10 @@ use wasmtime::component::{HasData, Resource, ResourceTable};
 
 use super::bindings::weir::operator::state::{Host, HostMapState, HostValueState, SlotValues};
 use super::bindings::weir::operator::types::StateError;
-use crate::state::{HashedKey, KeyGroupRange, KeyedStateBackend, StateError as BackendError, StateId, StateRegistry};
+use crate::dataflow::RecordBatch;
+use crate::state::{
+    HashedKey, KeyGroupRange, KeyedStateBackend, StateError as BackendError, StateId, StateRegistry, key_group_of_hash,
+};
 
 /// The host's representation of a guest's `value-state` resource.
 #[derive(Debug, Clone, Copy)]
@@ -82,17 +85,18 @@ impl BatchKeys {
         slots
     }
 
-    /// Takes the distinct keys of a call whose keys the key-by exchange
-    /// numbered already (`slots`, one per item of `keys`, with `hashes`):
-    /// each slot's key is the item where the slot first appears. `false`
+    /// Takes the distinct keys of a batch whose keys the key-by exchange
+    /// numbered already (`slots`, one per event, with `hashes`): each
+    /// slot's key is the event's where the slot first appears. `false`
     /// (and no keys) if a slot skips ahead of the next one, which a
     /// numbering by first appearance never does.
-    pub fn take_numbered<'k>(&mut self, keys: impl Iterator<Item = &'k [u8]>, hashes: &[u64], slots: &[u32], max_parallelism: u32) -> bool {
+    pub fn take_numbered(&mut self, batch: &RecordBatch, hashes: &[u64], slots: &[u32], max_parallelism: u32) -> bool {
         self.clear();
-        for ((key, &hash), &slot) in keys.zip(hashes).zip(slots) {
+        for (i, (&hash, &slot)) in hashes.iter().zip(slots).enumerate() {
             let next = self.len() as u32;
             if slot == next {
-                self.push(HashedKey::with_hash(key, hash, max_parallelism));
+                batch.append_key(i, &mut self.data);
+                self.end_key(hash, key_group_of_hash(hash, max_parallelism) as u16);
             } else if slot > next {
                 self.clear();
                 return false;
@@ -112,9 +116,15 @@ impl BatchKeys {
     #[inline]
     pub fn push(&mut self, key: HashedKey<'_>) {
         self.data.extend_from_slice(key.key);
+        self.end_key(key.hash, key.group);
+    }
+
+    /// Ends the key whose bytes were just appended to `data`.
+    #[inline]
+    fn end_key(&mut self, hash: u64, group: u16) {
         self.offsets.push(self.data.len() as u32);
-        self.hashes.push(key.hash);
-        self.groups.push(key.group);
+        self.hashes.push(hash);
+        self.groups.push(group);
     }
 
     pub fn len(&self) -> usize {
@@ -530,11 +540,13 @@ mod tests {
         assert_eq!(call(&mut keys, &["a"]), vec![0]);
         assert_eq!((keys.len(), keys.get(0).key), (1, b"a".as_slice()));
         // Slots the exchange numbered: the same keys, taken without hashing.
-        assert!(keys.take_numbered(many.iter().map(|k| k.as_bytes()), &hashes, &slots, 128));
+        let mut batch = RecordBatch::new();
+        many.iter().for_each(|key| batch.push(key.as_bytes(), b"v", None));
+        assert!(keys.take_numbered(&batch, &hashes, &slots, 128));
         assert_eq!(keys.len(), 1000);
         assert_eq!((keys.get(7).key, keys.get(7).group), (b"7".as_slice(), HashedKey::new(b"7", 128).group));
         let skipping = [0, 2, 1];
-        assert!(!keys.take_numbered(["a", "b", "c"].iter().map(|k| k.as_bytes()), &hashes[..3], &skipping, 128));
+        assert!(!keys.take_numbered(&batch, &hashes[..3], &skipping, 128));
         assert_eq!(keys.len(), 0, "slots not in order of first appearance are refused");
     }
 
