@@ -7,8 +7,9 @@
 //! producers: backpressure is the channels filling up, and memory stays
 //! bounded by their capacity. Edges are forward (subtask i → i), rebalance
 //! (whole batches round-robin) or key-by (each record to the subtask owning
-//! its key group, re-batched per target and flushed when a batch is full or
-//! the producer is about to wait for input).
+//! its key group, re-batched per target — its keys hashed and numbered on
+//! the way, see [`KeyNumbering`] — and flushed when a batch is full or the
+//! producer is about to wait for input).
 //!
 //! Batches end with an end-of-stream marker per producer; a subtask finishes
 //! once every producer feeding it has ended. A failing subtask cancels the
