@@ -14,17 +14,32 @@ pub struct RecordBatch {
     pub(crate) data: Vec<u8>,
     pub(crate) offsets: Vec<u32>,
     pub(crate) timestamps: Vec<i64>,
-    /// The [`key_hash`](crate::state::key_hash) of each event's key, when
-    /// the key-by exchange that built the batch computed them (valid only
-    /// if there is one per event): the keyed operator receiving it needs
-    /// them again to find its state, and need not hash every key twice.
+    /// What the key-by exchange that built the batch computed about its
+    /// keys, for the keyed operator receiving it.
+    keys: KeyColumns,
+}
+
+/// A batch's keys as the key-by exchange saw them; each column is valid
+/// only if it has one entry per event.
+#[derive(Debug, Clone, Default)]
+struct KeyColumns {
+    /// The [`key_hash`](crate::state::key_hash) of each event's key: the
+    /// operator needs them again to find its state, and need not hash
+    /// every key twice.
     hashes: Vec<u64>,
-    /// Each event's key slot, when the key-by exchange numbered the keys
-    /// as it built the batch (valid only if there is one per event and
-    /// the hashes are valid too), and how many distinct keys there are:
-    /// see [`KeyNumbering`].
+    /// Each event's key slot (valid only if the hashes are valid too), and
+    /// how many distinct keys there are: see [`KeyNumbering`].
     slots: Vec<u32>,
-    key_count: u32,
+    count: u32,
+}
+
+impl KeyColumns {
+    /// Empties the columns, keeping their allocations.
+    fn clear(&mut self) {
+        self.hashes.clear();
+        self.slots.clear();
+        self.count = 0;
+    }
 }
 
 /// Equal events; whether their key hashes and slots came along does not
@@ -53,20 +68,13 @@ impl Default for RecordBatch {
 
 impl RecordBatch {
     pub fn new() -> Self {
-        RecordBatch { data: Vec::new(), offsets: vec![0], timestamps: Vec::new(), hashes: Vec::new(), slots: Vec::new(), key_count: 0 }
+        RecordBatch { data: Vec::new(), offsets: vec![0], timestamps: Vec::new(), keys: KeyColumns::default() }
     }
 
     pub fn with_capacity(events: usize, bytes: usize) -> Self {
         let mut offsets = Vec::with_capacity(2 * events + 1);
         offsets.push(0);
-        RecordBatch {
-            data: Vec::with_capacity(bytes),
-            offsets,
-            timestamps: Vec::with_capacity(events),
-            hashes: Vec::new(),
-            slots: Vec::new(),
-            key_count: 0,
-        }
+        RecordBatch { data: Vec::with_capacity(bytes), offsets, timestamps: Vec::with_capacity(events), keys: KeyColumns::default() }
     }
 
     /// Builds a batch from parts in wire layout, checking them. An empty
@@ -87,7 +95,7 @@ impl RecordBatch {
         } else if timestamps.len() != events {
             return Err(format!("{events} events but {} timestamps", timestamps.len()));
         }
-        Ok(RecordBatch { data, offsets, timestamps, hashes: Vec::new(), slots: Vec::new(), key_count: 0 })
+        Ok(RecordBatch { data, offsets, timestamps, keys: KeyColumns::default() })
     }
 
     /// Takes the parts out in wire layout.
@@ -142,11 +150,11 @@ impl RecordBatch {
     #[inline]
     pub fn push_from_hashed(&mut self, from: &RecordBatch, i: usize, hash: u64) {
         self.push_from(from, i);
-        if self.hashes.len() + 1 == self.len() {
-            if self.hashes.capacity() == 0 {
-                self.hashes.reserve(self.timestamps.capacity());
+        if self.keys.hashes.len() + 1 == self.len() {
+            if self.keys.hashes.capacity() == 0 {
+                self.keys.hashes.reserve(self.timestamps.capacity());
             }
-            self.hashes.push(hash);
+            self.keys.hashes.push(hash);
         }
     }
 
@@ -157,13 +165,13 @@ impl RecordBatch {
     #[inline]
     pub fn push_from_numbered(&mut self, from: &RecordBatch, i: usize, hash: u64, numbering: &mut KeyNumbering) {
         self.push_from_hashed(from, i, hash);
-        if self.slots.len() + 1 == self.len() && self.hashes.len() == self.len() {
-            if self.slots.capacity() == 0 {
-                self.slots.reserve(self.timestamps.capacity());
+        if self.keys.slots.len() + 1 == self.len() && self.keys.hashes.len() == self.len() {
+            if self.keys.slots.capacity() == 0 {
+                self.keys.slots.reserve(self.timestamps.capacity());
             }
             let slot = numbering.slot(self, self.len() - 1, hash);
-            self.slots.push(slot);
-            self.key_count = numbering.len();
+            self.keys.slots.push(slot);
+            self.keys.count = numbering.len();
         }
     }
 
@@ -172,27 +180,27 @@ impl RecordBatch {
     /// batch the key-by exchange passes on whole.
     pub fn number_keys(&mut self, numbering: &mut KeyNumbering) {
         numbering.clear();
-        self.hashes = (0..self.len()).map(|i| crate::state::key_hash(self.key(i))).collect();
-        let slots = (0..self.len()).map(|i| numbering.slot(self, i, self.hashes[i])).collect();
-        self.slots = slots;
-        self.key_count = numbering.len();
+        self.keys.hashes = (0..self.len()).map(|i| crate::state::key_hash(self.key(i))).collect();
+        let slots = (0..self.len()).map(|i| numbering.slot(self, i, self.keys.hashes[i])).collect();
+        self.keys.slots = slots;
+        self.keys.count = numbering.len();
     }
 
     /// Each event's key slot and the number of distinct keys, if the
     /// batch came with them.
     pub fn key_slots(&self) -> Option<(&[u32], u32)> {
-        (self.slots.len() == self.len() && self.key_hashes().is_some()).then_some((&self.slots, self.key_count))
+        (self.keys.slots.len() == self.len() && self.key_hashes().is_some()).then_some((&self.keys.slots, self.keys.count))
     }
 
     /// Takes the key slots out (see [`RecordBatch::key_slots`]).
     pub fn take_key_slots(&mut self) -> Option<(Vec<u32>, u32)> {
         self.key_slots()?;
-        Some((std::mem::take(&mut self.slots), self.key_count))
+        Some((std::mem::take(&mut self.keys.slots), self.keys.count))
     }
 
     /// The key hash of every event, if the batch came with them.
     pub fn key_hashes(&self) -> Option<&[u64]> {
-        (self.hashes.len() == self.len()).then_some(&self.hashes)
+        (self.keys.hashes.len() == self.len()).then_some(&self.keys.hashes)
     }
 
     /// Appends event `i`'s key to `out` (as [`RecordBatch::push_from`]
@@ -229,9 +237,7 @@ impl RecordBatch {
         self.offsets.clear();
         self.offsets.push(0);
         self.timestamps.clear();
-        self.hashes.clear();
-        self.slots.clear();
-        self.key_count = 0;
+        self.keys.clear();
     }
 }
 

@@ -252,8 +252,6 @@ impl OperatorInstance {
         self.returned(result)
     }
 
-    /// Numbers distinct keys in order of first appearance and records them
-    /// as the call's current keys (`hashes`: their key hashes, if known).
     /// The slots of a keyed batch's events: as the key-by exchange numbered
     /// them, or numbered here.
     fn batch_slots(&mut self, batch: &mut RecordBatch) -> (Vec<u32>, u32) {
@@ -269,6 +267,8 @@ impl OperatorInstance {
         }
     }
 
+    /// Numbers distinct keys in order of first appearance and records them
+    /// as the call's current keys (`hashes`: their key hashes, if known).
     fn assign_slots<'k>(&mut self, batch_keys: impl ExactSizeIterator<Item = &'k [u8]>, hashes: Option<&[u64]>) -> (Vec<u32>, u32) {
         let data = self.store.data_mut();
         let key_slots = data.keys.number(batch_keys, hashes, data.max_parallelism);
