@@ -27,10 +27,9 @@ struct KeyColumns {
     /// operator needs them again to find its state, and need not hash
     /// every key twice.
     hashes: Vec<u64>,
-    /// Each event's key slot (valid only if the hashes are valid too), and
-    /// how many distinct keys there are: see [`KeyNumbering`].
+    /// Each event's key slot (valid only if the hashes are valid too): see
+    /// [`KeyNumbering`].
     slots: Vec<u32>,
-    count: u32,
 }
 
 impl KeyColumns {
@@ -38,7 +37,6 @@ impl KeyColumns {
     fn clear(&mut self) {
         self.hashes.clear();
         self.slots.clear();
-        self.count = 0;
     }
 }
 
@@ -171,7 +169,6 @@ impl RecordBatch {
             }
             let slot = numbering.slot(self, self.len() - 1, hash);
             self.keys.slots.push(slot);
-            self.keys.count = numbering.len();
         }
     }
 
@@ -183,19 +180,17 @@ impl RecordBatch {
         self.keys.hashes = (0..self.len()).map(|i| crate::state::key_hash(self.key(i))).collect();
         let slots = (0..self.len()).map(|i| numbering.slot(self, i, self.keys.hashes[i])).collect();
         self.keys.slots = slots;
-        self.keys.count = numbering.len();
     }
 
-    /// Each event's key slot and the number of distinct keys, if the
-    /// batch came with them.
-    pub fn key_slots(&self) -> Option<(&[u32], u32)> {
-        (self.keys.slots.len() == self.len() && self.key_hashes().is_some()).then_some((&self.keys.slots, self.keys.count))
+    /// Each event's key slot, if the batch came with them.
+    pub fn key_slots(&self) -> Option<&[u32]> {
+        (self.keys.slots.len() == self.len() && self.key_hashes().is_some()).then_some(&self.keys.slots)
     }
 
     /// Takes the key slots out (see [`RecordBatch::key_slots`]).
-    pub fn take_key_slots(&mut self) -> Option<(Vec<u32>, u32)> {
+    pub fn take_key_slots(&mut self) -> Option<Vec<u32>> {
         self.key_slots()?;
-        Some((std::mem::take(&mut self.keys.slots), self.keys.count))
+        Some(std::mem::take(&mut self.keys.slots))
     }
 
     /// The key hash of every event, if the batch came with them.
@@ -349,7 +344,7 @@ mod tests {
         for key in ["b", "a", "b", "c", "a", "", "b"] {
             from.push(key.as_bytes(), b"v", None);
         }
-        let expected = ([0, 1, 0, 2, 1, 3, 0].as_slice(), 4);
+        let expected = [0, 1, 0, 2, 1, 3, 0].as_slice();
         let mut numbering = KeyNumbering::default();
         let mut built = RecordBatch::new();
         for i in 0..from.len() {
@@ -361,7 +356,7 @@ mod tests {
         let mut whole = from.clone();
         whole.number_keys(&mut numbering);
         assert_eq!(whole.key_slots(), Some(expected));
-        assert_eq!(whole.take_key_slots(), Some((expected.0.to_vec(), 4)));
+        assert_eq!(whole.take_key_slots(), Some(expected.to_vec()));
         assert_eq!(whole.key_slots(), None, "taken");
 
         built.push(b"d", b"v", None);
@@ -372,7 +367,7 @@ mod tests {
         unhashed.push_from_numbered(&from, 1, crate::state::key_hash(b"a"), &mut numbering);
         assert_eq!(unhashed.key_slots(), None);
         built.clear();
-        assert_eq!(built.key_slots(), Some((&[][..], 0)));
+        assert_eq!(built.key_slots(), Some(&[][..]));
     }
 
     #[test]

@@ -28,7 +28,7 @@ impl KeyNumbering {
     }
 
     /// The number of distinct keys so far.
-    pub fn len(&self) -> u32 {
+    fn len(&self) -> u32 {
         self.table.len() as u32
     }
 

@@ -256,15 +256,14 @@ impl OperatorInstance {
     /// them, or numbered here.
     fn batch_slots(&mut self, batch: &mut RecordBatch) -> (Vec<u32>, u32) {
         let data = self.store.data_mut();
-        let numbered = match (batch.key_hashes(), batch.key_slots()) {
-            (Some(hashes), Some((slots, _))) => data.keys.take_numbered(batch, hashes, slots, data.max_parallelism),
-            _ => false,
-        };
-        match batch.take_key_slots() {
+        if let (Some(hashes), Some(slots)) = (batch.key_hashes(), batch.key_slots())
+            && data.keys.take_numbered(batch, hashes, slots, data.max_parallelism)
+            && let Some(slots) = batch.take_key_slots()
+        {
             // Every slot is below the count of keys taken, by construction.
-            Some((slots, _)) if numbered => (slots, data.keys.len() as u32),
-            _ => self.assign_slots((0..batch.len()).map(|i| batch.key(i)), batch.key_hashes()),
+            return (slots, data.keys.len() as u32);
         }
+        self.assign_slots((0..batch.len()).map(|i| batch.key(i)), batch.key_hashes())
     }
 
     /// Numbers distinct keys in order of first appearance and records them
