@@ -173,13 +173,16 @@ impl RecordBatch {
     }
 
     /// Computes the [`key_hash`](crate::state::key_hash) of every event's
-    /// key and numbers the keys (with `numbering`, cleared first), for a
-    /// batch the key-by exchange passes on whole.
+    /// key and numbers the keys, for a batch the key-by exchange passes on
+    /// whole. `numbering` is only borrowed for its table: it is cleared
+    /// before and after, since the keys it would hold point into this
+    /// batch, which is sent away.
     pub fn number_keys(&mut self, numbering: &mut KeyNumbering) {
         numbering.clear();
         self.keys.hashes = (0..self.len()).map(|i| crate::state::key_hash(self.key(i))).collect();
         let slots = (0..self.len()).map(|i| numbering.slot(self, i, self.keys.hashes[i])).collect();
         self.keys.slots = slots;
+        numbering.clear();
     }
 
     /// Each event's key slot, if the batch came with them.
@@ -361,7 +364,6 @@ mod tests {
 
         built.push(b"d", b"v", None);
         assert_eq!(built.key_slots(), None, "an event without a slot");
-        numbering.clear();
         let mut unhashed = RecordBatch::new();
         unhashed.push_from(&from, 0);
         unhashed.push_from_numbered(&from, 1, crate::state::key_hash(b"a"), &mut numbering);

@@ -397,3 +397,47 @@ impl Outputs {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The slots a batch's keys get when numbered on their own.
+    fn own_slots(batch: &RecordBatch) -> Vec<u32> {
+        let mut copy = RecordBatch::new();
+        batch.iter().for_each(|record| copy.push(record.key, record.value, record.timestamp));
+        copy.number_keys(&mut KeyNumbering::default());
+        copy.key_slots().expect("numbered").to_vec()
+    }
+
+    fn keyed_batch(events: usize, keys: usize, first: usize) -> RecordBatch {
+        let mut batch = RecordBatch::new();
+        for i in first..first + events {
+            batch.push(format!("key-{}", i % keys).as_bytes(), b"v", None);
+        }
+        batch
+    }
+
+    /// Whatever way a batch reaches a single consumer — passed on whole or
+    /// gathered event by event, in any order — its slots are its own keys'
+    /// numbering, not left over from the batch before it.
+    #[test]
+    fn a_single_consumer_gets_each_batch_numbered_afresh() {
+        let (sender, receiver) = crossbeam_channel::unbounded();
+        let route = Route::channels(String::new(), 0, 0, Partitioning::KeyBy, vec![sender], 128);
+        let mut outputs = Outputs::new(vec![route]);
+        let cancel = Cancel::default();
+        let sent = [keyed_batch(BATCH_SIZE, 1000, 0), keyed_batch(10, 7, 3), keyed_batch(BATCH_SIZE, 300, 5), keyed_batch(3, 2, 0)];
+        for batch in &sent {
+            outputs.emit("", batch.clone(), &cancel).unwrap();
+            outputs.flush(&cancel).unwrap();
+        }
+        for expected in &sent {
+            let Message::Batch(got) = receiver.try_recv().expect("a batch per batch sent").message else {
+                panic!("only batches were sent")
+            };
+            assert_eq!(got.iter().collect::<Vec<_>>(), expected.iter().collect::<Vec<_>>());
+            assert_eq!(got.key_slots(), Some(&own_slots(expected)[..]), "batch of {} events", expected.len());
+        }
+    }
+}
