@@ -124,7 +124,7 @@ fn window_job(plugin: &Path, events: u64) -> String {
 }
 
 /// A `sequence` generator (with `generator` settings) → the keyed operator
-/// `plugin` → a sink that counts and discards.
+/// `plugin` → a sink that counts and discards; no restarts.
 fn bench_job(workload: &str, plugin: &Path, generator: &str) -> String {
     format!(
         r#"
@@ -146,6 +146,10 @@ key_by = true
 name = "discard"
 type = "discard"
 input = "{workload}"
+
+# A failed task fails the benchmark: a restart would hide in its time.
+[restart]
+strategy = "none"
 "#,
         plugin = plugin.display().to_string()
     )
