@@ -138,6 +138,8 @@ weir-sdk = {{ path = {sdk:?} }}
 
 [profile.release]
 strip = true
+# One codegen unit: LLVM inlines across the SDK's layers (faster plugin).
+codegen-units = 1
 "#,
         sdk = sdk.display().to_string()
     )
