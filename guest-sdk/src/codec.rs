@@ -131,6 +131,7 @@ impl Decode for i64 {
 /// Decimal digits with an optional `-`, short enough (15 digits) to be
 /// exact in an `f64`: the common case of a numeric value, read without
 /// UTF-8 validation or the general float parser (which gives the same value).
+#[inline]
 fn small_integer(bytes: &[u8]) -> Option<f64> {
     let (negative, digits) = match bytes.split_first() {
         Some((b'-', rest)) => (true, rest),

@@ -85,17 +85,24 @@ impl<'a> BatchView<'a> {
     }
 
     /// Event `i`, or an error if the host sent inconsistent offsets.
-    #[inline]
+    #[inline(always)]
     pub fn event(&self, i: usize) -> Result<Event<'a>, Error> {
         let bytes = |from: usize| -> Result<&'a [u8], Error> {
             let (start, end) = (self.offsets[from] as usize, self.offsets[from + 1] as usize);
-            self.data
-                .get(start..end)
-                .ok_or_else(|| Error::input(format!("event {i} has offsets outside its batch")))
+            self.data.get(start..end).ok_or_else(|| offsets_outside(i))
         };
         let timestamp = self.timestamps.get(i).copied().filter(|t| *t != NO_TIMESTAMP);
         Ok(Event { input: self.input, key: bytes(2 * i)?, value: bytes(2 * i + 1)?, timestamp })
     }
+}
+
+/// The error for event `i` whose offsets are outside its batch: out of
+/// line, so that [`BatchView::event`], called per event, inlines without
+/// the formatting.
+#[cold]
+#[inline(never)]
+fn offsets_outside(i: usize) -> Error {
+    Error::input(format!("event {i} has offsets outside its batch"))
 }
 
 /// Events being emitted, kept in the wire layout so that returning them to

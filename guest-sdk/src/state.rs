@@ -206,23 +206,44 @@ impl<R> Default for ResidentCell<R> {
 
 impl<R: Resident + 'static> ResidentCell<R> {
     /// The state, made by `create` and registered with `states` on first use.
+    ///
+    /// Called per event: the check inlines, and making the state and the
+    /// errors stay out of line.
     #[inline]
     pub fn get(
         &self,
         states: &mut StateStore,
         create: impl FnOnce(&mut dyn StateHost, HostStart) -> R,
     ) -> Result<RefMut<'_, R>, Error> {
-        let (store, resident) = self.cell.get_or_init(|| {
+        let (store, resident) = match self.cell.get() {
+            Some(made) => made,
+            None => self.make(states, create),
+        };
+        match (*store == states.id).then(|| resident.try_borrow_mut().ok()).flatten() {
+            Some(borrowed) => Ok(borrowed),
+            None => Err(misused(*store == states.id)),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn make(&self, states: &mut StateStore, create: impl FnOnce(&mut dyn StateHost, HostStart) -> R) -> &(u64, Rc<RefCell<R>>) {
+        self.cell.get_or_init(|| {
             let resident = Rc::new(RefCell::new(create(states.host.as_mut(), states.start)));
             states.residents.push(resident.clone());
             (states.id, resident)
-        });
-        if *store != states.id {
-            return Err(Error::State("a state handle was used by two operator instances".into()));
-        }
-        resident
-            .try_borrow_mut()
-            .map_err(|_| Error::State("resident state used while it is being written back".into()))
+        })
+    }
+}
+
+/// The error of a resident state used by another instance than its own
+/// (`same_instance` false) or while it is being written back.
+#[cold]
+#[inline(never)]
+fn misused(same_instance: bool) -> Error {
+    match same_instance {
+        false => Error::State("a state handle was used by two operator instances".into()),
+        true => Error::State("resident state used while it is being written back".into()),
     }
 }
 
