@@ -219,10 +219,10 @@ impl<R: Resident + 'static> ResidentCell<R> {
             Some(made) => made,
             None => self.make(states, create),
         };
-        match (*store == states.id).then(|| resident.try_borrow_mut().ok()).flatten() {
-            Some(borrowed) => Ok(borrowed),
-            None => Err(misused(*store == states.id)),
+        if *store != states.id {
+            return Err(state_error("a state handle was used by two operator instances"));
         }
+        resident.try_borrow_mut().map_err(|_| state_error("resident state used while it is being written back"))
     }
 
     #[cold]
@@ -236,15 +236,11 @@ impl<R: Resident + 'static> ResidentCell<R> {
     }
 }
 
-/// The error of a resident state used by another instance than its own
-/// (`same_instance` false) or while it is being written back.
+/// A state error, built out of line: callers on the per-event path stay small.
 #[cold]
 #[inline(never)]
-fn misused(same_instance: bool) -> Error {
-    match same_instance {
-        false => Error::State("a state handle was used by two operator instances".into()),
-        true => Error::State("resident state used while it is being written back".into()),
-    }
+fn state_error(message: &'static str) -> Error {
+    Error::State(message.into())
 }
 
 /// Bytes the [`Resident`] states of an instance may hold together before,
