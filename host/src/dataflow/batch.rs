@@ -158,8 +158,8 @@ impl RecordBatch {
 
     /// [`RecordBatch::push_from_hashed`], numbering the event's key with
     /// `numbering` — which must have numbered every earlier event of this
-    /// batch and no other. The slots are kept only while every event came
-    /// with one.
+    /// batch (its first event starts the numbering afresh). The slots are
+    /// kept only while every event came with one.
     #[inline]
     pub fn push_from_numbered(&mut self, from: &RecordBatch, i: usize, hash: u64, numbering: &mut KeyNumbering) {
         self.push_from_hashed(from, i, hash);
@@ -174,15 +174,11 @@ impl RecordBatch {
 
     /// Computes the [`key_hash`](crate::state::key_hash) of every event's
     /// key and numbers the keys, for a batch the key-by exchange passes on
-    /// whole. `numbering` is only borrowed for its table: it is cleared
-    /// before and after, since the keys it would hold point into this
-    /// batch, which is sent away.
+    /// whole (`numbering` lends its table).
     pub fn number_keys(&mut self, numbering: &mut KeyNumbering) {
-        numbering.clear();
         self.keys.hashes = (0..self.len()).map(|i| crate::state::key_hash(self.key(i))).collect();
         let slots = (0..self.len()).map(|i| numbering.slot(self, i, self.keys.hashes[i])).collect();
         self.keys.slots = slots;
-        numbering.clear();
     }
 
     /// Each event's key slot, if the batch came with them.

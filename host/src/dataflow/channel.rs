@@ -305,7 +305,6 @@ struct Gathered {
 impl Gathered {
     /// The batch gathered, to send; `next` starts the next one.
     fn take(&mut self, next: RecordBatch) -> RecordBatch {
-        self.numbering.clear();
         std::mem::replace(&mut self.batch, next)
     }
 }

@@ -22,20 +22,20 @@ pub struct KeyNumbering {
 }
 
 impl KeyNumbering {
-    /// Forgets the keys, for the next batch.
-    pub fn clear(&mut self) {
-        self.table.clear();
-    }
-
     /// The number of distinct keys so far.
     fn len(&self) -> u32 {
         self.table.len() as u32
     }
 
     /// The slot of event `i` of `batch`, whose key hashes to `hash`: the
-    /// slot of an earlier event with that key, or the next one.
+    /// slot of an earlier event with that key, or the next one. Event 0
+    /// starts a new numbering: the keys held point into the batch they
+    /// were numbered in, by index, so none may outlive it.
     #[inline]
     pub fn slot(&mut self, batch: &RecordBatch, i: usize, hash: u64) -> u32 {
+        if i == 0 {
+            self.table.clear();
+        }
         if self.table.capacity() == 0 {
             self.table.reserve(super::BATCH_SIZE, |&(hash, ..)| hash);
         }
