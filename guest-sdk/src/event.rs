@@ -134,17 +134,26 @@ impl EventBuffer {
     }
 
     /// Moves the buffered events out, leaving the buffer empty.
+    ///
+    /// The next call's buffers start with room for as much as this call's
+    /// held: a call emits about as much as the one before, and growing from
+    /// empty would reallocate and copy each buffer a dozen times per call.
     pub fn take(&mut self) -> (Vec<u8>, Vec<u32>, Vec<i64>) {
-        let mut timestamps = std::mem::take(&mut self.timestamps);
+        let mut timestamps = take_keeping_room(&mut self.timestamps);
         if !std::mem::take(&mut self.any_timestamp) {
             timestamps.clear();
         }
-        let mut offsets = std::mem::take(&mut self.offsets);
+        let mut offsets = take_keeping_room(&mut self.offsets);
         if offsets.is_empty() {
             offsets.push(0);
         }
-        (std::mem::take(&mut self.data), offsets, timestamps)
+        (take_keeping_room(&mut self.data), offsets, timestamps)
     }
+}
+
+/// Takes `buffer`'s contents, leaving it empty with room for as many.
+fn take_keeping_room<T>(buffer: &mut Vec<T>) -> Vec<T> {
+    std::mem::replace(buffer, Vec::with_capacity(buffer.len()))
 }
 
 /// Emitted events grouped by output; index 0 is the main output.
