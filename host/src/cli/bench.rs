@@ -58,25 +58,14 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<()> {
         Workload::Window => ("window", "native:window-sum", "sensor_window.wasm"),
     };
     let plugin = if args.native { PathBuf::from(native) } else { find_plugin(args, plugin_file)? };
-    let (mut job, expected) = match args.workload {
-        Workload::Count => (count_job(&plugin, args.events), args.events),
-        Workload::Window => (window_job(&plugin, args.events), window_outputs(args.events)),
+    let expected = match args.workload {
+        Workload::Count => args.events,
+        Workload::Window => window_outputs(args.events),
     };
-    let backend = match args.backend {
-        Backend::Memory => "memory",
-        Backend::Rocksdb => "rocksdb",
-    };
+    let backend = backend_name(args.backend);
     let checkpoint_dir = std::env::temp_dir().join(format!("weir-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&checkpoint_dir);
-    job = format!("state_backend = \"{backend}\"\n{job}");
-    if args.checkpoint_interval_ms > 0 {
-        job = format!(
-            "checkpoint_dir = {:?}\ncheckpoint_interval_ms = {}\n{job}",
-            checkpoint_dir.display().to_string(),
-            args.checkpoint_interval_ms
-        );
-    }
-    let graph = job::parse(&job, Path::new(""), Overrides { parallelism: Some(args.parallelism) })
+    let graph = job::parse(&job_file(args, &plugin, &checkpoint_dir), Path::new(""), Overrides { parallelism: Some(args.parallelism) })
         .map_err(|e| anyhow::anyhow!("benchmark job: {e:?}"))?;
     let engine = PluginEngine::new()?;
 
@@ -110,6 +99,27 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<()> {
         summary.checkpoints.len()
     );
     Ok(())
+}
+
+fn backend_name(backend: Backend) -> &'static str {
+    match backend {
+        Backend::Memory => "memory",
+        Backend::Rocksdb => "rocksdb",
+    }
+}
+
+/// The job file of the benchmark `args` asks for, through `plugin`,
+/// checkpointing (if it does) into `checkpoint_dir`.
+fn job_file(args: &BenchArgs, plugin: &Path, checkpoint_dir: &Path) -> String {
+    let job = match args.workload {
+        Workload::Count => count_job(plugin, args.events),
+        Workload::Window => window_job(plugin, args.events),
+    };
+    let job = format!("state_backend = \"{}\"\n{job}", backend_name(args.backend));
+    match args.checkpoint_interval_ms {
+        0 => job,
+        interval => format!("checkpoint_dir = {:?}\ncheckpoint_interval_ms = {interval}\n{job}", checkpoint_dir.display().to_string()),
+    }
 }
 
 /// The `count` workload: key = i mod 100000, value = i; keyed count.
@@ -174,4 +184,30 @@ fn find_plugin(args: &BenchArgs, file: &str) -> anyhow::Result<PathBuf> {
             candidates.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Command {
+        #[command(flatten)]
+        bench: BenchArgs,
+    }
+
+    /// A task that fails fails the benchmark: with checkpoints on, a job
+    /// file without `[restart]` would restart from the last checkpoint, and
+    /// the figure would include the failure and the replay.
+    #[test]
+    fn the_benchmark_job_checkpoints_but_never_restarts() {
+        for workload in ["count", "window"] {
+            let args = Command::parse_from(["bench", workload, "--backend", "rocksdb", "-p", "2"]).bench;
+            let text = job_file(&args, Path::new("native:count"), Path::new("/tmp/checkpoints"));
+            let graph = job::parse(&text, Path::new(""), Overrides { parallelism: Some(2) }).expect("the benchmark job parses");
+            assert!(graph.checkpoints.is_some(), "{workload}: checkpoints every second by default");
+            assert_eq!(graph.restart.delay_before(1), None, "{workload}: no restart");
+        }
+    }
 }
