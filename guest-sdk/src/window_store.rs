@@ -373,7 +373,7 @@ impl<Acc: Serialize> WindowStore<Acc> {
     /// Encodes a window as the host holds it: `(end, accumulator, fired)`.
     fn encode(end: i64, (acc, fired): &(Acc, bool), out: &mut Vec<u8>) -> Result<(), Error> {
         out.clear();
-        serde_json::to_writer(out, &(end, acc, fired))
+        crate::codec::write_json(out, &(end, acc, fired))
             .map_err(|e| Error::State(format!("cannot encode a window's accumulator: {e}")))
     }
 
