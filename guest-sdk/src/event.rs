@@ -136,8 +136,10 @@ impl EventBuffer {
     /// Moves the buffered events out, leaving the buffer empty.
     ///
     /// The next call's buffers start with room for as much as this call's
-    /// held: a call emits about as much as the one before, and growing from
-    /// empty would reallocate and copy each buffer a dozen times per call.
+    /// held, up to [`KEPT_ROOM_BYTES`] each: a call emits about as much as
+    /// the one before, and growing from empty would reallocate and copy
+    /// each buffer a dozen times per call. (The limit keeps a call with a
+    /// huge output from doubling what the instance holds while it returns.)
     pub fn take(&mut self) -> (Vec<u8>, Vec<u32>, Vec<i64>) {
         let mut timestamps = take_keeping_room(&mut self.timestamps);
         if !std::mem::take(&mut self.any_timestamp) {
@@ -151,9 +153,14 @@ impl EventBuffer {
     }
 }
 
-/// Takes `buffer`'s contents, leaving it empty with room for as many.
+/// The most room an output buffer keeps from one call to the next.
+const KEPT_ROOM_BYTES: usize = 1 << 20;
+
+/// Takes `buffer`'s contents, leaving it empty with room for as many (up
+/// to [`KEPT_ROOM_BYTES`]).
 fn take_keeping_room<T>(buffer: &mut Vec<T>) -> Vec<T> {
-    std::mem::replace(buffer, Vec::with_capacity(buffer.len()))
+    let room = buffer.len().min(KEPT_ROOM_BYTES / size_of::<T>().max(1));
+    std::mem::replace(buffer, Vec::with_capacity(room))
 }
 
 /// Emitted events grouped by output; index 0 is the main output.
@@ -191,5 +198,33 @@ impl Outputs {
             .iter_mut()
             .filter(|(_, buffer)| !buffer.is_empty())
             .map(|(name, buffer)| (name.clone(), buffer.take()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Taken events leave a buffer with room for as many, up to the limit,
+    /// and an empty one.
+    #[test]
+    fn taking_events_keeps_room_for_as_many_up_to_a_limit() {
+        let mut buffer = EventBuffer::default();
+        for i in 0..1000u64 {
+            buffer.push(i, "value", Some(7));
+        }
+        let (data, offsets, timestamps) = buffer.take();
+        assert_eq!((offsets.len(), timestamps.len()), (2001, 1000));
+        assert!(buffer.is_empty());
+        assert!(buffer.data.capacity() >= data.len() && buffer.offsets.capacity() >= offsets.len());
+        assert!(buffer.timestamps.capacity() >= 1000);
+
+        let mut big = vec![0u8; 3 * KEPT_ROOM_BYTES];
+        let taken = take_keeping_room(&mut big);
+        assert_eq!(taken.len(), 3 * KEPT_ROOM_BYTES);
+        assert_eq!((big.len(), big.capacity()), (0, KEPT_ROOM_BYTES));
+        let mut words = vec![0u64; KEPT_ROOM_BYTES];
+        take_keeping_room(&mut words);
+        assert_eq!(words.capacity(), KEPT_ROOM_BYTES / 8);
     }
 }
