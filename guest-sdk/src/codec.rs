@@ -442,7 +442,6 @@ mod tests {
         }
     }
 
-
     fn encoded(value: impl Encode) -> String {
         let mut out = Vec::new();
         value.encode(&mut out);
