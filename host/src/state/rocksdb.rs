@@ -42,7 +42,9 @@ const HOT_ENTRY_BYTES: usize = 16 << 20;
 /// Keyed state in an embedded RocksDB.
 pub struct RocksDbBackend {
     db: DB,
-    dir: PathBuf,
+    /// Declared after `db`: fields drop in order, so the database is
+    /// closed before its directory is removed.
+    dir: WorkingDir,
     /// A name unique to this database instance: its SST names are unique
     /// only within it.
     id: String,
@@ -67,7 +69,7 @@ impl RocksDbBackend {
         write.disable_wal(true);
         let uploaded = Arc::default();
         let hot = HotEntries::new(HOT_ENTRY_BYTES);
-        Ok(RocksDbBackend { db, dir, id, write, hot, key: Vec::new(), uploaded, snapshots: 0 })
+        Ok(RocksDbBackend { db, dir: WorkingDir(dir), id, write, hot, key: Vec::new(), uploaded, snapshots: 0 })
     }
 
     /// Rebuilds a database from a snapshot's files (each verified against
@@ -154,10 +156,13 @@ fn encode_key_onto(buffer: &mut Vec<u8>, group: u16, state: StateId, key: &[u8])
     buffer.extend_from_slice(key);
 }
 
-impl Drop for RocksDbBackend {
+/// The directory of a working database, removed when the backend is
+/// dropped: the working copy is disposable; checkpoints hold what matters.
+struct WorkingDir(PathBuf);
+
+impl Drop for WorkingDir {
     fn drop(&mut self) {
-        // The working copy is disposable; checkpoints hold what matters.
-        let _ = std::fs::remove_dir_all(&self.dir);
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -172,7 +177,12 @@ fn options() -> Options {
     table.set_block_cache(&Cache::new_lru_cache(BLOCK_CACHE_BYTES));
     table.set_bloom_filter(10.0, false);
     options.set_block_based_table_factory(&table);
-    options
+    // The working copy is removed once closed, so closing it need not
+    // flush the memtable to a file first (the crate has no setter for it).
+    match options.get_options_from_string("avoid_flush_during_shutdown=true") {
+        Ok(without_shutdown_flush) => without_shutdown_flush,
+        Err(_) => options,
+    }
 }
 
 /// A new, empty directory for a database, and a name for it.
@@ -235,7 +245,7 @@ impl KeyedStateBackend for RocksDbBackend {
     fn snapshot(&mut self) -> Result<Box<dyn StateSnapshot>, StateError> {
         self.write_back()?;
         self.snapshots += 1;
-        let local = self.dir.with_extension(format!("checkpoint-{}", self.snapshots));
+        let local = self.dir.0.with_extension(format!("checkpoint-{}", self.snapshots));
         let _ = std::fs::remove_dir_all(&local);
         rocksdb::checkpoint::Checkpoint::new(&self.db)?.create_checkpoint(&local)?;
         Ok(Box::new(RocksDbSnapshot { local, id: self.id.clone(), uploaded: self.uploaded.clone() }))
@@ -310,6 +320,29 @@ mod tests {
         backend.for_each(&mut |e| all.push((e.key.clone(), e.value.clone()))).unwrap();
         all.sort();
         all
+    }
+
+    /// The options RocksDB recorded for a working database: no flush when
+    /// it closes (its directory goes right after), and the table settings
+    /// (the bloom filter) and the memtable size still in place: options
+    /// rebuilt from a string keep what was set before.
+    #[test]
+    fn a_working_database_skips_the_shutdown_flush_and_keeps_its_table_options() {
+        let dir = tempfile::tempdir().unwrap();
+        let work = dir.path().join("work");
+        let backend = RocksDbBackend::open(&work).unwrap();
+        let options_file = std::fs::read_dir(&backend.dir.0)
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .find(|path| path.file_name().unwrap().to_string_lossy().starts_with("OPTIONS-"))
+            .expect("RocksDB writes an OPTIONS file");
+        let recorded = std::fs::read_to_string(options_file).unwrap();
+        assert!(recorded.contains("avoid_flush_during_shutdown=true"), "{recorded}");
+        assert!(recorded.contains("filter_policy=bloomfilter"), "{recorded}");
+        assert!(recorded.contains(&format!("write_buffer_size={WRITE_BUFFER_BYTES}")), "{recorded}");
+        let working = backend.dir.0.clone();
+        drop(backend);
+        assert!(!working.exists(), "the working copy is removed when the backend is dropped");
     }
 
     /// The write-back layer is invisible: reads see the latest write or
