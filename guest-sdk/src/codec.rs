@@ -457,6 +457,22 @@ mod tests {
         assert_eq!(encoded(1.5f64), "1.5");
     }
 
+    /// Digits appended after what the buffer holds, at every change in
+    /// their number and around the 32-bit split.
+    #[test]
+    fn integers_are_appended_as_fmt_writes_them() {
+        let mut numbers = vec![u64::from(u32::MAX), u64::from(u32::MAX) + 1, u64::MAX];
+        for power in 0..20 {
+            let ten = 10u64.pow(power);
+            numbers.extend([ten - 1, ten, ten + 1, ten.saturating_mul(7).saturating_add(3)]);
+        }
+        for n in numbers {
+            let mut out = b"prefix:".to_vec();
+            n.encode(&mut out);
+            assert_eq!(String::from_utf8(out).unwrap(), format!("prefix:{n}"));
+        }
+    }
+
     #[test]
     fn numbers_round_trip() {
         for n in [0u64, 7, 10, 99, 12345678901234, u64::MAX] {
