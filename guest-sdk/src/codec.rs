@@ -116,10 +116,12 @@ struct SmallWrites<'a>(&'a mut Vec<u8>);
 impl std::io::Write for SmallWrites<'_> {
     #[inline]
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        extend_small(self.0, bytes);
+        self.write_all(bytes)?;
         Ok(bytes.len())
     }
 
+    /// Every write appends whole; serde_json's calls come here directly,
+    /// without the default method's retry loop.
     #[inline]
     fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         extend_small(self.0, bytes);
