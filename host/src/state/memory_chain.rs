@@ -16,10 +16,18 @@
 //! Restoring reads the base and applies the change files in order. The
 //! files go to `shared/`, since every later checkpoint of the chain refers
 //! to them; retention deletes them once no kept checkpoint does. A chain is
-//! cut — the next snapshot is full again — when its change files together
-//! outgrow the base (so a restore never reads more than twice the state),
-//! when it is [`MAX_CHANGE_FILES`] long, or when a file of it could not be
-//! written.
+//! cut — the next snapshot is full again — when the base and its change
+//! files, the next one included, would be more than twice a whole snapshot
+//! of the state as it is now (so a restore never reads more than twice the
+//! state it restores), when it is [`MAX_CHANGE_FILES`] long, or when a file
+//! of it could not be written.
+//!
+//! The bound is the state's size now, not the base's: a state that grows —
+//! windows held while one input's watermark lags behind the others' — adds
+//! change files as big as the base or bigger without rewriting what it
+//! holds. Measured against the base, such a chain was cut every second or
+//! third checkpoint, and each cut wrote the whole, larger state again (at
+//! the reference `window` job's P = 2, 2–3 times the bytes that changed).
 //!
 //! Snapshots are persisted in order, on the checkpoint thread, after they
 //! are taken at the barrier. So a snapshot is taken before the files of
@@ -83,14 +91,16 @@ impl Chain {
         self.taken > 0
     }
 
-    /// Whether the next snapshot may be a change file: the base is
-    /// written, the chain is not cut and not too long, and its change
-    /// files are smaller than the base.
-    pub fn may_extend(&self) -> bool {
+    /// Whether the next snapshot may be a change file of about
+    /// `change_bytes`, the state now taking about `state_bytes` in a whole
+    /// snapshot: the base is written, the chain is not cut and not too
+    /// long, and with that file a restore would read at most twice the
+    /// state.
+    pub fn may_extend(&self, change_bytes: u64, state_bytes: u64) -> bool {
         let files = self.files.lock().expect("chain lock");
         let Some((_, base)) = &files.base else { return false };
-        let changed: u64 = files.changes.iter().map(|(_, f)| f.size).sum();
-        !files.cut && files.changes.len() < MAX_CHANGE_FILES && changed < base.size
+        let chained: u64 = base.size + files.changes.iter().map(|(_, f)| f.size).sum::<u64>();
+        !files.cut && files.changes.len() < MAX_CHANGE_FILES && chained + change_bytes <= 2 * state_bytes
     }
 
     /// A snapshot of every entry (serialised in `bytes`, an entries file).
