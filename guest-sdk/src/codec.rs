@@ -325,20 +325,49 @@ fn copy_fixed<const W: usize>(dst: &mut [MaybeUninit<u8>], src: &[u8], at: usize
 
 /// Writes `n` in decimal without going through `fmt` (this is on the hot path
 /// of every counting operator).
+///
+/// Counts are mostly small: up to four digits are made in a register and
+/// stored at once, inlined into the caller. Digits written byte by byte to
+/// the stack and read back as wider words stall the load (a store-to-load
+/// forward needs the load inside one store), which cost more than the
+/// digits; and the stack of a Wasm instance is in its memory, behind a
+/// pointer the function must move.
+#[inline(always)]
 fn write_u64(n: u64, out: &mut Vec<u8>) {
-    // Counts are mostly small: one or two digits are pushed as they are.
-    if n < 10 {
-        out.push(b'0' + n as u8);
+    if n < 10_000 {
+        let (word, len) = small_decimal(n as u32);
+        out.reserve(4);
+        let at = out.len();
+        // SAFETY: four bytes of spare capacity were just reserved; `len`
+        // of them, at most four, are the digits.
+        unsafe {
+            out.as_mut_ptr().add(at).cast::<[u8; 4]>().write_unaligned(word.to_le_bytes());
+            out.set_len(at + len);
+        }
         return;
     }
-    if n < 100 {
-        let pair = 2 * n as usize;
-        out.extend_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
-        return;
-    }
+    write_large_u64(n, out);
+}
+
+/// [`write_u64`] for 10 000 and above.
+#[inline(never)]
+fn write_large_u64(n: u64, out: &mut Vec<u8>) {
     let mut digits = [0u8; 20];
     let start = decimal_digits(n, &mut digits);
     extend_small(out, &digits[start..]);
+}
+
+/// The decimal digits of `n` (below 10 000) as a little-endian word, the
+/// first digit in its lowest byte, and how many there are.
+#[inline(always)]
+fn small_decimal(n: u32) -> (u32, usize) {
+    let pair = |p: u32| u32::from(u16::from_le_bytes([DIGIT_PAIRS[2 * p as usize], DIGIT_PAIRS[2 * p as usize + 1]]));
+    match n {
+        0..=9 => (u32::from(b'0') + n, 1),
+        10..=99 => (pair(n), 2),
+        100..=999 => (u32::from(b'0') + n / 100 | pair(n % 100) << 8, 3),
+        _ => (pair(n / 100) | pair(n % 100) << 16, 4),
+    }
 }
 
 /// "00" to "99": two digits per division.
@@ -463,7 +492,9 @@ mod tests {
     /// their number and around the 32-bit split.
     #[test]
     fn integers_are_appended_as_fmt_writes_them() {
-        let mut numbers = vec![u64::from(u32::MAX), u64::from(u32::MAX) + 1, u64::MAX];
+        // Every number made in a register, then the boundaries above.
+        let mut numbers: Vec<u64> = (0..10_001).collect();
+        numbers.extend([u64::from(u32::MAX), u64::from(u32::MAX) + 1, u64::MAX]);
         for power in 0..20 {
             let ten = 10u64.pow(power);
             numbers.extend([ten - 1, ten, ten + 1, ten.saturating_mul(7).saturating_add(3)]);
