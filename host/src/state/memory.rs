@@ -167,8 +167,9 @@ impl KeyedStateBackend for MemoryBackend {
     }
 
     fn snapshot(&mut self) -> Result<Box<dyn StateSnapshot>, StateError> {
-        let RecordBytes { all, changed } = std::mem::take(&mut self.record_bytes);
-        self.record_bytes.all = all;
+        let RecordBytes { all, changed } = self.record_bytes;
+        // Whichever is written, nothing has changed since it.
+        self.record_bytes.changed = 0;
         let extend = self.chain.may_extend(changed as u64, all as u64);
         let mut writer = RecordWriter::new(if extend { CHANGES_MAGIC } else { ENTRIES_MAGIC });
         if extend {
