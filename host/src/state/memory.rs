@@ -1,9 +1,10 @@
 //! The in-memory backend: one hash table per state.
 //!
-//! Each entry keeps the key and the value in one allocation (`key ++ value`)
-//! next to the key's hash: a lookup touches the table and one heap block,
-//! compares hashes before bytes, and a put over an existing value rewrites
-//! it in place. Callers hash a key once ([`HashedKey`]) for both the read
+//! Each entry keeps the key and the value together (`key ++ value`) next to
+//! the key's hash — in the table's slot when they are short, else in one
+//! heap block: a lookup touches the table (and at most one block), compares
+//! hashes before bytes, and a put over an existing value rewrites it in
+//! place. Callers hash a key once ([`HashedKey`]) for both the read
 //! and the write of a batch.
 //!
 //! A snapshot serialises entries into one buffer while the task waits (a
@@ -36,18 +37,18 @@ struct Slot {
     group: u16,
     key_len: u32,
     /// The key's bytes followed by the value's.
-    bytes: Vec<u8>,
+    bytes: EntryBytes,
     /// Written since the last snapshot.
     changed: bool,
 }
 
 impl Slot {
     fn key(&self) -> &[u8] {
-        &self.bytes[..self.key_len as usize]
+        &self.bytes.as_slice()[..self.key_len as usize]
     }
 
     fn value(&self) -> &[u8] {
-        &self.bytes[self.key_len as usize..]
+        &self.bytes.as_slice()[self.key_len as usize..]
     }
 
     fn matches(&self, key: &HashedKey<'_>) -> bool {
@@ -58,6 +59,71 @@ impl Slot {
     /// key and value (each a 4-byte length and the bytes).
     fn record_len(&self) -> i64 {
         14 + self.bytes.len() as i64
+    }
+}
+
+/// The most bytes, key and value together, an entry holds in its slot of
+/// the table rather than in a block of its own.
+const INLINE_BYTES: usize = 30;
+
+/// An entry's key followed by its value. Short ones — a counter's key and
+/// count — sit in the table's slot: a lookup reads one place in memory,
+/// not the slot and then a heap block, and an entry costs no allocation.
+#[derive(Debug)]
+enum EntryBytes {
+    Inline { len: u8, bytes: [u8; INLINE_BYTES] },
+    Heap(Vec<u8>),
+}
+
+impl EntryBytes {
+    fn new(key: &[u8], value: &[u8]) -> Self {
+        let len = key.len() + value.len();
+        if len > INLINE_BYTES {
+            return EntryBytes::Heap([key, value].concat());
+        }
+        let mut bytes = [0; INLINE_BYTES];
+        bytes[..key.len()].copy_from_slice(key);
+        bytes[key.len()..len].copy_from_slice(value);
+        EntryBytes::Inline { len: len as u8, bytes }
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            EntryBytes::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            EntryBytes::Heap(bytes) => bytes,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.as_slice().len()
+    }
+
+    /// Replaces what follows the first `keep` bytes (the key) by `value`.
+    fn set_tail(&mut self, keep: usize, value: &[u8]) {
+        let len = keep + value.len();
+        match self {
+            EntryBytes::Inline { len: held, bytes } if len <= INLINE_BYTES => {
+                bytes[keep..len].copy_from_slice(value);
+                *held = len as u8;
+            }
+            EntryBytes::Heap(bytes) => {
+                bytes.truncate(keep);
+                bytes.extend_from_slice(value);
+            }
+            EntryBytes::Inline { .. } => *self = EntryBytes::Heap([&self.as_slice()[..keep], value].concat()),
+        }
+    }
+
+    /// The first `keep` bytes (the key), owned: a heap block is cut down,
+    /// not copied.
+    fn into_prefix(self, keep: usize) -> Vec<u8> {
+        match self {
+            EntryBytes::Inline { bytes, .. } => bytes[..keep].to_vec(),
+            EntryBytes::Heap(mut bytes) => {
+                bytes.truncate(keep);
+                bytes
+            }
+        }
     }
 }
 
@@ -111,16 +177,13 @@ impl KeyedStateBackend for MemoryBackend {
         let (all, changed) = match table.find_mut(key.hash, |e| e.matches(&key)) {
             Some(entry) => {
                 let old = entry.record_len();
-                entry.bytes.truncate(entry.key_len as usize);
-                entry.bytes.extend_from_slice(value);
+                entry.bytes.set_tail(entry.key_len as usize, value);
                 let new = entry.record_len();
                 let was_changed = std::mem::replace(&mut entry.changed, true);
                 (new - old, if was_changed { new - old } else { new })
             }
             None => {
-                let mut bytes = Vec::with_capacity(key.key.len() + value.len());
-                bytes.extend_from_slice(key.key);
-                bytes.extend_from_slice(value);
+                let bytes = EntryBytes::new(key.key, value);
                 let slot = Slot { hash: key.hash, group: key.group, key_len: key.key.len() as u32, bytes, changed: true };
                 let new = slot.record_len();
                 table.insert_unique(key.hash, slot, |e| e.hash);
@@ -142,9 +205,7 @@ impl KeyedStateBackend for MemoryBackend {
                 self.record_bytes.changed -= slot.record_len();
             }
             if self.chain.started() {
-                // The entry's own block, cut to its key: no copy.
-                let mut key_bytes = slot.bytes;
-                key_bytes.truncate(slot.key_len as usize);
+                let key_bytes = slot.bytes.into_prefix(slot.key_len as usize);
                 self.record_bytes.changed += deleted_record_len(&key_bytes);
                 self.deleted.push((slot.group, state, key_bytes));
             }
@@ -425,6 +486,24 @@ mod tests {
         assert!(changes(&again).is_empty());
         let mut restored = restore_backend(BackendKind::Memory, &again, dir.path(), dir.path()).unwrap();
         assert_eq!(contents(restored.as_mut()), contents(&mut backend), "nothing lost with the unwritten snapshot");
+    }
+
+    /// Values that grow past what a slot holds, and shrink back, keep
+    /// their key and read back whole; a deleted entry's key comes out of
+    /// either form.
+    #[test]
+    fn entries_move_between_the_slot_and_the_heap_as_they_grow() {
+        let key = b"key";
+        let mut bytes = EntryBytes::new(key, b"short");
+        for value in [&[7u8; INLINE_BYTES - 3][..], &[8; INLINE_BYTES - 2], b"", &[9; 100], b"tiny"] {
+            bytes.set_tail(key.len(), value);
+            assert_eq!(bytes.as_slice(), [&key[..], value].concat(), "{} value bytes", value.len());
+        }
+        assert!(matches!(bytes, EntryBytes::Heap(_)), "once on the heap, an entry stays there");
+        assert_eq!(bytes.into_prefix(key.len()), key);
+        assert_eq!(EntryBytes::new(key, b"v").into_prefix(key.len()), key);
+        assert!(matches!(EntryBytes::new(&[1; INLINE_BYTES], b""), EntryBytes::Inline { .. }));
+        assert!(matches!(EntryBytes::new(&[1; INLINE_BYTES], b"x"), EntryBytes::Heap(_)));
     }
 
     #[test]
