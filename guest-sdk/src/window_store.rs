@@ -307,7 +307,7 @@ impl<Acc: Serialize + DeserializeOwned + 'static> WindowStore<Acc> {
         KeyIndex(entry)
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn get_mut(&mut self, key: KeyIndex, start: i64) -> Option<&mut HeldWindow<Acc>> {
         let windows = self.keys.get_mut(key.0);
         let at = windows.position(start).ok()?;

@@ -473,32 +473,60 @@ impl<A: Aggregate> Windows<A> {
         let mut store = self.store(ctx.states)?;
         let key = store.key(ctx.key_slot()?, event.key());
         let mut updated = Vec::new();
-        let mut placed = false;
-        for (start, end) in self.windows_of(timestamp) {
-            debug_assert_eq!(end - start, size);
-            if self.domain == TimeDomain::EventTime && end - 1 + self.allowed_lateness <= watermark {
-                continue; // Its window is gone.
+        let placed = match self.kind {
+            // Every event of a tumbling-window operator takes this path:
+            // one window, found without the iterator, whose state the
+            // Wasm compiler keeps on the stack.
+            WindowKind::Tumbling { size } => {
+                let start = self.tumbling_start(timestamp, size);
+                self.add_to_window(ctx, &mut store, key, input, (start, start + size, watermark), &mut updated)?
             }
-            placed = true;
-            let at = (start, end, watermark);
-            // One lookup when the window is held (nearly always).
-            let opened = match store.get_mut(key, start) {
-                Some(held) => self.fold(held, input.clone(), at, &mut updated),
-                None => {
-                    let mut held = self.load_window(ctx, &store, key, start, end)?;
-                    let opened = self.fold(&mut held, input.clone(), at, &mut updated);
-                    store.insert_loaded(key, start, held);
-                    opened
+            _ => {
+                let mut placed = false;
+                for (start, end) in self.windows_of(timestamp) {
+                    debug_assert_eq!(end - start, size);
+                    placed |= self.add_to_window(ctx, &mut store, key, input.clone(), (start, end, watermark), &mut updated)?;
                 }
-            };
-            if opened {
-                self.register_timers(ctx, end)?;
+                placed
             }
-        }
+        };
         if !placed && let Some(output) = &self.late_output {
             ctx.emit_to(output, event.key(), event.value());
         }
         Ok(updated)
+    }
+
+    /// Folds `input` into `key`'s window `[start, end)` and registers its
+    /// timers if this opened it; `false` if the window is gone (the event
+    /// is too late for it).
+    #[inline(always)]
+    fn add_to_window(
+        &self,
+        ctx: &mut Context<'_>,
+        store: &mut WindowStore<A::Acc>,
+        key: KeyIndex,
+        input: A::Input,
+        (start, end, watermark): (i64, i64, i64),
+        updated: &mut Vec<WindowResult<A::Output>>,
+    ) -> Result<bool, Error> {
+        if self.domain == TimeDomain::EventTime && end - 1 + self.allowed_lateness <= watermark {
+            return Ok(false);
+        }
+        let at = (start, end, watermark);
+        // One lookup when the window is held (nearly always).
+        let opened = match store.get_mut(key, start) {
+            Some(held) => self.fold(held, input, at, updated),
+            None => {
+                let mut held = self.load_window(ctx, store, key, start, end)?;
+                let opened = self.fold(&mut held, input, at, updated);
+                store.insert_loaded(key, start, held);
+                opened
+            }
+        };
+        if opened {
+            self.register_timers(ctx, end)?;
+        }
+        Ok(true)
     }
 
     /// `on_timer` for tumbling and sliding windows: the timer at `end - 1`
