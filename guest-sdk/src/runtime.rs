@@ -57,18 +57,21 @@ impl<T: Operator> Runtime<T> {
         if keyed {
             self.operator.prepare(&mut Batch { view: batch, states: &mut self.states })?;
         }
-        let keys = CallKeys::of_events(batch);
+        // One context for the call, of which each event changes only its
+        // own fields: built per event, it was two dozen stores each time.
+        let mut ctx = Context {
+            slot: None,
+            keys: CallKeys::of_events(batch),
+            timestamp: None,
+            watermark: batch.watermark,
+            processing_time: batch.processing_time,
+            states: &mut self.states,
+            outputs: &mut self.outputs,
+        };
         for i in 0..batch.len() {
             let event = batch.event(i)?;
-            let mut ctx = Context {
-                slot: if keyed { Some(batch.key_slots[i]) } else { None },
-                keys,
-                timestamp: event.timestamp,
-                watermark: batch.watermark,
-                processing_time: batch.processing_time,
-                states: &mut self.states,
-                outputs: &mut self.outputs,
-            };
+            ctx.slot = if keyed { Some(batch.key_slots[i]) } else { None };
+            ctx.timestamp = event.timestamp;
             self.operator.process(&mut ctx, &event)?;
         }
         self.states.flush()?;
@@ -95,17 +98,19 @@ impl<T: Operator> Runtime<T> {
             )));
         }
         self.operator.prepare_timers(&mut TimerBatch { view: timers, states: &mut self.states })?;
+        let mut ctx = Context {
+            slot: None,
+            keys,
+            timestamp: None,
+            watermark: timers.watermark,
+            processing_time: timers.processing_time,
+            states: &mut self.states,
+            outputs: &mut self.outputs,
+        };
         for item in timers.fired() {
             let (slot, timer) = item?;
-            let mut ctx = Context {
-                slot: Some(slot),
-                keys,
-                timestamp: Some(timer.timestamp),
-                watermark: timers.watermark,
-                processing_time: timers.processing_time,
-                states: &mut self.states,
-                outputs: &mut self.outputs,
-            };
+            ctx.slot = Some(slot);
+            ctx.timestamp = Some(timer.timestamp);
             self.operator.on_timer(&mut ctx, &timer)?;
         }
         self.states.flush()?;
