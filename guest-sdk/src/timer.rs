@@ -1,5 +1,6 @@
 //! Timers as the operator sees them, and the changes a batch makes to them.
 
+use std::collections::hash_map::Entry;
 
 use crate::hash::FastMap;
 use crate::__private::bindings::weir::operator::timers::TimerChange;
@@ -66,10 +67,11 @@ pub(crate) struct PendingTimers {
 impl PendingTimers {
     pub fn change(&mut self, slot: u32, timestamp: i64, domain: TimeDomain, delete: bool) {
         let id = (slot, timestamp, domain == TimeDomain::EventTime);
-        match self.index.get(&id) {
-            Some(&i) => self.changes[i].delete = delete,
-            None => {
-                self.index.insert(id, self.changes.len());
+        // One probe of the index, not a lookup and then an insert.
+        match self.index.entry(id) {
+            Entry::Occupied(at) => self.changes[*at.get()].delete = delete,
+            Entry::Vacant(at) => {
+                at.insert(self.changes.len());
                 self.changes.push(TimerChange { slot, timestamp, domain: domain.to_wit(), delete });
             }
         }
