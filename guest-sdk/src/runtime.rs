@@ -54,6 +54,9 @@ impl<T: Operator> Runtime<T> {
     pub fn process(&mut self, batch: &BatchView<'_>) -> Result<(), Error> {
         self.states.begin_batch();
         let keyed = batch.is_keyed();
+        if keyed && batch.key_slots.len() != batch.len() {
+            return Err(Error::input(format!("{} events but {} key slots", batch.len(), batch.key_slots.len())));
+        }
         if keyed {
             self.operator.prepare(&mut Batch { view: batch, states: &mut self.states })?;
         }
@@ -68,9 +71,10 @@ impl<T: Operator> Runtime<T> {
             states: &mut self.states,
             outputs: &mut self.outputs,
         };
-        for i in 0..batch.len() {
-            let event = batch.event(i)?;
-            ctx.slot = if keyed { Some(batch.key_slots[i]) } else { None };
+        for (i, event) in batch.events().enumerate() {
+            let event = event?;
+            // (Checked above: a keyed batch has a slot per event.)
+            ctx.slot = batch.key_slots.get(i).copied();
             ctx.timestamp = event.timestamp;
             self.operator.process(&mut ctx, &event)?;
         }
