@@ -333,7 +333,13 @@ impl<Acc: Serialize + DeserializeOwned + 'static> WindowStore<Acc> {
         match windows.position(start) {
             Ok(at) => windows.windows[at].1 = window,
             Err(at) => {
-                windows.windows.insert(at, (start, window));
+                // (`VecDeque::insert` at the back, where windows nearly
+                // always open, still calls out to move no elements.)
+                if at == windows.windows.len() {
+                    windows.windows.push_back((start, window));
+                } else {
+                    windows.windows.insert(at, (start, window));
+                }
                 self.held += 1;
             }
         }
@@ -349,6 +355,10 @@ impl<Acc: Serialize + DeserializeOwned + 'static> WindowStore<Acc> {
             held.window = None;
             held.changed = true;
             self.removed.push((key, start));
+        } else if at == 0 {
+            // The oldest fires first: as at the back in `insert`.
+            windows.windows.pop_front();
+            self.held -= 1;
         } else {
             windows.windows.remove(at);
             self.held -= 1;

@@ -155,6 +155,98 @@ impl<O: Serialize> Encode for WindowResult<O> {
     }
 }
 
+/// The results a call to [`Windows::add`] or [`Windows::on_timer`] gives,
+/// in window order: nearly always none or one, so one is held without a
+/// heap allocation (a fired window's result was one allocation and one
+/// free per window). Iterate over it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WindowResults<O>(Held<O>);
+
+#[derive(Debug, Clone, PartialEq)]
+enum Held<O> {
+    None,
+    One(WindowResult<O>),
+    Many(Vec<WindowResult<O>>),
+}
+
+impl<O> WindowResults<O> {
+    fn new() -> Self {
+        WindowResults(Held::None)
+    }
+
+    #[inline]
+    fn push(&mut self, result: WindowResult<O>) {
+        match self.0 {
+            Held::None => self.0 = Held::One(result),
+            _ => self.push_more(result),
+        }
+    }
+
+    /// [`WindowResults::push`] past the first: rare, so out of line.
+    #[inline(never)]
+    fn push_more(&mut self, result: WindowResult<O>) {
+        self.0 = match std::mem::replace(&mut self.0, Held::None) {
+            Held::None => Held::One(result),
+            Held::One(first) => Held::Many(vec![first, result]),
+            Held::Many(mut all) => {
+                all.push(result);
+                Held::Many(all)
+            }
+        };
+    }
+
+    pub fn len(&self) -> usize {
+        match &self.0 {
+            Held::None => 0,
+            Held::One(_) => 1,
+            Held::Many(all) => all.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl<O> From<Vec<WindowResult<O>>> for WindowResults<O> {
+    fn from(all: Vec<WindowResult<O>>) -> Self {
+        WindowResults(Held::Many(all))
+    }
+}
+
+impl<O> IntoIterator for WindowResults<O> {
+    type Item = WindowResult<O>;
+    type IntoIter = WindowResultsIter<O>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        WindowResultsIter(match self.0 {
+            Held::None => Iter::One(None),
+            Held::One(result) => Iter::One(Some(result)),
+            Held::Many(all) => Iter::Many(all.into_iter()),
+        })
+    }
+}
+
+/// The iterator over [`WindowResults`].
+pub struct WindowResultsIter<O>(Iter<O>);
+
+enum Iter<O> {
+    One(Option<WindowResult<O>>),
+    Many(std::vec::IntoIter<WindowResult<O>>),
+}
+
+impl<O> Iterator for WindowResultsIter<O> {
+    type Item = WindowResult<O>;
+
+    #[inline]
+    fn next(&mut self) -> Option<WindowResult<O>> {
+        match &mut self.0 {
+            Iter::One(result) => result.take(),
+            Iter::Many(all) => all.next(),
+        }
+    }
+}
+
 /// One open window of a key. Stored as a JSON array `[start, end, acc,
 /// fired]` rather than an object: the state of every key is decoded and
 /// encoded for each of its events, and field names would double the work.
@@ -388,7 +480,7 @@ impl<A: Aggregate> Windows<A> {
         held: &mut HeldWindow<A::Acc>,
         input: A::Input,
         (start, end, watermark): (i64, i64, i64),
-        updated: &mut Vec<WindowResult<A::Output>>,
+        updated: &mut WindowResults<A::Output>,
     ) -> bool {
         let opened = held.window.is_none();
         let (acc, fired) = held.window.get_or_insert_with(|| (self.aggregate.create(), false));
@@ -405,7 +497,7 @@ impl<A: Aggregate> Windows<A> {
     /// Adds `event` (with `input` for the aggregate) to its windows. Returns
     /// the updated results of windows that had already fired (a late event
     /// within the allowed lateness).
-    pub fn add(&self, ctx: &mut Context<'_>, event: &Event<'_>, input: A::Input) -> Result<Vec<WindowResult<A::Output>>, Error>
+    pub fn add(&self, ctx: &mut Context<'_>, event: &Event<'_>, input: A::Input) -> Result<WindowResults<A::Output>, Error>
     where
         A::Input: Clone,
     {
@@ -420,7 +512,7 @@ impl<A: Aggregate> Windows<A> {
         }
         let mut open = self.state.get(ctx)?.unwrap_or_default();
         let watermark = self.clock(ctx);
-        let mut updated = Vec::new();
+        let mut updated = WindowResults::new();
         let mut placed = false;
         for (start, end) in self.assign(timestamp) {
             if self.domain == TimeDomain::EventTime && end - 1 + self.allowed_lateness <= watermark {
@@ -465,14 +557,14 @@ impl<A: Aggregate> Windows<A> {
         input: A::Input,
         timestamp: i64,
         size: i64,
-    ) -> Result<Vec<WindowResult<A::Output>>, Error>
+    ) -> Result<WindowResults<A::Output>, Error>
     where
         A::Input: Clone,
     {
         let watermark = self.clock(ctx);
         let mut store = self.store(ctx.states)?;
         let key = store.key(ctx.key_slot()?, event.key());
-        let mut updated = Vec::new();
+        let mut updated = WindowResults::new();
         let placed = match self.kind {
             // Every event of a tumbling-window operator takes this path:
             // one window, found without the iterator, whose state the
@@ -507,7 +599,7 @@ impl<A: Aggregate> Windows<A> {
         key: KeyIndex,
         input: A::Input,
         (start, end, watermark): (i64, i64, i64),
-        updated: &mut Vec<WindowResult<A::Output>>,
+        updated: &mut WindowResults<A::Output>,
     ) -> Result<bool, Error> {
         if self.domain == TimeDomain::EventTime && end - 1 + self.allowed_lateness <= watermark {
             return Ok(false);
@@ -532,9 +624,9 @@ impl<A: Aggregate> Windows<A> {
     /// `on_timer` for tumbling and sliding windows: the timer at `end - 1`
     /// fires the window starting at `end - size`; the one at `end - 1 +
     /// lateness` forgets it.
-    fn on_timer_fixed(&self, ctx: &mut Context<'_>, key: &[u8], time: i64, size: i64) -> Result<Vec<WindowResult<A::Output>>, Error> {
+    fn on_timer_fixed(&self, ctx: &mut Context<'_>, key: &[u8], time: i64, size: i64) -> Result<WindowResults<A::Output>, Error> {
         let lateness = if self.domain == TimeDomain::EventTime { self.allowed_lateness } else { 0 };
-        let mut results = Vec::new();
+        let mut results = WindowResults::new();
         let start = time + 1 - size;
         let mut store = self.store(ctx.states)?;
         let key = store.key(ctx.key_slot()?, key);
@@ -613,15 +705,15 @@ impl<A: Aggregate> Windows<A> {
     /// Handles a fired timer: returns the results of the key's windows that
     /// end with it, and forgets windows past their allowed lateness. Timers
     /// that are not these windows' are ignored.
-    pub fn on_timer(&self, ctx: &mut Context<'_>, timer: &Timer<'_>) -> Result<Vec<WindowResult<A::Output>>, Error> {
+    pub fn on_timer(&self, ctx: &mut Context<'_>, timer: &Timer<'_>) -> Result<WindowResults<A::Output>, Error> {
         if timer.domain() != self.domain {
-            return Ok(Vec::new());
+            return Ok(WindowResults::new());
         }
         let time = timer.timestamp();
         if let Some(size) = self.fixed_size() {
             return self.on_timer_fixed(ctx, timer.key(), time, size);
         }
-        let Some(mut open) = self.state.get(ctx)? else { return Ok(Vec::new()) };
+        let Some(mut open) = self.state.get(ctx)? else { return Ok(WindowResults::new()) };
         let mut results = Vec::new();
         for window in open.iter_mut().filter(|w| w.end - 1 == time && !w.fired) {
             window.fired = true;
@@ -636,7 +728,7 @@ impl<A: Aggregate> Windows<A> {
             self.state.set(ctx, &open)?;
         }
         results.sort_by_key(|r| r.start);
-        Ok(results)
+        Ok(results.into())
     }
 }
 
@@ -714,6 +806,19 @@ mod tests {
     }
 
     /// Emitted as is, a result is byte for byte what `Json(result)` gives.
+    #[test]
+    fn results_keep_their_order_past_the_first() {
+        let result = |start: i64| WindowResult { start, end: start + 10, value: start as f64 };
+        let mut results = WindowResults::new();
+        assert!(results.is_empty());
+        (0..3).for_each(|i| results.push(result(i * 10)));
+        assert_eq!(results.len(), 3);
+        let starts: Vec<i64> = results.into_iter().map(|r| r.start).collect();
+        assert_eq!(starts, [0, 10, 20]);
+        let from_vec = WindowResults::from(vec![result(5), result(7)]);
+        assert_eq!(from_vec.into_iter().map(|r| r.start).collect::<Vec<_>>(), [5, 7]);
+    }
+
     #[test]
     fn results_encode_as_their_json() {
         fn same<O: Serialize + Clone>(value: O) {
