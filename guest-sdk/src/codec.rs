@@ -150,7 +150,7 @@ impl serde_json::ser::Formatter for WholeFloats {
             return serde_json::ser::CompactFormatter.write_f64(writer, value);
         }
         // "-0.0" for negative zero, as serde_json writes it.
-        let mut digits = [0u8; 20];
+        let mut digits: Digits = [0; 24];
         let start = decimal_digits(magnitude as u64, &mut digits);
         if value.is_sign_negative() {
             writer.write_all(b"-")?;
@@ -219,12 +219,11 @@ fn small_integer(bytes: &[u8]) -> Option<f64> {
 #[inline]
 fn eight_digits(digits: &[u8]) -> Option<u64> {
     debug_assert!((1..=8).contains(&digits.len()));
-    const ZEROS: u64 = 0x3030_3030_3030_3030;
     const HIGH_NIBBLES: u64 = 0xF0F0_F0F0_F0F0_F0F0;
     let pad = 8 * (8 - digits.len() as u32);
     // The first digit is in the lowest byte: shift the digits up and fill
     // the bytes below with '0'.
-    let word = le_word(digits) << pad | ZEROS.checked_shr(64 - pad).unwrap_or(0);
+    let word = le_word(digits) << pad | ZERO_DIGITS.checked_shr(64 - pad).unwrap_or(0);
     // A digit's byte is 0x30..=0x39: high nibble 3, and still 3 after adding 6.
     let all_digits = (word & HIGH_NIBBLES) | ((word.wrapping_add(0x0606_0606_0606_0606) & HIGH_NIBBLES) >> 4) == 0x3333_3333_3333_3333;
     if !all_digits {
@@ -352,7 +351,7 @@ fn write_u64(n: u64, out: &mut Vec<u8>) {
 /// [`write_u64`] for 10 000 and above.
 #[inline(never)]
 fn write_large_u64(n: u64, out: &mut Vec<u8>) {
-    let mut digits = [0u8; 20];
+    let mut digits: Digits = [0; 24];
     let start = decimal_digits(n, &mut digits);
     extend_small(out, &digits[start..]);
 }
@@ -378,41 +377,75 @@ const DIGIT_PAIRS: &[u8; 200] = b"\
     6061626364656667686970717273747576777879\
     8081828384858687888990919293949596979899";
 
+/// Room for a `u64`'s digits, as [`decimal_digits`] writes them: eight at
+/// a time.
+pub(crate) type Digits = [u8; 24];
+
 /// Writes `n`'s digits at the end of `digits`; returns where they start.
 ///
-/// Wasm has no 64-bit multiply-high, so dividing a `u64` by a constant
-/// calls `__multi3`: past `u32::MAX` eight digits at a time are split off
-/// with one such division, and the rest is done in `u32`, two digits at a
-/// time.
-fn decimal_digits(mut n: u64, digits: &mut [u8; 20]) -> usize {
+/// Eight digits at a time, each eight made in a register and stored at
+/// once ([`digits_word`]); the leading zeros of the first eight are then
+/// skipped. Wasm has no 64-bit multiply-high, so dividing a `u64` by a
+/// constant calls `__multi3`: only past `u32::MAX` are eight digits split
+/// off with such a division, and the rest is done in `u32`.
+#[inline]
+fn decimal_digits(mut n: u64, digits: &mut Digits) -> usize {
     let mut end = digits.len();
     while n > u64::from(u32::MAX) {
-        let mut low = (n % 100_000_000) as u32;
+        end -= 8;
+        put_eight(digits, end, (n % 100_000_000) as u32);
         n /= 100_000_000;
-        for _ in 0..4 {
-            end -= 2;
-            put_pair(digits, end, low % 100);
-            low /= 100;
-        }
     }
-    let mut n = n as u32;
-    while n >= 100 {
-        end -= 2;
-        put_pair(digits, end, n % 100);
-        n /= 100;
+    let n = n as u32;
+    let (high, low) = (n / 100_000_000, n % 100_000_000);
+    end -= 8;
+    let word = put_eight(digits, end, low);
+    if high == 0 {
+        // The zero digits before the first other one, but the last digit
+        // stays (`n` = 0 is "0").
+        let zeros = (word ^ ZERO_DIGITS).trailing_zeros() as usize / 8;
+        return end + zeros.min(7);
     }
-    if n >= 10 {
-        end -= 2;
-        put_pair(digits, end, n);
-    } else {
-        end -= 1;
-        digits[end] = b'0' + n as u8;
-    }
-    end
+    // At most 42: one or two more digits.
+    end -= 2;
+    put_pair(digits, end, high);
+    end + usize::from(high < 10)
+}
+
+/// Eight '0' digits as a word.
+const ZERO_DIGITS: u64 = u64::from_le_bytes(*b"00000000");
+
+/// Writes the eight digits of `n` (below 10^8, zero-padded) at `at`;
+/// returns them as the word [`digits_word`] makes.
+#[inline(always)]
+fn put_eight(digits: &mut Digits, at: usize, n: u32) -> u64 {
+    let word = digits_word(n);
+    digits[at..at + 8].copy_from_slice(&word.to_le_bytes());
+    word
+}
+
+/// The eight decimal digits of `n` (below 10^8, zero-padded) as a
+/// little-endian word, the first digit in its lowest byte.
+///
+/// Without a table (as in Lemire's "fixed-digit" conversion): the two
+/// halves of four digits side by side in a word, split into lanes of two
+/// digits and then of one by multiplications that divide every lane at
+/// once — exact below 10 000 (by 100: × 10 486 >> 20) and below 100 (by
+/// 10: × 103 >> 10) — then offset to ASCII.
+#[inline(always)]
+fn digits_word(n: u32) -> u64 {
+    const LANES_OF_4: u64 = 0x7F | 0x7F << 32;
+    const LANES_OF_2: u64 = 0xF | 0xF << 16 | 0xF << 32 | 0xF << 48;
+    let halves = u64::from(n / 10_000) | u64::from(n % 10_000) << 32;
+    let hundreds = (halves.wrapping_mul(10_486) >> 20) & LANES_OF_4;
+    let pairs = (halves - 100 * hundreds) << 16 | hundreds;
+    let tens = (pairs.wrapping_mul(103) >> 10) & LANES_OF_2;
+    let digits = (pairs - 10 * tens) << 8 | tens;
+    digits + ZERO_DIGITS
 }
 
 #[inline(always)]
-fn put_pair(digits: &mut [u8; 20], at: usize, pair: u32) {
+fn put_pair(digits: &mut Digits, at: usize, pair: u32) {
     let pair = 2 * pair as usize;
     digits[at] = DIGIT_PAIRS[pair];
     digits[at + 1] = DIGIT_PAIRS[pair + 1];
@@ -495,6 +528,9 @@ mod tests {
         // Every number made in a register, then the boundaries above.
         let mut numbers: Vec<u64> = (0..10_001).collect();
         numbers.extend([u64::from(u32::MAX), u64::from(u32::MAX) + 1, u64::MAX]);
+        // Across the 32-bit range: every count of leading zeros in a word
+        // of eight digits, with and without digits above it.
+        numbers.extend((0..5_000_000_000u64).step_by(499_979));
         for power in 0..20 {
             let ten = 10u64.pow(power);
             numbers.extend([ten - 1, ten, ten + 1, ten.saturating_mul(7).saturating_add(3)]);
@@ -503,6 +539,19 @@ mod tests {
             let mut out = b"prefix:".to_vec();
             n.encode(&mut out);
             assert_eq!(String::from_utf8(out).unwrap(), format!("prefix:{n}"));
+        }
+    }
+
+    /// The lanes are divided independently: every value of each half,
+    /// beside a few of the other.
+    #[test]
+    fn eight_digits_are_made_exactly() {
+        for half in 0..10_000u32 {
+            for other in [0, 1, 99, 100, 5_050, 9_999] {
+                for n in [half * 10_000 + other, other * 10_000 + half] {
+                    assert_eq!(digits_word(n).to_le_bytes(), *format!("{n:08}").as_bytes(), "{n}");
+                }
+            }
         }
     }
 
