@@ -151,6 +151,17 @@ impl Timeline {
     }
 }
 
+/// A number that orders keys as their bytes do, except between keys whose
+/// first eight bytes are the same: those bytes, zero-padded, big-endian.
+/// (Where a key is shorter, the padding is below any byte of a longer key
+/// that goes on from there — which sorts after it by bytes too — or ties.)
+fn order_prefix(key: &[u8]) -> u64 {
+    let mut first = [0u8; 8];
+    let n = key.len().min(8);
+    first[..n].copy_from_slice(&key[..n]);
+    u64::from_be_bytes(first)
+}
+
 /// The keys with a timer at one timestamp.
 #[derive(Debug, Clone)]
 enum Keys {
@@ -205,8 +216,13 @@ impl Keys {
     /// leaving their emptied set in `spare` if it has none).
     fn firing(&mut self, spare: &mut KeySet) -> &mut Vec<Vec<u8>> {
         if let Keys::Waiting(set) = self {
-            let mut sorted: Vec<Vec<u8>> = set.drain().collect();
-            sorted.sort_unstable_by(|a, b| b.cmp(a));
+            // Sorted by each key's first eight bytes as a number, and by
+            // its bytes only where those tie: the same order as by bytes
+            // alone, without a `memcmp` call per comparison (sorting a
+            // window's 1 000 keys took ~500 instructions per key).
+            let mut by_prefix: Vec<(u64, Vec<u8>)> = set.drain().map(|key| (order_prefix(&key), key)).collect();
+            by_prefix.sort_unstable_by(|(a_prefix, a), (b_prefix, b)| b_prefix.cmp(a_prefix).then_with(|| b.cmp(a)));
+            let sorted: Vec<Vec<u8>> = by_prefix.into_iter().map(|(_, key)| key).collect();
             if spare.capacity() < set.capacity() {
                 *spare = std::mem::take(set);
             }
@@ -250,6 +266,27 @@ mod tests {
         assert_eq!(order, vec![(10, &b"b"[..]), (20, &b"a"[..])]);
         assert!(timers.pop_due(TimeDomain::EventTime, 1000, 10).is_empty());
         assert_eq!(timers.next_processing_time(), Some(5));
+    }
+
+    proptest::proptest! {
+        /// Keys fire in the order of their bytes: short and long, sharing
+        /// their first eight bytes, and with zero bytes where a shorter
+        /// key's padding is.
+        #[test]
+        fn a_timestamps_keys_fire_in_byte_order(keys in proptest::collection::vec(
+            proptest::collection::vec(proptest::prop_oneof![proptest::strategy::Just(0u8), proptest::strategy::Just(b'a'), proptest::prelude::any::<u8>()], 0..12),
+            0..40,
+        )) {
+            let mut timers = TimerService::default();
+            for key in &keys {
+                timers.register(TimeDomain::EventTime, 7, key);
+            }
+            let fired: Vec<Vec<u8>> = timers.pop_due(TimeDomain::EventTime, 7, usize::MAX).into_iter().map(|t| t.key).collect();
+            let mut expected = keys.clone();
+            expected.sort();
+            expected.dedup();
+            proptest::prop_assert_eq!(fired, expected);
+        }
     }
 
     fn keys(fired: &[FiredTimer]) -> Vec<(i64, &str)> {
