@@ -55,6 +55,7 @@ mod state;
 pub mod testing;
 mod timer;
 mod value_store;
+mod window_results;
 mod window_store;
 pub mod windows;
 
