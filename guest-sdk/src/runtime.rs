@@ -54,10 +54,10 @@ impl<T: Operator> Runtime<T> {
     pub fn process(&mut self, batch: &BatchView<'_>) -> Result<(), Error> {
         self.states.begin_batch();
         let keyed = batch.is_keyed();
-        if keyed && batch.key_slots.len() != batch.len() {
-            return Err(Error::input(format!("{} events but {} key slots", batch.len(), batch.key_slots.len())));
-        }
         if keyed {
+            if batch.key_slots.len() != batch.len() {
+                return Err(Error::input(format!("{} events but {} key slots", batch.len(), batch.key_slots.len())));
+            }
             self.operator.prepare(&mut Batch { view: batch, states: &mut self.states })?;
         }
         // One context for the call, of which each event changes only its

@@ -307,6 +307,8 @@ impl<Acc: Serialize + DeserializeOwned + 'static> WindowStore<Acc> {
         KeyIndex(entry)
     }
 
+    /// (On every event's path: left out of line it was a call of ~85
+    /// instructions, a third of them its prologue and the epoch check.)
     #[inline(always)]
     pub fn get_mut(&mut self, key: KeyIndex, start: i64) -> Option<&mut HeldWindow<Acc>> {
         let windows = self.keys.get_mut(key.0);
