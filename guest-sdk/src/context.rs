@@ -98,7 +98,8 @@ pub struct Batch<'a> {
 impl<'a> Batch<'a> {
     /// The batch's events, each with its key's slot.
     pub fn events(&self) -> impl Iterator<Item = Result<(u32, Event<'a>), Error>> + '_ {
-        (0..self.view.len()).map(|i| Ok((self.view.key_slots[i], self.view.event(i)?)))
+        // (A keyed batch has a slot per event: checked before `prepare`.)
+        self.view.events().zip(self.view.key_slots).map(|(event, &slot)| Ok((slot, event?)))
     }
 
     /// The processing time the batch is processed at.

@@ -84,19 +84,9 @@ impl<'a> BatchView<'a> {
         !self.key_slots.is_empty()
     }
 
-    /// Event `i`, or an error if the host sent inconsistent offsets.
-    #[inline(always)]
-    pub fn event(&self, i: usize) -> Result<Event<'a>, Error> {
-        let bytes = |from: usize| -> Result<&'a [u8], Error> {
-            let (start, end) = (self.offsets[from] as usize, self.offsets[from + 1] as usize);
-            self.data.get(start..end).ok_or_else(|| offsets_outside(i))
-        };
-        let timestamp = self.timestamps.get(i).copied().filter(|t| *t != NO_TIMESTAMP);
-        Ok(Event { input: self.input, key: bytes(2 * i)?, value: bytes(2 * i + 1)?, timestamp })
-    }
-
-    /// Every event in order, as [`BatchView::event`] gives them. An event
-    /// ends where the next begins, so each reads two offsets, which the
+    /// Every event in order, or at the first whose offsets are outside the
+    /// data an error (the host sent inconsistent offsets). An event ends
+    /// where the next begins, so each reads two offsets, which the
     /// compiler knows are there: no per-event bounds checks on them.
     #[inline(always)]
     pub fn events(&self) -> impl Iterator<Item = Result<Event<'a>, Error>> + 'a {
@@ -118,7 +108,7 @@ impl<'a> BatchView<'a> {
 }
 
 /// The error for event `i` whose offsets are outside its batch: out of
-/// line, so that [`BatchView::event`], called per event, inlines without
+/// line, so that [`BatchView::events`], run per event, inlines without
 /// the formatting.
 #[cold]
 #[inline(never)]
@@ -230,17 +220,19 @@ mod tests {
         BatchView { input: 1, data, offsets, timestamps, key_slots: &[], watermark: 0, processing_time: 0 }
     }
 
-    /// The iterator gives what indexing gives, and the same error at the
-    /// first event whose offsets leave the data.
+    /// Each event's key and value lie between its offsets, its timestamp
+    /// beside it; the first event whose offsets leave the data is an error.
     #[test]
-    fn events_in_order_are_the_events_by_index() {
+    fn events_are_read_in_order_between_their_offsets() {
         let data = b"k1v1k22v";
         let timestamps = [5, NO_TIMESTAMP];
         let batch = view(data, &[0, 2, 4, 7, 8], &timestamps);
-        let by_index: Vec<Event<'_>> = (0..batch.len()).map(|i| batch.event(i).unwrap()).collect();
-        let in_order: Vec<Event<'_>> = batch.events().map(Result::unwrap).collect();
-        assert_eq!(in_order, by_index);
-        assert_eq!((in_order[1].key(), in_order[1].value(), in_order[1].timestamp()), (&b"k22"[..], &b"v"[..], None));
+        let events: Vec<Event<'_>> = batch.events().map(Result::unwrap).collect();
+        let expected = [
+            Event { input: 1, key: b"k1", value: b"v1", timestamp: Some(5) },
+            Event { input: 1, key: b"k22", value: b"v", timestamp: None },
+        ];
+        assert_eq!(events, expected);
 
         let bad = view(data, &[0, 2, 4, 9, 8], &[]);
         let results: Vec<Result<Event<'_>, Error>> = bad.events().collect();

@@ -301,8 +301,8 @@ impl<A: Aggregate> Windows<A> {
         if store.holds_all() {
             return Ok(()); // (The host has none this store does not hold.)
         }
-        for i in 0..view.len() {
-            let event = view.event(i)?;
+        for (event, &slot) in view.events().zip(view.key_slots) {
+            let event = event?;
             let timestamp = match self.domain {
                 TimeDomain::ProcessingTime => view.processing_time,
                 TimeDomain::EventTime => match event.timestamp() {
@@ -310,7 +310,6 @@ impl<A: Aggregate> Windows<A> {
                     None => continue, // `add` reports it.
                 },
             };
-            let slot = view.key_slots[i];
             let key = store.key(slot, event.key());
             for (start, end) in self.windows_of(timestamp) {
                 store.want((slot, key, start, end), &mut wanted);
@@ -477,7 +476,9 @@ impl<A: Aggregate> Windows<A> {
         let placed = match self.kind {
             // Every event of a tumbling-window operator takes this path:
             // one window, found without the iterator (whose state
-            // Cranelift kept in memory, read back at each step).
+            // Cranelift kept in memory, read back at each step). Its size
+            // from the kind, not the argument: that kept one more value
+            // alive across the event, ~7 instructions more under callgrind.
             WindowKind::Tumbling { size } => {
                 let start = self.tumbling_start(timestamp, size);
                 self.add_to_window(ctx, &mut store, key, input, (start, start + size, watermark), &mut updated)?
