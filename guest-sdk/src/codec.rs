@@ -377,8 +377,8 @@ const DIGIT_PAIRS: &[u8; 200] = b"\
     6061626364656667686970717273747576777879\
     8081828384858687888990919293949596979899";
 
-/// Room for a `u64`'s digits, as [`decimal_digits`] writes them: eight at
-/// a time.
+/// Room for a `u64`'s digits (20), as [`decimal_digits`] writes them:
+/// eight at a time.
 pub(crate) type Digits = [u8; 24];
 
 /// Writes `n`'s digits at the end of `digits`; returns where they start.
@@ -399,17 +399,15 @@ fn decimal_digits(mut n: u64, digits: &mut Digits) -> usize {
     let n = n as u32;
     let (high, low) = (n / 100_000_000, n % 100_000_000);
     end -= 8;
-    let word = put_eight(digits, end, low);
-    if high == 0 {
-        // The zero digits before the first other one, but the last digit
-        // stays (`n` = 0 is "0").
-        let zeros = (word ^ ZERO_DIGITS).trailing_zeros() as usize / 8;
-        return end + zeros.min(7);
+    let mut first = put_eight(digits, end, low);
+    if high > 0 {
+        end -= 8;
+        first = put_eight(digits, end, high);
     }
-    // At most 42: one or two more digits.
-    end -= 2;
-    put_pair(digits, end, high);
-    end + usize::from(high < 10)
+    // The first eight's zero digits before the first other one, but the
+    // last digit stays (`n` = 0 is "0").
+    let zeros = (first ^ ZERO_DIGITS).trailing_zeros() as usize / 8;
+    end + zeros.min(7)
 }
 
 /// Eight '0' digits as a word.
@@ -442,13 +440,6 @@ fn digits_word(n: u32) -> u64 {
     let tens = (pairs.wrapping_mul(103) >> 10) & LANES_OF_2;
     let digits = (pairs - 10 * tens) << 8 | tens;
     digits + ZERO_DIGITS
-}
-
-#[inline(always)]
-fn put_pair(digits: &mut Digits, at: usize, pair: u32) {
-    let pair = 2 * pair as usize;
-    digits[at] = DIGIT_PAIRS[pair];
-    digits[at + 1] = DIGIT_PAIRS[pair + 1];
 }
 
 fn parse_u64(bytes: &[u8]) -> Option<u64> {
