@@ -41,6 +41,16 @@ fn bench_window_runs_the_wasm_plugin_and_the_native_baseline() {
 }
 
 #[test]
+fn bench_window_aligns_its_sources_watermarks_on_request() {
+    let dir = plugin("sensor-window").parent().unwrap().to_str().unwrap().to_owned();
+    let run = weir(&["bench", "window", "--events", "200000", "-p", "2", "--max-drift-ms", "1000", "--plugin-dir", &dir]);
+    run.success();
+    let line = result_line(&run.stdout()).to_owned();
+    assert!(line.starts_with("RESULT workload=window backend=memory par=2 events=200000 "), "{line}");
+    assert!(line.ends_with(" max_drift_ms=1000"), "{line}");
+}
+
+#[test]
 fn bench_names_a_missing_plugin() {
     let error = weir(&["bench", "count", "--events", "10", "--plugin-dir", "/nonexistent"]).failure();
     assert!(error.contains("cannot find the plugin word_count.wasm"), "{error}");

@@ -220,3 +220,79 @@ input = "windows"
     let _ = running.wait();
     assert!(written >= 15, "windows fired despite the idle source: {written} results");
 }
+
+/// Events of the `halves` job: 400 s of event time at 10 events per ms.
+const HALVES_EVENTS: u64 = 4_000_000;
+
+/// A generator whose two subtasks read contiguous halves of a timestamped
+/// sequence — the second starts 200 s ahead in event time — into 1 s
+/// windows summing per key (10 keys), checkpointing every 20 ms;
+/// `alignment` is the source's `watermark_alignment` line, if any. Returns
+/// the window results and the size of the largest checkpoint.
+fn run_halves(alignment: &str) -> (BTreeMap<String, Vec<(i64, i64, f64)>>, u64) {
+    let dir = JobDir::new();
+    let job = dir.write(
+        "job.toml",
+        &format!(
+            r#"
+name = "halves"
+parallelism = 2
+checkpoint_dir = "checkpoints"
+checkpoint_interval_ms = 20
+
+[[source]]
+name = "numbers"
+type = "generator"
+events = {HALVES_EVENTS}
+keys = 10
+events_per_ms = 10
+out_of_orderness_ms = 100
+{alignment}
+
+[[operator]]
+uid = "windows"
+plugin = {plugin}
+inputs = ["numbers"]
+key_by = true
+
+{WINDOW_SINKS}"#,
+            plugin = toml_path(&plugin("sensor-window"))
+        ),
+    );
+    let graph = job::load(&job, Overrides::default()).unwrap();
+    let summary = dataflow::run_job(&graph, &PluginEngine::new().unwrap()).unwrap();
+    assert!(dir.read("late.txt").is_empty(), "nothing is late");
+    let largest = summary.checkpoints.iter().map(|(_, stats)| stats.size_bytes).max().unwrap_or(0);
+    (windows(&dir.read("sums.txt")), largest)
+}
+
+/// What `run_halves` must produce: key `i mod 10` sums the values `i` of
+/// each 1 s window (10 000 events).
+fn sums_of_halves() -> BTreeMap<String, Vec<(i64, i64, f64)>> {
+    let mut sums: BTreeMap<String, BTreeMap<i64, f64>> = BTreeMap::new();
+    for i in 0..HALVES_EVENTS {
+        let start = (i / 10 / 1000 * 1000) as i64;
+        *sums.entry((i % 10).to_string()).or_default().entry(start).or_default() += i as f64;
+    }
+    let windows = |starts: BTreeMap<i64, f64>| starts.into_iter().map(|(start, sum)| (start, start + 1000, sum)).collect();
+    sums.into_iter().map(|(key, starts)| (key, windows(starts))).collect()
+}
+
+/// Without alignment the ahead half's windows (10 keys × up to 200 s) wait
+/// in state until the other half catches up, and checkpoints carry them.
+/// Aligned to 1 s, the ahead subtask waits instead: a key holds windows for
+/// the drift, the out-of-orderness and what is in flight in the channels,
+/// a few seconds' worth. The results are the same.
+#[test]
+fn watermark_alignment_keeps_a_source_far_ahead_from_filling_state() {
+    let expected = sums_of_halves();
+    let (unaligned, unaligned_largest) = run_halves("");
+    assert_eq!(unaligned, expected);
+    let (aligned, aligned_largest) = run_halves("watermark_alignment = { max_drift_ms = 1000 }");
+    assert_eq!(aligned, expected, "alignment changes when events are read, not the results");
+    assert!(aligned_largest > 0, "checkpoints completed while aligned");
+    assert!(
+        aligned_largest * 4 < unaligned_largest,
+        "the largest checkpoint holds {aligned_largest} bytes aligned, {unaligned_largest} unaligned"
+    );
+}

@@ -46,6 +46,11 @@ pub struct BenchArgs {
     /// temporary directory, deleted afterwards.
     #[arg(long, default_value_t = 1000)]
     pub checkpoint_interval_ms: u64,
+    /// Align the source subtasks' watermarks (`window`): a subtask more
+    /// than this many ms of event time ahead of the slowest waits. Off by
+    /// default, as in the Flink harness.
+    #[arg(long)]
+    pub max_drift_ms: Option<u64>,
     /// Where the built plugins are (default: examples/plugins, then the
     /// wasm32-wasip2 release directory of CARGO_TARGET_DIR or target/).
     #[arg(long)]
@@ -74,11 +79,13 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<()> {
         0 => "off".to_string(),
         ms => format!("every {ms} ms"),
     };
+    let alignment = args.max_drift_ms.map(|ms| format!(" max_drift_ms={ms}")).unwrap_or_default();
     eprintln!(
-        "{workload}: {} events, parallelism {}, backend {backend}, operator {implementation} ({}), checkpoints {checkpoints}",
+        "{workload}: {} events, parallelism {}, backend {backend}, operator {implementation} ({}), checkpoints {checkpoints}{}",
         args.events,
         args.parallelism,
-        plugin.display()
+        plugin.display(),
+        args.max_drift_ms.map(|ms| format!(", watermarks aligned to {ms} ms")).unwrap_or_default()
     );
     let started = Instant::now();
     let summary = dataflow::run_job(&graph, &engine);
@@ -93,7 +100,7 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<()> {
     eprintln!("peak memory (RSS high-water mark): {}", super::peak_memory().unwrap_or_else(|| "unknown".into()));
     eprintln!("{}", super::checkpoint_figures(&summary.checkpoints));
     println!(
-        "RESULT workload={workload} backend={backend} par={} events={} seconds={seconds:.2} events_per_s={rate:.0} operator={implementation} checkpoints={}",
+        "RESULT workload={workload} backend={backend} par={} events={} seconds={seconds:.2} events_per_s={rate:.0} operator={implementation} checkpoints={}{alignment}",
         args.parallelism,
         args.events,
         summary.checkpoints.len()
@@ -113,7 +120,7 @@ fn backend_name(backend: Backend) -> &'static str {
 fn job_file(args: &BenchArgs, plugin: &Path, checkpoint_dir: &Path) -> String {
     let job = match args.workload {
         Workload::Count => count_job(plugin, args.events),
-        Workload::Window => window_job(plugin, args.events),
+        Workload::Window => window_job(plugin, args.events, args.max_drift_ms),
     };
     let job = format!("state_backend = \"{}\"\n{job}", backend_name(args.backend));
     match args.checkpoint_interval_ms {
@@ -129,8 +136,12 @@ fn count_job(plugin: &Path, events: u64) -> String {
 
 /// The `window` workload: key = i mod 1000, value = i, timestamp = i / 10
 /// ms, watermarks 100 ms behind; per key, sums over 1 s tumbling windows.
-fn window_job(plugin: &Path, events: u64) -> String {
-    bench_job("window", plugin, &format!("events = {events}\nkeys = 1000\nevents_per_ms = 10\nout_of_orderness_ms = 100"))
+fn window_job(plugin: &Path, events: u64, max_drift_ms: Option<u64>) -> String {
+    let mut generator = format!("events = {events}\nkeys = 1000\nevents_per_ms = 10\nout_of_orderness_ms = 100");
+    if let Some(drift) = max_drift_ms {
+        generator += &format!("\nwatermark_alignment = {{ max_drift_ms = {drift} }}");
+    }
+    bench_job("window", plugin, &generator)
 }
 
 /// A `sequence` generator (with `generator` settings) → the keyed operator
@@ -209,5 +220,14 @@ mod tests {
             assert!(graph.checkpoints.is_some(), "{workload}: checkpoints every second by default");
             assert_eq!(graph.restart.delay_before(1), None, "{workload}: no restart");
         }
+    }
+
+    #[test]
+    fn max_drift_aligns_the_window_workloads_source() {
+        let args = Command::parse_from(["bench", "window", "-p", "2", "--max-drift-ms", "1000"]).bench;
+        let text = job_file(&args, Path::new("native:window-sum"), Path::new("/tmp/checkpoints"));
+        let graph = job::parse(&text, Path::new(""), Overrides { parallelism: Some(2) }).expect("the benchmark job parses");
+        let job::NodeKind::Source(source) = &graph.nodes[0].kind else { panic!("the first node is the source") };
+        assert_eq!(source.watermark_alignment().map(|a| a.max_drift_ms), Some(1000));
     }
 }

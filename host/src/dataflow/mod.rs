@@ -19,6 +19,7 @@
 //! [`crate::checkpoint`]): a source sends barrier `n` when the coordinator
 //! asks, every subtask aligns its inputs on it, snapshots and passes it on.
 
+mod alignment;
 mod batch;
 mod channel;
 mod executor;
@@ -29,6 +30,7 @@ mod snapshot;
 mod task;
 mod time;
 
+pub use alignment::{AlignedSource, AlignmentGroup};
 pub use channel::{Envelope, Message};
 pub use time::{InputClock, Signal, SplitClock, WatermarkSettings};
 pub use batch::{NO_TIMESTAMP, Record, RecordBatch};

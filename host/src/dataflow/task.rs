@@ -10,6 +10,7 @@ use super::channel::{Cancel, Envelope, Message, Outputs, receive};
 use super::snapshot::{SinkPrecommits, TaskCheckpoint};
 use crate::checkpoint::{Aligned, BarrierAligner};
 use super::operator::Emitted;
+use super::alignment::AlignedSource;
 use super::time::{InputClock, Signal, WatermarkGenerator};
 use super::{BATCH_SIZE, RecordBatch};
 use crate::connectors::{ConnectorError, Poll, Sink, Source, SourceSplit};
@@ -18,6 +19,8 @@ use crate::plugin::{CallError, InputKind, now_ms};
 
 /// The longest a source keeps records in partly filled output batches.
 const SOURCE_FLUSH_INTERVAL: Duration = Duration::from_millis(20);
+/// How often a source held back by watermark alignment looks again.
+const ALIGNMENT_WAIT: Duration = Duration::from_millis(1);
 
 /// Why a subtask stopped early.
 #[derive(Debug)]
@@ -82,11 +85,14 @@ impl TaskContext {
 }
 
 /// Polls the source until it is exhausted, sending batches downstream,
-/// each followed by a watermark when event time has advanced.
+/// each followed by a watermark when event time has advanced. A source in
+/// an alignment group does not poll while it is too far ahead of the group
+/// (see [`super::alignment`]), but still sends barriers.
 pub fn run_source(
     mut ctx: TaskContext,
     mut source: Box<dyn Source>,
     mut watermarks: WatermarkGenerator,
+    alignment: Option<AlignedSource>,
 ) -> Result<(), TaskError> {
     let mut last_flush = Instant::now();
     let mut last_barrier = 0;
@@ -112,6 +118,14 @@ pub fn run_source(
                 return wait_for_cancel(&ctx.cancel);
             }
         }
+        if alignment.as_ref().is_some_and(AlignedSource::must_wait) {
+            // What was read before the wait must not sit in partial batches.
+            ctx.outputs.tick(now_ms(), &ctx.cancel)?;
+            ctx.outputs.flush(&ctx.cancel)?;
+            last_flush = Instant::now();
+            std::thread::sleep(ALIGNMENT_WAIT);
+            continue;
+        }
         let mut batch = RecordBatch::with_capacity(BATCH_SIZE, 16 * BATCH_SIZE);
         let poll = source.poll(&mut batch, BATCH_SIZE)?;
         let signal = source.split_watermarks().unwrap_or_else(|| watermarks.observe(&batch));
@@ -123,6 +137,9 @@ pub fn run_source(
             Some(Signal::Watermark(watermark)) => ctx.outputs.watermark(watermark, &ctx.cancel)?,
             Some(Signal::Idle) => ctx.outputs.idle(&ctx.cancel)?,
             None => {}
+        }
+        if let (Some(aligned), Some(signal)) = (&alignment, signal) {
+            aligned.sent(signal);
         }
         if poll == Poll::Exhausted {
             if let Some(checkpoint) = &ctx.checkpoint

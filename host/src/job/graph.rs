@@ -428,13 +428,11 @@ fn operator_node(op: &OperatorSpec, base: &Path) -> Result<OperatorNode, String>
     Ok(OperatorNode { plugin: base.join(&op.plugin), config, limits, key_by: op.key_by })
 }
 
-fn resolve_source(source: SourceSpec, base: &Path) -> SourceSpec {
-    match source {
-        SourceSpec::File { name, path, format, rate, out_of_orderness_ms, idle_timeout_ms } => {
-            SourceSpec::File { name, path: base.join(path), format, rate, out_of_orderness_ms, idle_timeout_ms }
-        }
-        other => other,
+fn resolve_source(mut source: SourceSpec, base: &Path) -> SourceSpec {
+    if let SourceSpec::File { path, .. } = &mut source {
+        *path = base.join(&*path);
     }
+    source
 }
 
 fn resolve_sink(sink: SinkSpec, base: &Path) -> SinkSpec {

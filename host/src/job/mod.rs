@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 pub use graph::{Edge, JobGraph, Node, NodeId, NodeKind, OperatorNode, Partitioning};
 pub use spec::{
-    FileFormat, GeneratorMode, JobSpec, OperatorSpec, OutputFormat, RestartSpec, RestartStrategy, SinkSpec, SourceSpec,
+    AlignmentSpec, FileFormat, GeneratorMode, JobSpec, OperatorSpec, OutputFormat, RestartSpec, RestartStrategy, SinkSpec, SourceSpec,
 };
 
 /// Options given on the command line that override the job file.

@@ -142,6 +142,7 @@ pub enum SourceSpec {
         /// After this long without records, the source stops holding back
         /// event time downstream until it produces again.
         idle_timeout_ms: Option<u64>,
+        watermark_alignment: Option<AlignmentSpec>,
     },
     /// A deterministic, seekable generator: event `i` depends only on the
     /// configuration and `i`.
@@ -173,6 +174,7 @@ pub enum SourceSpec {
         #[serde(default)]
         out_of_orderness_ms: u64,
         idle_timeout_ms: Option<u64>,
+        watermark_alignment: Option<AlignmentSpec>,
     },
     /// Partitions of Kafka topics (see `connectors::kafka`).
     Kafka(KafkaSourceSpec),
@@ -192,6 +194,33 @@ impl SourceSpec {
         | SourceSpec::Generator { out_of_orderness_ms, idle_timeout_ms, .. }
         | SourceSpec::Kafka(KafkaSourceSpec { out_of_orderness_ms, idle_timeout_ms, .. })) = self;
         crate::dataflow::WatermarkSettings::from_ms(*out_of_orderness_ms, *idle_timeout_ms)
+    }
+
+    /// The source's `watermark_alignment` table, if it has one.
+    pub fn watermark_alignment(&self) -> Option<&AlignmentSpec> {
+        let (SourceSpec::File { watermark_alignment, .. }
+        | SourceSpec::Generator { watermark_alignment, .. }
+        | SourceSpec::Kafka(KafkaSourceSpec { watermark_alignment, .. })) = self;
+        watermark_alignment.as_ref()
+    }
+}
+
+/// A source's `watermark_alignment` table: its subtasks (and those of the
+/// other sources of its group) wait while they are more than `max_drift_ms`
+/// ahead of the slowest in event time (see [`crate::dataflow::AlignedSource`]).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlignmentSpec {
+    pub max_drift_ms: u64,
+    /// Sources with the same group align with each other (default: the
+    /// source's own name, so that only its subtasks align).
+    pub group: Option<String>,
+}
+
+impl AlignmentSpec {
+    /// The group of a source named `source` with this table.
+    pub fn group_of<'a>(&'a self, source: &'a str) -> &'a str {
+        self.group.as_deref().unwrap_or(source)
     }
 }
 

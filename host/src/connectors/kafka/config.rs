@@ -79,6 +79,7 @@ pub struct KafkaSourceSpec {
     #[serde(default)]
     pub out_of_orderness_ms: u64,
     pub idle_timeout_ms: Option<u64>,
+    pub watermark_alignment: Option<crate::job::AlignmentSpec>,
     /// How long the brokers may be unreachable before the job fails.
     pub timeout_ms: Option<u64>,
     /// librdkafka properties passed through (security, tuning).

@@ -1,0 +1,149 @@
+//! Watermark alignment: source subtasks that run ahead in event time wait
+//! for the slowest.
+//!
+//! An operator's watermark is the least of its inputs', so when one source
+//! subtask runs far ahead of another (a backfill of one partition, a
+//! generator's later range) every window and timer it opens waits in state
+//! until the slowest catches up: state, checkpoints and memory grow with
+//! the distance. As in Flink's watermark alignment, the subtasks of an
+//! alignment group publish their watermarks, and one whose watermark is
+//! more than the group's `max_drift` ahead of the group's least stops
+//! reading until the others catch up. It still passes on checkpoint
+//! barriers and stop requests while it waits; only its reads pause, so the
+//! results are the same as without alignment.
+//!
+//! A subtask counts towards the group's least from its first watermark
+//! until it is idle or has ended; one that has not made a watermark yet
+//! does not hold the others back (it may have nothing to read), and the
+//! subtask with the least watermark never waits, so the group always
+//! makes progress.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use super::Signal;
+
+/// A watermark that does not hold the group back: not made yet, idle, or
+/// ended.
+const NOT_HOLDING_BACK: i64 = i64::MAX;
+
+/// The published watermarks of the subtasks of one alignment group.
+#[derive(Debug)]
+pub struct AlignmentGroup {
+    watermarks: Vec<AtomicI64>,
+}
+
+impl AlignmentGroup {
+    /// A group of `members` source subtasks.
+    pub fn new(members: usize) -> Arc<Self> {
+        Arc::new(AlignmentGroup { watermarks: (0..members).map(|_| AtomicI64::new(NOT_HOLDING_BACK)).collect() })
+    }
+
+    /// How many source subtasks the group has.
+    pub fn members(&self) -> usize {
+        self.watermarks.len()
+    }
+
+    /// The least watermark of the members that hold the group back.
+    fn least(&self) -> i64 {
+        self.watermarks.iter().map(|w| w.load(Ordering::Acquire)).min().unwrap_or(NOT_HOLDING_BACK)
+    }
+}
+
+/// One source subtask's place in its alignment group.
+#[derive(Debug)]
+pub struct AlignedSource {
+    group: Arc<AlignmentGroup>,
+    member: usize,
+    max_drift: i64,
+}
+
+impl AlignedSource {
+    /// Member `member` of `group`, which may run at most `max_drift_ms`
+    /// ahead of the group's least watermark.
+    pub fn new(group: Arc<AlignmentGroup>, member: usize, max_drift_ms: u64) -> Self {
+        assert!(member < group.watermarks.len(), "alignment member {member} outside its group");
+        let max_drift = i64::try_from(max_drift_ms).unwrap_or(i64::MAX);
+        AlignedSource { group, member, max_drift }
+    }
+
+    /// Publishes what the subtask just sent downstream.
+    pub fn sent(&self, signal: Signal) {
+        match signal {
+            Signal::Watermark(watermark) => self.publish(watermark),
+            Signal::Idle => self.publish(NOT_HOLDING_BACK),
+        }
+    }
+
+    /// Whether the subtask must wait before reading more: its watermark is
+    /// more than the drift ahead of the group's least.
+    pub fn must_wait(&self) -> bool {
+        let own = self.own();
+        own != NOT_HOLDING_BACK && own > self.group.least().saturating_add(self.max_drift)
+    }
+
+    /// The subtask's number in its group.
+    pub fn member(&self) -> usize {
+        self.member
+    }
+
+    fn own(&self) -> i64 {
+        self.group.watermarks[self.member].load(Ordering::Acquire)
+    }
+
+    fn publish(&self, watermark: i64) {
+        self.group.watermarks[self.member].store(watermark, Ordering::Release);
+    }
+}
+
+impl Drop for AlignedSource {
+    /// A subtask that has ended (or stopped) no longer holds the group back.
+    fn drop(&mut self) {
+        self.publish(NOT_HOLDING_BACK);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn group_of(members: usize, max_drift_ms: u64) -> Vec<AlignedSource> {
+        let group = AlignmentGroup::new(members);
+        (0..members).map(|m| AlignedSource::new(group.clone(), m, max_drift_ms)).collect()
+    }
+
+    #[test]
+    fn a_subtask_ahead_by_more_than_the_drift_waits_until_the_slowest_catches_up() {
+        let sources = group_of(2, 1000);
+        sources[0].sent(Signal::Watermark(0));
+        sources[1].sent(Signal::Watermark(1000));
+        assert!(!sources[1].must_wait(), "exactly the drift ahead may read on");
+        sources[1].sent(Signal::Watermark(5000));
+        assert!(sources[1].must_wait());
+        assert!(!sources[0].must_wait(), "the slowest never waits");
+        sources[0].sent(Signal::Watermark(4000));
+        assert!(!sources[1].must_wait());
+    }
+
+    #[test]
+    fn members_without_watermarks_idle_or_ended_do_not_hold_the_group_back() {
+        let mut sources = group_of(3, 10);
+        sources[0].sent(Signal::Watermark(1_000_000));
+        assert!(!sources[0].must_wait(), "the others have made no watermark yet");
+        sources[1].sent(Signal::Watermark(0));
+        assert!(sources[0].must_wait());
+        sources[1].sent(Signal::Idle);
+        assert!(!sources[0].must_wait(), "an idle member does not hold it back");
+        sources[1].sent(Signal::Watermark(0));
+        assert!(sources[0].must_wait(), "until it reads again");
+        sources.remove(1);
+        assert!(!sources[0].must_wait(), "an ended member does not hold it back");
+    }
+
+    #[test]
+    fn a_member_that_has_not_read_never_waits() {
+        let sources = group_of(2, 0);
+        sources[0].sent(Signal::Watermark(100));
+        assert!(!sources[1].must_wait());
+    }
+}
