@@ -30,14 +30,15 @@ impl KeyNumbering {
     /// The slot of event `i` of `batch`, whose key hashes to `hash`: the
     /// slot of an earlier event with that key, or the next one. Event 0
     /// starts a new numbering: the keys held point into the batch they
-    /// were numbered in, by index, so none may outlive it.
+    /// were numbered in, by index, so none may outlive it. The table keeps
+    /// its allocation from batch to batch, grown to the distinct keys of
+    /// one rather than reserved for a whole batch of them: half of a key-by
+    /// exchange's 1000 keys in a table sized for 8192 spread over 16 times
+    /// the cache lines.
     #[inline]
     pub fn slot(&mut self, batch: &RecordBatch, i: usize, hash: u64) -> u32 {
         if i == 0 {
             self.table.clear();
-        }
-        if self.table.capacity() == 0 {
-            self.table.reserve(super::BATCH_SIZE, |&(hash, ..)| hash);
         }
         let key = batch.key(i);
         let next = self.len();
