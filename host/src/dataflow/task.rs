@@ -98,6 +98,8 @@ pub fn run_source(
     let mut last_barrier = 0;
     // Positions at barriers whose checkpoints have not completed yet.
     let mut in_flight: Vec<(u64, Vec<SourceSplit>)> = Vec::new();
+    // Held back by watermark alignment (logged when it changes).
+    let mut waiting = false;
     loop {
         if ctx.cancel.is_cancelled() {
             return Err(TaskError::Stopped);
@@ -118,7 +120,15 @@ pub fn run_source(
                 return wait_for_cancel(&ctx.cancel);
             }
         }
-        if alignment.as_ref().is_some_and(AlignedSource::must_wait) {
+        let must_wait = alignment.as_ref().is_some_and(AlignedSource::must_wait);
+        if must_wait != waiting {
+            waiting = must_wait;
+            match waiting {
+                true => tracing::debug!(task = %ctx.label, "waits: more than max_drift_ms ahead of its alignment group"),
+                false => tracing::debug!(task = %ctx.label, "reads again: its alignment group caught up"),
+            }
+        }
+        if must_wait {
             // What was read before the wait must not sit in partial batches.
             ctx.outputs.tick(now_ms(), &ctx.cancel)?;
             ctx.outputs.flush(&ctx.cancel)?;
