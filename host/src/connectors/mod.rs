@@ -67,6 +67,9 @@ pub trait Source: Send {
     fn split_watermarks(&mut self) -> Option<Option<crate::dataflow::Signal>> {
         None
     }
+    /// The subtask reads again after waiting for watermark alignment; a
+    /// source that times its splits' idleness restarts the clocks.
+    fn resume(&mut self) {}
     /// Checkpoint `checkpoint`, at whose barrier the source was at
     /// `splits`, is complete.
     fn checkpoint_complete(&mut self, checkpoint: u64, splits: &[SourceSplit]) {

@@ -56,6 +56,17 @@ pub struct AlignedSource {
     group: Arc<AlignmentGroup>,
     member: usize,
     max_drift: i64,
+    waiting: bool,
+}
+
+/// Whether a source subtask may read now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gate {
+    Read,
+    /// It is too far ahead; `first` when it was reading until now.
+    Wait { first: bool },
+    /// It was waiting and may read again.
+    ReadAgain,
 }
 
 impl AlignedSource {
@@ -64,7 +75,7 @@ impl AlignedSource {
     pub fn new(group: Arc<AlignmentGroup>, member: usize, max_drift_ms: u64) -> Self {
         assert!(member < group.watermarks.len(), "alignment member {member} outside its group");
         let max_drift = i64::try_from(max_drift_ms).unwrap_or(i64::MAX);
-        AlignedSource { group, member, max_drift }
+        AlignedSource { group, member, max_drift, waiting: false }
     }
 
     /// Publishes what the subtask just sent downstream.
@@ -75,9 +86,20 @@ impl AlignedSource {
         }
     }
 
+    /// Whether the subtask may read now, and whether that changed.
+    pub fn gate(&mut self) -> Gate {
+        let must_wait = self.must_wait();
+        let was_waiting = std::mem::replace(&mut self.waiting, must_wait);
+        match (was_waiting, self.waiting) {
+            (_, true) => Gate::Wait { first: !was_waiting },
+            (true, false) => Gate::ReadAgain,
+            (false, false) => Gate::Read,
+        }
+    }
+
     /// Whether the subtask must wait before reading more: its watermark is
     /// more than the drift ahead of the group's least.
-    pub fn must_wait(&self) -> bool {
+    fn must_wait(&self) -> bool {
         let own = self.own();
         own != NOT_HOLDING_BACK && own > self.group.least().saturating_add(self.max_drift)
     }
@@ -138,6 +160,18 @@ mod tests {
         assert!(sources[0].must_wait(), "until it reads again");
         sources.remove(1);
         assert!(!sources[0].must_wait(), "an ended member does not hold it back");
+    }
+
+    #[test]
+    fn the_gate_says_when_waiting_starts_and_ends() {
+        let mut sources = group_of(2, 0);
+        sources[0].sent(Signal::Watermark(0));
+        sources[1].sent(Signal::Watermark(10));
+        assert_eq!(sources[1].gate(), Gate::Wait { first: true });
+        assert_eq!(sources[1].gate(), Gate::Wait { first: false });
+        sources[0].sent(Signal::Watermark(10));
+        assert_eq!(sources[1].gate(), Gate::ReadAgain);
+        assert_eq!(sources[1].gate(), Gate::Read);
     }
 
     #[test]

@@ -30,7 +30,7 @@ mod snapshot;
 mod task;
 mod time;
 
-pub use alignment::{AlignedSource, AlignmentGroup};
+pub use alignment::{AlignedSource, AlignmentGroup, Gate};
 pub use channel::{Envelope, Message};
 pub use time::{InputClock, Signal, SplitClock, WatermarkSettings};
 pub use batch::{NO_TIMESTAMP, Record, RecordBatch};

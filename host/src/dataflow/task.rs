@@ -10,7 +10,7 @@ use super::channel::{Cancel, Envelope, Message, Outputs, receive};
 use super::snapshot::{SinkPrecommits, TaskCheckpoint};
 use crate::checkpoint::{Aligned, BarrierAligner};
 use super::operator::Emitted;
-use super::alignment::AlignedSource;
+use super::alignment::{AlignedSource, Gate};
 use super::time::{InputClock, Signal, WatermarkGenerator};
 use super::{BATCH_SIZE, RecordBatch};
 use crate::connectors::{ConnectorError, Poll, Sink, Source, SourceSplit};
@@ -92,14 +92,12 @@ pub fn run_source(
     mut ctx: TaskContext,
     mut source: Box<dyn Source>,
     mut watermarks: WatermarkGenerator,
-    alignment: Option<AlignedSource>,
+    mut alignment: Option<AlignedSource>,
 ) -> Result<(), TaskError> {
     let mut last_flush = Instant::now();
     let mut last_barrier = 0;
     // Positions at barriers whose checkpoints have not completed yet.
     let mut in_flight: Vec<(u64, Vec<SourceSplit>)> = Vec::new();
-    // Held back by watermark alignment (logged when it changes).
-    let mut waiting = false;
     loop {
         if ctx.cancel.is_cancelled() {
             return Err(TaskError::Stopped);
@@ -120,21 +118,24 @@ pub fn run_source(
                 return wait_for_cancel(&ctx.cancel);
             }
         }
-        let must_wait = alignment.as_ref().is_some_and(AlignedSource::must_wait);
-        if must_wait != waiting {
-            waiting = must_wait;
-            match waiting {
-                true => tracing::debug!(task = %ctx.label, "waits: more than max_drift_ms ahead of its alignment group"),
-                false => tracing::debug!(task = %ctx.label, "reads again: its alignment group caught up"),
+        match alignment.as_mut().map_or(Gate::Read, AlignedSource::gate) {
+            Gate::Read => {}
+            Gate::Wait { first } => {
+                if first {
+                    tracing::debug!(task = %ctx.label, "waits: more than max_drift_ms ahead of its alignment group");
+                }
+                // What was read before the wait must not sit in partial batches.
+                ctx.outputs.tick(now_ms(), &ctx.cancel)?;
+                ctx.outputs.flush(&ctx.cancel)?;
+                last_flush = Instant::now();
+                std::thread::sleep(ALIGNMENT_WAIT);
+                continue;
             }
-        }
-        if must_wait {
-            // What was read before the wait must not sit in partial batches.
-            ctx.outputs.tick(now_ms(), &ctx.cancel)?;
-            ctx.outputs.flush(&ctx.cancel)?;
-            last_flush = Instant::now();
-            std::thread::sleep(ALIGNMENT_WAIT);
-            continue;
+            Gate::ReadAgain => {
+                tracing::debug!(task = %ctx.label, "reads again: its alignment group caught up");
+                source.resume();
+                watermarks.resume();
+            }
         }
         let mut batch = RecordBatch::with_capacity(BATCH_SIZE, 16 * BATCH_SIZE);
         let poll = source.poll(&mut batch, BATCH_SIZE)?;

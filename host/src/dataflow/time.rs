@@ -116,6 +116,12 @@ impl WatermarkGenerator {
         WatermarkGenerator { settings, max_timestamp: None, emitted: i64::MIN, last_record: Instant::now(), idle: false }
     }
 
+    /// The subtask reads again after waiting (for watermark alignment):
+    /// the wait is not a quiet spell, so idleness is timed from now.
+    pub fn resume(&mut self) {
+        self.last_record = Instant::now();
+    }
+
     /// Looks at a batch just produced (possibly empty) and says what to send.
     pub fn observe(&mut self, batch: &RecordBatch) -> Option<Signal> {
         let now = Instant::now();
@@ -175,6 +181,15 @@ impl SplitClock {
         let split = &mut self.splits[index];
         split.last_record = Instant::now();
         split.newest = split.newest.max(timestamp);
+    }
+
+    /// The subtask reads again after waiting (for watermark alignment):
+    /// the wait is no split's quiet spell, so idleness is timed from now —
+    /// else every split but the first to deliver would look idle at once,
+    /// and its records could arrive behind the watermark.
+    pub fn resume(&mut self) {
+        let now = Instant::now();
+        self.splits.iter_mut().for_each(|split| split.last_record = now);
     }
 
     /// Split `index` has no more records, ever.
@@ -285,6 +300,24 @@ mod tests {
 
         let mut empty = SplitClock::new(WatermarkSettings::default(), 0);
         assert_eq!(empty.signal(), Some(Signal::Idle));
+    }
+
+    #[test]
+    fn a_wait_for_alignment_is_not_a_quiet_spell() {
+        let settings = WatermarkSettings { out_of_orderness: Duration::ZERO, idle_timeout: Some(Duration::from_millis(30)) };
+        let mut clock = SplitClock::new(settings, 2);
+        clock.record(0, Some(100));
+        clock.record(1, Some(50));
+        assert_eq!(clock.signal(), Some(Signal::Watermark(49)));
+        std::thread::sleep(Duration::from_millis(40));
+        clock.resume();
+        clock.record(0, Some(200));
+        assert_eq!(clock.signal(), None, "split 1 still holds the watermark back");
+
+        let mut generator = WatermarkGenerator::new(settings);
+        std::thread::sleep(Duration::from_millis(40));
+        generator.resume();
+        assert_eq!(generator.observe(&RecordBatch::new()), None, "not idle straight after a wait");
     }
 
     #[test]

@@ -375,6 +375,10 @@ impl Source for KafkaSource {
         Some(self.clock.signal())
     }
 
+    fn resume(&mut self) {
+        self.clock.resume();
+    }
+
     /// Commits the offsets of a completed checkpoint to the consumer group,
     /// for monitoring (lag); failures only warn.
     fn checkpoint_complete(&mut self, checkpoint: u64, splits: &[SourceSplit]) {
