@@ -18,10 +18,48 @@
 //! subtask with the least watermark never waits, so the group always
 //! makes progress.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
 use super::Signal;
+use crate::job::{JobGraph, Node, NodeKind, SourceSpec};
+
+/// The watermark alignment groups of a job's sources, and where each
+/// aligned source's subtasks sit in their group.
+pub(super) struct JobAlignment {
+    groups: HashMap<String, Arc<AlignmentGroup>>,
+    /// By source node: its group and the member number of its subtask 0.
+    members: HashMap<usize, (String, usize)>,
+}
+
+impl JobAlignment {
+    /// The groups of `graph`'s aligned sources, its subtasks numbered in
+    /// them source by source.
+    pub(super) fn of(graph: &JobGraph) -> Self {
+        let mut sizes: HashMap<String, usize> = HashMap::new();
+        let mut members = HashMap::new();
+        for node in &graph.nodes {
+            if let NodeKind::Source(spec) = &node.kind
+                && let Some(alignment) = spec.watermark_alignment()
+            {
+                let group = alignment.group_of(&node.name).to_owned();
+                let size = sizes.entry(group.clone()).or_default();
+                members.insert(node.id.0, (group, *size));
+                *size += node.parallelism as usize;
+            }
+        }
+        let groups = sizes.into_iter().map(|(group, size)| (group, AlignmentGroup::new(size))).collect();
+        JobAlignment { groups, members }
+    }
+
+    /// The place of `subtask` of source `node` in its alignment group.
+    pub(super) fn source(&self, node: &Node, spec: &SourceSpec, subtask: u32) -> Option<AlignedSource> {
+        let max_drift_ms = spec.watermark_alignment()?.max_drift_ms;
+        let (group, first) = &self.members[&node.id.0];
+        Some(AlignedSource::new(self.groups[group].clone(), first + subtask as usize, max_drift_ms))
+    }
+}
 
 /// A watermark that does not hold the group back: not made yet, idle, or
 /// ended.
@@ -179,5 +217,55 @@ mod tests {
         let sources = group_of(2, 0);
         sources[0].sent(Signal::Watermark(100));
         assert!(!sources[1].must_wait());
+    }
+
+    #[test]
+    fn aligned_sources_share_their_group_and_number_their_subtasks_in_it() {
+        let job = r#"
+name = "aligned"
+parallelism = 2
+
+[[source]]
+name = "clicks"
+type = "generator"
+watermark_alignment = { max_drift_ms = 500, group = "inputs" }
+
+[[source]]
+name = "views"
+type = "generator"
+parallelism = 3
+watermark_alignment = { max_drift_ms = 2000, group = "inputs" }
+
+[[source]]
+name = "orders"
+type = "generator"
+watermark_alignment = { max_drift_ms = 100 }
+
+[[source]]
+name = "rules"
+type = "generator"
+
+[[operator]]
+uid = "join"
+plugin = "native:count"
+inputs = ["clicks", "views", "orders", "rules"]
+key_by = true
+
+[[sink]]
+name = "out"
+type = "discard"
+input = "join"
+"#;
+        let graph = crate::job::parse(job, std::path::Path::new(""), crate::job::Overrides::default()).expect("the job parses");
+        let alignment = JobAlignment::of(&graph);
+        let size = |group: &str| alignment.groups[group].members();
+        assert_eq!((size("inputs"), size("orders"), alignment.groups.len()), (5, 2, 2));
+        let place = |name: &str, subtask: u32| {
+            let node = graph.nodes.iter().find(|n| n.name == name).expect("a source");
+            let NodeKind::Source(spec) = &node.kind else { unreachable!() };
+            alignment.source(node, spec, subtask).map(|aligned| aligned.member())
+        };
+        assert_eq!([place("clicks", 0), place("clicks", 1), place("views", 0), place("views", 2)], [Some(0), Some(1), Some(2), Some(4)]);
+        assert_eq!((place("orders", 1), place("rules", 0)), (Some(1), None));
     }
 }

@@ -5,7 +5,6 @@
 //! checkpoints meanwhile, and restarting the job from the latest one when a
 //! task fails, as the job's restart strategy allows.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -16,7 +15,7 @@ use crossbeam_channel::{Receiver, Sender, bounded, select};
 use tracing::{error, info, warn};
 
 use super::CHANNEL_CAPACITY;
-use super::alignment::{AlignedSource, AlignmentGroup};
+use super::alignment::JobAlignment;
 use super::channel::{Cancel, ChainedOperator, Envelope, Outputs, Route};
 use super::native::{NATIVE_PREFIX, native_operator};
 use super::operator::OperatorLogic;
@@ -29,7 +28,7 @@ use crate::checkpoint::{
 use crate::connectors::{self, ConnectorError, RestoredSplits, SinkPlace, assign_splits};
 use crate::control::SavepointInfo;
 use crate::savepoint::{JobDescription, NodeDescription, Savepoint, SavepointError};
-use crate::job::{JobGraph, Node, NodeKind, OperatorNode, Partitioning, SourceSpec};
+use crate::job::{JobGraph, Node, NodeKind, OperatorNode, Partitioning};
 use crate::plugin::{
     CallError, InitialState, InputKind, Limits, LoadedPlugin, OperatorInstance, PluginEngine, PluginError, decode_meta,
 };
@@ -558,42 +557,7 @@ struct Builder<'a> {
     /// Where RocksDB keeps its working files.
     work_dir: PathBuf,
     states: PreloadedStates,
-    alignment: Alignment,
-}
-
-/// The watermark alignment groups of a job's sources, and where each
-/// aligned source's subtasks sit in their group.
-#[derive(Default)]
-struct Alignment {
-    groups: HashMap<String, Arc<AlignmentGroup>>,
-    /// By source node: its group and the member number of its subtask 0.
-    members: HashMap<usize, (String, usize)>,
-}
-
-impl Alignment {
-    fn of(graph: &JobGraph) -> Self {
-        let mut sizes: HashMap<String, usize> = HashMap::new();
-        let mut members = HashMap::new();
-        for node in &graph.nodes {
-            if let NodeKind::Source(spec) = &node.kind
-                && let Some(alignment) = spec.watermark_alignment()
-            {
-                let group = alignment.group_of(&node.name).to_owned();
-                let size = sizes.entry(group.clone()).or_default();
-                members.insert(node.id.0, (group, *size));
-                *size += node.parallelism as usize;
-            }
-        }
-        let groups = sizes.into_iter().map(|(group, size)| (group, AlignmentGroup::new(size))).collect();
-        Alignment { groups, members }
-    }
-
-    /// The place of `subtask` of source `node` in its alignment group.
-    fn source(&self, node: &Node, spec: &SourceSpec, subtask: u32) -> Option<AlignedSource> {
-        let max_drift_ms = spec.watermark_alignment()?.max_drift_ms;
-        let (group, first) = &self.members[&node.id.0];
-        Some(AlignedSource::new(self.groups[group].clone(), first + subtask as usize, max_drift_ms))
-    }
+    alignment: JobAlignment,
 }
 
 impl<'a> Builder<'a> {
@@ -639,7 +603,7 @@ impl<'a> Builder<'a> {
             coordinator,
             work_dir,
             states,
-            alignment: Alignment::of(graph),
+            alignment: JobAlignment::of(graph),
         })
     }
 
@@ -993,60 +957,4 @@ fn input_kind(partitioning: Partitioning) -> InputKind {
 /// prefixed to plugin paths, so look at the file name).
 fn native_name(plugin: &std::path::Path) -> Option<&str> {
     plugin.file_name()?.to_str()?.strip_prefix(NATIVE_PREFIX)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::job::Overrides;
-
-    #[test]
-    fn aligned_sources_share_their_group_and_number_their_subtasks_in_it() {
-        let job = r#"
-name = "aligned"
-parallelism = 2
-
-[[source]]
-name = "clicks"
-type = "generator"
-watermark_alignment = { max_drift_ms = 500, group = "inputs" }
-
-[[source]]
-name = "views"
-type = "generator"
-parallelism = 3
-watermark_alignment = { max_drift_ms = 2000, group = "inputs" }
-
-[[source]]
-name = "orders"
-type = "generator"
-watermark_alignment = { max_drift_ms = 100 }
-
-[[source]]
-name = "rules"
-type = "generator"
-
-[[operator]]
-uid = "join"
-plugin = "native:count"
-inputs = ["clicks", "views", "orders", "rules"]
-key_by = true
-
-[[sink]]
-name = "out"
-type = "discard"
-input = "join"
-"#;
-        let graph = crate::job::parse(job, std::path::Path::new(""), Overrides::default()).expect("the job parses");
-        let alignment = Alignment::of(&graph);
-        let size = |group: &str| alignment.groups[group].members();
-        assert_eq!((size("inputs"), size("orders"), alignment.groups.len()), (5, 2, 2));
-        let place = |name: &str, subtask: u32| {
-            let node = graph.nodes.iter().find(|n| n.name == name).expect("a source");
-            let NodeKind::Source(spec) = &node.kind else { unreachable!() };
-            alignment.source(node, spec, subtask).map(|aligned| aligned.member())
-        };
-        assert_eq!([place("clicks", 0), place("clicks", 1), place("views", 0), place("views", 2)], [Some(0), Some(1), Some(2), Some(4)]);
-        assert_eq!((place("orders", 1), place("rules", 0)), (Some(1), None));
-    }
 }
