@@ -221,38 +221,44 @@ input = "windows"
     assert!(written >= 15, "windows fired despite the idle source: {written} results");
 }
 
-/// Events of the `halves` job: 400 s of event time at 10 events per ms.
-const HALVES_EVENTS: u64 = 4_000_000;
+/// Window sums by key.
+type Sums = BTreeMap<String, Vec<(i64, i64, f64)>>;
 
-/// A generator whose two subtasks read contiguous halves of a timestamped
-/// sequence — the second starts 200 s ahead in event time — into 1 s
-/// windows summing per key (10 keys), checkpointing every 20 ms;
-/// `alignment` is the source's `watermark_alignment` line, if any. Returns
-/// the window results and the size of the largest checkpoint.
-fn run_halves(alignment: &str) -> (BTreeMap<String, Vec<(i64, i64, f64)>>, u64) {
+/// A timestamped `sequence` generator: `events` events, key `i mod 10`,
+/// value `i`, timestamp `i / events_per_ms` ms; `extra` adds settings.
+fn sequence_source(name: &str, events: u64, events_per_ms: u64, extra: &str) -> String {
+    format!(
+        r#"
+[[source]]
+name = "{name}"
+type = "generator"
+events = {events}
+keys = 10
+events_per_ms = {events_per_ms}
+out_of_orderness_ms = 100
+{extra}
+"#
+    )
+}
+
+/// Runs `sources` into 1 s windows summing per key (inputs `inputs`),
+/// checkpointing every 20 ms. Returns the window results and the size of
+/// the largest checkpoint.
+fn run_windows(parallelism: u32, sources: &str, inputs: &str) -> (Sums, u64) {
     let dir = JobDir::new();
     let job = dir.write(
         "job.toml",
         &format!(
             r#"
-name = "halves"
-parallelism = 2
+name = "windows"
+parallelism = {parallelism}
 checkpoint_dir = "checkpoints"
 checkpoint_interval_ms = 20
-
-[[source]]
-name = "numbers"
-type = "generator"
-events = {HALVES_EVENTS}
-keys = 10
-events_per_ms = 10
-out_of_orderness_ms = 100
-{alignment}
-
+{sources}
 [[operator]]
 uid = "windows"
 plugin = {plugin}
-inputs = ["numbers"]
+inputs = {inputs}
 key_by = true
 
 {WINDOW_SINKS}"#,
@@ -266,30 +272,58 @@ key_by = true
     (windows(&dir.read("sums.txt")), largest)
 }
 
-/// What `run_halves` must produce: key `i mod 10` sums the values `i` of
-/// each 1 s window (10 000 events).
-fn sums_of_halves() -> BTreeMap<String, Vec<(i64, i64, f64)>> {
+/// What `sequence_source`s of `(events, events_per_ms)` sum to per key and
+/// 1 s window, together.
+fn sequence_sums(streams: &[(u64, u64)]) -> Sums {
     let mut sums: BTreeMap<String, BTreeMap<i64, f64>> = BTreeMap::new();
-    for i in 0..HALVES_EVENTS {
-        let start = (i / 10 / 1000 * 1000) as i64;
-        *sums.entry((i % 10).to_string()).or_default().entry(start).or_default() += i as f64;
+    for &(events, per_ms) in streams {
+        for i in 0..events {
+            let start = (i / per_ms / 1000 * 1000) as i64;
+            *sums.entry((i % 10).to_string()).or_default().entry(start).or_default() += i as f64;
+        }
     }
     let windows = |starts: BTreeMap<i64, f64>| starts.into_iter().map(|(start, sum)| (start, start + 1000, sum)).collect();
     sums.into_iter().map(|(key, starts)| (key, windows(starts))).collect()
 }
 
-/// Without alignment the ahead half's windows (10 keys × up to 200 s) wait
-/// in state until the other half catches up, and checkpoints carry them.
-/// Aligned to 1 s, the ahead subtask waits instead: a key holds windows for
-/// the drift, the out-of-orderness and what is in flight in the channels,
-/// a few seconds' worth. The results are the same.
+const ALIGNED: &str = "watermark_alignment = { max_drift_ms = 1000, group = \"inputs\" }";
+
+/// One generator at P = 2: its second subtask reads the second half of
+/// 400 s of event time, 200 s ahead of the first. Without alignment the
+/// ahead half's windows (10 keys × up to 200 s) wait in state until the
+/// other half catches up, and checkpoints carry them. Aligned to 1 s, the
+/// ahead subtask waits instead: a key holds windows for the drift, the
+/// out-of-orderness and what is in flight in the channels, a few seconds'
+/// worth. The results are the same.
 #[test]
 fn watermark_alignment_keeps_a_source_far_ahead_from_filling_state() {
-    let expected = sums_of_halves();
-    let (unaligned, unaligned_largest) = run_halves("");
+    let expected = sequence_sums(&[(4_000_000, 10)]);
+    let (unaligned, unaligned_largest) = run_windows(2, &sequence_source("numbers", 4_000_000, 10, ""), r#"["numbers"]"#);
     assert_eq!(unaligned, expected);
-    let (aligned, aligned_largest) = run_halves("watermark_alignment = { max_drift_ms = 1000 }");
+    let (aligned, aligned_largest) = run_windows(2, &sequence_source("numbers", 4_000_000, 10, ALIGNED), r#"["numbers"]"#);
     assert_eq!(aligned, expected, "alignment changes when events are read, not the results");
+    assert!(aligned_largest > 0, "checkpoints completed while aligned");
+    assert!(
+        aligned_largest * 4 < unaligned_largest,
+        "the largest checkpoint holds {aligned_largest} bytes aligned, {unaligned_largest} unaligned"
+    );
+}
+
+/// Two sources in one alignment group: `fast` covers 1 000 s of event time
+/// in the events `slow` needs for 100 s. Unaligned, `fast`'s windows wait
+/// for `slow`; aligned, `fast` waits while it is more than 1 s ahead, and
+/// runs free once `slow` has ended.
+#[test]
+fn sources_of_one_alignment_group_wait_for_each_other() {
+    let run = |extra: &str| {
+        let sources = sequence_source("slow", 1_000_000, 10, extra) + &sequence_source("fast", 1_000_000, 1, extra);
+        run_windows(1, &sources, r#"["slow", "fast"]"#)
+    };
+    let expected = sequence_sums(&[(1_000_000, 10), (1_000_000, 1)]);
+    let (unaligned, unaligned_largest) = run("");
+    assert_eq!(unaligned, expected);
+    let (aligned, aligned_largest) = run(ALIGNED);
+    assert_eq!(aligned, expected);
     assert!(aligned_largest > 0, "checkpoints completed while aligned");
     assert!(
         aligned_largest * 4 < unaligned_largest,
