@@ -8,46 +8,211 @@
 //! producer's thread, so it numbers the keys there and the batch carries
 //! its slots (see [`RecordBatch::key_slots`]); the operator then only
 //! collects each slot's key at its first event.
-
-use hashbrown::HashTable;
-use hashbrown::hash_table::Entry;
+//!
+//! The probe is on every event's path through the exchange, so the table
+//! is a small open-addressing one made for it rather than a general hash
+//! map: a probe that finds its key is a few instructions, inlined, with no
+//! closure and no `memcmp` for short keys (held in the entry as one word);
+//! the table is emptied for the next batch by counting a generation, not
+//! by clearing it; and it keeps its size from batch to batch, grown to the
+//! distinct keys of one rather than reserved for a whole batch of them.
 
 use super::RecordBatch;
 
-/// The distinct keys of one batch being built: (hash, slot, the event
-/// where the key first appears).
-#[derive(Debug, Default)]
+/// A key of this many bytes or fewer is held in its entry as a word.
+const INLINE_KEY: usize = 7;
+
+/// The word of a key longer than [`INLINE_KEY`]: a held key's top byte
+/// is its length, at most `INLINE_KEY`, so no held key's word is this.
+const LONG_KEY: u64 = u64::MAX;
+
+/// The generation of entries that hold no key in any batch.
+const EMPTY: u32 = 0;
+
+/// The entries a table starts with.
+const FIRST_SIZE: usize = 64;
+
+/// A numbered key.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    hash: u64,
+    /// The key's bytes and length, or [`LONG_KEY`].
+    word: u64,
+    slot: u32,
+    /// The event where the key first appears.
+    first: u32,
+    /// The batch the entry belongs to: any other than the current one's
+    /// is free.
+    generation: u32,
+}
+
+const FREE: Entry = Entry { hash: 0, word: 0, slot: 0, first: 0, generation: EMPTY };
+
+/// The distinct keys of one batch being built.
+#[derive(Debug)]
 pub struct KeyNumbering {
-    table: HashTable<(u64, u32, u32)>,
+    /// A power of two of them (or none yet), at most half in use.
+    entries: Vec<Entry>,
+    generation: u32,
+    len: u32,
+}
+
+impl Default for KeyNumbering {
+    fn default() -> Self {
+        KeyNumbering { entries: Vec::new(), generation: EMPTY + 1, len: 0 }
+    }
 }
 
 impl KeyNumbering {
-    /// The number of distinct keys so far.
-    fn len(&self) -> u32 {
-        self.table.len() as u32
-    }
-
     /// The slot of event `i` of `batch`, whose key hashes to `hash`: the
     /// slot of an earlier event with that key, or the next one. Event 0
     /// starts a new numbering: the keys held point into the batch they
-    /// were numbered in, by index, so none may outlive it. The table keeps
-    /// its allocation from batch to batch, grown to the distinct keys of
-    /// one rather than reserved for a whole batch of them: half of a key-by
-    /// exchange's 1000 keys in a table sized for 8192 spread over 16 times
-    /// the cache lines.
+    /// were numbered in, by index, so none may outlive it.
     #[inline]
     pub fn slot(&mut self, batch: &RecordBatch, i: usize, hash: u64) -> u32 {
         if i == 0 {
-            self.table.clear();
+            self.next_batch();
         }
-        let key = batch.key(i);
-        let next = self.len();
-        let same = |&(held, _, first): &(u64, u32, u32)| held == hash && batch.key(first as usize) == key;
-        match self.table.entry(hash, same, |&(hash, ..)| hash) {
-            Entry::Occupied(numbered) => numbered.get().1,
-            Entry::Vacant(place) => {
-                place.insert((hash, next, i as u32));
-                next
+        if 2 * (self.len as usize + 1) > self.entries.len() {
+            self.grow();
+        }
+        let word = key_word(batch, i);
+        let mask = self.entries.len() - 1;
+        let mut index = home(hash, mask);
+        loop {
+            let entry = &mut self.entries[index];
+            if entry.generation != self.generation {
+                *entry = Entry { hash, word, slot: self.len, first: i as u32, generation: self.generation };
+                self.len += 1;
+                return entry.slot;
+            }
+            if entry.hash == hash && entry.word == word && (word != LONG_KEY || batch.key(entry.first as usize) == batch.key(i)) {
+                return entry.slot;
+            }
+            index = (index + 1) & mask;
+        }
+    }
+
+    /// Frees every entry at once: the next generation.
+    fn next_batch(&mut self) {
+        self.len = 0;
+        self.generation = self.generation.wrapping_add(1);
+        if self.generation == EMPTY {
+            // Wrapped around: entries of generation 1 would look current.
+            self.entries.fill(FREE);
+            self.generation = EMPTY + 1;
+        }
+    }
+
+    /// Doubles the table, moving the current batch's keys.
+    #[cold]
+    fn grow(&mut self) {
+        let size = (2 * self.entries.len()).max(FIRST_SIZE);
+        let old = std::mem::replace(&mut self.entries, vec![FREE; size]);
+        let mask = size - 1;
+        for entry in old.into_iter().filter(|e| e.generation == self.generation) {
+            let mut index = home(entry.hash, mask);
+            while self.entries[index].generation == self.generation {
+                index = (index + 1) & mask;
+            }
+            self.entries[index] = entry;
+        }
+    }
+}
+
+/// Where a hash's probe starts. The exchange routes keys by the low bits
+/// of their hash (the key group), so all keys of one consumer share some
+/// of those: the table uses high ones.
+#[inline]
+fn home(hash: u64, mask: usize) -> usize {
+    (hash >> 32) as usize & mask
+}
+
+/// Event `i`'s key as a word — its bytes, then its length in the top byte
+/// — if it has at most [`INLINE_KEY`] bytes; else [`LONG_KEY`]. The bytes
+/// are read as one load where the batch has eight from the key's start
+/// (its value follows it), not copied one by one.
+#[inline]
+fn key_word(batch: &RecordBatch, i: usize) -> u64 {
+    let (start, end) = (batch.offsets[2 * i] as usize, batch.offsets[2 * i + 1] as usize);
+    let len = end - start;
+    if len > INLINE_KEY {
+        return LONG_KEY;
+    }
+    let bytes = match batch.data.get(start..start + 8) {
+        Some(eight) => u64::from_le_bytes(eight.try_into().expect("eight bytes")),
+        None => batch.data[start..end].iter().rev().fold(0, |word, &byte| word << 8 | u64::from(byte)),
+    };
+    bytes & ((1 << (8 * len)) - 1) | (len as u64) << 56
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Slots by first appearance, the obvious way.
+    fn reference_slots(keys: &[Vec<u8>]) -> Vec<u32> {
+        let mut seen: HashMap<&[u8], u32> = HashMap::new();
+        keys.iter().map(|key| {
+            let next = seen.len() as u32;
+            *seen.entry(key).or_insert(next)
+        }).collect()
+    }
+
+    fn batch_of(keys: &[Vec<u8>], value: &[u8]) -> RecordBatch {
+        let mut batch = RecordBatch::new();
+        keys.iter().for_each(|key| batch.push(key, value, None));
+        batch
+    }
+
+    #[test]
+    fn key_words_tell_short_keys_apart_by_bytes_and_length() {
+        let keys: [&[u8]; 7] = [b"", b"\0", b"\0\0", b"a", b"a\0", b"abcdefg", b"abcdefh"];
+        // A value after each key, and none after the last: both ways of reading.
+        for value in [&b"12345678"[..], b""] {
+            let batch = batch_of(&keys.map(<[u8]>::to_vec), value);
+            let words: Vec<u64> = (0..keys.len()).map(|i| key_word(&batch, i)).collect();
+            for (i, a) in words.iter().enumerate() {
+                assert_ne!(*a, LONG_KEY);
+                for b in &words[i + 1..] {
+                    assert_ne!(a, b);
+                }
+            }
+            assert_eq!(words, (0..keys.len()).map(|i| key_word(&batch_of(&[keys[i].to_vec()], b""), 0)).collect::<Vec<_>>());
+        }
+        assert_eq!(key_word(&batch_of(&[b"abcdefgh".to_vec()], b""), 0), LONG_KEY);
+    }
+
+    #[test]
+    fn a_new_generation_after_wrapping_around_frees_every_entry() {
+        let mut numbering = KeyNumbering { generation: EMPTY, ..KeyNumbering::default() };
+        let batch = batch_of(&[b"a".to_vec(), b"b".to_vec()], b"v");
+        assert_eq!((numbering.slot(&batch, 0, 1), numbering.slot(&batch, 1, 2)), (0, 1));
+        assert_eq!(numbering.generation, 1, "the entries are of generation 1");
+        numbering.generation = u32::MAX;
+        let next = batch_of(&[b"b".to_vec()], b"v");
+        assert_eq!(numbering.slot(&next, 0, 2), 0, "wrapped around to generation 1, whose old entries were freed");
+    }
+
+    proptest! {
+        /// Batch after batch through one numbering, with keys short and
+        /// long, and hashes that collide (a few distinct values), or do not.
+        #[test]
+        fn slots_are_those_of_first_appearance(
+            batches in prop::collection::vec(
+                prop::collection::vec(prop::collection::vec(0u8..3, 0..12), 1..300), 1..5),
+            collide in any::<bool>(),
+        ) {
+            let mut numbering = KeyNumbering::default();
+            for keys in &batches {
+                let batch = batch_of(keys, b"");
+                let hash = |key: &[u8]| if collide { key.len() as u64 % 3 } else { crate::state::key_hash(key) };
+                let slots: Vec<u32> = (0..keys.len()).map(|i| numbering.slot(&batch, i, hash(&keys[i]))).collect();
+                prop_assert_eq!(slots, reference_slots(keys));
             }
         }
     }
