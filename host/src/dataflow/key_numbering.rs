@@ -68,7 +68,7 @@ impl KeyNumbering {
     /// slot of an earlier event with that key, or the next one. Event 0
     /// starts a new numbering: the keys held point into the batch they
     /// were numbered in, by index, so none may outlive it.
-    #[inline]
+    #[inline(always)]
     pub fn slot(&mut self, batch: &RecordBatch, i: usize, hash: u64) -> u32 {
         if i == 0 {
             self.next_batch();
@@ -132,7 +132,7 @@ fn home(hash: u64, mask: usize) -> usize {
 /// — if it has at most [`INLINE_KEY`] bytes; else [`LONG_KEY`]. The bytes
 /// are read as one load where the batch has eight from the key's start
 /// (its value follows it), not copied one by one.
-#[inline]
+#[inline(always)]
 fn key_word(batch: &RecordBatch, i: usize) -> u64 {
     let (start, end) = (batch.offsets[2 * i] as usize, batch.offsets[2 * i + 1] as usize);
     let len = end - start;
