@@ -100,6 +100,7 @@ pub struct AlignedSource {
 /// Whether a source subtask may read now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Gate {
+    /// It may read, as it could before.
     Read,
     /// It is too far ahead; `first` when it was reading until now.
     Wait { first: bool },
