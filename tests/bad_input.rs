@@ -181,6 +181,18 @@ fn a_job_file_with_an_unknown_field() {
 }
 
 #[test]
+fn watermark_alignment_on_a_source_without_event_time() {
+    let dir = JobDir::new();
+    let aligned = "events = 10\nwatermark_alignment = { max_drift_ms = 1000 }";
+    let job = job_file(&dir, |t| t.replace("events = 10", aligned));
+    let error = run_job(&job, &[]).failure();
+    assert!(error.contains("source `gen` has `watermark_alignment`, but its events have no event time"), "{error}");
+    assert!(error.contains("events_per_ms"), "says how to give them one: {error}");
+    let job = job_file(&dir, |t| t.replace("events = 10", &format!("{aligned}\nevents_per_ms = 1")));
+    run_job(&job, &[]).success();
+}
+
+#[test]
 fn an_operator_reading_from_an_input_that_does_not_exist() {
     let dir = JobDir::new();
     let job = job_file(&dir, |t| t.replace("inputs = [\"gen\"]", "inputs = [\"generator\"]"));

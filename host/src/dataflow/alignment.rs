@@ -229,17 +229,20 @@ parallelism = 2
 [[source]]
 name = "clicks"
 type = "generator"
+events_per_ms = 1
 watermark_alignment = { max_drift_ms = 500, group = "inputs" }
 
 [[source]]
 name = "views"
 type = "generator"
 parallelism = 3
+events_per_ms = 1
 watermark_alignment = { max_drift_ms = 2000, group = "inputs" }
 
 [[source]]
 name = "orders"
 type = "generator"
+events_per_ms = 1
 watermark_alignment = { max_drift_ms = 100 }
 
 [[source]]

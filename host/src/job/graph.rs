@@ -274,6 +274,14 @@ fn sink_parallelism(sink: &SinkSpec, overrides: Overrides, job: u32) -> u32 {
 /// managed librdkafka properties).
 fn check_connectors(spec: &JobSpec) -> Result<(), String> {
     for source in &spec.sources {
+        if source.watermark_alignment().is_some() && !source.has_event_time() {
+            return Err(format!(
+                "source `{}` has `watermark_alignment`, but its events have no event time to align: \
+                 give them timestamps (a generator's `events_per_ms`, a file's `format = \"json\"`, \
+                 a Kafka source's `timestamp`) or remove the table",
+                source.name()
+            ));
+        }
         if let SourceSpec::Kafka(kafka) = source {
             kafka.validate()?;
         }

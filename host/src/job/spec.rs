@@ -51,6 +51,7 @@ use std::path::PathBuf;
 use serde::Deserialize;
 
 pub use crate::connectors::kafka::{KafkaSinkSpec, KafkaSourceSpec};
+use crate::connectors::kafka::TimestampSource;
 
 /// A whole job file.
 #[derive(Debug, Clone, Deserialize)]
@@ -194,6 +195,17 @@ impl SourceSpec {
         | SourceSpec::Generator { out_of_orderness_ms, idle_timeout_ms, .. }
         | SourceSpec::Kafka(KafkaSourceSpec { out_of_orderness_ms, idle_timeout_ms, .. })) = self;
         crate::dataflow::WatermarkSettings::from_ms(*out_of_orderness_ms, *idle_timeout_ms)
+    }
+
+    /// Whether the source can give its events a timestamp: what its
+    /// table says, not whether each record will have one (a JSON line or
+    /// payload may lack its field).
+    pub fn has_event_time(&self) -> bool {
+        match self {
+            SourceSpec::File { format, .. } => *format == FileFormat::Json,
+            SourceSpec::Generator { mode, events_per_ms, .. } => *mode == GeneratorMode::Sensors || events_per_ms.is_some(),
+            SourceSpec::Kafka(kafka) => kafka.timestamp_field.is_some() || kafka.timestamp != TimestampSource::None,
+        }
     }
 
     /// The source's `watermark_alignment` table, if it has one.
