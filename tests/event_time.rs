@@ -12,8 +12,11 @@ use common::{JobDir, plugin, run_job, toml_path};
 use weir::job::{self, Overrides};
 use weir::{PluginEngine, dataflow};
 
-/// A window result line: sensor → [(start, end, sum)].
-fn windows(output: &str) -> BTreeMap<String, Vec<(i64, i64, f64)>> {
+/// Window sums by key: key → [(start, end, sum)].
+type Sums = BTreeMap<String, Vec<(i64, i64, f64)>>;
+
+/// The window result lines of a file sink.
+fn windows(output: &str) -> Sums {
     let mut map: BTreeMap<String, Vec<(i64, i64, f64)>> = BTreeMap::new();
     for line in output.lines() {
         let (sensor, json) = line.split_once('\t').expect("key<TAB>value");
@@ -220,9 +223,6 @@ input = "windows"
     let _ = running.wait();
     assert!(written >= 15, "windows fired despite the idle source: {written} results");
 }
-
-/// Window sums by key.
-type Sums = BTreeMap<String, Vec<(i64, i64, f64)>>;
 
 /// A timestamped `sequence` generator: `events` events, key `i mod 10`,
 /// value `i`, timestamp `i / events_per_ms` ms; `extra` adds settings.

@@ -78,6 +78,7 @@ impl AlignmentGroup {
     }
 
     /// How many source subtasks the group has.
+    #[cfg(test)]
     pub fn members(&self) -> usize {
         self.watermarks.len()
     }
@@ -144,6 +145,7 @@ impl AlignedSource {
     }
 
     /// The subtask's number in its group.
+    #[cfg(test)]
     pub fn member(&self) -> usize {
         self.member
     }

@@ -125,9 +125,9 @@ pub fn run_source(
                     tracing::debug!(task = %ctx.label, "waits: more than max_drift_ms ahead of its alignment group");
                 }
                 // What was read before the wait must not sit in partial batches.
-                ctx.outputs.tick(now_ms(), &ctx.cancel)?;
-                ctx.outputs.flush(&ctx.cancel)?;
-                last_flush = Instant::now();
+                if first || last_flush.elapsed() >= SOURCE_FLUSH_INTERVAL {
+                    flush_partial(&mut ctx, &mut last_flush)?;
+                }
                 std::thread::sleep(ALIGNMENT_WAIT);
                 continue;
             }
@@ -162,11 +162,18 @@ pub fn run_source(
         }
         // A slow source must not leave records in partly filled batches.
         if last_flush.elapsed() >= SOURCE_FLUSH_INTERVAL {
-            ctx.outputs.tick(now_ms(), &ctx.cancel)?;
-            ctx.outputs.flush(&ctx.cancel)?;
-            last_flush = Instant::now();
+            flush_partial(&mut ctx, &mut last_flush)?;
         }
     }
+}
+
+/// Fires the due processing-time timers of operators chained behind a
+/// source and sends its partly filled batches on; `last_flush` records when.
+fn flush_partial(ctx: &mut TaskContext, last_flush: &mut Instant) -> Result<(), TaskError> {
+    ctx.outputs.tick(now_ms(), &ctx.cancel)?;
+    ctx.outputs.flush(&ctx.cancel)?;
+    *last_flush = Instant::now();
+    Ok(())
 }
 
 /// Tells the source about the checkpoints among `in_flight` that have

@@ -282,14 +282,23 @@ mod tests {
         assert_eq!(clock.signal(), Some(Signal::Watermark(1989)), "a finished split no longer holds it back");
     }
 
-    #[test]
-    fn quiet_splits_go_idle_and_a_subtask_without_splits_is_idle_at_once() {
-        let settings = WatermarkSettings { out_of_orderness: Duration::ZERO, idle_timeout: Some(Duration::from_millis(30)) };
-        let mut clock = SplitClock::new(settings, 2);
+    /// Idle after 30 ms, no out-of-orderness.
+    const QUIET_30_MS: WatermarkSettings =
+        WatermarkSettings { out_of_orderness: Duration::ZERO, idle_timeout: Some(Duration::from_millis(30)) };
+
+    /// Two splits that have each read once, then 40 ms of quiet.
+    fn two_splits_after_a_quiet_spell() -> SplitClock {
+        let mut clock = SplitClock::new(QUIET_30_MS, 2);
         clock.record(0, Some(100));
         clock.record(1, Some(50));
         assert_eq!(clock.signal(), Some(Signal::Watermark(49)));
         std::thread::sleep(Duration::from_millis(40));
+        clock
+    }
+
+    #[test]
+    fn quiet_splits_go_idle_and_a_subtask_without_splits_is_idle_at_once() {
+        let mut clock = two_splits_after_a_quiet_spell();
         clock.record(0, Some(200));
         assert_eq!(clock.signal(), Some(Signal::Watermark(199)), "split 1 went quiet: it is idle");
         std::thread::sleep(Duration::from_millis(40));
@@ -304,17 +313,12 @@ mod tests {
 
     #[test]
     fn a_wait_for_alignment_is_not_a_quiet_spell() {
-        let settings = WatermarkSettings { out_of_orderness: Duration::ZERO, idle_timeout: Some(Duration::from_millis(30)) };
-        let mut clock = SplitClock::new(settings, 2);
-        clock.record(0, Some(100));
-        clock.record(1, Some(50));
-        assert_eq!(clock.signal(), Some(Signal::Watermark(49)));
-        std::thread::sleep(Duration::from_millis(40));
+        let mut clock = two_splits_after_a_quiet_spell();
         clock.resume();
         clock.record(0, Some(200));
         assert_eq!(clock.signal(), None, "split 1 still holds the watermark back");
 
-        let mut generator = WatermarkGenerator::new(settings);
+        let mut generator = WatermarkGenerator::new(QUIET_30_MS);
         std::thread::sleep(Duration::from_millis(40));
         generator.resume();
         assert_eq!(generator.observe(&RecordBatch::new()), None, "not idle straight after a wait");
