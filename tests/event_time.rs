@@ -5,45 +5,12 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use common::windows::{Sums, WINDOW_SINKS, run_windows, window_sums_of, windows};
 use common::{JobDir, plugin, run_job, toml_path};
 use weir::job::{self, Overrides};
 use weir::{PluginEngine, dataflow};
-
-/// Window sums by key: key → [(start, end, sum)].
-type Sums = BTreeMap<String, Vec<(i64, i64, f64)>>;
-
-/// The window result lines of a file sink.
-fn windows(output: &str) -> Sums {
-    let mut map: BTreeMap<String, Vec<(i64, i64, f64)>> = BTreeMap::new();
-    for line in output.lines() {
-        let (sensor, json) = line.split_once('\t').expect("key<TAB>value");
-        let value: serde_json::Value = serde_json::from_str(json).expect("a JSON window result");
-        let window = (value["start"].as_i64().unwrap(), value["end"].as_i64().unwrap(), value["value"].as_f64().unwrap());
-        map.entry(sensor.to_owned()).or_default().push(window);
-    }
-    for list in map.values_mut() {
-        list.sort_by_key(|w| w.0);
-    }
-    map
-}
-
-/// The sinks of the window jobs: results to sums.txt, late events to late.txt.
-const WINDOW_SINKS: &str = r#"
-[[sink]]
-name = "sums"
-type = "file"
-path = "sums.txt"
-input = "windows"
-
-[[sink]]
-name = "late"
-type = "file"
-path = "late.txt"
-input = "windows.late"
-"#;
 
 /// The sensors job: `seconds` of readings, shuffled by up to 100 ms, at
 /// `speed`, summed per sensor in 1 s windows of `time`.
@@ -241,49 +208,11 @@ out_of_orderness_ms = 100
     )
 }
 
-/// Runs `sources` into 1 s windows summing per key (inputs `inputs`),
-/// checkpointing every 20 ms. Returns the window results and the size of
-/// the largest checkpoint.
-fn run_windows(parallelism: u32, sources: &str, inputs: &str) -> (Sums, u64) {
-    let dir = JobDir::new();
-    let job = dir.write(
-        "job.toml",
-        &format!(
-            r#"
-name = "windows"
-parallelism = {parallelism}
-checkpoint_dir = "checkpoints"
-checkpoint_interval_ms = 20
-{sources}
-[[operator]]
-uid = "windows"
-plugin = {plugin}
-inputs = {inputs}
-key_by = true
-
-{WINDOW_SINKS}"#,
-            plugin = toml_path(&plugin("sensor-window"))
-        ),
-    );
-    let graph = job::load(&job, Overrides::default()).unwrap();
-    let summary = dataflow::run_job(&graph, &PluginEngine::new().unwrap()).unwrap();
-    assert!(dir.read("late.txt").is_empty(), "nothing is late");
-    let largest = summary.checkpoints.iter().map(|(_, stats)| stats.size_bytes).max().unwrap_or(0);
-    (windows(&dir.read("sums.txt")), largest)
-}
-
 /// What `sequence_source`s of `(events, events_per_ms)` sum to per key and
 /// 1 s window, together.
 fn sequence_sums(streams: &[(u64, u64)]) -> Sums {
-    let mut sums: BTreeMap<String, BTreeMap<i64, f64>> = BTreeMap::new();
-    for &(events, per_ms) in streams {
-        for i in 0..events {
-            let start = (i / per_ms / 1000 * 1000) as i64;
-            *sums.entry((i % 10).to_string()).or_default().entry(start).or_default() += i as f64;
-        }
-    }
-    let windows = |starts: BTreeMap<i64, f64>| starts.into_iter().map(|(start, sum)| (start, start + 1000, sum)).collect();
-    sums.into_iter().map(|(key, starts)| (key, windows(starts))).collect()
+    let events = streams.iter().flat_map(|&(events, per_ms)| (0..events).map(move |i| ((i % 10).to_string(), (i / per_ms) as i64, i as f64)));
+    window_sums_of(events)
 }
 
 const ALIGNED: &str = "watermark_alignment = { max_drift_ms = 1000, group = \"inputs\" }";

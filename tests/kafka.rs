@@ -19,6 +19,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::kafka::{Broker, OutputRecord, committed_records};
+use common::windows::{run_windows, window_sums_of};
 use common::{Host, JobDir, plugin, run_job, toml_path, weir_binary};
 
 const KEYS: u64 = 240;
@@ -493,3 +494,60 @@ fn a_fork_writes_its_own_topic_with_its_own_transactional_ids() {
         assert_eq!(&distinct, values, "key {key}: no count twice");
     }
 }
+
+/// Readings per partition of the backfill below, one each 100 ms of event
+/// time per partition, keys `0`..`9` in turn.
+const BACKFILL_READINGS: u64 = 2_000;
+
+/// Reading `i` of partition `p`: (key, value, event time in ms), partition
+/// 1's 200 s after partition 0's. (Event times from 2023 on: a producer
+/// sends a timestamp of 0 as "now".)
+fn backfill_reading(p: u64, i: u64) -> (String, String, i64) {
+    let n = p * BACKFILL_READINGS + i;
+    ((n % 10).to_string(), n.to_string(), 1_700_000_000_000 + (n * 100) as i64)
+}
+
+/// A backfill of a topic whose two partitions are 200 s apart in event
+/// time, read at P = 2 (a partition per subtask) at 1 000 records/s each.
+/// Unaligned, the subtask with the later partition reads at full pace and
+/// all its windows wait in state for the other; aligned to 1 s, it reads a
+/// few records and waits until the other has caught up. Same results,
+/// nothing late, and the checkpoints stay small.
+#[test]
+fn watermark_alignment_holds_back_the_partition_ahead_in_event_time() {
+    let _serial = one_at_a_time();
+    let broker = Broker::start();
+    broker.create_topic("readings", 2);
+    for p in 0..2 {
+        broker.produce_timed("readings", p as i32, (0..BACKFILL_READINGS).map(|i| backfill_reading(p, i)));
+    }
+    let source = |alignment: &str| {
+        format!(
+            r#"
+[[source]]
+name = "readings"
+type = "kafka"
+brokers = "{brokers}"
+topics = ["readings"]
+bounded = true
+rate = 2000
+out_of_orderness_ms = 100
+{alignment}
+"#,
+            brokers = broker.address()
+        )
+    };
+    let readings = (0..2).flat_map(|p| (0..BACKFILL_READINGS).map(move |i| backfill_reading(p, i)));
+    let expected = window_sums_of(readings.map(|(key, value, time)| (key, time, value.parse().unwrap())));
+    let (unaligned, unaligned_largest) = run_windows(2, &source(""), r#"["readings"]"#);
+    let (aligned, aligned_largest) = run_windows(2, &source("watermark_alignment = { max_drift_ms = 1000 }"), r#"["readings"]"#);
+    eprintln!("largest checkpoint: {aligned_largest} bytes aligned, {unaligned_largest} unaligned");
+    assert_eq!(unaligned, expected);
+    assert_eq!(aligned, expected, "alignment changes when records are read, not the results");
+    assert!(aligned_largest > 0, "checkpoints completed while aligned");
+    assert!(
+        aligned_largest * 4 < unaligned_largest,
+        "the largest checkpoint holds {aligned_largest} bytes aligned, {unaligned_largest} unaligned"
+    );
+}
+

@@ -102,25 +102,31 @@ impl Broker {
     }
 
     /// Produces `records` (key, value), partitioned by key, and waits until
-    /// all are acknowledged. One record per batch: tansu 0.6 reports a
-    /// partition's high watermark as its last *batch's* base offset + 1,
-    /// and bounded sources stop at the high watermark.
+    /// all are acknowledged.
     pub fn produce(&self, topic: &str, records: impl IntoIterator<Item = (String, String)>) {
-        let producer: BaseProducer =
-            self.config().set("linger.ms", "0").set("batch.num.messages", "1").create().unwrap();
+        let producer = self.test_producer();
         for (key, value) in records {
-            let mut record = BaseRecord::to(topic).key(key.as_bytes()).payload(value.as_bytes());
-            loop {
-                match producer.send(record) {
-                    Ok(()) => break,
-                    Err((_, back)) => {
-                        producer.poll(Duration::from_millis(10));
-                        record = back;
-                    }
-                }
-            }
+            send(&producer, BaseRecord::to(topic).key(key.as_bytes()).payload(value.as_bytes()));
         }
         producer.flush(Duration::from_secs(30)).expect("flush the test producer");
+    }
+
+    /// Produces `records` (key, value, timestamp in ms) to `partition`, and
+    /// waits until all are acknowledged.
+    pub fn produce_timed(&self, topic: &str, partition: i32, records: impl IntoIterator<Item = (String, String, i64)>) {
+        let producer = self.test_producer();
+        for (key, value, timestamp) in records {
+            let record = BaseRecord::to(topic).partition(partition).key(key.as_bytes()).payload(value.as_bytes());
+            send(&producer, record.timestamp(timestamp));
+        }
+        producer.flush(Duration::from_secs(30)).expect("flush the test producer");
+    }
+
+    /// A producer that sends one record per batch: tansu 0.6 reports a
+    /// partition's high watermark as its last *batch's* base offset + 1,
+    /// and bounded sources stop at the high watermark.
+    fn test_producer(&self) -> BaseProducer {
+        self.config().set("linger.ms", "0").set("batch.num.messages", "1").create().unwrap()
     }
 
     /// Every record of `topic`, those of aborted transactions too
@@ -330,6 +336,19 @@ fn pipe(mut from: TcpStream, mut to: TcpStream) {
         let _ = to.shutdown(Shutdown::Both);
         let _ = from.shutdown(Shutdown::Both);
     });
+}
+
+/// Sends `record`, waiting while the producer's queue is full.
+fn send(producer: &BaseProducer, mut record: BaseRecord<'_, [u8], [u8]>) {
+    loop {
+        match producer.send(record) {
+            Ok(()) => return,
+            Err((_, back)) => {
+                producer.poll(Duration::from_millis(10));
+                record = back;
+            }
+        }
+    }
 }
 
 /// Runs a future to completion on this thread (the admin API is async).

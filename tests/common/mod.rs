@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod kafka;
+pub mod windows;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

@@ -88,6 +88,10 @@ impl Source for FileSource {
         vec![SourceSplit { id: 0, next: self.offset, end: None }]
     }
 
+    fn resume(&mut self) {
+        self.pace.restart();
+    }
+
     fn poll(&mut self, batch: &mut RecordBatch, max: usize) -> Result<Poll, ConnectorError> {
         if self.done {
             return Ok(Poll::Exhausted);

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use super::decimal::DecimalCounter;
 use super::{ConnectorError, Poll, RestoredSplits, Source, SourceSplit};
+use super::pace::Pace;
 use crate::dataflow::RecordBatch;
 use crate::job::GeneratorMode;
 
@@ -44,10 +45,10 @@ pub struct Generator {
     range: u64,
     /// Ranges still to read after this one.
     queued: Vec<SourceSplit>,
+    /// When the range being read started, for `speed`.
     started: Instant,
-    first: u64,
     /// This subtask's share of the rate, in events per second.
-    rate: Option<f64>,
+    pace: Pace,
 }
 
 /// Words of the `words` mode.
@@ -71,8 +72,7 @@ impl Generator {
             range: start,
             queued: Vec::new(),
             started: Instant::now(),
-            first: start,
-            rate: config.rate.map(|r| r / f64::from(parallelism)),
+            pace: Pace::new(config.rate.map(|r| r / f64::from(parallelism))),
         }
     }
 
@@ -81,7 +81,7 @@ impl Generator {
     pub fn resume(config: GeneratorConfig, restored: RestoredSplits) -> Self {
         let mut generator = Generator::new(config, 0, 1);
         let share = restored.splits.len() as f64 / restored.of.max(1) as f64;
-        generator.rate = config.rate.map(|rate| rate * share);
+        generator.pace = Pace::new(config.rate.map(|rate| rate * share));
         let mut splits = restored.splits;
         splits.sort_by_key(|split| std::cmp::Reverse(split.id));
         generator.queued = splits;
@@ -99,7 +99,7 @@ impl Generator {
             self.next = split.next;
             self.end = split.end.unwrap_or(u64::MAX);
             // Pace from here, as if starting now.
-            self.first = self.next;
+            self.pace.restart();
             self.started = Instant::now();
         }
         true
@@ -108,11 +108,7 @@ impl Generator {
     /// How many events may be produced now without exceeding the rate or,
     /// with a replay speed, running ahead of the sped-up clock.
     fn allowance(&self, max: usize) -> usize {
-        let mut allowed = max as u64;
-        if let Some(rate) = self.rate {
-            let due = (self.started.elapsed().as_secs_f64() * rate) as u64;
-            allowed = allowed.min(due.saturating_sub(self.next - self.first));
-        }
+        let mut allowed = self.pace.available(max) as u64;
         if let Some(speed) = self.config.speed {
             let now = (self.started.elapsed().as_secs_f64() * 1000.0 * speed) as i64;
             let mut n = 0;
@@ -206,7 +202,12 @@ impl Source for Generator {
             _ => events.for_each(|i| self.push(i, batch)),
         }
         self.next += count;
+        self.pace.took(count);
         Ok(Poll::Ready)
+    }
+
+    fn resume(&mut self) {
+        self.pace.restart();
     }
 }
 

@@ -377,6 +377,7 @@ impl Source for KafkaSource {
 
     fn resume(&mut self) {
         self.clock.resume();
+        self.pace.restart();
     }
 
     /// Commits the offsets of a completed checkpoint to the consumer group,
