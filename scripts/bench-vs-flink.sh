@@ -5,7 +5,7 @@
 #
 #   scripts/bench-vs-flink.sh [EVENTS]      (default 20000000)
 #   BACKENDS="memory rocksdb" scripts/bench-vs-flink.sh   (default: both)
-#   WEIR_RUNS=5 scripts/bench-vs-flink.sh   (Weir runs per figure, median; default 5)
+#   WEIR_RUNS=5 scripts/bench-vs-flink.sh   (rounds of Weir runs, medians; default 5)
 #
 # Weir's memory backend is compared with Flink's hashmap backend, RocksDB
 # with RocksDB; both take a checkpoint every second.
@@ -30,47 +30,85 @@ rate() {
     echo "$results" >&2
     sed -n 's/.*events_per_s=\([0-9]*\).*/\1/p' <<<"$results" | tail -n 1
 }
-# Prints the median events/s of `runs` runs of the Weir command, then of
-# the same command with --native, the two alternating, then the median of
-# native / Wasm over the pairs (a Wasm run and the native run after it):
-# one run of Weir takes seconds and these machines swing ±50 % from minute
-# to minute, so a single run says little, runs back to back would put all
-# of one kind in the same slow or fast minutes, and a ratio of two medians
-# may compare runs from different minutes (Flink runs once: its runs are
-# long).
-median_rates() {
-    local wasm=() native=() pairs=()
-    for _ in $(seq "$runs"); do
-        wasm+=("$(WEIR_LOG=warn "$@" | rate)")
-        native+=("$(WEIR_LOG=warn "$@" --native | rate)")
-        pairs+=("$(ratio "${native[-1]}" "${wasm[-1]}")")
+# Weir runs `runs` rounds per workload and backend. A round runs each
+# configuration (P = 1, P = 2, and for the window P = 2 with watermark
+# alignment) once with the Wasm plugin and once --native right beside it,
+# the configurations back to back. From round to round the order turns
+# round (configurations, and Wasm or native first), because the second of
+# two runs back to back tends to run a few per cent slower. One run of Weir takes seconds and these machines swing ±50 % from
+# minute to minute, so a single run says little, and a ratio of medians may
+# compare runs from different minutes: ratios are taken within a round
+# (native / Wasm of two runs side by side; P = 2 / P = 1 of the same
+# round) and their median is quoted. Flink runs once per figure, its
+# P = 1 and P = 2 back to back (its runs are long).
+declare -A wasm native paired scaling
+# measure WORKLOAD BACKEND CONFIG...: fills the arrays above, by config.
+measure() {
+    local workload=$1 backend=$2
+    shift 2
+    local configs=("$@") round config w n
+    wasm=() native=() paired=() scaling=()
+    for round in $(seq "$runs"); do
+        local order=("${configs[@]}")
+        if ((round % 2 == 0)); then
+            order=()
+            for ((i = ${#configs[@]} - 1; i >= 0; i--)); do order+=("${configs[i]}"); done
+        fi
+        declare -A this=()
+        for config in "${order[@]}"; do
+            local weir=(bin/weir bench "$workload" --events "$events" --backend "$backend" $config)
+            if ((round % 2 == 1)); then
+                w=$(WEIR_LOG=warn "${weir[@]}" | rate)
+                n=$(WEIR_LOG=warn "${weir[@]}" --native | rate)
+            else
+                n=$(WEIR_LOG=warn "${weir[@]}" --native | rate)
+                w=$(WEIR_LOG=warn "${weir[@]}" | rate)
+            fi
+            wasm[$config]+=" $w"
+            native[$config]+=" $n"
+            paired[$config]+=" $(ratio "$n" "$w")"
+            this[$config]=$w
+        done
+        for config in "${configs[@]}"; do
+            scaling[$config]+=" $(ratio "${this[$config]}" "${this[${configs[0]}]}")"
+        done
     done
-    median "${wasm[@]}"
-    median "${native[@]}"
-    median "${pairs[@]}"
 }
 median() { printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 
+P1="--parallelism 1"
+P2="--parallelism 2"
+ALIGNED="--parallelism 2 --max-drift-ms 1000"
 rows=()
+scaling_rows=()
 aligned_rows=()
 for backend in ${BACKENDS:-memory rocksdb}; do
     flink_backend=$([[ $backend == memory ]] && echo hashmap || echo rocksdb)
     for workload in count window; do
+        declare -A flink_rate=()
         for par in 1 2; do
-            echo "== $workload, parallelism $par, $backend / $flink_backend" >&2
-            f=$(bash "$flink" "$workload" "$events" "$par" "$flink_backend" | rate)
-            weir=(bin/weir bench "$workload" --events "$events" --parallelism "$par" --backend "$backend")
-            { read -r w; read -r n; read -r paired; } < <(median_rates "${weir[@]}")
-            rows+=("| $workload | $par | $backend / $flink_backend | $f | $w | $n | $(ratio "$w" "$f") | $paired |")
-            [[ $workload == window && $par == 1 ]] && window_p1=$w
+            echo "== Flink: $workload, parallelism $par, $flink_backend" >&2
+            flink_rate[$par]=$(bash "$flink" "$workload" "$events" "$par" "$flink_backend" | rate)
         done
+        configs=("$P1" "$P2")
+        # The window workload's second source subtask starts N / 20 ms ahead
+        # in event time; with watermark alignment it waits instead of
+        # filling state.
+        [[ $workload == window ]] && configs+=("$ALIGNED")
+        echo "== Weir: $workload, $backend, ${#configs[@]} configurations × $runs rounds" >&2
+        measure "$workload" "$backend" "${configs[@]}"
+        for par in 1 2; do
+            config=$([[ $par == 1 ]] && echo "$P1" || echo "$P2")
+            w=$(median ${wasm[$config]})
+            rows+=("| $workload | $par | $backend / $flink_backend | ${flink_rate[$par]} | $w | $(median ${native[$config]}) | $(ratio "$w" "${flink_rate[$par]}") | $(median ${paired[$config]}) |")
+        done
+        scaling_rows+=("| $workload | $backend / $flink_backend | $(ratio "${flink_rate[2]}" "${flink_rate[1]}") | $(median ${scaling[$P2]}) | $(median ${scaling[$ALIGNED]:-n/a}) |")
+        if [[ $workload == window ]]; then
+            a=$(median ${wasm[$ALIGNED]})
+            aligned_rows+=("| $backend | $a | $(median ${native[$ALIGNED]}) | $(median ${paired[$ALIGNED]}) | $(ratio "$a" "$(median ${wasm[$P2]})") |")
+        fi
     done
-    # The window workload's second source subtask starts N / 20 ms ahead in
-    # event time; with watermark alignment it waits instead of filling state.
-    echo "== window, parallelism 2, $backend, watermarks aligned to 1 s" >&2
-    { read -r a; read -r an; read -r paired; } < <(median_rates "${weir[@]}" --max-drift-ms 1000)
-    aligned_rows+=("| $backend | $a | $an | $paired | $(ratio "$a" "$w") | $(ratio "$a" "$window_p1") |")
 done
 
 {
@@ -78,21 +116,29 @@ done
     echo
     echo "Generated by \`scripts/bench-vs-flink.sh $events\` on $(date -u +%Y-%m-%d), on $(nproc) cores"
     echo "($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(free -g | awk '/Mem:/ {print $2}') GiB)."
-    echo "Events per second, N = $events, back to back: Flink one run, Weir the median of $runs runs (Wasm and native alternating)"
-    echo "(figures on these machines swing by up to ±50 % from run to run); native / Wasm is the median of the"
-    echo "$runs pairs' ratios, each a Wasm run and the native run right after it. Both take a checkpoint every"
+    echo "Events per second, N = $events, back to back: Flink one run, Weir the median of $runs rounds (figures"
+    echo "on these machines swing by up to ±50 % from run to run). A round runs P = 1 and P = 2 (and for the"
+    echo "window P = 2 aligned), each Wasm and native side by side, the order turned round from round to"
+    echo "round; native / Wasm is the median over the rounds of the two runs' ratio. Both take a checkpoint every"
     echo "second (Weir: \`weir bench\`'s default \`--checkpoint-interval-ms 1000\`, into a temporary directory)."
     echo
     echo "| workload | P | backend | Flink | Weir (Wasm) | Weir (native) | Wasm / Flink | native / Wasm |"
     echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
     printf '%s\n' "${rows[@]}"
     echo
-    echo "Window at P = 2 with watermark alignment (\`--max-drift-ms 1000\`; the Flink harness runs without"
-    echo "it): events per second, medians as above; \"/ unaligned\" and \"/ P = 1\" divide the Wasm median by"
-    echo "the Wasm medians of the window rows above (P = 2 and P = 1, same backend)."
+    echo "P = 2 / P = 1: Flink's two runs (back to back); Weir's the median over the rounds of the Wasm run at"
+    echo "P = 2 over the Wasm run at P = 1 of the same round (seconds apart). \"aligned\": the window at P = 2"
+    echo "with watermark alignment (\`--max-drift-ms 1000\`; the Flink harness has no such setting)."
     echo
-    echo "| backend | Weir (Wasm) | Weir (native) | native / Wasm | / unaligned | / P = 1 |"
-    echo "| --- | --- | --- | --- | --- | --- |"
+    echo "| workload | backend | Flink | Weir (Wasm) | Weir (Wasm), aligned |"
+    echo "| --- | --- | --- | --- | --- |"
+    printf '%s\n' "${scaling_rows[@]}"
+    echo
+    echo "The window at P = 2 with watermark alignment: events per second, medians as above; \"/ unaligned\""
+    echo "divides the Wasm median by that of the window's P = 2 row above (same backend)."
+    echo
+    echo "| backend | Weir (Wasm) | Weir (native) | native / Wasm | / unaligned |"
+    echo "| --- | --- | --- | --- | --- |"
     printf '%s\n' "${aligned_rows[@]}"
 } > docs/benchmarks.md.new
 if [[ -f docs/benchmarks.md ]] && grep -q '^## ' docs/benchmarks.md; then
