@@ -75,6 +75,13 @@ impl RecordBatch {
         RecordBatch { data: Vec::with_capacity(bytes), offsets, timestamps: Vec::with_capacity(events), keys: KeyColumns::default() }
     }
 
+    /// Makes room for `events` more events of `bytes` bytes in all.
+    pub fn reserve(&mut self, events: usize, bytes: usize) {
+        self.data.reserve(bytes);
+        self.offsets.reserve(2 * events);
+        self.timestamps.reserve(events);
+    }
+
     /// Builds a batch from parts in wire layout, checking them. An empty
     /// `timestamps` means no event has one.
     pub fn from_parts(data: Vec<u8>, mut offsets: Vec<u32>, mut timestamps: Vec<i64>) -> Result<Self, String> {

@@ -251,7 +251,7 @@ impl Route {
             Destination::Channels { targets, buffers, .. } => {
                 for (target, buffer) in targets.iter().zip(buffers.iter_mut()) {
                     if !buffer.batch.is_empty() {
-                        let message = Message::Batch(buffer.take(RecordBatch::new()));
+                        let message = Message::Batch(buffer.take());
                         send(target, Envelope { input, channel, message }, cancel)?;
                     }
                 }
@@ -303,9 +303,9 @@ struct Gathered {
 }
 
 impl Gathered {
-    /// The batch gathered, to send; `next` starts the next one.
-    fn take(&mut self, next: RecordBatch) -> RecordBatch {
-        std::mem::replace(&mut self.batch, next)
+    /// The batch gathered, to send; the next starts empty.
+    fn take(&mut self) -> RecordBatch {
+        std::mem::take(&mut self.batch)
     }
 }
 
@@ -324,10 +324,15 @@ fn partition(
         let group = key_group_of_hash(hash, max_parallelism);
         let target = subtask_for_key_group(group, max_parallelism, parallelism) as usize;
         let buffer = &mut buffers[target];
+        if buffer.batch.is_empty() {
+            // Room for a whole batch at once, not grown event by event. (A
+            // buffer gets it when its first event comes, not when it is
+            // sent or flushed: a quiet stream holds no empty buffers.)
+            buffer.batch.reserve(BATCH_SIZE, 16 * BATCH_SIZE);
+        }
         buffer.batch.push_from_numbered(batch, i, hash, &mut buffer.numbering);
         if buffer.batch.len() >= BATCH_SIZE {
-            let full = buffer.take(RecordBatch::with_capacity(BATCH_SIZE, 16 * BATCH_SIZE));
-            send_batch(&targets[target], full)?;
+            send_batch(&targets[target], buffer.take())?;
         }
     }
     Ok(())
