@@ -120,6 +120,10 @@ fn a_hot_upgrade_mid_stream_loses_and_repeats_nothing() {
     std::fs::copy(plugin("word-count"), &v2).unwrap();
     let host = Host::start(&job, &[]);
     host.wait_for_records("counts", 10_000);
+    let line = host.wait_for_checkpoint("counts");
+    let cell = line.split(" #").nth(1).unwrap_or_default();
+    let id: u64 = cell.split_whitespace().next().and_then(|n| n.parse().ok()).unwrap_or(0);
+    assert!(id >= 1 && cell.contains(" ms"), "the newest checkpoint's number, size and duration: {line}");
     let reply = host.weir(&["upgrade", "counts", "--operator", "count", "--plugin", v2.to_str().unwrap()]).success().stdout();
     assert!(reply.contains("upgraded operator `count` of job `counts`") && reply.contains("downtime"), "{reply}");
     let jobs = host.weir(&["jobs"]).success().stdout();

@@ -269,6 +269,21 @@ impl Host {
         }
     }
 
+    /// The line of job `name` in `weir jobs` once its `CHECKPOINT` cell
+    /// shows a completed checkpoint (`#N SIZE DURATION`).
+    pub fn wait_for_checkpoint(&self, name: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let jobs = self.weir(&["jobs"]).success().stdout();
+            let line = jobs.lines().find(|l| l.split_whitespace().next() == Some(name) && l.contains(" #"));
+            if let Some(line) = line {
+                return line.to_owned();
+            }
+            assert!(Instant::now() < deadline, "no checkpoint of `{name}` in `weir jobs`: {jobs}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// Everything the host wrote on standard error so far.
     pub fn stderr(&self) -> String {
         self.stderr.lock().unwrap().clone()

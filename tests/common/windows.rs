@@ -80,6 +80,6 @@ key_by = true
     let summary = dataflow::run_job(&graph, &PluginEngine::new().unwrap()).unwrap();
     let late = dir.read("late.txt");
     assert!(late.is_empty(), "nothing is late: {} late events, the first {:?}", late.lines().count(), late.lines().take(3).collect::<Vec<_>>());
-    let largest = summary.checkpoints.iter().map(|(_, stats)| stats.size_bytes).max().unwrap_or(0);
+    let largest = summary.checkpoints.figures().iter().map(|(_, stats)| stats.size_bytes).max().unwrap_or(0);
     (windows(&dir.read("sums.txt")), largest)
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender, unbounded};
 use tracing::{info, warn};
 
-use super::{CheckpointStats, CheckpointStorage, CommitQueue, Committer, Manifest, TaskState};
+use super::{CheckpointHistory, CheckpointStats, CheckpointStorage, CommitQueue, Committer, Manifest, TaskState};
 use crate::control::SavepointInfo;
 use crate::plugin::now_ms;
 use crate::savepoint::{JobDescription, write_savepoint};
@@ -167,7 +167,7 @@ pub struct Coordinator {
     finished_sources: Vec<(usize, TaskState)>,
     /// Files of the last completed checkpoint (to tell written from shared).
     previous_files: HashSet<String>,
-    completed: Vec<(u64, CheckpointStats)>,
+    completed: CheckpointHistory,
     commits: CommitQueue,
 }
 
@@ -215,7 +215,7 @@ impl Coordinator {
             finals: Vec::new(),
             finished_sources: Vec::new(),
             previous_files,
-            completed: Vec::new(),
+            completed: CheckpointHistory::default(),
             commits: CommitQueue::start(Committer::new(Vec::new())),
         }
     }
@@ -267,8 +267,8 @@ impl Coordinator {
         self.storage.root()
     }
 
-    /// Figures of the checkpoints completed so far.
-    pub fn completed(&self) -> &[(u64, CheckpointStats)] {
+    /// The checkpoints completed so far.
+    pub fn completed(&self) -> &CheckpointHistory {
         &self.completed
     }
 
@@ -416,7 +416,7 @@ impl Coordinator {
         }
         self.storage.retain(flight.id, self.settings.retain);
         self.previous_files = files;
-        self.completed.push((flight.id, manifest.stats));
+        self.completed.record(flight.id, manifest.stats);
     }
 
     /// Rewrites the checkpoint just completed as the savepoint `order` asked

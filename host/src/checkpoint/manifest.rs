@@ -92,6 +92,17 @@ pub struct CheckpointStats {
     pub written_bytes: u64,
 }
 
+/// The newest checkpoint a run of a job completed, with its figures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LatestCheckpoint {
+    /// Its number.
+    pub id: u64,
+    /// How many checkpoints the run has completed.
+    pub completed: u64,
+    #[serde(flatten)]
+    pub stats: CheckpointStats,
+}
+
 impl Manifest {
     /// Every file the checkpoint refers to.
     pub fn files(&self) -> impl Iterator<Item = &FileRef> {

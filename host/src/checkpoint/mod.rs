@@ -25,6 +25,7 @@
 mod aligner;
 mod commit;
 mod coordinator;
+mod history;
 mod manifest;
 mod storage;
 
@@ -33,5 +34,6 @@ pub use coordinator::{
     Ack, CheckpointHub, CheckpointSettings, Coordinator, FINAL_CHECKPOINT, PersistJob, SavepointOrder, SOURCE_FINISHED,
 };
 pub use commit::{CommitQueue, Committer, PendingCommit};
-pub use manifest::{CheckpointStats, Manifest, TaskState};
+pub use history::{CheckpointHistory, KEPT_FIGURES};
+pub use manifest::{CheckpointStats, LatestCheckpoint, Manifest, TaskState};
 pub use storage::{CheckpointStorage, Recovered};

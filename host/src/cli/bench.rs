@@ -103,7 +103,7 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<()> {
         "RESULT workload={workload} backend={backend} par={} events={} seconds={seconds:.2} events_per_s={rate:.0} operator={implementation} checkpoints={}{alignment}",
         args.parallelism,
         args.events,
-        summary.checkpoints.len()
+        summary.checkpoints.count()
     );
     Ok(())
 }

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use weir::control::client::ApiClient;
+use weir::checkpoint::LatestCheckpoint;
 use weir::control::{DEFAULT_API_ADDR, ForkRequest, JobInfo, SavepointRequest, UpgradeRequest};
 
 /// Where the host is.
@@ -161,8 +162,8 @@ pub fn jobs(args: &JobsArgs) -> anyhow::Result<()> {
 
 /// The table of `weir jobs`, then why the failed jobs failed.
 fn jobs_table(jobs: &[JobInfo]) -> String {
-    let header = ["NAME", "STATUS", "UPTIME", "READ", "WRITTEN", "OPERATORS"];
-    let rows: Vec<[String; 6]> = jobs
+    let header = ["NAME", "STATUS", "UPTIME", "READ", "WRITTEN", "CHECKPOINT", "OPERATORS"];
+    let rows: Vec<[String; 7]> = jobs
         .iter()
         .map(|job| {
             let operators = job
@@ -182,6 +183,7 @@ fn jobs_table(jobs: &[JobInfo]) -> String {
                 duration(job.uptime_s),
                 job.read.to_string(),
                 job.written.to_string(),
+                job.checkpoint.as_ref().map_or_else(|| "-".to_owned(), latest_checkpoint),
                 operators,
             ]
         })
@@ -192,10 +194,10 @@ fn jobs_table(jobs: &[JobInfo]) -> String {
             *width = (*width).max(cell.chars().count());
         }
     }
-    let line = |cells: [&str; 6]| {
-        let [name, status, uptime, read, written, operators] = cells;
-        let [w0, w1, w2, w3, w4, _] = widths;
-        format!("{name:<w0$}  {status:<w1$}  {uptime:>w2$}  {read:>w3$}  {written:>w4$}  {operators}")
+    let line = |cells: [&str; 7]| {
+        let [name, status, uptime, read, written, checkpoint, operators] = cells;
+        let [w0, w1, w2, w3, w4, w5, _] = widths;
+        format!("{name:<w0$}  {status:<w1$}  {uptime:>w2$}  {read:>w3$}  {written:>w4$}  {checkpoint:<w5$}  {operators}")
             .trim_end()
             .to_owned()
             + "\n"
@@ -210,6 +212,11 @@ fn jobs_table(jobs: &[JobInfo]) -> String {
         }
     }
     out
+}
+
+/// A job's newest checkpoint in a cell: number, size, how long it took.
+fn latest_checkpoint(checkpoint: &LatestCheckpoint) -> String {
+    format!("#{} {} {:.0} ms", checkpoint.id, bytes(checkpoint.stats.size_bytes), checkpoint.stats.duration_ms)
 }
 
 pub fn savepoint(args: &SavepointArgs) -> anyhow::Result<()> {
@@ -326,6 +333,7 @@ fn bytes(n: u64) -> String {
 
 #[cfg(test)]
 mod tests {
+    use weir::checkpoint::CheckpointStats;
     use weir::control::OperatorInfo;
 
     use super::*;
@@ -339,13 +347,23 @@ mod tests {
             read: 1000,
             written: 7,
             operators: vec![OperatorInfo { uid: "count".into(), plugin: "/p/word_count.wasm".into(), parallelism: 2 }],
+            checkpoint: None,
             error: Some("boom".into()),
         };
-        let table = jobs_table(&[job]);
+        let stats = CheckpointStats { duration_ms: 41.6, size_bytes: 3 << 20, ..CheckpointStats::default() };
+        let checkpointed = JobInfo {
+            name: "sums".into(),
+            status: "running".into(),
+            error: None,
+            checkpoint: Some(LatestCheckpoint { id: 12, completed: 9, stats }),
+            ..job.clone()
+        };
+        let table = jobs_table(&[job, checkpointed]);
         assert_eq!(
             table,
-            "NAME   STATUS  UPTIME  READ  WRITTEN  OPERATORS\n\
-             words  failed   2m05s  1000        7  count=word_count.wasm\n\
+            "NAME   STATUS   UPTIME  READ  WRITTEN  CHECKPOINT         OPERATORS\n\
+             words  failed    2m05s  1000        7  -                  count=word_count.wasm\n\
+             sums   running   2m05s  1000        7  #12 3.0 MiB 42 ms  count=word_count.wasm\n\
              \njob `words` failed: boom\n"
         );
     }

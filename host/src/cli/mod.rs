@@ -93,8 +93,9 @@ pub fn execute(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
-/// The checkpoint figures of a run.
-pub(crate) fn checkpoint_figures(checkpoints: &[(u64, weir::checkpoint::CheckpointStats)]) -> String {
+/// The checkpoint figures of a run (means over the figures it kept).
+pub(crate) fn checkpoint_figures(history: &weir::checkpoint::CheckpointHistory) -> String {
+    let checkpoints = history.figures();
     if checkpoints.is_empty() {
         return "checkpoints: none completed".into();
     }
@@ -107,10 +108,14 @@ pub(crate) fn checkpoint_figures(checkpoints: &[(u64, weir::checkpoint::Checkpoi
     let (alignment, _) = stat(|s| s.alignment_ms);
     let (size, _) = stat(|s| s.size_bytes as f64);
     let (written, _) = stat(|s| s.written_bytes as f64);
+    let over = match history.count() as usize {
+        count if count > checkpoints.len() => format!(" (figures of the last {})", checkpoints.len()),
+        _ => String::new(),
+    };
     format!(
-        "checkpoints: {} completed; duration mean {duration:.1} ms (max {max_duration:.1}), alignment mean {alignment:.1} ms, \
+        "checkpoints: {} completed{over}; duration mean {duration:.1} ms (max {max_duration:.1}), alignment mean {alignment:.1} ms, \
          size mean {:.2} MiB, written mean {:.2} MiB",
-        checkpoints.len(),
+        history.count(),
         size / 1048576.0,
         written / 1048576.0
     )

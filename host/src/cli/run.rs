@@ -107,7 +107,7 @@ fn report(summary: &JobSummary, graph: &JobGraph) {
             n => format!(" ({n} restart(s) after failures)"),
         }
     );
-    if !summary.checkpoints.is_empty() && graph.checkpoints.is_some() {
+    if summary.checkpoints.count() > 0 && graph.checkpoints.is_some() {
         eprintln!("{}", super::checkpoint_figures(&summary.checkpoints));
     }
 }

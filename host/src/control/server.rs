@@ -375,6 +375,7 @@ mod tests {
                 OperatorInfo { uid: "tokenize".into(), plugin: "/p/tokenize.wasm".into(), parallelism: 2 },
                 OperatorInfo { uid: "count".into(), plugin: "/p/word_count.wasm".into(), parallelism: 2 },
             ],
+            checkpoint: None,
             error: None,
         }
     }

@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::checkpoint::LatestCheckpoint;
+
 /// A job the host runs (or ran).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobInfo {
@@ -18,6 +20,10 @@ pub struct JobInfo {
     pub written: u64,
     /// Each operator's uid and plugin file.
     pub operators: Vec<OperatorInfo>,
+    /// The newest checkpoint its current (or last) run completed: its
+    /// number, how many the run completed, and its figures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<LatestCheckpoint>,
     /// Why it failed, when it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -117,4 +123,36 @@ pub struct ForkInfo {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ErrorReply {
     pub error: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint::CheckpointStats;
+
+    #[test]
+    fn a_jobs_newest_checkpoint_is_one_flat_object() {
+        let stats = CheckpointStats { duration_ms: 4.5, alignment_ms: 0.5, sync_ms: 1.0, size_bytes: 2048, written_bytes: 512 };
+        let job = JobInfo {
+            name: "sums".into(),
+            status: "running".into(),
+            uptime_s: 3.0,
+            read: 10,
+            written: 9,
+            operators: Vec::new(),
+            checkpoint: Some(LatestCheckpoint { id: 7, completed: 6, stats }),
+            error: None,
+        };
+        let json = serde_json::to_value(&job).unwrap();
+        assert_eq!(
+            json["checkpoint"],
+            serde_json::json!({
+                "id": 7, "completed": 6, "duration_ms": 4.5, "alignment_ms": 0.5, "sync_ms": 1.0,
+                "size_bytes": 2048, "written_bytes": 512
+            })
+        );
+        assert_eq!(serde_json::from_value::<JobInfo>(json).unwrap(), job);
+        let without = serde_json::to_value(JobInfo { checkpoint: None, ..job }).unwrap();
+        assert!(without.get("checkpoint").is_none(), "no checkpoint yet: no field");
+    }
 }

@@ -23,7 +23,8 @@ use super::snapshot::TaskCheckpoint;
 use super::task::{self, TaskContext, TaskError, TaskMetrics};
 use super::time::WatermarkGenerator;
 use crate::checkpoint::{
-    CheckpointSettings, CheckpointStats, CheckpointStorage, Committer, Coordinator, Manifest, SavepointOrder,
+    CheckpointHistory, CheckpointSettings, CheckpointStorage, Committer, Coordinator, LatestCheckpoint, Manifest,
+    SavepointOrder,
 };
 use crate::connectors::{self, ConnectorError, RestoredSplits, SinkPlace, assign_splits};
 use crate::control::SavepointInfo;
@@ -117,7 +118,7 @@ pub struct JobSummary {
     /// Restarts after task failures.
     pub restarts: u32,
     /// Checkpoints completed by the last run, with their figures.
-    pub checkpoints: Vec<(u64, CheckpointStats)>,
+    pub checkpoints: CheckpointHistory,
     /// The checkpoint directory said the job had finished already: nothing ran.
     pub already_finished: bool,
     /// The job was stopped with this savepoint (it did not run to the end).
@@ -136,11 +137,14 @@ impl JobSummary {
     }
 }
 
-/// Records read by the sources and written by the sinks so far.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Records read by the sources and written by the sinks so far, and the
+/// newest checkpoint.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Progress {
     pub read: u64,
     pub written: u64,
+    /// The newest checkpoint completed by the current run.
+    pub checkpoint: Option<LatestCheckpoint>,
 }
 
 /// One subtask (run on its own thread or chained into another).
@@ -395,6 +399,7 @@ impl RunningJob {
         Progress {
             read: sum(Role::Source, &|m| m.records_out.load(Ordering::Relaxed)),
             written: sum(Role::Sink, &|m| m.records_in.load(Ordering::Relaxed)),
+            checkpoint: self.coordinator.completed().latest(),
         }
     }
 
@@ -428,12 +433,12 @@ impl RunningJob {
         if self.cancel.is_cancelled() && stopped_with.is_none() {
             return Err(RunError::Cancelled);
         }
-        let mut checkpoints = Vec::new();
+        let mut checkpoints = CheckpointHistory::default();
         if stopped_with.is_none() {
             let coordinator = &mut self.coordinator;
             let dir = coordinator.dir().to_path_buf();
             coordinator.finish().map_err(|source| RunError::Checkpoints { dir, source })?;
-            checkpoints = coordinator.completed().to_vec();
+            checkpoints = coordinator.completed().clone();
         }
         let summary = JobSummary {
             name: self.name.clone(),
@@ -527,7 +532,7 @@ impl RunningJob {
                 }
                 Err(_) if last_report.elapsed() >= PROGRESS_INTERVAL => {
                     last_report = Instant::now();
-                    let Progress { read, written } = self.progress();
+                    let Progress { read, written, .. } = self.progress();
                     let rate = read as f64 / self.started.elapsed().as_secs_f64();
                     info!(job = %self.name, read, written, events_per_s = rate as u64, "progress");
                 }

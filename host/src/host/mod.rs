@@ -270,6 +270,7 @@ impl JobManager {
             read,
             written,
             operators: operators(&job.graph),
+            checkpoint: job.summary.as_ref().and_then(|s| s.checkpoints.latest()),
             error: match &job.status {
                 JobStatus::Failed(reason) => Some(reason.clone()),
                 _ => None,
@@ -287,7 +288,12 @@ fn with_progress((info, commands): (JobInfo, Option<Sender<JobCommand>>)) -> Job
         answer.recv_timeout(STATUS_TIMEOUT).ok()
     });
     match progress {
-        Some(progress) => JobInfo { read: progress.read, written: progress.written, ..info },
+        Some(progress) => JobInfo {
+            read: progress.read,
+            written: progress.written,
+            checkpoint: progress.checkpoint.or(info.checkpoint.clone()),
+            ..info
+        },
         None => info,
     }
 }
