@@ -63,6 +63,17 @@ rate = 20000
     assert!(progress.read < 4 * 20_000 + bound as u64, "the sources were slowed to the sink's pace: {progress:?}");
     eprintln!("after 4 s: {progress:?}, at most {worst} records in flight (bound {bound})");
 
+    // The sources and the operator say they were held back most of the
+    // time; the sink, which sends nothing, never.
+    let held_back = |name: &str| {
+        let node = progress.nodes.iter().find(|n| n.node == name).unwrap_or_else(|| panic!("{name} in {:?}", progress.nodes));
+        node.backpressured_ms / (f64::from(node.subtasks) * started.elapsed().as_secs_f64() * 1e3)
+    };
+    for name in ["source `gen`", "operator `count`"] {
+        assert!(held_back(name) > 0.3, "{name} held back {:.0} % of the time", 100.0 * held_back(name));
+    }
+    assert_eq!(held_back("sink `slow`"), 0.0);
+
     running.cancel();
     assert!(matches!(running.wait(), Err(RunError::Cancelled)));
 }

@@ -348,6 +348,7 @@ mod tests {
             written: 7,
             operators: vec![OperatorInfo { uid: "count".into(), plugin: "/p/word_count.wasm".into(), parallelism: 2 }],
             checkpoint: None,
+            nodes: Vec::new(),
             error: Some("boom".into()),
         };
         let stats = CheckpointStats { duration_ms: 41.6, size_bytes: 3 << 20, ..CheckpointStats::default() };

@@ -376,6 +376,7 @@ mod tests {
                 OperatorInfo { uid: "count".into(), plugin: "/p/word_count.wasm".into(), parallelism: 2 },
             ],
             checkpoint: None,
+            nodes: Vec::new(),
             error: None,
         }
     }

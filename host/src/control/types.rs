@@ -24,9 +24,26 @@ pub struct JobInfo {
     /// number, how many the run completed, and its figures.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoint: Option<LatestCheckpoint>,
+    /// Each source, operator and sink: records in and out, time held back.
+    #[serde(default)]
+    pub nodes: Vec<NodeInfo>,
     /// Why it failed, when it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+/// The figures of one source, operator or sink, its subtasks' summed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodeInfo {
+    /// "source `x`", "operator `y`" or "sink `z`".
+    pub node: String,
+    pub subtasks: u32,
+    pub records_in: u64,
+    pub records_out: u64,
+    /// Time its subtasks spent waiting to send into full channels, summed
+    /// (up to `subtasks` × the uptime): a high share of the uptime says
+    /// something downstream is the bottleneck.
+    pub backpressured_ms: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -141,6 +158,7 @@ mod tests {
             written: 9,
             operators: Vec::new(),
             checkpoint: Some(LatestCheckpoint { id: 7, completed: 6, stats }),
+            nodes: Vec::new(),
             error: None,
         };
         let json = serde_json::to_value(&job).unwrap();

@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, SendTimeoutError, Sender, TryRecvError};
+use crossbeam_channel::{Receiver, RecvTimeoutError, SendTimeoutError, Sender, TryRecvError, TrySendError};
 
 use super::snapshot::TaskCheckpoint;
 use super::task::{TaskError, TaskMetrics};
@@ -54,15 +54,24 @@ impl Cancel {
 }
 
 /// Sends, blocking while the receiver is full (backpressure) but giving up
-/// when the job is cancelled or the receiver is gone.
-fn send(target: &Sender<Envelope>, mut envelope: Envelope, cancel: &Cancel) -> Result<(), TaskError> {
-    loop {
+/// when the job is cancelled or the receiver is gone. Time spent blocked
+/// is counted in `metrics`.
+fn send(target: &Sender<Envelope>, envelope: Envelope, cancel: &Cancel, metrics: &TaskMetrics) -> Result<(), TaskError> {
+    let mut envelope = match target.try_send(envelope) {
+        Ok(()) => return Ok(()),
+        Err(TrySendError::Full(back)) => back,
+        Err(TrySendError::Disconnected(_)) => return Err(TaskError::Stopped),
+    };
+    let blocked = Instant::now();
+    let sent = loop {
         match target.send_timeout(envelope, POLL_INTERVAL) {
-            Ok(()) => return Ok(()),
+            Ok(()) => break Ok(()),
             Err(SendTimeoutError::Timeout(back)) if !cancel.is_cancelled() => envelope = back,
-            Err(_) => return Err(TaskError::Stopped),
+            Err(_) => break Err(TaskError::Stopped),
         }
-    }
+    };
+    metrics.count_backpressure(blocked.elapsed());
+    sent
 }
 
 /// Receives the next message; before waiting on an empty inbox, flushes the
@@ -173,6 +182,9 @@ pub struct Route {
     channel: u32,
     destination: Destination,
     max_parallelism: u32,
+    /// The sending subtask's metrics, where the time it is held back by
+    /// full channels is counted (a chained operator counts its own).
+    metrics: Arc<TaskMetrics>,
 }
 
 impl Route {
@@ -183,17 +195,20 @@ impl Route {
         partitioning: Partitioning,
         targets: Vec<Sender<Envelope>>,
         max_parallelism: u32,
+        metrics: Arc<TaskMetrics>,
     ) -> Self {
         let buffers = match partitioning {
             Partitioning::KeyBy => targets.iter().map(|_| Gathered::default()).collect(),
             _ => Vec::new(),
         };
         let destination = Destination::Channels { partitioning, targets, buffers, next: 0 };
-        Route { output, input, channel, destination, max_parallelism }
+        Route { output, input, channel, destination, max_parallelism, metrics }
     }
 
     pub fn chained(output: String, input: u32, operator: ChainedOperator) -> Self {
-        Route { output, input, channel: 0, destination: Destination::Chained(Box::new(operator)), max_parallelism: 0 }
+        let metrics = operator.metrics.clone();
+        let destination = Destination::Chained(Box::new(operator));
+        Route { output, input, channel: 0, destination, max_parallelism: 0, metrics }
     }
 
     fn envelope(&self, message: Message) -> Envelope {
@@ -205,14 +220,15 @@ impl Route {
     fn signal(&mut self, message: impl Fn() -> Message, cancel: &Cancel) -> Result<(), TaskError> {
         self.flush(cancel)?;
         let Destination::Channels { targets, .. } = &self.destination else { return Ok(()) };
-        targets.iter().try_for_each(|target| send(target, self.envelope(message()), cancel))
+        targets.iter().try_for_each(|target| send(target, self.envelope(message()), cancel, &self.metrics))
     }
 
     fn emit(&mut self, batch: RecordBatch, cancel: &Cancel) -> Result<(), TaskError> {
         let (input, channel) = (self.input, self.channel);
         let max_parallelism = self.max_parallelism;
+        let metrics = &self.metrics;
         let send_batch = |target: &Sender<Envelope>, batch| {
-            send(target, Envelope { input, channel, message: Message::Batch(batch) }, cancel)
+            send(target, Envelope { input, channel, message: Message::Batch(batch) }, cancel, metrics)
         };
         match &mut self.destination {
             Destination::Chained(operator) => operator.process(input, batch, cancel),
@@ -252,7 +268,7 @@ impl Route {
                 for (target, buffer) in targets.iter().zip(buffers.iter_mut()) {
                     if !buffer.batch.is_empty() {
                         let message = Message::Batch(buffer.take());
-                        send(target, Envelope { input, channel, message }, cancel)?;
+                        send(target, Envelope { input, channel, message }, cancel, &self.metrics)?;
                     }
                 }
                 Ok(())
@@ -428,7 +444,7 @@ mod tests {
     #[test]
     fn a_single_consumer_gets_each_batch_numbered_afresh() {
         let (sender, receiver) = crossbeam_channel::unbounded();
-        let route = Route::channels(String::new(), 0, 0, Partitioning::KeyBy, vec![sender], 128);
+        let route = Route::channels(String::new(), 0, 0, Partitioning::KeyBy, vec![sender], 128, Arc::default());
         let mut outputs = Outputs::new(vec![route]);
         let cancel = Cancel::default();
         let sent = [keyed_batch(BATCH_SIZE, 1000, 0), keyed_batch(10, 7, 3), keyed_batch(BATCH_SIZE, 300, 5), keyed_batch(3, 2, 0)];

@@ -27,7 +27,7 @@ use crate::checkpoint::{
     SavepointOrder,
 };
 use crate::connectors::{self, ConnectorError, RestoredSplits, SinkPlace, assign_splits};
-use crate::control::SavepointInfo;
+use crate::control::{NodeInfo, SavepointInfo};
 use crate::savepoint::{JobDescription, NodeDescription, Savepoint, SavepointError};
 use crate::job::{JobGraph, Node, NodeKind, OperatorNode, Partitioning};
 use crate::plugin::{
@@ -103,6 +103,39 @@ pub struct TaskSummary {
     pub subtask: u32,
     pub records_in: u64,
     pub records_out: u64,
+    /// Time spent waiting to send into full channels.
+    pub backpressured_ms: f64,
+}
+
+/// The figures of each source, operator and sink, its subtasks' summed, in
+/// the order of `tasks`.
+fn node_figures(tasks: &[TaskSummary]) -> Vec<NodeInfo> {
+    let mut nodes: Vec<NodeInfo> = Vec::new();
+    for task in tasks {
+        let node = match nodes.iter_mut().find(|n| n.node == task.node) {
+            Some(node) => node,
+            None => {
+                nodes.push(NodeInfo { node: task.node.clone(), ..NodeInfo::default() });
+                nodes.last_mut().expect("just pushed")
+            }
+        };
+        node.subtasks += 1;
+        node.records_in += task.records_in;
+        node.records_out += task.records_out;
+        node.backpressured_ms += task.backpressured_ms;
+    }
+    nodes
+}
+
+/// The node whose subtasks spent the largest share of `interval` held back
+/// by full channels since `before`, and that share (0 to 1).
+fn most_backpressured<'a>(now: &'a [NodeInfo], before: &[NodeInfo], interval: Duration) -> (&'a str, f64) {
+    let share = |node: &NodeInfo| {
+        let earlier = before.iter().find(|b| b.node == node.node).map_or(0.0, |b| b.backpressured_ms);
+        let available = interval.as_secs_f64() * 1e3 * f64::from(node.subtasks.max(1));
+        ((node.backpressured_ms - earlier) / available).clamp(0.0, 1.0)
+    };
+    now.iter().map(|node| (node.node.as_str(), share(node))).fold(("-", 0.0), |most, next| if next.1 > most.1 { next } else { most })
 }
 
 /// Figures of a finished job.
@@ -135,6 +168,11 @@ impl JobSummary {
     pub fn records_written(&self) -> u64 {
         self.tasks.iter().filter(|t| t.role == Role::Sink).map(|t| t.records_in).sum()
     }
+
+    /// The figures of each source, operator and sink.
+    pub fn nodes(&self) -> Vec<NodeInfo> {
+        node_figures(&self.tasks)
+    }
 }
 
 /// Records read by the sources and written by the sinks so far, and the
@@ -145,6 +183,8 @@ pub struct Progress {
     pub written: u64,
     /// The newest checkpoint completed by the current run.
     pub checkpoint: Option<LatestCheckpoint>,
+    /// Each source, operator and sink so far.
+    pub nodes: Vec<NodeInfo>,
 }
 
 /// One subtask (run on its own thread or chained into another).
@@ -154,6 +194,21 @@ struct Subtask {
     subtask: u32,
     label: String,
     metrics: Arc<TaskMetrics>,
+}
+
+impl Subtask {
+    /// Its figures so far.
+    fn summary(&self) -> TaskSummary {
+        let metrics = &self.metrics;
+        TaskSummary {
+            node: self.node.clone(),
+            role: self.role,
+            subtask: self.subtask,
+            records_in: metrics.records_in.load(Ordering::Relaxed),
+            records_out: metrics.records_out.load(Ordering::Relaxed),
+            backpressured_ms: metrics.backpressured_ns.load(Ordering::Relaxed) as f64 / 1e6,
+        }
+    }
 }
 
 /// What a job can be told while it runs (by the host's control API).
@@ -396,10 +451,12 @@ impl RunningJob {
         let sum = |role: Role, value: &dyn Fn(&TaskMetrics) -> u64| {
             self.subtasks.iter().filter(|s| s.role == role).map(|s| value(&s.metrics)).sum()
         };
+        let tasks: Vec<TaskSummary> = self.subtasks.iter().map(Subtask::summary).collect();
         Progress {
             read: sum(Role::Source, &|m| m.records_out.load(Ordering::Relaxed)),
             written: sum(Role::Sink, &|m| m.records_in.load(Ordering::Relaxed)),
             checkpoint: self.coordinator.completed().latest(),
+            nodes: node_figures(&tasks),
         }
     }
 
@@ -449,17 +506,7 @@ impl RunningJob {
             checkpoints,
             already_finished: false,
             stopped_with,
-            tasks: self
-                .subtasks
-                .iter()
-                .map(|s| TaskSummary {
-                    node: s.node.clone(),
-                    role: s.role,
-                    subtask: s.subtask,
-                    records_in: s.metrics.records_in.load(Ordering::Relaxed),
-                    records_out: s.metrics.records_out.load(Ordering::Relaxed),
-                })
-                .collect(),
+            tasks: self.subtasks.iter().map(Subtask::summary).collect(),
         };
         let (seconds, read, written) = (summary.duration.as_secs_f64(), summary.records_read(), summary.records_written());
         match &summary.stopped_with {
@@ -485,6 +532,7 @@ impl RunningJob {
     fn supervise(&mut self) -> Option<RunError> {
         let mut failure = None;
         let mut last_report = Instant::now();
+        let mut last_nodes: Vec<NodeInfo> = Vec::new();
         while self.running > 0 {
             let acks = self.coordinator.acks().clone();
             let commands = self.commands.clone();
@@ -531,10 +579,14 @@ impl RunningJob {
                     failure.get_or_insert(RunError::TaskFailed { task, cause });
                 }
                 Err(_) if last_report.elapsed() >= PROGRESS_INTERVAL => {
+                    let interval = last_report.elapsed();
                     last_report = Instant::now();
-                    let Progress { read, written, .. } = self.progress();
+                    let Progress { read, written, nodes, .. } = self.progress();
                     let rate = read as f64 / self.started.elapsed().as_secs_f64();
-                    info!(job = %self.name, read, written, events_per_s = rate as u64, "progress");
+                    let (node, share) = most_backpressured(&nodes, &last_nodes, interval);
+                    let backpressured_pct = (100.0 * share).round() as u64;
+                    info!(job = %self.name, read, written, events_per_s = rate as u64, most_backpressured = %node, backpressured_pct, "progress");
+                    last_nodes = nodes;
                 }
                 Err(_) => {}
             }
@@ -640,7 +692,7 @@ impl<'a> Builder<'a> {
     /// may instantiate chained operators).
     fn context(&mut self, node: &Node, subtask: u32) -> Result<(usize, TaskContext), RunError> {
         let (index, label, metrics) = self.register(node, subtask);
-        let outputs = self.outputs(node, subtask)?;
+        let outputs = self.outputs(node, subtask, &metrics)?;
         let checkpoint = self.task_checkpoint(index, node, subtask);
         Ok((index, TaskContext { label, cancel: self.cancel.clone(), metrics, outputs, checkpoint }))
     }
@@ -654,14 +706,14 @@ impl<'a> Builder<'a> {
     }
 
     /// The routes from `subtask` of `node` to every consumer of its outputs.
-    fn outputs(&mut self, node: &Node, subtask: u32) -> Result<Outputs, RunError> {
+    fn outputs(&mut self, node: &Node, subtask: u32, metrics: &Arc<TaskMetrics>) -> Result<Outputs, RunError> {
         let graph = self.graph;
         let mut routes = Vec::new();
         for (consumer, input, edge) in graph.consumers(node.id) {
             if self.chained[consumer.id.0] {
                 let (index, label, metrics) = self.register(consumer, subtask);
                 let instance = self.instantiate(consumer, subtask, &label)?;
-                let outputs = self.outputs(consumer, subtask)?;
+                let outputs = self.outputs(consumer, subtask, &metrics)?;
                 let kind = input_kind(edge.partitioning);
                 let checkpoint = self.task_checkpoint(index, consumer, subtask);
                 let operator = ChainedOperator { label, instance, kind, outputs, metrics, checkpoint };
@@ -682,6 +734,7 @@ impl<'a> Builder<'a> {
                 edge.partitioning,
                 targets,
                 graph.max_parallelism,
+                metrics.clone(),
             ));
         }
         Ok(Outputs::new(routes))

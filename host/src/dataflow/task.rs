@@ -46,9 +46,15 @@ impl From<ConnectorError> for TaskError {
 pub struct TaskMetrics {
     pub records_in: AtomicU64,
     pub records_out: AtomicU64,
+    /// Time spent waiting to send into full channels (backpressure), ns.
+    pub backpressured_ns: AtomicU64,
 }
 
 impl TaskMetrics {
+    pub fn count_backpressure(&self, waited: Duration) {
+        self.backpressured_ns.fetch_add(waited.as_nanos() as u64, Ordering::Relaxed);
+    }
+
     pub fn count_in(&self, n: usize) {
         self.records_in.fetch_add(n as u64, Ordering::Relaxed);
     }

@@ -271,6 +271,7 @@ impl JobManager {
             written,
             operators: operators(&job.graph),
             checkpoint: job.summary.as_ref().and_then(|s| s.checkpoints.latest()),
+            nodes: job.summary.as_ref().map(JobSummary::nodes).unwrap_or_default(),
             error: match &job.status {
                 JobStatus::Failed(reason) => Some(reason.clone()),
                 _ => None,
@@ -292,6 +293,7 @@ fn with_progress((info, commands): (JobInfo, Option<Sender<JobCommand>>)) -> Job
             read: progress.read,
             written: progress.written,
             checkpoint: progress.checkpoint.or(info.checkpoint.clone()),
+            nodes: progress.nodes,
             ..info
         },
         None => info,
