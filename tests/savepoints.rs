@@ -124,6 +124,10 @@ fn a_hot_upgrade_mid_stream_loses_and_repeats_nothing() {
     let cell = line.split(" #").nth(1).unwrap_or_default();
     let id: u64 = cell.split_whitespace().next().and_then(|n| n.parse().ok()).unwrap_or(0);
     assert!(id >= 1 && cell.contains(" ms"), "the newest checkpoint's number, size and duration: {line}");
+    let detail = host.weir(&["jobs", "counts"]).success().stdout();
+    let count = detail.lines().find(|l| l.starts_with("operator `count`")).unwrap_or_else(|| panic!("{detail}"));
+    let records_in: u64 = count.split_whitespace().nth(3).and_then(|n| n.parse().ok()).unwrap_or(0);
+    assert!(records_in > 0 && count.ends_with('%'), "the operator's records and time held back: {detail}");
     let reply = host.weir(&["upgrade", "counts", "--operator", "count", "--plugin", v2.to_str().unwrap()]).success().stdout();
     assert!(reply.contains("upgraded operator `count` of job `counts`") && reply.contains("downtime"), "{reply}");
     let jobs = host.weir(&["jobs"]).success().stdout();

@@ -36,6 +36,9 @@ impl ApiArg {
 
 #[derive(Debug, Args)]
 pub struct JobsArgs {
+    /// Show this job only, with a line for each of its sources, operators
+    /// and sinks.
+    pub job: Option<String>,
     #[command(flatten)]
     pub api: ApiArg,
 }
@@ -151,6 +154,11 @@ fn absolute(path: &Path) -> anyhow::Result<PathBuf> {
 
 pub fn jobs(args: &JobsArgs) -> anyhow::Result<()> {
     let client = args.api.client();
+    if let Some(name) = &args.job {
+        let job = client.job(name)?;
+        print!("{}{}", jobs_table(std::slice::from_ref(&job)), nodes_table(&job));
+        return Ok(());
+    }
     let jobs = client.jobs()?;
     if jobs.is_empty() {
         println!("no jobs in the Weir host at {}", client.addr());
@@ -163,53 +171,79 @@ pub fn jobs(args: &JobsArgs) -> anyhow::Result<()> {
 /// The table of `weir jobs`, then why the failed jobs failed.
 fn jobs_table(jobs: &[JobInfo]) -> String {
     let header = ["NAME", "STATUS", "UPTIME", "READ", "WRITTEN", "CHECKPOINT", "OPERATORS"];
-    let rows: Vec<[String; 7]> = jobs
-        .iter()
-        .map(|job| {
-            let operators = job
-                .operators
-                .iter()
-                .map(|op| {
-                    let file = op.plugin.file_name().map_or_else(|| op.plugin.display().to_string(), |f| {
-                        f.to_string_lossy().into_owned()
-                    });
-                    format!("{}={file}", op.uid)
-                })
-                .collect::<Vec<_>>()
-                .join(", ");
-            [
-                job.name.clone(),
-                job.status.clone(),
-                duration(job.uptime_s),
-                job.read.to_string(),
-                job.written.to_string(),
-                job.checkpoint.as_ref().map_or_else(|| "-".to_owned(), latest_checkpoint),
-                operators,
-            ]
-        })
-        .collect();
-    let mut widths = header.map(str::len);
+    let right = [false, false, true, true, true, false, false];
+    let rows = jobs.iter().map(|job| {
+        let operators = job
+            .operators
+            .iter()
+            .map(|op| {
+                let file = op.plugin.file_name().map_or_else(|| op.plugin.display().to_string(), |f| {
+                    f.to_string_lossy().into_owned()
+                });
+                format!("{}={file}", op.uid)
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        [
+            job.name.clone(),
+            job.status.clone(),
+            duration(job.uptime_s),
+            job.read.to_string(),
+            job.written.to_string(),
+            job.checkpoint.as_ref().map_or_else(|| "-".to_owned(), latest_checkpoint),
+            operators,
+        ]
+    });
+    let mut out = table(header, right, rows);
+    for job in jobs {
+        if let Some(error) = &job.error {
+            out += &format!("\njob `{}` {}: {error}\n", job.name, job.status);
+        }
+    }
+    out
+}
+
+/// A job's sources, operators and sinks: records in and out, and the
+/// share of their subtasks' time spent held back by full channels.
+fn nodes_table(job: &JobInfo) -> String {
+    if job.nodes.is_empty() {
+        return String::new();
+    }
+    let header = ["NODE", "SUBTASKS", "IN", "OUT", "HELD BACK"];
+    let rows = job.nodes.iter().map(|node| {
+        let available_ms = job.uptime_s * 1e3 * f64::from(node.subtasks.max(1));
+        let held_back = (100.0 * node.backpressured_ms / available_ms.max(1.0)).min(100.0);
+        [
+            node.node.clone(),
+            node.subtasks.to_string(),
+            node.records_in.to_string(),
+            node.records_out.to_string(),
+            format!("{held_back:.0} %"),
+        ]
+    });
+    "\n".to_owned() + &table(header, [false, true, true, true, true], rows)
+}
+
+/// Lines of cells in columns as wide as their widest, right-aligned where
+/// `right` says; trailing spaces trimmed.
+fn table<const N: usize>(header: [&str; N], right: [bool; N], rows: impl Iterator<Item = [String; N]>) -> String {
+    let rows: Vec<[String; N]> = std::iter::once(header.map(str::to_owned)).chain(rows).collect();
+    let mut widths = [0; N];
     for row in &rows {
         for (width, cell) in widths.iter_mut().zip(row) {
             *width = (*width).max(cell.chars().count());
         }
     }
-    let line = |cells: [&str; 7]| {
-        let [name, status, uptime, read, written, checkpoint, operators] = cells;
-        let [w0, w1, w2, w3, w4, w5, _] = widths;
-        format!("{name:<w0$}  {status:<w1$}  {uptime:>w2$}  {read:>w3$}  {written:>w4$}  {checkpoint:<w5$}  {operators}")
-            .trim_end()
-            .to_owned()
-            + "\n"
-    };
-    let mut out = line(header);
+    let mut out = String::new();
     for row in &rows {
-        out += &line(row.each_ref().map(String::as_str));
-    }
-    for job in jobs {
-        if let Some(error) = &job.error {
-            out += &format!("\njob `{}` {}: {error}\n", job.name, job.status);
-        }
+        let cells: Vec<String> = (0..N)
+            .map(|i| match right[i] {
+                true => format!("{:>w$}", row[i], w = widths[i]),
+                false => format!("{:<w$}", row[i], w = widths[i]),
+            })
+            .collect();
+        out += cells.join("  ").trim_end();
+        out += "\n";
     }
     out
 }
@@ -334,7 +368,7 @@ fn bytes(n: u64) -> String {
 #[cfg(test)]
 mod tests {
     use weir::checkpoint::CheckpointStats;
-    use weir::control::OperatorInfo;
+    use weir::control::{NodeInfo, OperatorInfo};
 
     use super::*;
 
@@ -367,6 +401,41 @@ mod tests {
              sums   running   2m05s  1000        7  #12 3.0 MiB 42 ms  count=word_count.wasm\n\
              \njob `words` failed: boom\n"
         );
+    }
+
+    #[test]
+    fn the_nodes_table_of_one_job() {
+        let node = |node: &str, subtasks, records_in, records_out, backpressured_ms| NodeInfo {
+            node: node.into(),
+            subtasks,
+            records_in,
+            records_out,
+            backpressured_ms,
+        };
+        let job = JobInfo {
+            name: "counts".into(),
+            status: "running".into(),
+            uptime_s: 10.0,
+            read: 500,
+            written: 400,
+            operators: Vec::new(),
+            checkpoint: None,
+            nodes: vec![
+                node("source `gen`", 2, 0, 500, 15_000.0),
+                node("operator `count`", 2, 450, 420, 2_000.0),
+                node("sink `out`", 1, 400, 0, 0.0),
+            ],
+            error: None,
+        };
+        assert_eq!(
+            nodes_table(&job),
+            "\n\
+             NODE              SUBTASKS   IN  OUT  HELD BACK\n\
+             source `gen`             2    0  500       75 %\n\
+             operator `count`         2  450  420       10 %\n\
+             sink `out`               1  400    0        0 %\n"
+        );
+        assert_eq!(nodes_table(&JobInfo { nodes: Vec::new(), ..job }), "", "a job that has not started has none");
     }
 
     #[test]
