@@ -107,6 +107,16 @@ pub struct TaskSummary {
     pub backpressured_ms: f64,
 }
 
+/// Records produced by the sources of `tasks`.
+fn records_read(tasks: &[TaskSummary]) -> u64 {
+    tasks.iter().filter(|t| t.role == Role::Source).map(|t| t.records_out).sum()
+}
+
+/// Records received by the sinks of `tasks`.
+fn records_written(tasks: &[TaskSummary]) -> u64 {
+    tasks.iter().filter(|t| t.role == Role::Sink).map(|t| t.records_in).sum()
+}
+
 /// The figures of each source, operator and sink, its subtasks' summed, in
 /// the order of `tasks`.
 fn node_figures(tasks: &[TaskSummary]) -> Vec<NodeInfo> {
@@ -161,12 +171,12 @@ pub struct JobSummary {
 impl JobSummary {
     /// Records produced by all sources.
     pub fn records_read(&self) -> u64 {
-        self.tasks.iter().filter(|t| t.role == Role::Source).map(|t| t.records_out).sum()
+        records_read(&self.tasks)
     }
 
     /// Records received by all sinks.
     pub fn records_written(&self) -> u64 {
-        self.tasks.iter().filter(|t| t.role == Role::Sink).map(|t| t.records_in).sum()
+        records_written(&self.tasks)
     }
 
     /// The figures of each source, operator and sink.
@@ -446,15 +456,12 @@ impl RunningJob {
         &self.name
     }
 
-    /// Records read and written so far.
+    /// Records read and written so far, the newest checkpoint, each node.
     pub fn progress(&self) -> Progress {
-        let sum = |role: Role, value: &dyn Fn(&TaskMetrics) -> u64| {
-            self.subtasks.iter().filter(|s| s.role == role).map(|s| value(&s.metrics)).sum()
-        };
         let tasks: Vec<TaskSummary> = self.subtasks.iter().map(Subtask::summary).collect();
         Progress {
-            read: sum(Role::Source, &|m| m.records_out.load(Ordering::Relaxed)),
-            written: sum(Role::Sink, &|m| m.records_in.load(Ordering::Relaxed)),
+            read: records_read(&tasks),
+            written: records_written(&tasks),
             checkpoint: self.coordinator.completed().latest(),
             nodes: node_figures(&tasks),
         }
