@@ -108,9 +108,10 @@ pub(crate) fn checkpoint_figures(history: &weir::checkpoint::CheckpointHistory) 
     let (alignment, _) = stat(|s| s.alignment_ms);
     let (size, _) = stat(|s| s.size_bytes as f64);
     let (written, _) = stat(|s| s.written_bytes as f64);
-    let over = match history.count() as usize {
-        count if count > checkpoints.len() => format!(" (figures of the last {})", checkpoints.len()),
-        _ => String::new(),
+    let over = if history.count() > checkpoints.len() as u64 {
+        format!(" (figures of the last {})", checkpoints.len())
+    } else {
+        String::new()
     };
     format!(
         "checkpoints: {} completed{over}; duration mean {duration:.1} ms (max {max_duration:.1}), alignment mean {alignment:.1} ms, \

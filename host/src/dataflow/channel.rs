@@ -168,7 +168,15 @@ impl ChainedOperator {
 
 enum Destination {
     /// Channels to the consumer's subtasks: one for forward, all otherwise.
-    Channels { partitioning: Partitioning, targets: Vec<Sender<Envelope>>, buffers: Vec<Gathered>, next: usize },
+    /// `metrics` are the sending subtask's, where the time it is held back
+    /// by full channels is counted.
+    Channels {
+        partitioning: Partitioning,
+        targets: Vec<Sender<Envelope>>,
+        buffers: Vec<Gathered>,
+        next: usize,
+        metrics: Arc<TaskMetrics>,
+    },
     Chained(Box<ChainedOperator>),
 }
 
@@ -182,9 +190,6 @@ pub struct Route {
     channel: u32,
     destination: Destination,
     max_parallelism: u32,
-    /// The sending subtask's metrics, where the time it is held back by
-    /// full channels is counted (a chained operator counts its own).
-    metrics: Arc<TaskMetrics>,
 }
 
 impl Route {
@@ -201,14 +206,12 @@ impl Route {
             Partitioning::KeyBy => targets.iter().map(|_| Gathered::default()).collect(),
             _ => Vec::new(),
         };
-        let destination = Destination::Channels { partitioning, targets, buffers, next: 0 };
-        Route { output, input, channel, destination, max_parallelism, metrics }
+        let destination = Destination::Channels { partitioning, targets, buffers, next: 0, metrics };
+        Route { output, input, channel, destination, max_parallelism }
     }
 
     pub fn chained(output: String, input: u32, operator: ChainedOperator) -> Self {
-        let metrics = operator.metrics.clone();
-        let destination = Destination::Chained(Box::new(operator));
-        Route { output, input, channel: 0, destination, max_parallelism: 0, metrics }
+        Route { output, input, channel: 0, destination: Destination::Chained(Box::new(operator)), max_parallelism: 0 }
     }
 
     fn envelope(&self, message: Message) -> Envelope {
@@ -219,44 +222,45 @@ impl Route {
     /// the records buffered before it: it never overtakes them.
     fn signal(&mut self, message: impl Fn() -> Message, cancel: &Cancel) -> Result<(), TaskError> {
         self.flush(cancel)?;
-        let Destination::Channels { targets, .. } = &self.destination else { return Ok(()) };
-        targets.iter().try_for_each(|target| send(target, self.envelope(message()), cancel, &self.metrics))
+        let Destination::Channels { targets, metrics, .. } = &self.destination else { return Ok(()) };
+        targets.iter().try_for_each(|target| send(target, self.envelope(message()), cancel, metrics))
     }
 
     fn emit(&mut self, batch: RecordBatch, cancel: &Cancel) -> Result<(), TaskError> {
         let (input, channel) = (self.input, self.channel);
         let max_parallelism = self.max_parallelism;
-        let metrics = &self.metrics;
-        let send_batch = |target: &Sender<Envelope>, batch| {
-            send(target, Envelope { input, channel, message: Message::Batch(batch) }, cancel, metrics)
-        };
         match &mut self.destination {
             Destination::Chained(operator) => operator.process(input, batch, cancel),
-            Destination::Channels { partitioning, targets, buffers, next } => match partitioning {
-                Partitioning::Forward => send_batch(&targets[0], batch),
-                Partitioning::Rebalance => {
-                    let target = *next;
-                    *next = (target + 1) % targets.len();
-                    send_batch(&targets[target], batch)
-                }
-                Partitioning::Broadcast => {
-                    let (last, others) = targets.split_last().expect("a route has a target");
-                    for target in others {
-                        send_batch(target, batch.clone())?;
+            Destination::Channels { partitioning, targets, buffers, next, metrics } => {
+                let send_batch = |target: &Sender<Envelope>, batch| {
+                    send(target, Envelope { input, channel, message: Message::Batch(batch) }, cancel, metrics)
+                };
+                match partitioning {
+                    Partitioning::Forward => send_batch(&targets[0], batch),
+                    Partitioning::Rebalance => {
+                        let target = *next;
+                        *next = (target + 1) % targets.len();
+                        send_batch(&targets[target], batch)
                     }
-                    send_batch(last, batch)
+                    Partitioning::Broadcast => {
+                        let (last, others) = targets.split_last().expect("a route has a target");
+                        for target in others {
+                            send_batch(target, batch.clone())?;
+                        }
+                        send_batch(last, batch)
+                    }
+                    // One consumer, nothing buffered and a batch worth sending
+                    // alone: it goes on whole, its keys hashed and numbered,
+                    // instead of event by event into the buffer (smaller
+                    // batches are still gathered there).
+                    Partitioning::KeyBy if targets.len() == 1 && buffers[0].batch.is_empty() && batch.len() >= BATCH_SIZE / 2 => {
+                        let mut batch = batch;
+                        batch.number_keys(&mut buffers[0].numbering);
+                        send_batch(&targets[0], batch)
+                    }
+                    Partitioning::KeyBy => partition(&batch, targets, buffers, max_parallelism, send_batch),
                 }
-                // One consumer, nothing buffered and a batch worth sending
-                // alone: it goes on whole, its keys hashed and numbered,
-                // instead of event by event into the buffer (smaller
-                // batches are still gathered there).
-                Partitioning::KeyBy if targets.len() == 1 && buffers[0].batch.is_empty() && batch.len() >= BATCH_SIZE / 2 => {
-                    let mut batch = batch;
-                    batch.number_keys(&mut buffers[0].numbering);
-                    send_batch(&targets[0], batch)
-                }
-                Partitioning::KeyBy => partition(&batch, targets, buffers, max_parallelism, send_batch),
-            },
+            }
         }
     }
 
@@ -264,11 +268,11 @@ impl Route {
         let (input, channel) = (self.input, self.channel);
         match &mut self.destination {
             Destination::Chained(operator) => operator.outputs.flush(cancel),
-            Destination::Channels { targets, buffers, .. } => {
+            Destination::Channels { targets, buffers, metrics, .. } => {
                 for (target, buffer) in targets.iter().zip(buffers.iter_mut()) {
                     if !buffer.batch.is_empty() {
                         let message = Message::Batch(buffer.take());
-                        send(target, Envelope { input, channel, message }, cancel, &self.metrics)?;
+                        send(target, Envelope { input, channel, message }, cancel, metrics)?;
                     }
                 }
                 Ok(())

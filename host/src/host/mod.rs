@@ -292,7 +292,7 @@ fn with_progress((info, commands): (JobInfo, Option<Sender<JobCommand>>)) -> Job
         Some(progress) => JobInfo {
             read: progress.read,
             written: progress.written,
-            checkpoint: progress.checkpoint.or(info.checkpoint.clone()),
+            checkpoint: progress.checkpoint.or(info.checkpoint),
             nodes: progress.nodes,
             ..info
         },
