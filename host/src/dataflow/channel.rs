@@ -9,6 +9,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, SendTimeoutError, Sender, Tr
 
 use super::snapshot::TaskCheckpoint;
 use super::task::{TaskError, TaskMetrics};
+use super::key_numbering::PREFETCH_AHEAD;
 use super::{BATCH_SIZE, KeyNumbering, RecordBatch};
 use crate::job::Partitioning;
 use super::operator::{Emitted, OperatorLogic};
@@ -339,10 +340,25 @@ fn partition(
     send_batch: impl Fn(&Sender<Envelope>, RecordBatch) -> Result<(), TaskError>,
 ) -> Result<(), TaskError> {
     let parallelism = targets.len() as u32;
-    for i in 0..batch.len() {
+    let route = |i: usize| {
         let hash = key_hash(batch.key(i));
         let group = key_group_of_hash(hash, max_parallelism);
-        let target = subtask_for_key_group(group, max_parallelism, parallelism) as usize;
+        (hash, subtask_for_key_group(group, max_parallelism, parallelism) as usize)
+    };
+    // The routes of the next events, found a few events early so that
+    // their numbering entries can be prefetched (see `KeyNumbering`).
+    let mut ahead = [(0, 0); PREFETCH_AHEAD];
+    for (i, slot) in ahead.iter_mut().enumerate().take(batch.len()) {
+        *slot = route(i);
+        buffers[slot.1].numbering.prefetch(slot.0);
+    }
+    for i in 0..batch.len() {
+        let (hash, target) = ahead[i % PREFETCH_AHEAD];
+        if i + PREFETCH_AHEAD < batch.len() {
+            let next = route(i + PREFETCH_AHEAD);
+            buffers[next.1].numbering.prefetch(next.0);
+            ahead[i % PREFETCH_AHEAD] = next;
+        }
         let buffer = &mut buffers[target];
         if buffer.batch.is_empty() {
             // Room for a whole batch at once, not grown event by event. (A
@@ -462,6 +478,37 @@ mod tests {
             };
             assert_eq!(got.iter().collect::<Vec<_>>(), expected.iter().collect::<Vec<_>>());
             assert_eq!(got.key_slots(), Some(&own_slots(expected)[..]), "batch of {} events", expected.len());
+        }
+    }
+
+    /// Split between consumers, each event reaches the one owning its key
+    /// group, in order, and each batch a consumer gets is numbered as its
+    /// own — for batches shorter and longer than the exchange's lookahead,
+    /// and longer than a batch.
+    #[test]
+    fn a_key_by_exchange_routes_each_event_to_its_key_groups_owner() {
+        let (max_parallelism, consumers) = (128, 3);
+        let (senders, receivers): (Vec<_>, Vec<_>) = (0..consumers).map(|_| crossbeam_channel::unbounded()).unzip();
+        let route = Route::channels(String::new(), 0, 0, Partitioning::KeyBy, senders, max_parallelism, Arc::default());
+        let mut outputs = Outputs::new(vec![route]);
+        let cancel = Cancel::default();
+        let sent = [keyed_batch(3, 2, 0), keyed_batch(PREFETCH_AHEAD + 1, 5, 1), keyed_batch(2 * BATCH_SIZE + 5, 5000, 7)];
+        for batch in &sent {
+            outputs.emit("", batch.clone(), &cancel).unwrap();
+        }
+        outputs.flush(&cancel).unwrap();
+        for (consumer, receiver) in receivers.iter().enumerate() {
+            let owner = |key: &[u8]| subtask_for_key_group(key_group_of_hash(key_hash(key), max_parallelism), max_parallelism, consumers);
+            let expected: Vec<_> = sent.iter().flat_map(|b| b.iter()).filter(|r| owner(r.key) == consumer as u32).collect();
+            let mut got = Vec::new();
+            while let Ok(envelope) = receiver.try_recv() {
+                let Message::Batch(batch) = envelope.message else { panic!("only batches were sent") };
+                assert_eq!(batch.key_slots(), Some(&own_slots(&batch)[..]), "consumer {consumer}");
+                assert_eq!(batch.key_hashes().unwrap(), batch.iter().map(|r| key_hash(r.key)).collect::<Vec<_>>());
+                got.extend(batch.iter().map(|r| (r.key.to_vec(), r.value.to_vec())));
+            }
+            assert!(!expected.is_empty());
+            assert_eq!(got, expected.iter().map(|r| (r.key.to_vec(), r.value.to_vec())).collect::<Vec<_>>(), "consumer {consumer}");
         }
     }
 }

@@ -16,15 +16,30 @@
 //! the table is emptied for the next batch by counting a generation, not
 //! by clearing it; and it keeps its size from batch to batch, grown to the
 //! distinct keys of one rather than reserved for a whole batch of them.
+//!
+//! A batch of [`BATCH_SIZE`](super::BATCH_SIZE) distinct keys fills a
+//! table of 16 384 entries, and its probes land at random in it: beyond
+//! the first-level cache, and beyond the second once the consumer's state
+//! shares the core. Profiled at parallelism 2, a third of the exchange's
+//! time waited on the probe's first load. So an entry holds only what a
+//! probe reads (sixteen bytes: a quarter of a megabyte for the table,
+//! half what it was), and the loops that number a batch know their keys'
+//! hashes a few events ahead and [`prefetch`](KeyNumbering::prefetch) the
+//! entries those probes will start at.
 
 use super::RecordBatch;
+
+/// How many events ahead of the one being numbered a loop prefetches the
+/// entry of (see [`KeyNumbering::prefetch`]): enough events' work to
+/// cover a load from the last-level cache.
+pub const PREFETCH_AHEAD: usize = 8;
 
 /// A key of this many bytes or fewer is held in its entry as a word.
 const INLINE_KEY: usize = 7;
 
-/// The word of a key longer than [`INLINE_KEY`]: a held key's top byte
-/// is its length, at most `INLINE_KEY`, so no held key's word is this.
-const LONG_KEY: u64 = u64::MAX;
+/// The top byte of a longer key's word: a held key's top byte is its
+/// length, at most `INLINE_KEY`, so no held key's word has this one.
+const LONG_KEY: u64 = 0xff << 56;
 
 /// The generation of entries that hold no key in any batch.
 const EMPTY: u32 = 0;
@@ -32,21 +47,31 @@ const EMPTY: u32 = 0;
 /// The entries a table starts with.
 const FIRST_SIZE: usize = 64;
 
-/// A numbered key.
+/// A numbered key, in sixteen bytes: four to a cache line. (What a probe
+/// that finds its key does not need — the key's hash and first event —
+/// is kept apart, in slot order, see [`Numbered`].)
 #[derive(Debug, Clone, Copy)]
 struct Entry {
-    hash: u64,
-    /// The key's bytes and length, or [`LONG_KEY`].
+    /// The key's bytes and length, or for a longer key [`LONG_KEY`] and
+    /// the low bytes of its hash.
     word: u64,
     slot: u32,
-    /// The event where the key first appears.
-    first: u32,
     /// The batch the entry belongs to: any other than the current one's
     /// is free.
     generation: u32,
 }
 
-const FREE: Entry = Entry { hash: 0, word: 0, slot: 0, first: 0, generation: EMPTY };
+const FREE: Entry = Entry { word: 0, slot: 0, generation: EMPTY };
+
+/// What the table knows of a slot besides its entry.
+#[derive(Debug, Clone, Copy)]
+struct Numbered {
+    /// To move the entry when the table grows.
+    hash: u64,
+    /// The event where the key first appears, to compare a longer key's
+    /// bytes with.
+    first: u32,
+}
 
 /// The distinct keys of one batch being built.
 #[derive(Debug)]
@@ -54,12 +79,13 @@ pub struct KeyNumbering {
     /// A power of two of them (or none yet), at most half in use.
     entries: Vec<Entry>,
     generation: u32,
-    len: u32,
+    /// One per slot numbered in this batch, by slot.
+    numbered: Vec<Numbered>,
 }
 
 impl Default for KeyNumbering {
     fn default() -> Self {
-        KeyNumbering { entries: Vec::new(), generation: EMPTY + 1, len: 0 }
+        KeyNumbering { entries: Vec::new(), generation: EMPTY + 1, numbered: Vec::new() }
     }
 }
 
@@ -73,29 +99,47 @@ impl KeyNumbering {
         if i == 0 {
             self.next_batch();
         }
-        if 2 * (self.len as usize + 1) > self.entries.len() {
+        if 2 * (self.numbered.len() + 1) > self.entries.len() {
             self.grow();
         }
-        let word = key_word(batch, i);
+        let word = key_word(batch, i, hash);
         let mask = self.entries.len() - 1;
         let mut index = home(hash, mask);
         loop {
-            let entry = &mut self.entries[index];
+            let entry = self.entries[index];
             if entry.generation != self.generation {
-                *entry = Entry { hash, word, slot: self.len, first: i as u32, generation: self.generation };
-                self.len += 1;
-                return entry.slot;
+                let slot = self.numbered.len() as u32;
+                self.entries[index] = Entry { word, slot, generation: self.generation };
+                self.numbered.push(Numbered { hash, first: i as u32 });
+                return slot;
             }
-            if entry.hash == hash && entry.word == word && (word != LONG_KEY || batch.key(entry.first as usize) == batch.key(i)) {
+            if entry.word == word && (word & LONG_KEY != LONG_KEY || self.same_key(batch, entry.slot, i)) {
                 return entry.slot;
             }
             index = (index + 1) & mask;
         }
     }
 
+    /// Whether event `i`'s key is the key numbered `slot` (a longer key,
+    /// whose word is only part of its hash).
+    fn same_key(&self, batch: &RecordBatch, slot: u32, i: usize) -> bool {
+        batch.key(self.numbered[slot as usize].first as usize) == batch.key(i)
+    }
+
+    /// Asks the processor to fetch the entry where the probe for `hash`
+    /// will start, so that a [`slot`](KeyNumbering::slot) called a few
+    /// events later finds it in cache. Only a hint: a table that grows in
+    /// between has moved its entries, and the fetch is wasted.
+    #[inline(always)]
+    pub fn prefetch(&self, hash: u64) {
+        if let Some(entry) = self.entries.get(home(hash, self.entries.len().wrapping_sub(1))) {
+            prefetch(entry);
+        }
+    }
+
     /// Frees every entry at once: the next generation.
     fn next_batch(&mut self) {
-        self.len = 0;
+        self.numbered.clear();
         self.generation = self.generation.wrapping_add(1);
         if self.generation == EMPTY {
             // Wrapped around: entries of generation 1 would look current.
@@ -111,7 +155,7 @@ impl KeyNumbering {
         let old = std::mem::replace(&mut self.entries, vec![FREE; size]);
         let mask = size - 1;
         for entry in old.into_iter().filter(|e| e.generation == self.generation) {
-            let mut index = home(entry.hash, mask);
+            let mut index = home(self.numbered[entry.slot as usize].hash, mask);
             while self.entries[index].generation == self.generation {
                 index = (index + 1) & mask;
             }
@@ -128,16 +172,31 @@ fn home(hash: u64, mask: usize) -> usize {
     (hash >> 32) as usize & mask
 }
 
-/// Event `i`'s key as a word — its bytes, then its length in the top byte
-/// — if it has at most [`INLINE_KEY`] bytes; else [`LONG_KEY`]. The bytes
-/// are read as one load where the batch has eight from the key's start
-/// (its value follows it), not copied one by one.
+/// Starts loading the cache line of `value`.
 #[inline(always)]
-fn key_word(batch: &RecordBatch, i: usize) -> u64 {
+fn prefetch<T>(value: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch only hints at a load: it has no effect the
+    // program can observe, and `value` is a valid reference besides.
+    unsafe {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(value).cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = value;
+}
+
+/// Event `i`'s key as a word — its bytes, then its length in the top byte
+/// — if it has at most [`INLINE_KEY`] bytes; else [`LONG_KEY`] and the low
+/// bytes of `hash`, its key's hash. The bytes are read as one load where
+/// the batch has eight from the key's start (its value follows it), not
+/// copied one by one.
+#[inline(always)]
+fn key_word(batch: &RecordBatch, i: usize, hash: u64) -> u64 {
     let (start, end) = (batch.offsets[2 * i] as usize, batch.offsets[2 * i + 1] as usize);
     let len = end - start;
     if len > INLINE_KEY {
-        return LONG_KEY;
+        return LONG_KEY | hash;
     }
     let bytes = match batch.data.get(start..start + 8) {
         Some(eight) => u64::from_le_bytes(eight.try_into().expect("eight bytes")),
@@ -175,16 +234,16 @@ mod tests {
         // A value after each key, and none after the last: both ways of reading.
         for value in [&b"12345678"[..], b""] {
             let batch = batch_of(&keys.map(<[u8]>::to_vec), value);
-            let words: Vec<u64> = (0..keys.len()).map(|i| key_word(&batch, i)).collect();
+            let words: Vec<u64> = (0..keys.len()).map(|i| key_word(&batch, i, u64::MAX)).collect();
             for (i, a) in words.iter().enumerate() {
-                assert_ne!(*a, LONG_KEY);
+                assert_ne!(a & LONG_KEY, LONG_KEY);
                 for b in &words[i + 1..] {
                     assert_ne!(a, b);
                 }
             }
-            assert_eq!(words, (0..keys.len()).map(|i| key_word(&batch_of(&[keys[i].to_vec()], b""), 0)).collect::<Vec<_>>());
+            assert_eq!(words, (0..keys.len()).map(|i| key_word(&batch_of(&[keys[i].to_vec()], b""), 0, u64::MAX)).collect::<Vec<_>>());
         }
-        assert_eq!(key_word(&batch_of(&[b"abcdefgh".to_vec()], b""), 0), LONG_KEY);
+        assert_eq!(key_word(&batch_of(&[b"abcdefgh".to_vec()], b""), 0, 0x1234), LONG_KEY | 0x1234);
     }
 
     #[test]
