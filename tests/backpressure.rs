@@ -73,6 +73,14 @@ rate = 20000
         assert!(held_back(name) > 0.3, "{name} held back {:.0} % of the time", 100.0 * held_back(name));
     }
     assert_eq!(held_back("sink `slow`"), 0.0);
+    // The same over the last few seconds (here: since the start), as
+    // rates: the sink takes in what its rate allows.
+    let recent = |name: &str| progress.nodes.iter().find(|n| n.node == name).expect("listed").recent;
+    for name in ["source `gen`", "operator `count`"] {
+        assert!(recent(name).backpressured_ms_per_s > 300.0, "{name}: {:?}", recent(name));
+    }
+    let sink = recent("sink `slow`");
+    assert!(sink.backpressured_ms_per_s == 0.0 && (5_000.0..40_000.0).contains(&sink.records_in_per_s), "{sink:?}");
 
     running.cancel();
     assert!(matches!(running.wait(), Err(RunError::Cancelled)));

@@ -128,6 +128,8 @@ fn a_hot_upgrade_mid_stream_loses_and_repeats_nothing() {
     let count = detail.lines().find(|l| l.starts_with("operator `count`")).unwrap_or_else(|| panic!("{detail}"));
     let records_in: u64 = count.split_whitespace().nth(3).and_then(|n| n.parse().ok()).unwrap_or(0);
     assert!(records_in > 0 && count.ends_with('%'), "the operator's records and time held back: {detail}");
+    let in_per_s: f64 = count.split_whitespace().nth(5).and_then(|n| n.parse().ok()).unwrap_or(0.0);
+    assert!(in_per_s > 0.0 && detail.contains("over the last"), "the operator's recent rate: {detail}");
     let reply = host.weir(&["upgrade", "counts", "--operator", "count", "--plugin", v2.to_str().unwrap()]).success().stdout();
     assert!(reply.contains("upgraded operator `count` of job `counts`") && reply.contains("downtime"), "{reply}");
     let jobs = host.weir(&["jobs"]).success().stdout();

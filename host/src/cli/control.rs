@@ -203,25 +203,26 @@ fn jobs_table(jobs: &[JobInfo]) -> String {
     out
 }
 
-/// A job's sources, operators and sinks: records in and out, and the
-/// share of their subtasks' time spent held back by full channels.
+/// A job's sources, operators and sinks: records in and out in all, then
+/// over the last few seconds their rates and the share of their subtasks'
+/// time spent held back by full channels.
 fn nodes_table(job: &JobInfo) -> String {
-    if job.nodes.is_empty() {
-        return String::new();
-    }
-    let header = ["NODE", "SUBTASKS", "IN", "OUT", "HELD BACK"];
+    let Some(first) = job.nodes.first() else { return String::new() };
+    let header = ["NODE", "SUBTASKS", "IN", "OUT", "IN/S", "OUT/S", "HELD BACK"];
     let rows = job.nodes.iter().map(|node| {
-        let available_ms = job.uptime_s * 1e3 * f64::from(node.subtasks.max(1));
-        let held_back = (100.0 * node.backpressured_ms / available_ms.max(1.0)).min(100.0);
+        let recent = &node.recent;
         [
             node.node.clone(),
             node.subtasks.to_string(),
             node.records_in.to_string(),
             node.records_out.to_string(),
-            format!("{held_back:.0} %"),
+            format!("{:.0}", recent.records_in_per_s),
+            format!("{:.0}", recent.records_out_per_s),
+            format!("{:.0} %", recent.backpressured_ms_per_s / 10.0),
         ]
     });
-    "\n".to_owned() + &table(header, [false, true, true, true, true], rows)
+    let table = table(header, [false, true, true, true, true, true, true], rows);
+    format!("\n{table}(IN/S, OUT/S and HELD BACK over the last {})\n", duration(first.recent.seconds))
 }
 
 /// Lines of cells in columns as wide as their widest, right-aligned where
@@ -368,7 +369,7 @@ fn bytes(n: u64) -> String {
 #[cfg(test)]
 mod tests {
     use weir::checkpoint::CheckpointStats;
-    use weir::control::{NodeInfo, OperatorInfo};
+    use weir::control::{NodeInfo, OperatorInfo, Recent};
 
     use super::*;
 
@@ -405,12 +406,13 @@ mod tests {
 
     #[test]
     fn the_nodes_table_of_one_job() {
-        let node = |node: &str, subtasks, records_in, records_out, backpressured_ms| NodeInfo {
+        let node = |node: &str, subtasks, records_in, records_out, per_s: [f64; 3]| NodeInfo {
             node: node.into(),
             subtasks,
             records_in,
             records_out,
-            backpressured_ms,
+            backpressured_ms: 1_000.0,
+            recent: Recent { seconds: 5.0, records_in_per_s: per_s[0], records_out_per_s: per_s[1], backpressured_ms_per_s: per_s[2] },
         };
         let job = JobInfo {
             name: "counts".into(),
@@ -421,19 +423,20 @@ mod tests {
             operators: Vec::new(),
             checkpoint: None,
             nodes: vec![
-                node("source `gen`", 2, 0, 500, 15_000.0),
-                node("operator `count`", 2, 450, 420, 2_000.0),
-                node("sink `out`", 1, 400, 0, 0.0),
+                node("source `gen`", 2, 0, 500, [0.0, 100.0, 750.0]),
+                node("operator `count`", 2, 450, 420, [90.4, 84.0, 100.0]),
+                node("sink `out`", 1, 400, 0, [80.0, 0.0, 0.0]),
             ],
             error: None,
         };
         assert_eq!(
             nodes_table(&job),
             "\n\
-             NODE              SUBTASKS   IN  OUT  HELD BACK\n\
-             source `gen`             2    0  500       75 %\n\
-             operator `count`         2  450  420       10 %\n\
-             sink `out`               1  400    0        0 %\n"
+             NODE              SUBTASKS   IN  OUT  IN/S  OUT/S  HELD BACK\n\
+             source `gen`             2    0  500     0    100       75 %\n\
+             operator `count`         2  450  420    90     84       10 %\n\
+             sink `out`               1  400    0    80      0        0 %\n\
+             (IN/S, OUT/S and HELD BACK over the last 5.0s)\n"
         );
         assert_eq!(nodes_table(&JobInfo { nodes: Vec::new(), ..job }), "", "a job that has not started has none");
     }

@@ -27,7 +27,7 @@ pub mod server;
 mod types;
 
 pub use types::{
-    ErrorReply, ForkInfo, ForkRequest, JobInfo, NodeInfo, OperatorInfo, SavepointInfo, SavepointRequest, UpgradeInfo,
+    ErrorReply, ForkInfo, ForkRequest, JobInfo, NodeInfo, OperatorInfo, Recent, SavepointInfo, SavepointRequest, UpgradeInfo,
     UpgradeRequest,
 };
 

@@ -44,6 +44,23 @@ pub struct NodeInfo {
     /// (up to `subtasks` × the uptime): a high share of the uptime says
     /// something downstream is the bottleneck.
     pub backpressured_ms: f64,
+    /// The same over the last few seconds, as rates.
+    #[serde(default)]
+    pub recent: Recent,
+}
+
+/// A node's rates over the last few seconds: between the job's last two
+/// progress reports (5 s apart), or since its start before the first.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Recent {
+    /// How long the interval was.
+    pub seconds: f64,
+    pub records_in_per_s: f64,
+    pub records_out_per_s: f64,
+    /// Milliseconds per second its subtasks spent waiting to send into
+    /// full channels, on average (0 to 1000; Flink's
+    /// `backPressuredTimeMsPerSecond`).
+    pub backpressured_ms_per_s: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

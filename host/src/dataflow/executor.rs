@@ -16,6 +16,7 @@ use tracing::{error, info, warn};
 
 use super::CHANNEL_CAPACITY;
 use super::alignment::JobAlignment;
+use super::figures::{Sampler, node_figures, records_read, records_written};
 use super::channel::{Cancel, ChainedOperator, Envelope, Outputs, Route};
 use super::native::{NATIVE_PREFIX, native_operator};
 use super::operator::OperatorLogic;
@@ -105,47 +106,6 @@ pub struct TaskSummary {
     pub records_out: u64,
     /// Time spent waiting to send into full channels.
     pub backpressured_ms: f64,
-}
-
-/// Records produced by the sources of `tasks`.
-fn records_read(tasks: &[TaskSummary]) -> u64 {
-    tasks.iter().filter(|t| t.role == Role::Source).map(|t| t.records_out).sum()
-}
-
-/// Records received by the sinks of `tasks`.
-fn records_written(tasks: &[TaskSummary]) -> u64 {
-    tasks.iter().filter(|t| t.role == Role::Sink).map(|t| t.records_in).sum()
-}
-
-/// The figures of each source, operator and sink, its subtasks' summed, in
-/// the order of `tasks`.
-fn node_figures(tasks: &[TaskSummary]) -> Vec<NodeInfo> {
-    let mut nodes: Vec<NodeInfo> = Vec::new();
-    for task in tasks {
-        let node = match nodes.iter_mut().find(|n| n.node == task.node) {
-            Some(node) => node,
-            None => {
-                nodes.push(NodeInfo { node: task.node.clone(), ..NodeInfo::default() });
-                nodes.last_mut().expect("just pushed")
-            }
-        };
-        node.subtasks += 1;
-        node.records_in += task.records_in;
-        node.records_out += task.records_out;
-        node.backpressured_ms += task.backpressured_ms;
-    }
-    nodes
-}
-
-/// The node whose subtasks spent the largest share of `interval` held back
-/// by full channels since `before`, and that share (0 to 1).
-fn most_backpressured<'a>(now: &'a [NodeInfo], before: &[NodeInfo], interval: Duration) -> (&'a str, f64) {
-    let share = |node: &NodeInfo| {
-        let earlier = before.iter().find(|b| b.node == node.node).map_or(0.0, |b| b.backpressured_ms);
-        let available = interval.as_secs_f64() * 1e3 * f64::from(node.subtasks.max(1));
-        ((node.backpressured_ms - earlier) / available).clamp(0.0, 1.0)
-    };
-    now.iter().map(|node| (node.node.as_str(), share(node))).fold(("-", 0.0), |most, next| if next.1 > most.1 { next } else { most })
 }
 
 /// Figures of a finished job.
@@ -271,6 +231,8 @@ pub struct RunningJob {
     done: Receiver<(usize, Result<(), TaskError>)>,
     running: usize,
     started: Instant,
+    /// The counters at the last progress report, for recent rates.
+    sampler: Sampler,
     coordinator: Coordinator,
     restored_from: Option<u64>,
     commands: Receiver<JobCommand>,
@@ -437,6 +399,7 @@ pub fn start_job_from(
                 .expect("spawn a task thread")
         })
         .collect::<Vec<_>>();
+    let started = Instant::now();
     Ok(RunningJob {
         name: graph.name.clone(),
         cancel: builder.cancel,
@@ -444,7 +407,8 @@ pub fn start_job_from(
         subtasks: builder.subtasks,
         threads,
         done,
-        started: Instant::now(),
+        started,
+        sampler: Sampler::new(started),
         coordinator: builder.coordinator,
         restored_from: restore.map(|r| r.checkpoint()),
         commands: crossbeam_channel::never(),
@@ -463,8 +427,20 @@ impl RunningJob {
             read: records_read(&tasks),
             written: records_written(&tasks),
             checkpoint: self.coordinator.completed().latest(),
-            nodes: node_figures(&tasks),
+            nodes: self.sampler.nodes(&tasks),
         }
+    }
+
+    /// Logs the records read and written so far, the rate over the last
+    /// interval, and the node held back most in it.
+    fn report_progress(&mut self) {
+        let tasks: Vec<TaskSummary> = self.subtasks.iter().map(Subtask::summary).collect();
+        let interval = self.sampler.sample(&tasks);
+        let (read, written) = (records_read(&tasks), records_written(&tasks));
+        let (node, held_ms_per_s) = interval.most_backpressured.unwrap_or_else(|| ("-".into(), 0.0));
+        let backpressured_pct = (held_ms_per_s / 10.0).round() as u64;
+        let events_per_s = interval.read_per_s as u64;
+        info!(job = %self.name, read, written, events_per_s, most_backpressured = %node, backpressured_pct, "progress");
     }
 
     /// Records read and written so far, for a status command.
@@ -538,8 +514,6 @@ impl RunningJob {
 
     fn supervise(&mut self) -> Option<RunError> {
         let mut failure = None;
-        let mut last_report = Instant::now();
-        let mut last_nodes: Vec<NodeInfo> = Vec::new();
         while self.running > 0 {
             let acks = self.coordinator.acks().clone();
             let commands = self.commands.clone();
@@ -585,16 +559,7 @@ impl RunningJob {
                     self.cancel.cancel();
                     failure.get_or_insert(RunError::TaskFailed { task, cause });
                 }
-                Err(_) if last_report.elapsed() >= PROGRESS_INTERVAL => {
-                    let interval = last_report.elapsed();
-                    last_report = Instant::now();
-                    let Progress { read, written, nodes, .. } = self.progress();
-                    let rate = read as f64 / self.started.elapsed().as_secs_f64();
-                    let (node, share) = most_backpressured(&nodes, &last_nodes, interval);
-                    let backpressured_pct = (100.0 * share).round() as u64;
-                    info!(job = %self.name, read, written, events_per_s = rate as u64, most_backpressured = %node, backpressured_pct, "progress");
-                    last_nodes = nodes;
-                }
+                Err(_) if self.sampler.age() >= PROGRESS_INTERVAL => self.report_progress(),
                 Err(_) => {}
             }
         }

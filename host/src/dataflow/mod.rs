@@ -23,6 +23,7 @@ mod alignment;
 mod batch;
 mod channel;
 mod executor;
+mod figures;
 mod key_numbering;
 mod native;
 mod operator;

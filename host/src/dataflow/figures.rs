@@ -1,0 +1,185 @@
+//! What a job's counters say: each source, operator and sink's figures,
+//! the job's totals, and rates over the last few seconds.
+//!
+//! Every subtask counts the records it takes in and sends out, and the time
+//! it waited to send into full channels ([`TaskMetrics`](super::task::TaskMetrics)),
+//! from its start. Totals answer "how much", but a share of the whole
+//! uptime hides what is happening now: a job held back for the last minute
+//! after a day of running smoothly would show 0 %. So the supervisor
+//! samples the counters at every progress report ([`Sampler`]), and each
+//! node also carries its rates over the interval between the last two
+//! ([`Recent`]) — the figures Flink shows as `numRecordsInPerSecond` and
+//! `backPressuredTimeMsPerSecond`.
+
+use std::time::Instant;
+
+use super::{Role, TaskSummary};
+use crate::control::{NodeInfo, Recent};
+
+/// Records produced by the sources of `tasks`.
+pub(super) fn records_read(tasks: &[TaskSummary]) -> u64 {
+    tasks.iter().filter(|t| t.role == Role::Source).map(|t| t.records_out).sum()
+}
+
+/// Records received by the sinks of `tasks`.
+pub(super) fn records_written(tasks: &[TaskSummary]) -> u64 {
+    tasks.iter().filter(|t| t.role == Role::Sink).map(|t| t.records_in).sum()
+}
+
+/// The figures of each source, operator and sink, its subtasks' summed, in
+/// the order of `tasks` (without rates: see [`Sampler::nodes`]).
+pub(super) fn node_figures(tasks: &[TaskSummary]) -> Vec<NodeInfo> {
+    let mut nodes: Vec<NodeInfo> = Vec::new();
+    for task in tasks {
+        let node = match nodes.iter_mut().find(|n| n.node == task.node) {
+            Some(node) => node,
+            None => {
+                nodes.push(NodeInfo { node: task.node.clone(), ..NodeInfo::default() });
+                nodes.last_mut().expect("just pushed")
+            }
+        };
+        node.subtasks += 1;
+        node.records_in += task.records_in;
+        node.records_out += task.records_out;
+        node.backpressured_ms += task.backpressured_ms;
+    }
+    nodes
+}
+
+/// `now`'s rates since `before` (the same node, earlier; `None`: at the
+/// start), `seconds` apart. A counter that went back (a restarted job's
+/// fresh subtasks) counts as having started at zero.
+fn rates(now: &NodeInfo, before: Option<&NodeInfo>, seconds: f64) -> Recent {
+    let seconds = seconds.max(1e-3);
+    let delta = |now: f64, before: f64| if now >= before { now - before } else { now };
+    let (records_in, records_out, held_ms) =
+        before.map_or((0.0, 0.0, 0.0), |b| (b.records_in as f64, b.records_out as f64, b.backpressured_ms));
+    Recent {
+        seconds,
+        records_in_per_s: delta(now.records_in as f64, records_in) / seconds,
+        records_out_per_s: delta(now.records_out as f64, records_out) / seconds,
+        backpressured_ms_per_s: (delta(now.backpressured_ms, held_ms) / seconds / f64::from(now.subtasks.max(1))).min(1e3),
+    }
+}
+
+/// The job's counters at its last progress report, and each node's rates
+/// over the interval before it.
+#[derive(Debug)]
+pub(super) struct Sampler {
+    at: Instant,
+    read: u64,
+    nodes: Vec<NodeInfo>,
+    /// Once a report has come: each node's rates up to it.
+    recent: Option<Vec<(String, Recent)>>,
+}
+
+/// What a progress report says of its interval.
+#[derive(Debug)]
+pub(super) struct Interval {
+    /// Records the sources read per second.
+    pub read_per_s: f64,
+    /// The node held back most, and its milliseconds per second.
+    pub most_backpressured: Option<(String, f64)>,
+}
+
+impl Sampler {
+    /// Counting from `started`, when every counter was zero.
+    pub fn new(started: Instant) -> Self {
+        Sampler { at: started, read: 0, nodes: Vec::new(), recent: None }
+    }
+
+    /// Samples `tasks` now, closing an interval: its rates become each
+    /// node's recent ones.
+    pub fn sample(&mut self, tasks: &[TaskSummary]) -> Interval {
+        let seconds = self.at.elapsed().as_secs_f64();
+        let (read, nodes) = (records_read(tasks), node_figures(tasks));
+        let recent: Vec<(String, Recent)> = nodes
+            .iter()
+            .map(|node| (node.node.clone(), rates(node, self.nodes.iter().find(|b| b.node == node.node), seconds)))
+            .collect();
+        let most_backpressured = recent
+            .iter()
+            .filter(|(_, r)| r.backpressured_ms_per_s > 0.0)
+            .max_by(|a, b| a.1.backpressured_ms_per_s.total_cmp(&b.1.backpressured_ms_per_s))
+            .map(|(node, r)| (node.clone(), r.backpressured_ms_per_s));
+        let read_per_s = read.saturating_sub(self.read) as f64 / seconds.max(1e-3);
+        *self = Sampler { at: Instant::now(), read, nodes, recent: Some(recent) };
+        Interval { read_per_s, most_backpressured }
+    }
+
+    /// Time since the last sample (or the start).
+    pub fn age(&self) -> std::time::Duration {
+        self.at.elapsed()
+    }
+
+    /// `tasks`' node figures, each with its rates over the last interval
+    /// sampled — or, before the first, since the start.
+    pub fn nodes(&self, tasks: &[TaskSummary]) -> Vec<NodeInfo> {
+        let mut nodes = node_figures(tasks);
+        for node in &mut nodes {
+            node.recent = match &self.recent {
+                Some(recent) => recent.iter().find(|(name, _)| *name == node.node).map(|(_, r)| *r).unwrap_or_default(),
+                None => rates(node, None, self.at.elapsed().as_secs_f64()),
+            };
+        }
+        nodes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(node: &str, role: Role, subtask: u32, records_in: u64, records_out: u64, backpressured_ms: f64) -> TaskSummary {
+        TaskSummary { node: node.into(), role, subtask, records_in, records_out, backpressured_ms }
+    }
+
+    #[test]
+    fn nodes_sum_their_subtasks_and_the_job_counts_sources_and_sinks() {
+        let tasks = [
+            task("source `gen`", Role::Source, 0, 0, 300, 10.0),
+            task("operator `count`", Role::Operator, 0, 500, 500, 0.0),
+            task("source `gen`", Role::Source, 1, 0, 200, 30.0),
+            task("sink `out`", Role::Sink, 0, 450, 0, 0.0),
+        ];
+        assert_eq!((records_read(&tasks), records_written(&tasks)), (500, 450));
+        let nodes = node_figures(&tasks);
+        let names: Vec<&str> = nodes.iter().map(|n| n.node.as_str()).collect();
+        assert_eq!(names, ["source `gen`", "operator `count`", "sink `out`"]);
+        assert_eq!((nodes[0].subtasks, nodes[0].records_out, nodes[0].backpressured_ms), (2, 500, 40.0));
+    }
+
+    #[test]
+    fn recent_rates_are_over_the_last_interval_not_the_whole_run() {
+        let two_seconds_ago = Instant::now() - std::time::Duration::from_secs(2);
+        let mut sampler = Sampler::new(two_seconds_ago);
+        // Before any report: since the start, 2 s.
+        let tasks = [task("source `gen`", Role::Source, 0, 0, 2_000, 1_000.0)];
+        let recent = sampler.nodes(&tasks)[0].recent;
+        assert!((recent.records_out_per_s - 1_000.0).abs() < 50.0, "{recent:?}");
+        assert!((recent.backpressured_ms_per_s - 500.0).abs() < 25.0, "{recent:?}");
+
+        sampler.at = two_seconds_ago;
+        let interval = sampler.sample(&tasks);
+        assert!((interval.read_per_s - 1_000.0).abs() < 50.0, "{interval:?}");
+        assert_eq!(interval.most_backpressured.as_ref().map(|(n, _)| n.as_str()), Some("source `gen`"));
+
+        // The next interval: 2 000 more records, no more time held back.
+        sampler.at = Instant::now() - std::time::Duration::from_secs(2);
+        let later = [task("source `gen`", Role::Source, 0, 0, 4_000, 1_000.0)];
+        let interval = sampler.sample(&later);
+        assert!(interval.most_backpressured.is_none(), "{interval:?}");
+        let node = &sampler.nodes(&later)[0];
+        assert_eq!((node.records_out, node.backpressured_ms), (4_000, 1_000.0), "totals stay totals");
+        assert!((node.recent.records_out_per_s - 1_000.0).abs() < 50.0, "{:?}", node.recent);
+        assert_eq!(node.recent.backpressured_ms_per_s, 0.0, "held back before, not in the last interval");
+    }
+
+    #[test]
+    fn a_counter_that_went_back_counts_from_zero() {
+        let before = NodeInfo { node: "n".into(), subtasks: 2, records_in: 1_000, backpressured_ms: 4_000.0, ..NodeInfo::default() };
+        let now = NodeInfo { records_in: 100, backpressured_ms: 500.0, ..before.clone() };
+        let recent = rates(&now, Some(&before), 1.0);
+        assert_eq!((recent.records_in_per_s, recent.backpressured_ms_per_s), (100.0, 250.0));
+    }
+}
