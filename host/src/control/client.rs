@@ -115,6 +115,13 @@ impl ApiClient {
         self.post("/forks", Some(request))
     }
 
+    /// The host's jobs as Prometheus metrics: the text of `GET /metrics`
+    /// (see [`metrics`](super::metrics)).
+    pub fn metrics(&self) -> Result<String, ClientError> {
+        let sent = self.agent.get(format!("{}/metrics", self.base)).header("Accept", "text/plain").call();
+        Ok(self.reply_text(sent)?.1)
+    }
+
     fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
         let sent = self.agent.get(format!("{}{path}", self.base)).header("Accept", "application/json").call();
         self.reply(sent)
@@ -140,6 +147,12 @@ impl ApiClient {
         &self,
         sent: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
     ) -> Result<T, ClientError> {
+        let (status, text) = self.reply_text(sent)?;
+        serde_json::from_str(&text).map_err(|e| ClientError::BadReply { addr: self.addr.clone(), status, cause: e.to_string() })
+    }
+
+    /// The status and text of a successful reply, or the error it carries.
+    fn reply_text(&self, sent: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Result<(u16, String), ClientError> {
         let mut response = sent.map_err(|e| self.transport_error(e))?;
         let status = response.status().as_u16();
         let text = response
@@ -149,11 +162,7 @@ impl ApiClient {
             .read_to_string()
             .map_err(|e| self.transport_error(e))?;
         if (200..300).contains(&status) {
-            return serde_json::from_str(&text).map_err(|e| ClientError::BadReply {
-                addr: self.addr.clone(),
-                status,
-                cause: e.to_string(),
-            });
+            return Ok((status, text));
         }
         let message = match serde_json::from_str::<ErrorReply>(&text) {
             Ok(reply) => reply.error,

@@ -13,6 +13,7 @@
 //! | `POST /jobs/{name}/cancel`       |                     | `JobInfo`        |
 //! | `POST /jobs/{name}/upgrade`      | `UpgradeRequest`    | `UpgradeInfo`    |
 //! | `POST /forks`                    | `ForkRequest`       | `ForkInfo`       |
+//! | `GET /metrics`                   |                     | Prometheus text  |
 //!
 //! Errors come back as `{"error": "..."}` with status 404 (no such job),
 //! 400 (a bad request: a bad module, an unknown uid, incompatible state),
@@ -23,6 +24,7 @@
 pub const DEFAULT_API_ADDR: &str = "127.0.0.1:7070";
 
 pub mod client;
+pub mod metrics;
 pub mod server;
 mod types;
 

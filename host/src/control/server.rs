@@ -16,14 +16,14 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tiny_http::{Header, Method, Request, Response, Server};
 
-use super::{ControlError, ControlPlane, ErrorReply, ForkRequest, SavepointRequest, UpgradeRequest};
+use super::{ControlError, ControlPlane, ErrorReply, ForkRequest, SavepointRequest, UpgradeRequest, metrics};
 
 /// The largest request body accepted (requests are a few paths and names).
 const MAX_BODY: u64 = 1 << 20;
 
 /// The routes, for the message of a 404 or 405.
 const ROUTES: &str = "GET /jobs, GET /jobs/{name}, POST /jobs/{name}/savepoint, POST /jobs/{name}/cancel, \
-                      POST /jobs/{name}/upgrade, POST /forks";
+                      POST /jobs/{name}/upgrade, POST /forks, GET /metrics";
 
 /// The control API of a running host, served on a background thread until
 /// it is stopped or dropped.
@@ -185,8 +185,12 @@ fn serve(plane: &dyn ControlPlane, mut request: Request) {
         },
         Err(reply) => reply,
     };
+    let content_type = match resolve(&path) {
+        Ok(Some((Route::Metrics, _))) if status == 200 => metrics::CONTENT_TYPE,
+        _ => "application/json",
+    };
     let mut response = Response::from_string(body).with_status_code(status);
-    response.add_header(Header::from_bytes(&b"Content-Type"[..], &b"application/json"[..]).expect("a valid header"));
+    response.add_header(Header::from_bytes(&b"Content-Type"[..], content_type.as_bytes()).expect("a valid header"));
     if status == 405
         && let Ok(Some((_, allow))) = resolve(&path)
     {
@@ -231,6 +235,7 @@ enum Route {
     Cancel(String),
     Upgrade(String),
     Fork,
+    Metrics,
 }
 
 /// Finds the route of a request, or the error reply (404, 405) for a path
@@ -261,6 +266,7 @@ fn resolve(path: &str) -> Result<Option<(Route, Method)>, (u16, String)> {
         ["jobs", job, "cancel"] => (Route::Cancel(name(job)?), Method::Post),
         ["jobs", job, "upgrade"] => (Route::Upgrade(name(job)?), Method::Post),
         ["forks"] => (Route::Fork, Method::Post),
+        ["metrics"] => (Route::Metrics, Method::Get),
         _ => return Ok(None),
     }))
 }
@@ -273,6 +279,7 @@ fn handle(plane: &dyn ControlPlane, method: &Method, path: &str, body: &[u8]) ->
     };
     match route {
         Route::Jobs => json(200, &plane.jobs()),
+        Route::Metrics => (200, metrics::prometheus(&plane.jobs())),
         Route::Job(job) => reply(plane.job(&job)),
         Route::Savepoint(job) => {
             // An empty body asks for the defaults.
@@ -444,8 +451,16 @@ mod tests {
         (server, plane)
     }
 
-    /// A raw request (for what ApiClient never sends): status and body.
+    /// A raw request (for what ApiClient never sends): status and body,
+    /// which must be JSON.
     fn raw(server: &ApiServer, method: &str, path: &str, body: &str) -> (u16, String) {
+        let (status, content_type, body) = raw_typed(server, method, path, body);
+        assert_eq!(content_type.as_deref(), Some("application/json"));
+        (status, body)
+    }
+
+    /// A raw request: status, content type and body.
+    fn raw_typed(server: &ApiServer, method: &str, path: &str, body: &str) -> (u16, Option<String>, String) {
         let agent: ureq::Agent =
             ureq::Agent::config_builder().http_status_as_error(false).proxy(None).build().into();
         let url = format!("http://{}{path}", server.addr());
@@ -456,8 +471,18 @@ mod tests {
         }
         .expect("the request is answered");
         let content_type = response.headers().get("content-type").map(|v| v.to_str().unwrap().to_owned());
-        assert_eq!(content_type.as_deref(), Some("application/json"));
-        (response.status().as_u16(), response.body_mut().read_to_string().unwrap())
+        (response.status().as_u16(), content_type, response.body_mut().read_to_string().unwrap())
+    }
+
+    #[test]
+    fn metrics_are_served_as_prometheus_text() {
+        let (server, _plane) = start(FakePlane::default());
+        let (status, content_type, body) = raw_typed(&server, "GET", "/metrics", "");
+        assert_eq!((status, content_type.as_deref()), (200, Some(metrics::CONTENT_TYPE)));
+        assert!(body.lines().any(|l| l.starts_with("weir_job_records_read_total{job=\"words\"} ")), "{body}");
+        assert_eq!(ApiClient::new(&server.addr().to_string()).metrics().unwrap(), body);
+        let (status, body) = raw(&server, "POST", "/metrics", "");
+        assert!(status == 405 && error_text(&body).contains("takes GET"), "{body}");
     }
 
     fn error_text(body: &str) -> String {
@@ -660,6 +685,7 @@ mod tests {
         assert_eq!(route(&Method::Get, "/jobs/a%20b"), Ok(Route::Job("a b".into())));
         assert_eq!(route(&Method::Post, "/jobs/x/savepoint"), Ok(Route::Savepoint("x".into())));
         assert_eq!(route(&Method::Post, "/forks"), Ok(Route::Fork));
+        assert_eq!(route(&Method::Get, "/metrics"), Ok(Route::Metrics));
         assert_eq!(route(&Method::Get, "/").unwrap_err().0, 404);
         assert_eq!(route(&Method::Get, "/jobs/%zz").unwrap_err().0, 400);
         assert_eq!(percent_decode("%E2%9C%93ok"), Some("✓ok".into()));

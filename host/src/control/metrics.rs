@@ -1,0 +1,185 @@
+//! The host's jobs as Prometheus metrics: `GET /metrics`, in the text
+//! exposition format (version 0.0.4), for the monitoring a platform team
+//! already runs — the figures of `GET /jobs`, one sample per line.
+//!
+//! Counters (`_total`) count from the start of a job's current run: a
+//! restart, an upgrade or a resumed process starts them again, which
+//! Prometheus's `rate()` and `increase()` take as a counter reset. Rates
+//! are left to the scraper. A node is labelled by `job`, `kind` (`source`,
+//! `operator`, `sink`) and `name`.
+
+use std::fmt::Write;
+
+use super::{JobInfo, NodeInfo};
+
+/// The `Content-Type` of the reply.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// A metric's name, type and help, and its samples (labels and value).
+struct Family {
+    name: &'static str,
+    kind: &'static str,
+    help: &'static str,
+    samples: Vec<(String, f64)>,
+}
+
+/// Every job's metrics, each family once with all jobs' samples.
+pub fn prometheus(jobs: &[JobInfo]) -> String {
+    let families = [
+        family("weir_job_status", "gauge", "1 for the job's status (running, upgrading, finished, failed, cancelled, stopped).", jobs, |job| {
+            vec![(format!("status=\"{}\"", escape(&job.status)), 1.0)]
+        }),
+        job_gauge("weir_job_uptime_seconds", "Seconds since the job's current run started.", jobs, |job| Some(job.uptime_s)),
+        job_counter("weir_job_records_read_total", "Records its sources have read.", jobs, |job| Some(job.read as f64)),
+        job_counter("weir_job_records_written_total", "Records its sinks have received.", jobs, |job| Some(job.written as f64)),
+        job_counter("weir_checkpoints_completed_total", "Checkpoints its current run has completed.", jobs, |job| {
+            Some(job.checkpoint.as_ref().map_or(0.0, |c| c.completed as f64))
+        }),
+        job_gauge("weir_checkpoint_last_id", "The number of the newest completed checkpoint.", jobs, |job| {
+            job.checkpoint.as_ref().map(|c| c.id as f64)
+        }),
+        job_gauge("weir_checkpoint_last_duration_seconds", "The newest checkpoint's time from trigger to manifest.", jobs, |job| {
+            job.checkpoint.as_ref().map(|c| c.stats.duration_ms / 1e3)
+        }),
+        job_gauge("weir_checkpoint_last_alignment_seconds", "The newest checkpoint's longest barrier alignment.", jobs, |job| {
+            job.checkpoint.as_ref().map(|c| c.stats.alignment_ms / 1e3)
+        }),
+        job_gauge("weir_checkpoint_last_sync_seconds", "The newest checkpoint's longest synchronous capture.", jobs, |job| {
+            job.checkpoint.as_ref().map(|c| c.stats.sync_ms / 1e3)
+        }),
+        job_gauge("weir_checkpoint_last_size_bytes", "The size of every file the newest checkpoint refers to.", jobs, |job| {
+            job.checkpoint.as_ref().map(|c| c.stats.size_bytes as f64)
+        }),
+        job_gauge("weir_checkpoint_last_written_bytes", "What the newest checkpoint wrote (the rest it shares).", jobs, |job| {
+            job.checkpoint.as_ref().map(|c| c.stats.written_bytes as f64)
+        }),
+        node_family("weir_node_subtasks", "gauge", "The node's parallel subtasks.", jobs, |n| f64::from(n.subtasks)),
+        node_family("weir_node_records_in_total", "counter", "Records the node's subtasks took in.", jobs, |n| n.records_in as f64),
+        node_family("weir_node_records_out_total", "counter", "Records the node's subtasks sent on.", jobs, |n| n.records_out as f64),
+        node_family(
+            "weir_node_backpressured_seconds_total",
+            "counter",
+            "Time the node's subtasks waited to send into full channels, summed.",
+            jobs,
+            |n| n.backpressured_ms / 1e3,
+        ),
+    ];
+    let mut out = String::new();
+    for family in families.iter().filter(|f| !f.samples.is_empty()) {
+        let _ = writeln!(out, "# HELP {} {}", family.name, family.help);
+        let _ = writeln!(out, "# TYPE {} {}", family.name, family.kind);
+        for (labels, value) in &family.samples {
+            let _ = writeln!(out, "{}{{{labels}}} {value}", family.name);
+        }
+    }
+    out
+}
+
+/// A family with a sample per job and the labels `labels` gives besides the job's.
+fn family(
+    name: &'static str,
+    kind: &'static str,
+    help: &'static str,
+    jobs: &[JobInfo],
+    samples: impl Fn(&JobInfo) -> Vec<(String, f64)>,
+) -> Family {
+    let samples = jobs
+        .iter()
+        .flat_map(|job| {
+            let job_label = format!("job=\"{}\"", escape(&job.name));
+            samples(job).into_iter().map(move |(labels, value)| {
+                (if labels.is_empty() { job_label.clone() } else { format!("{job_label},{labels}") }, value)
+            })
+        })
+        .collect();
+    Family { name, kind, help, samples }
+}
+
+fn job_gauge(name: &'static str, help: &'static str, jobs: &[JobInfo], value: impl Fn(&JobInfo) -> Option<f64>) -> Family {
+    family(name, "gauge", help, jobs, |job| value(job).map(|v| (String::new(), v)).into_iter().collect())
+}
+
+fn job_counter(name: &'static str, help: &'static str, jobs: &[JobInfo], value: impl Fn(&JobInfo) -> Option<f64>) -> Family {
+    Family { kind: "counter", ..job_gauge(name, help, jobs, value) }
+}
+
+/// A family with a sample per node of every job.
+fn node_family(
+    name: &'static str,
+    kind: &'static str,
+    help: &'static str,
+    jobs: &[JobInfo],
+    value: impl Fn(&NodeInfo) -> f64,
+) -> Family {
+    family(name, kind, help, jobs, |job| job.nodes.iter().map(|node| (node_labels(&node.node), value(node))).collect())
+}
+
+/// `kind="operator",name="count"` for the node "operator `count`".
+fn node_labels(node: &str) -> String {
+    let (kind, name) = node.split_once(' ').unwrap_or(("node", node));
+    format!("kind=\"{}\",name=\"{}\"", escape(kind), escape(name.trim_matches('`')))
+}
+
+/// A label value as the format quotes it.
+fn escape(value: &str) -> String {
+    value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint::{CheckpointStats, LatestCheckpoint};
+    use crate::control::Recent;
+
+    fn job(name: &str, checkpoint: Option<LatestCheckpoint>) -> JobInfo {
+        JobInfo {
+            name: name.into(),
+            status: "running".into(),
+            uptime_s: 12.5,
+            read: 1_000,
+            written: 990,
+            operators: Vec::new(),
+            checkpoint,
+            nodes: vec![NodeInfo {
+                node: "operator `count`".into(),
+                subtasks: 2,
+                records_in: 1_000,
+                records_out: 990,
+                backpressured_ms: 1_500.0,
+                recent: Recent::default(),
+            }],
+            error: None,
+        }
+    }
+
+    #[test]
+    fn each_family_is_typed_once_with_every_jobs_samples() {
+        let stats = CheckpointStats { duration_ms: 42.0, alignment_ms: 1.0, sync_ms: 3.0, size_bytes: 4096, written_bytes: 512 };
+        let text = prometheus(&[job("words", Some(LatestCheckpoint { id: 12, completed: 9, stats })), job("a\"b", None)]);
+        for line in [
+            "# TYPE weir_job_records_read_total counter",
+            "weir_job_records_read_total{job=\"words\"} 1000",
+            "weir_job_records_read_total{job=\"a\\\"b\"} 1000",
+            "weir_job_status{job=\"words\",status=\"running\"} 1",
+            "weir_checkpoints_completed_total{job=\"words\"} 9",
+            "weir_checkpoints_completed_total{job=\"a\\\"b\"} 0",
+            "weir_checkpoint_last_duration_seconds{job=\"words\"} 0.042",
+            "weir_checkpoint_last_size_bytes{job=\"words\"} 4096",
+            "weir_node_records_in_total{job=\"words\",kind=\"operator\",name=\"count\"} 1000",
+            "weir_node_backpressured_seconds_total{job=\"words\",kind=\"operator\",name=\"count\"} 1.5",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
+        }
+        assert_eq!(text.matches("# TYPE weir_job_uptime_seconds gauge").count(), 1);
+        assert!(!text.contains("weir_checkpoint_last_id{job=\"a"), "no checkpoint, no sample:\n{text}");
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let (_, value) = line.rsplit_once(' ').expect("name and value");
+            assert!(value.parse::<f64>().is_ok(), "{line}");
+        }
+    }
+
+    #[test]
+    fn no_jobs_no_samples() {
+        assert_eq!(prometheus(&[]), "");
+    }
+}
