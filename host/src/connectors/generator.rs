@@ -78,7 +78,7 @@ impl Generator {
 
     /// A subtask that reads the `restored` splits, in order, each from where
     /// it was, at its splits' share of the rate.
-    pub fn resume(config: GeneratorConfig, restored: RestoredSplits) -> Self {
+    pub fn from_splits(config: GeneratorConfig, restored: RestoredSplits) -> Self {
         let mut generator = Generator::new(config, 0, 1);
         let share = restored.splits.len() as f64 / restored.of.max(1) as f64;
         generator.pace = Pace::new(config.rate.map(|rate| rate * share));
@@ -398,7 +398,7 @@ mod tests {
             let mut all = seen.clone();
             for subtask in 0..parallelism {
                 let mine = super::super::assign_splits(splits.clone(), subtask, parallelism);
-                all.extend(drain(&mut Generator::resume(config(20), mine)).into_iter().map(|e| e.1));
+                all.extend(drain(&mut Generator::from_splits(config(20), mine)).into_iter().map(|e| e.1));
             }
             all.sort_by_key(|v| v.parse::<u64>().unwrap());
             assert_eq!(all, (0..20).map(|i| i.to_string()).collect::<Vec<_>>(), "at parallelism {parallelism}");

@@ -167,7 +167,7 @@ pub fn open_source(
                 speed: *speed,
             };
             match restored {
-                Some(restored) => Box::new(Generator::resume(config, restored)),
+                Some(restored) => Box::new(Generator::from_splits(config, restored)),
                 None => Box::new(Generator::new(config, subtask, parallelism)),
             }
         }
