@@ -2,7 +2,6 @@
 //! so that handing a batch to a plugin and taking its output back are moves.
 
 use super::KeyNumbering;
-use super::key_numbering::PREFETCH_AHEAD;
 
 /// The wire value for "no event timestamp".
 pub const NO_TIMESTAMP: i64 = i64::MIN;
@@ -185,13 +184,8 @@ impl RecordBatch {
     /// whole (`numbering` lends its table).
     pub fn number_keys(&mut self, numbering: &mut KeyNumbering) {
         self.keys.hashes = (0..self.len()).map(|i| crate::state::key_hash(self.key(i))).collect();
-        let slots = (0..self.len()).map(|i| {
-            if let Some(&ahead) = self.keys.hashes.get(i + PREFETCH_AHEAD) {
-                numbering.prefetch(ahead);
-            }
-            numbering.slot(self, i, self.keys.hashes[i])
-        });
-        self.keys.slots = slots.collect();
+        let slots = (0..self.len()).map(|i| numbering.slot(self, i, self.keys.hashes[i])).collect();
+        self.keys.slots = slots;
     }
 
     /// Each event's key slot, if the batch came with them.
