@@ -222,7 +222,9 @@ fn nodes_table(job: &JobInfo) -> String {
         ]
     });
     let table = table(header, [false, true, true, true, true, true, true], rows);
-    format!("\n{table}(IN/S, OUT/S and HELD BACK over the last {})\n", duration(first.recent.seconds))
+    let span = duration(first.recent.seconds);
+    let span = if matches!(job.status.as_str(), "running" | "upgrading") { format!("the last {span}") } else { format!("its run, {span}") };
+    format!("\n{table}(IN/S, OUT/S and HELD BACK over {span})\n")
 }
 
 /// Lines of cells in columns as wide as their widest, right-aligned where
@@ -438,6 +440,8 @@ mod tests {
              sink `out`               1  400    0    80      0        0 %\n\
              (IN/S, OUT/S and HELD BACK over the last 5.0s)\n"
         );
+        let finished = nodes_table(&JobInfo { status: "finished".into(), ..job.clone() });
+        assert!(finished.ends_with("(IN/S, OUT/S and HELD BACK over its run, 5.0s)\n"), "{finished}");
         assert_eq!(nodes_table(&JobInfo { nodes: Vec::new(), ..job }), "", "a job that has not started has none");
     }
 

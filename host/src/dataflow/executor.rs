@@ -16,7 +16,7 @@ use tracing::{error, info, warn};
 
 use super::CHANNEL_CAPACITY;
 use super::alignment::JobAlignment;
-use super::figures::{Sampler, node_figures, records_read, records_written};
+use super::figures::{Sampler, node_figures_of_run, records_read, records_written};
 use super::channel::{Cancel, ChainedOperator, Envelope, Outputs, Route};
 use super::native::{NATIVE_PREFIX, native_operator};
 use super::operator::OperatorLogic;
@@ -139,9 +139,10 @@ impl JobSummary {
         records_written(&self.tasks)
     }
 
-    /// The figures of each source, operator and sink.
+    /// The figures of each source, operator and sink, with their rates
+    /// over the (last) run.
     pub fn nodes(&self) -> Vec<NodeInfo> {
-        node_figures(&self.tasks)
+        node_figures_of_run(&self.tasks, self.duration.as_secs_f64())
     }
 }
 

@@ -46,6 +46,16 @@ pub(super) fn node_figures(tasks: &[TaskSummary]) -> Vec<NodeInfo> {
     nodes
 }
 
+/// [`node_figures`], each node's rates taken over the whole run, `seconds`
+/// long: for a job that has ended.
+pub(super) fn node_figures_of_run(tasks: &[TaskSummary], seconds: f64) -> Vec<NodeInfo> {
+    let mut nodes = node_figures(tasks);
+    for node in &mut nodes {
+        node.recent = rates(node, None, seconds);
+    }
+    nodes
+}
+
 /// `now`'s rates since `before` (the same node, earlier; `None`: at the
 /// start), `seconds` apart. A counter that went back (a restarted job's
 /// fresh subtasks) counts as having started at zero.
@@ -115,12 +125,10 @@ impl Sampler {
     /// `tasks`' node figures, each with its rates over the last interval
     /// sampled — or, before the first, since the start.
     pub fn nodes(&self, tasks: &[TaskSummary]) -> Vec<NodeInfo> {
+        let Some(recent) = &self.recent else { return node_figures_of_run(tasks, self.at.elapsed().as_secs_f64()) };
         let mut nodes = node_figures(tasks);
         for node in &mut nodes {
-            node.recent = match &self.recent {
-                Some(recent) => recent.iter().find(|(name, _)| *name == node.node).map(|(_, r)| *r).unwrap_or_default(),
-                None => rates(node, None, self.at.elapsed().as_secs_f64()),
-            };
+            node.recent = recent.iter().find(|(name, _)| *name == node.node).map(|(_, r)| *r).unwrap_or_default();
         }
         nodes
     }
@@ -173,6 +181,13 @@ mod tests {
         assert_eq!((node.records_out, node.backpressured_ms), (4_000, 1_000.0), "totals stay totals");
         assert!((node.recent.records_out_per_s - 1_000.0).abs() < 50.0, "{:?}", node.recent);
         assert_eq!(node.recent.backpressured_ms_per_s, 0.0, "held back before, not in the last interval");
+    }
+
+    #[test]
+    fn an_ended_runs_rates_are_over_the_whole_run() {
+        let tasks = [task("sink `out`", Role::Sink, 0, 3_000, 0, 0.0)];
+        let node = &node_figures_of_run(&tasks, 1.5)[0];
+        assert_eq!((node.records_in, node.recent.seconds, node.recent.records_in_per_s), (3_000, 1.5, 2_000.0));
     }
 
     #[test]
