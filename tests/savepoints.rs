@@ -127,17 +127,21 @@ fn a_hot_upgrade_mid_stream_loses_and_repeats_nothing() {
     let detail = host.weir(&["jobs", "counts"]).success().stdout();
     let count = detail.lines().find(|l| l.starts_with("operator `count`")).unwrap_or_else(|| panic!("{detail}"));
     let records_in: u64 = count.split_whitespace().nth(3).and_then(|n| n.parse().ok()).unwrap_or(0);
-    assert!(records_in > 0 && count.ends_with('%'), "the operator's records and time held back: {detail}");
+    assert!(records_in > 0 && count.contains(" %"), "the operator's records and time held back: {detail}");
     let in_per_s: f64 = count.split_whitespace().nth(5).and_then(|n| n.parse().ok()).unwrap_or(0.0);
     assert!(in_per_s > 0.0 && detail.contains("over the last"), "the operator's recent rate: {detail}");
+    let skew: f64 = count.split_whitespace().last().and_then(|n| n.parse().ok()).unwrap_or(0.0);
+    assert!(detail.contains("SKEW") && (1.0..2.0).contains(&skew), "its busiest subtask against the mean: {detail}");
     // The same for Prometheus, at GET /metrics.
     let metrics = weir::control::client::ApiClient::new(&host.api).metrics().unwrap();
-    let sample = |name: &str| -> f64 {
-        let line = metrics.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("{name} in\n{metrics}"));
-        line.rsplit_once(' ').and_then(|(_, v)| v.parse().ok()).unwrap_or_else(|| panic!("{line}"))
+    // The samples whose name and labels start so, summed (one per subtask).
+    let sum = |prefix: &str| -> f64 {
+        let values = metrics.lines().filter(|l| l.starts_with(prefix)).map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()));
+        values.map(|v| v.unwrap_or_else(|| panic!("a value after {prefix}"))).sum()
     };
-    assert!(sample("weir_checkpoints_completed_total{job=\"counts\"}") >= 1.0, "{metrics}");
-    assert!(sample("weir_node_records_in_total{job=\"counts\",kind=\"operator\",name=\"count\"}") > 0.0, "{metrics}");
+    assert!(sum("weir_checkpoints_completed_total{job=\"counts\"}") >= 1.0, "{metrics}");
+    let operator = "weir_node_records_in_total{job=\"counts\",kind=\"operator\",name=\"count\",subtask=";
+    assert!(sum(operator) > 0.0 && metrics.matches(operator).count() == 2, "the operator's 2 subtasks: {metrics}");
     let reply = host.weir(&["upgrade", "counts", "--operator", "count", "--plugin", v2.to_str().unwrap()]).success().stdout();
     assert!(reply.contains("upgraded operator `count` of job `counts`") && reply.contains("downtime"), "{reply}");
     let jobs = host.weir(&["jobs"]).success().stdout();

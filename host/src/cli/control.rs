@@ -205,10 +205,11 @@ fn jobs_table(jobs: &[JobInfo]) -> String {
 
 /// A job's sources, operators and sinks: records in and out in all, then
 /// over the last few seconds their rates and the share of their subtasks'
-/// time spent held back by full channels.
+/// time spent held back by full channels, and how far the busiest
+/// subtask is above the mean (skewed keys).
 fn nodes_table(job: &JobInfo) -> String {
     let Some(first) = job.nodes.first() else { return String::new() };
-    let header = ["NODE", "SUBTASKS", "IN", "OUT", "IN/S", "OUT/S", "HELD BACK"];
+    let header = ["NODE", "SUBTASKS", "IN", "OUT", "IN/S", "OUT/S", "HELD BACK", "SKEW"];
     let rows = job.nodes.iter().map(|node| {
         let recent = &node.recent;
         [
@@ -219,9 +220,10 @@ fn nodes_table(job: &JobInfo) -> String {
             format!("{:.0}", recent.records_in_per_s),
             format!("{:.0}", recent.records_out_per_s),
             format!("{:.0} %", recent.backpressured_ms_per_s / 10.0),
+            format!("{:.2}", node.skew()),
         ]
     });
-    let table = table(header, [false, true, true, true, true, true, true], rows);
+    let table = table(header, [false, true, true, true, true, true, true, true], rows);
     let span = duration(first.recent.seconds);
     let span = if matches!(job.status.as_str(), "running" | "upgrading") { format!("the last {span}") } else { format!("its run, {span}") };
     format!("\n{table}(IN/S, OUT/S and HELD BACK over {span})\n")
@@ -371,7 +373,7 @@ fn bytes(n: u64) -> String {
 #[cfg(test)]
 mod tests {
     use weir::checkpoint::CheckpointStats;
-    use weir::control::{NodeInfo, OperatorInfo, Recent};
+    use weir::control::{NodeInfo, OperatorInfo, Recent, SubtaskInfo};
 
     use super::*;
 
@@ -415,6 +417,9 @@ mod tests {
             records_out,
             backpressured_ms: 1_000.0,
             recent: Recent { seconds: 5.0, records_in_per_s: per_s[0], records_out_per_s: per_s[1], backpressured_ms_per_s: per_s[2] },
+            by_subtask: (0..subtasks)
+                .map(|subtask| SubtaskInfo { subtask, records_in: records_in * u64::from(subtask + 1), ..SubtaskInfo::default() })
+                .collect(),
         };
         let job = JobInfo {
             name: "counts".into(),
@@ -434,10 +439,10 @@ mod tests {
         assert_eq!(
             nodes_table(&job),
             "\n\
-             NODE              SUBTASKS   IN  OUT  IN/S  OUT/S  HELD BACK\n\
-             source `gen`             2    0  500     0    100       75 %\n\
-             operator `count`         2  450  420    90     84       10 %\n\
-             sink `out`               1  400    0    80      0        0 %\n\
+             NODE              SUBTASKS   IN  OUT  IN/S  OUT/S  HELD BACK  SKEW\n\
+             source `gen`             2    0  500     0    100       75 %  1.00\n\
+             operator `count`         2  450  420    90     84       10 %  1.33\n\
+             sink `out`               1  400    0    80      0        0 %  1.00\n\
              (IN/S, OUT/S and HELD BACK over the last 5.0s)\n"
         );
         let finished = nodes_table(&JobInfo { status: "finished".into(), ..job.clone() });

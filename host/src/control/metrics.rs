@@ -6,11 +6,13 @@
 //! restart, an upgrade or a resumed process starts them again, which
 //! Prometheus's `rate()` and `increase()` take as a counter reset. Rates
 //! are left to the scraper. A node is labelled by `job`, `kind` (`source`,
-//! `operator`, `sink`) and `name`.
+//! `operator`, `sink`) and `name`, and its records and time held back are
+//! counted per subtask (label `subtask`): `sum by (job, kind, name)` gives
+//! the node's, and one subtask far above the others shows skewed keys.
 
 use std::fmt::Write;
 
-use super::{JobInfo, NodeInfo};
+use super::{JobInfo, NodeInfo, SubtaskInfo};
 
 /// The `Content-Type` of the reply.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -54,14 +56,13 @@ pub fn prometheus(jobs: &[JobInfo]) -> String {
             job.checkpoint.as_ref().map(|c| c.stats.written_bytes as f64)
         }),
         node_family("weir_node_subtasks", "gauge", "The node's parallel subtasks.", jobs, |n| f64::from(n.subtasks)),
-        node_family("weir_node_records_in_total", "counter", "Records the node's subtasks took in.", jobs, |n| n.records_in as f64),
-        node_family("weir_node_records_out_total", "counter", "Records the node's subtasks sent on.", jobs, |n| n.records_out as f64),
-        node_family(
+        subtask_family("weir_node_records_in_total", "Records a subtask of the node took in.", jobs, |s| s.records_in as f64),
+        subtask_family("weir_node_records_out_total", "Records a subtask of the node sent on.", jobs, |s| s.records_out as f64),
+        subtask_family(
             "weir_node_backpressured_seconds_total",
-            "counter",
-            "Time the node's subtasks waited to send into full channels, summed.",
+            "Time a subtask of the node waited to send into full channels.",
             jobs,
-            |n| n.backpressured_ms / 1e3,
+            |s| s.backpressured_ms / 1e3,
         ),
     ];
     let mut out = String::new();
@@ -114,6 +115,18 @@ fn node_family(
     family(name, kind, help, jobs, |job| job.nodes.iter().map(|node| (node_labels(&node.node), value(node))).collect())
 }
 
+/// A counter with a sample per subtask of every node of every job.
+fn subtask_family(name: &'static str, help: &'static str, jobs: &[JobInfo], value: impl Fn(&SubtaskInfo) -> f64) -> Family {
+    family(name, "counter", help, jobs, |job| {
+        let mut samples = Vec::new();
+        for node in &job.nodes {
+            let labels = node_labels(&node.node);
+            samples.extend(node.by_subtask.iter().map(|s| (format!("{labels},subtask=\"{}\"", s.subtask), value(s))));
+        }
+        samples
+    })
+}
+
 /// `kind="operator",name="count"` for the node "operator `count`".
 fn node_labels(node: &str) -> String {
     let (kind, name) = node.split_once(' ').unwrap_or(("node", node));
@@ -147,6 +160,10 @@ mod tests {
                 records_out: 990,
                 backpressured_ms: 1_500.0,
                 recent: Recent::default(),
+                by_subtask: vec![
+                    SubtaskInfo { subtask: 0, records_in: 600, records_out: 590, backpressured_ms: 1_000.0 },
+                    SubtaskInfo { subtask: 1, records_in: 400, records_out: 400, backpressured_ms: 500.0 },
+                ],
             }],
             error: None,
         }
@@ -165,8 +182,10 @@ mod tests {
             "weir_checkpoints_completed_total{job=\"a\\\"b\"} 0",
             "weir_checkpoint_last_duration_seconds{job=\"words\"} 0.042",
             "weir_checkpoint_last_size_bytes{job=\"words\"} 4096",
-            "weir_node_records_in_total{job=\"words\",kind=\"operator\",name=\"count\"} 1000",
-            "weir_node_backpressured_seconds_total{job=\"words\",kind=\"operator\",name=\"count\"} 1.5",
+            "weir_node_subtasks{job=\"words\",kind=\"operator\",name=\"count\"} 2",
+            "weir_node_records_in_total{job=\"words\",kind=\"operator\",name=\"count\",subtask=\"0\"} 600",
+            "weir_node_records_in_total{job=\"words\",kind=\"operator\",name=\"count\",subtask=\"1\"} 400",
+            "weir_node_backpressured_seconds_total{job=\"words\",kind=\"operator\",name=\"count\",subtask=\"1\"} 0.5",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
         }

@@ -47,6 +47,31 @@ pub struct NodeInfo {
     /// The same over the last few seconds, as rates.
     #[serde(default)]
     pub recent: Recent,
+    /// Each subtask's part of the totals, by subtask index.
+    #[serde(default)]
+    pub by_subtask: Vec<SubtaskInfo>,
+}
+
+impl NodeInfo {
+    /// How far its busiest subtask is above the average: the largest
+    /// subtask's records (in, or out for a source) over the mean, 1 when
+    /// even. Well above 1 behind a key-by edge, the keys are skewed: a few
+    /// hot keys load one subtask while the others idle.
+    pub fn skew(&self) -> f64 {
+        let records = |s: &SubtaskInfo| if self.node.starts_with("source ") { s.records_out } else { s.records_in };
+        let total: u64 = self.by_subtask.iter().map(records).sum();
+        let busiest = self.by_subtask.iter().map(records).max().unwrap_or(0);
+        if total == 0 { 1.0 } else { busiest as f64 * self.by_subtask.len() as f64 / total as f64 }
+    }
+}
+
+/// One subtask's figures (see [`NodeInfo`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SubtaskInfo {
+    pub subtask: u32,
+    pub records_in: u64,
+    pub records_out: u64,
+    pub backpressured_ms: f64,
 }
 
 /// A node's rates over the last few seconds: between the job's last two

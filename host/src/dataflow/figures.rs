@@ -14,7 +14,7 @@
 use std::time::Instant;
 
 use super::{Role, TaskSummary};
-use crate::control::{NodeInfo, Recent};
+use crate::control::{NodeInfo, Recent, SubtaskInfo};
 
 /// Records produced by the sources of `tasks`.
 pub(super) fn records_read(tasks: &[TaskSummary]) -> u64 {
@@ -42,6 +42,15 @@ pub(super) fn node_figures(tasks: &[TaskSummary]) -> Vec<NodeInfo> {
         node.records_in += task.records_in;
         node.records_out += task.records_out;
         node.backpressured_ms += task.backpressured_ms;
+        node.by_subtask.push(SubtaskInfo {
+            subtask: task.subtask,
+            records_in: task.records_in,
+            records_out: task.records_out,
+            backpressured_ms: task.backpressured_ms,
+        });
+    }
+    for node in &mut nodes {
+        node.by_subtask.sort_by_key(|s| s.subtask);
     }
     nodes
 }
@@ -155,6 +164,10 @@ mod tests {
         let names: Vec<&str> = nodes.iter().map(|n| n.node.as_str()).collect();
         assert_eq!(names, ["source `gen`", "operator `count`", "sink `out`"]);
         assert_eq!((nodes[0].subtasks, nodes[0].records_out, nodes[0].backpressured_ms), (2, 500, 40.0));
+        let parts: Vec<(u32, u64)> = nodes[0].by_subtask.iter().map(|s| (s.subtask, s.records_out)).collect();
+        assert_eq!(parts, [(0, 300), (1, 200)]);
+        assert_eq!(nodes[0].skew(), 1.2, "the busier source subtask read 300 of 500");
+        assert_eq!(nodes[2].skew(), 1.0, "one subtask is never skewed");
     }
 
     #[test]
