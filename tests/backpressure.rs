@@ -81,7 +81,56 @@ rate = 20000
     }
     let sink = recent("sink `slow`");
     assert!(sink.backpressured_ms_per_s == 0.0 && (5_000.0..40_000.0).contains(&sink.records_in_per_s), "{sink:?}");
+    // The sink, the bottleneck, always has records waiting: never idle.
+    assert!(sink.idle_ms_per_s < 200.0, "{sink:?}");
 
     running.cancel();
     assert!(matches!(running.wait(), Err(RunError::Cancelled)));
+}
+
+/// The other way round: a slow source leaves everything downstream of it
+/// idle most of the time, and the source itself waits on its rate.
+#[test]
+fn a_slow_source_leaves_its_operator_and_sink_idle() {
+    let dir = JobDir::new();
+    let job = dir.write(
+        "job.toml",
+        &format!(
+            r#"
+name = "idle"
+parallelism = 2
+
+[[source]]
+name = "gen"
+type = "generator"
+rate = 5000
+
+[[operator]]
+uid = "count"
+plugin = {plugin}
+inputs = ["gen"]
+key_by = true
+
+[[sink]]
+name = "out"
+type = "discard"
+input = "count"
+"#,
+            plugin = toml_path(&plugin("word-count"))
+        ),
+    );
+    let graph = job::load(&job, Overrides::default()).unwrap();
+    let engine = PluginEngine::new().unwrap();
+    let running = dataflow::start_job(&graph, &engine).unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let progress = running.progress();
+    running.cancel();
+    assert!(matches!(running.wait(), Err(RunError::Cancelled)));
+    assert!(progress.written > 0, "{progress:?}");
+    for node in &progress.nodes {
+        eprintln!("{}: {:?}", node.node, node.recent);
+        let recent = node.recent;
+        assert!(recent.idle_ms_per_s > 500.0 && recent.backpressured_ms_per_s < 100.0, "{}: {recent:?}", node.node);
+        assert!(recent.busy_ms_per_s() < 500.0, "{}: {recent:?}", node.node);
+    }
 }

@@ -64,6 +64,12 @@ pub fn prometheus(jobs: &[JobInfo]) -> String {
             jobs,
             |s| s.backpressured_ms / 1e3,
         ),
+        subtask_family(
+            "weir_node_idle_seconds_total",
+            "Time a subtask of the node had nothing to do (an empty inbox, nothing to read yet).",
+            jobs,
+            |s| s.idle_ms / 1e3,
+        ),
     ];
     let mut out = String::new();
     for family in families.iter().filter(|f| !f.samples.is_empty()) {
@@ -159,10 +165,11 @@ mod tests {
                 records_in: 1_000,
                 records_out: 990,
                 backpressured_ms: 1_500.0,
+                idle_ms: 250.0,
                 recent: Recent::default(),
                 by_subtask: vec![
-                    SubtaskInfo { subtask: 0, records_in: 600, records_out: 590, backpressured_ms: 1_000.0 },
-                    SubtaskInfo { subtask: 1, records_in: 400, records_out: 400, backpressured_ms: 500.0 },
+                    SubtaskInfo { subtask: 0, records_in: 600, records_out: 590, backpressured_ms: 1_000.0, idle_ms: 0.0 },
+                    SubtaskInfo { subtask: 1, records_in: 400, records_out: 400, backpressured_ms: 500.0, idle_ms: 250.0 },
                 ],
             }],
             error: None,
@@ -186,6 +193,7 @@ mod tests {
             "weir_node_records_in_total{job=\"words\",kind=\"operator\",name=\"count\",subtask=\"0\"} 600",
             "weir_node_records_in_total{job=\"words\",kind=\"operator\",name=\"count\",subtask=\"1\"} 400",
             "weir_node_backpressured_seconds_total{job=\"words\",kind=\"operator\",name=\"count\",subtask=\"1\"} 0.5",
+            "weir_node_idle_seconds_total{job=\"words\",kind=\"operator\",name=\"count\",subtask=\"1\"} 0.25",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
         }

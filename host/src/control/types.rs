@@ -44,6 +44,11 @@ pub struct NodeInfo {
     /// (up to `subtasks` × the uptime): a high share of the uptime says
     /// something downstream is the bottleneck.
     pub backpressured_ms: f64,
+    /// Time its subtasks spent with nothing to do (an empty inbox, or for a
+    /// source nothing to read yet), summed. The rest of their time they
+    /// were busy.
+    #[serde(default)]
+    pub idle_ms: f64,
     /// The same over the last few seconds, as rates.
     #[serde(default)]
     pub recent: Recent,
@@ -72,6 +77,8 @@ pub struct SubtaskInfo {
     pub records_in: u64,
     pub records_out: u64,
     pub backpressured_ms: f64,
+    #[serde(default)]
+    pub idle_ms: f64,
 }
 
 /// A node's rates over the last few seconds: between the job's last two
@@ -86,6 +93,18 @@ pub struct Recent {
     /// full channels, on average (0 to 1000; Flink's
     /// `backPressuredTimeMsPerSecond`).
     pub backpressured_ms_per_s: f64,
+    /// Milliseconds per second they had nothing to do (Flink's
+    /// `idleTimeMsPerSecond`).
+    #[serde(default)]
+    pub idle_ms_per_s: f64,
+}
+
+impl Recent {
+    /// Milliseconds per second its subtasks worked: neither held back nor
+    /// idle (Flink's `busyTimeMsPerSecond`).
+    pub fn busy_ms_per_s(&self) -> f64 {
+        (1e3 - self.backpressured_ms_per_s - self.idle_ms_per_s).clamp(0.0, 1e3)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -78,11 +78,13 @@ fn send(target: &Sender<Envelope>, envelope: Envelope, cancel: &Cancel, metrics:
 /// Receives the next message; before waiting on an empty inbox, flushes the
 /// task's partial output batches so that records never sit idle. Returns
 /// `None` once `wake_at` (ms since the epoch) has come without a message.
+/// The wait on an empty inbox is counted as idle time in `metrics`.
 pub fn receive(
     inbox: &Receiver<Envelope>,
     outputs: &mut Outputs,
     cancel: &Cancel,
     wake_at: Option<i64>,
+    metrics: &TaskMetrics,
 ) -> Result<Option<Envelope>, TaskError> {
     if cancel.is_cancelled() {
         return Err(TaskError::Stopped);
@@ -92,6 +94,14 @@ pub fn receive(
         Err(TryRecvError::Empty) => outputs.flush(cancel)?,
         Err(TryRecvError::Disconnected) => return Err(TaskError::Stopped),
     }
+    let idle = Instant::now();
+    let received = wait_for_message(inbox, cancel, wake_at);
+    metrics.count_idle(idle.elapsed());
+    received
+}
+
+/// Waits on an empty inbox for a message, until `wake_at` or cancellation.
+fn wait_for_message(inbox: &Receiver<Envelope>, cancel: &Cancel, wake_at: Option<i64>) -> Result<Option<Envelope>, TaskError> {
     loop {
         let wait = match wake_at {
             Some(at) => {

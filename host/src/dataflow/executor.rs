@@ -106,6 +106,8 @@ pub struct TaskSummary {
     pub records_out: u64,
     /// Time spent waiting to send into full channels.
     pub backpressured_ms: f64,
+    /// Time spent with nothing to do (see [`TaskMetrics`]).
+    pub idle_ms: f64,
 }
 
 /// Figures of a finished job.
@@ -178,6 +180,7 @@ impl Subtask {
             records_in: metrics.records_in.load(Ordering::Relaxed),
             records_out: metrics.records_out.load(Ordering::Relaxed),
             backpressured_ms: metrics.backpressured_ns.load(Ordering::Relaxed) as f64 / 1e6,
+            idle_ms: metrics.idle_ns.load(Ordering::Relaxed) as f64 / 1e6,
         }
     }
 }

@@ -42,11 +42,13 @@ pub(super) fn node_figures(tasks: &[TaskSummary]) -> Vec<NodeInfo> {
         node.records_in += task.records_in;
         node.records_out += task.records_out;
         node.backpressured_ms += task.backpressured_ms;
+        node.idle_ms += task.idle_ms;
         node.by_subtask.push(SubtaskInfo {
             subtask: task.subtask,
             records_in: task.records_in,
             records_out: task.records_out,
             backpressured_ms: task.backpressured_ms,
+            idle_ms: task.idle_ms,
         });
     }
     for node in &mut nodes {
@@ -71,13 +73,15 @@ pub(super) fn node_figures_of_run(tasks: &[TaskSummary], seconds: f64) -> Vec<No
 fn rates(now: &NodeInfo, before: Option<&NodeInfo>, seconds: f64) -> Recent {
     let seconds = seconds.max(1e-3);
     let delta = |now: f64, before: f64| if now >= before { now - before } else { now };
-    let (records_in, records_out, held_ms) =
-        before.map_or((0.0, 0.0, 0.0), |b| (b.records_in as f64, b.records_out as f64, b.backpressured_ms));
+    let (records_in, records_out, held_ms, idle_ms) =
+        before.map_or((0.0, 0.0, 0.0, 0.0), |b| (b.records_in as f64, b.records_out as f64, b.backpressured_ms, b.idle_ms));
+    let per_subtask_second = |ms: f64| (ms / seconds / f64::from(now.subtasks.max(1))).min(1e3);
     Recent {
         seconds,
         records_in_per_s: delta(now.records_in as f64, records_in) / seconds,
         records_out_per_s: delta(now.records_out as f64, records_out) / seconds,
-        backpressured_ms_per_s: (delta(now.backpressured_ms, held_ms) / seconds / f64::from(now.subtasks.max(1))).min(1e3),
+        backpressured_ms_per_s: per_subtask_second(delta(now.backpressured_ms, held_ms)),
+        idle_ms_per_s: per_subtask_second(delta(now.idle_ms, idle_ms)),
     }
 }
 
@@ -148,7 +152,7 @@ mod tests {
     use super::*;
 
     fn task(node: &str, role: Role, subtask: u32, records_in: u64, records_out: u64, backpressured_ms: f64) -> TaskSummary {
-        TaskSummary { node: node.into(), role, subtask, records_in, records_out, backpressured_ms }
+        TaskSummary { node: node.into(), role, subtask, records_in, records_out, backpressured_ms, idle_ms: 0.0 }
     }
 
     #[test]
@@ -201,6 +205,14 @@ mod tests {
         let tasks = [task("sink `out`", Role::Sink, 0, 3_000, 0, 0.0)];
         let node = &node_figures_of_run(&tasks, 1.5)[0];
         assert_eq!((node.records_in, node.recent.seconds, node.recent.records_in_per_s), (3_000, 1.5, 2_000.0));
+    }
+
+    #[test]
+    fn subtasks_are_busy_when_neither_held_back_nor_idle() {
+        let before = NodeInfo { node: "n".into(), subtasks: 2, backpressured_ms: 100.0, idle_ms: 100.0, ..NodeInfo::default() };
+        let now = NodeInfo { backpressured_ms: 500.0, idle_ms: 1_300.0, ..before.clone() };
+        let recent = rates(&now, Some(&before), 2.0);
+        assert_eq!((recent.backpressured_ms_per_s, recent.idle_ms_per_s, recent.busy_ms_per_s()), (100.0, 300.0, 600.0));
     }
 
     #[test]

@@ -48,11 +48,18 @@ pub struct TaskMetrics {
     pub records_out: AtomicU64,
     /// Time spent waiting to send into full channels (backpressure), ns.
     pub backpressured_ns: AtomicU64,
+    /// Time spent with nothing to do, ns: an empty inbox, or a source with
+    /// nothing to read yet (its rate, its broker, its alignment group).
+    pub idle_ns: AtomicU64,
 }
 
 impl TaskMetrics {
     pub fn count_backpressure(&self, waited: Duration) {
         self.backpressured_ns.fetch_add(waited.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    pub fn count_idle(&self, waited: Duration) {
+        self.idle_ns.fetch_add(waited.as_nanos() as u64, Ordering::Relaxed);
     }
 
     pub fn count_in(&self, n: usize) {
@@ -85,7 +92,7 @@ impl TaskContext {
     ) -> Result<Option<Envelope>, TaskError> {
         match aligner.replayed() {
             Some(envelope) => Ok(Some(envelope)),
-            None => receive(inbox, &mut self.outputs, &self.cancel, wake_at),
+            None => receive(inbox, &mut self.outputs, &self.cancel, wake_at, &self.metrics),
         }
     }
 }
@@ -134,7 +141,9 @@ pub fn run_source(
                 if first || last_flush.elapsed() >= SOURCE_FLUSH_INTERVAL {
                     flush_partial(&mut ctx, &mut last_flush)?;
                 }
+                let waited = Instant::now();
                 std::thread::sleep(ALIGNMENT_WAIT);
+                ctx.metrics.count_idle(waited.elapsed());
                 continue;
             }
             Gate::ReadAgain => {
@@ -144,7 +153,12 @@ pub fn run_source(
             }
         }
         let mut batch = RecordBatch::with_capacity(BATCH_SIZE, 16 * BATCH_SIZE);
+        let polled = Instant::now();
         let poll = source.poll(&mut batch, BATCH_SIZE)?;
+        if batch.is_empty() && poll == Poll::Ready {
+            // Nothing to read yet: the poll waited on the rate or the broker.
+            ctx.metrics.count_idle(polled.elapsed());
+        }
         let signal = source.split_watermarks().unwrap_or_else(|| watermarks.observe(&batch));
         if !batch.is_empty() {
             ctx.metrics.count_out(batch.len());
