@@ -7,13 +7,15 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{JobDir, plugin, toml_path};
-use weir::dataflow::{BATCH_SIZE, CHANNEL_CAPACITY, RunError};
+use weir::dataflow::{BATCH_SIZE, CHANNEL_CAPACITY, RunError, RunningJob};
 use weir::job::{self, Overrides};
 use weir::{PluginEngine, dataflow};
 
-#[test]
-fn a_slow_sink_slows_the_sources_and_keeps_records_in_flight_bounded() {
-    let dir = JobDir::new();
+/// Starts a generator (unbounded; at `source_rate` if given) into
+/// `word-count` keyed at parallelism 2, into a discard sink `sink` (at
+/// `sink_rate` if given).
+fn start_count_job(dir: &JobDir, source_rate: Option<u32>, sink: &str, sink_rate: Option<u32>) -> RunningJob {
+    let rate = |rate: Option<u32>| rate.map(|r| format!("rate = {r}")).unwrap_or_default();
     let job = dir.write(
         "job.toml",
         &format!(
@@ -23,7 +25,8 @@ parallelism = 2
 
 [[source]]
 name = "gen"
-type = "generator"    # unbounded, as fast as it is allowed
+type = "generator"
+{source_rate}
 
 [[operator]]
 uid = "count"
@@ -32,17 +35,25 @@ inputs = ["gen"]
 key_by = true
 
 [[sink]]
-name = "slow"
+name = "{sink}"
 type = "discard"
 input = "count"
-rate = 20000
+{sink_rate}
 "#,
+            source_rate = rate(source_rate),
+            sink_rate = rate(sink_rate),
             plugin = toml_path(&plugin("word-count"))
         ),
     );
     let graph = job::load(&job, Overrides::default()).unwrap();
     let engine = PluginEngine::new().unwrap();
-    let running = dataflow::start_job(&graph, &engine).unwrap();
+    dataflow::start_job(&graph, &engine).unwrap()
+}
+
+#[test]
+fn a_slow_sink_slows_the_sources_and_keeps_records_in_flight_bounded() {
+    let dir = JobDir::new();
+    let running = start_count_job(&dir, None, "slow", Some(20_000));
 
     // What can be in flight: the inboxes of the 2 count subtasks and of the
     // sink, the key-by buffers of the 2 sources (one per target), and one
@@ -93,35 +104,7 @@ rate = 20000
 #[test]
 fn a_slow_source_leaves_its_operator_and_sink_idle() {
     let dir = JobDir::new();
-    let job = dir.write(
-        "job.toml",
-        &format!(
-            r#"
-name = "idle"
-parallelism = 2
-
-[[source]]
-name = "gen"
-type = "generator"
-rate = 5000
-
-[[operator]]
-uid = "count"
-plugin = {plugin}
-inputs = ["gen"]
-key_by = true
-
-[[sink]]
-name = "out"
-type = "discard"
-input = "count"
-"#,
-            plugin = toml_path(&plugin("word-count"))
-        ),
-    );
-    let graph = job::load(&job, Overrides::default()).unwrap();
-    let engine = PluginEngine::new().unwrap();
-    let running = dataflow::start_job(&graph, &engine).unwrap();
+    let running = start_count_job(&dir, Some(5_000), "out", None);
     std::thread::sleep(Duration::from_secs(2));
     let progress = running.progress();
     running.cancel();

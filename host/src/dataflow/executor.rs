@@ -424,9 +424,14 @@ impl RunningJob {
         &self.name
     }
 
+    /// Each subtask's figures so far.
+    fn task_summaries(&self) -> Vec<TaskSummary> {
+        self.subtasks.iter().map(Subtask::summary).collect()
+    }
+
     /// Records read and written so far, the newest checkpoint, each node.
     pub fn progress(&self) -> Progress {
-        let tasks: Vec<TaskSummary> = self.subtasks.iter().map(Subtask::summary).collect();
+        let tasks = self.task_summaries();
         Progress {
             read: records_read(&tasks),
             written: records_written(&tasks),
@@ -438,7 +443,7 @@ impl RunningJob {
     /// Logs the records read and written so far, the rate over the last
     /// interval, and the node held back most in it.
     fn report_progress(&mut self) {
-        let tasks: Vec<TaskSummary> = self.subtasks.iter().map(Subtask::summary).collect();
+        let tasks = self.task_summaries();
         let interval = self.sampler.sample(&tasks);
         let (read, written) = (records_read(&tasks), records_written(&tasks));
         let (node, held_ms_per_s) = interval.most_backpressured.unwrap_or_else(|| ("-".into(), 0.0));
@@ -493,7 +498,7 @@ impl RunningJob {
             checkpoints,
             already_finished: false,
             stopped_with,
-            tasks: self.subtasks.iter().map(Subtask::summary).collect(),
+            tasks: self.task_summaries(),
         };
         let (seconds, read, written) = (summary.duration.as_secs_f64(), summary.records_read(), summary.records_written());
         match &summary.stopped_with {
