@@ -21,15 +21,21 @@ flink=../shared/bench/flink/run.sh
 [[ -x bin/weir ]] || scripts/setup.sh
 [[ -f $flink ]] || { echo "no Flink harness at $flink" >&2; exit 2; }
 
-# Keeps the RESULT line on stderr (the log) and prints its events/s.
-# (Not `tee /dev/stderr`: with stderr redirected to a file, that reopens and
-# truncates it.)
+# Keeps the RESULT line on stderr (the log) and in $last, and prints its
+# events/s. (Not `tee /dev/stderr`: with stderr redirected to a file, that
+# reopens and truncates it.)
+last=$(mktemp)
+trap 'rm -f "$last"' EXIT
 rate() {
     local results
     results=$(grep '^RESULT' || true)
     echo "$results" >&2
+    echo "$results" >"$last"
     sed -n 's/.*events_per_s=\([0-9]*\).*/\1/p' <<<"$results" | tail -n 1
 }
+# A field of the last RESULT line (for Weir's cpu_s: its processor time).
+field() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p" "$last" | tail -n 1; }
+cores=$(nproc)
 # Weir runs `runs` rounds per workload and backend. A round runs each
 # configuration (P = 1, P = 2, and for the window P = 2 with watermark
 # alignment) once with the Wasm plugin and once --native right beside it,
@@ -41,36 +47,49 @@ rate() {
 # (native / Wasm of two runs side by side; P = 2 / P = 1 of the same
 # round) and their median is quoted. Flink runs once per figure, its
 # P = 1 and P = 2 back to back (its runs are long).
-declare -A wasm native paired scaling
+#
+# Each Wasm run's processor time says how many cores it kept busy, and so
+# how far parallelism could take it on this machine: P = 2 can finish no
+# sooner than its processor time spread over all the cores, so within a
+# round P = 2 / P = 1 is at most P = 1's seconds over that (`bound`).
+declare -A wasm native paired scaling busy bound
 # measure WORKLOAD BACKEND CONFIG...: fills the arrays above, by config.
 measure() {
     local workload=$1 backend=$2
     shift 2
     local configs=("$@") round config w n
-    wasm=() native=() paired=() scaling=()
+    wasm=() native=() paired=() scaling=() busy=() bound=()
     for round in $(seq "$runs"); do
         local order=("${configs[@]}")
         if ((round % 2 == 0)); then
             order=()
             for ((i = ${#configs[@]} - 1; i >= 0; i--)); do order+=("${configs[i]}"); done
         fi
-        declare -A this=()
+        declare -A this=() cpu=()
         for config in "${order[@]}"; do
             local weir=(bin/weir bench "$workload" --events "$events" --backend "$backend" $config)
             if ((round % 2 == 1)); then
                 w=$(WEIR_LOG=warn "${weir[@]}" | rate)
+                cpu[$config]=$(field cpu_s)
                 n=$(WEIR_LOG=warn "${weir[@]}" --native | rate)
             else
                 n=$(WEIR_LOG=warn "${weir[@]}" --native | rate)
                 w=$(WEIR_LOG=warn "${weir[@]}" | rate)
+                cpu[$config]=$(field cpu_s)
             fi
             wasm[$config]+=" $w"
             native[$config]+=" $n"
             paired[$config]+=" $(ratio "$n" "$w")"
             this[$config]=$w
+            # Cores busy: processor seconds over wall seconds (events / rate).
+            busy[$config]+=" $(awk -v c="${cpu[$config]:-0}" -v w="$w" -v e="$events" 'BEGIN { printf "%.2f", c * w / e }')"
         done
+        local first=${configs[0]}
         for config in "${configs[@]}"; do
-            scaling[$config]+=" $(ratio "${this[$config]}" "${this[${configs[0]}]}")"
+            scaling[$config]+=" $(ratio "${this[$config]}" "${this[$first]}")"
+            # P = 1's seconds over this run's processor seconds spread over every core.
+            bound[$config]+=" $(awk -v c="${cpu[$config]:-0}" -v w1="${this[$first]}" -v e="$events" -v n="$cores" \
+                'BEGIN { if (c > 0 && w1 > 0) printf "%.2f", (e / w1) / (c / n); else print "n/a" }')"
         done
     done
 }
@@ -103,7 +122,7 @@ for backend in ${BACKENDS:-memory rocksdb}; do
             w=$(median ${wasm[$config]})
             rows+=("| $workload | $par | $backend / $flink_backend | ${flink_rate[$par]} | $w | $(median ${native[$config]}) | $(ratio "$w" "${flink_rate[$par]}") | $(median ${paired[$config]}) |")
         done
-        scaling_rows+=("| $workload | $backend / $flink_backend | $(ratio "${flink_rate[2]}" "${flink_rate[1]}") | $(median ${scaling[$P2]}) | $(median ${scaling[$ALIGNED]:-n/a}) |")
+        scaling_rows+=("| $workload | $backend / $flink_backend | $(ratio "${flink_rate[2]}" "${flink_rate[1]}") | $(median ${scaling[$P2]}) | $(median ${scaling[$ALIGNED]:-n/a}) | $(median ${busy[$P1]}) / $(median ${busy[$P2]}) | $(median ${bound[$P2]}) |")
         if [[ $workload == window ]]; then
             a=$(median ${wasm[$ALIGNED]})
             aligned_rows+=("| $backend | $a | $(median ${native[$ALIGNED]}) | $(median ${paired[$ALIGNED]}) | $(ratio "$a" "$(median ${wasm[$P2]})") |")
@@ -129,9 +148,12 @@ done
     echo "P = 2 / P = 1: Flink's two runs (back to back); Weir's the median over the rounds of the Wasm run at"
     echo "P = 2 over the Wasm run at P = 1 of the same round (seconds apart). \"aligned\": the window at P = 2"
     echo "with watermark alignment (\`--max-drift-ms 1000\`; the Flink harness has no such setting)."
+    echo "\"Cores busy\": the Wasm runs' processor time (the whole process) over their wall time, P = 1 / P = 2."
+    echo "\"Bound\": the most P = 2 / P = 1 could be on these $cores cores with the processor time P = 2 took, if it"
+    echo "kept every core busy (P = 1's seconds over P = 2's processor seconds / $cores), medians over the rounds."
     echo
-    echo "| workload | backend | Flink | Weir (Wasm) | Weir (Wasm), aligned |"
-    echo "| --- | --- | --- | --- | --- |"
+    echo "| workload | backend | Flink | Weir (Wasm) | Weir (Wasm), aligned | Weir cores busy | Weir bound |"
+    echo "| --- | --- | --- | --- | --- | --- | --- |"
     printf '%s\n' "${scaling_rows[@]}"
     echo
     echo "The window at P = 2 with watermark alignment: events per second, medians as above; \"/ unaligned\""

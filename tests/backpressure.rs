@@ -115,5 +115,9 @@ fn a_slow_source_leaves_its_operator_and_sink_idle() {
         let recent = node.recent;
         assert!(recent.idle_ms_per_s > 500.0 && recent.backpressured_ms_per_s < 100.0, "{}: {recent:?}", node.node);
         assert!(recent.busy_ms_per_s() < 500.0, "{}: {recent:?}", node.node);
+        // Each has a thread of its own, which waits rather than spins.
+        let cpu = recent.cpu_ms_per_s.unwrap_or_else(|| panic!("{}: no processor time in {recent:?}", node.node));
+        assert!(cpu < 300.0, "{}: idle, yet {cpu:.0} ms of processor time a second", node.node);
+        assert!(node.by_subtask.iter().all(|s| s.cpu_ms.is_some()), "{}: {:?}", node.node, node.by_subtask);
     }
 }

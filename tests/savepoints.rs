@@ -132,6 +132,8 @@ fn a_hot_upgrade_mid_stream_loses_and_repeats_nothing() {
     assert!(in_per_s > 0.0 && detail.contains("over the last"), "the operator's recent rate: {detail}");
     let skew: f64 = count.split_whitespace().last().and_then(|n| n.parse().ok()).unwrap_or(0.0);
     assert!(detail.contains("SKEW") && (1.0..2.0).contains(&skew), "its busiest subtask against the mean: {detail}");
+    let cpu_share: f64 = count.split_whitespace().nth(11).and_then(|n| n.parse().ok()).unwrap_or(-1.0);
+    assert!(detail.contains("CPU") && (0.0..=100.0).contains(&cpu_share), "the share of a core its threads got: {detail}");
     // The same for Prometheus, at GET /metrics.
     let metrics = weir::control::client::ApiClient::new(&host.api).metrics().unwrap();
     // The samples whose name and labels start so, summed (one per subtask).
@@ -142,6 +144,9 @@ fn a_hot_upgrade_mid_stream_loses_and_repeats_nothing() {
     assert!(sum("weir_checkpoints_completed_total{job=\"counts\"}") >= 1.0, "{metrics}");
     let operator = "weir_node_records_in_total{job=\"counts\",kind=\"operator\",name=\"count\",subtask=";
     assert!(sum(operator) > 0.0 && metrics.matches(operator).count() == 2, "the operator's 2 subtasks: {metrics}");
+    // Each subtask's thread has had processor time (the host reads it from /proc).
+    let cpu = "weir_node_cpu_seconds_total{job=\"counts\",kind=\"operator\",name=\"count\",subtask=";
+    assert!(sum(cpu) > 0.0 && metrics.matches(cpu).count() == 2, "the operator's processor time: {metrics}");
     let reply = host.weir(&["upgrade", "counts", "--operator", "count", "--plugin", v2.to_str().unwrap()]).success().stdout();
     assert!(reply.contains("upgraded operator `count` of job `counts`") && reply.contains("downtime"), "{reply}");
     let jobs = host.weir(&["jobs"]).success().stdout();

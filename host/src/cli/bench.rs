@@ -8,6 +8,7 @@ use std::time::Instant;
 use anyhow::{Context as _, bail};
 use clap::ValueEnum;
 use weir::job::{self, Overrides};
+use weir::dataflow::{Role, TaskSummary};
 use weir::{PluginEngine, dataflow};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -95,9 +96,10 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<()> {
             args.parallelism
         );
     }
-    let started = Instant::now();
+    let (started, cpu_before) = (Instant::now(), dataflow::process_time());
     let summary = dataflow::run_job(&graph, &engine);
     let seconds = started.elapsed().as_secs_f64();
+    let cpu = dataflow::process_time().zip(cpu_before).map(|(after, before)| (after - before).as_secs_f64());
     let _ = std::fs::remove_dir_all(&checkpoint_dir);
     let summary = summary?;
     if summary.records_written() != expected {
@@ -107,13 +109,38 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<()> {
     eprintln!("events/s: {rate:.0}");
     eprintln!("peak memory (RSS high-water mark): {}", super::peak_memory().unwrap_or_else(|| "unknown".into()));
     eprintln!("{}", super::checkpoint_figures(&summary.checkpoints));
+    eprintln!("{}", processor_time(&summary.tasks, cpu, seconds));
+    let cpu = cpu.map(|cpu| format!(" cpu_s={cpu:.2}")).unwrap_or_default();
     println!(
-        "RESULT workload={workload} backend={backend} par={} events={} seconds={seconds:.2} events_per_s={rate:.0} operator={implementation} checkpoints={}{alignment}",
+        "RESULT workload={workload} backend={backend} par={} events={} seconds={seconds:.2} events_per_s={rate:.0} operator={implementation} checkpoints={}{alignment}{cpu}",
         args.parallelism,
         args.events,
         summary.checkpoints.count()
     );
     Ok(())
+}
+
+/// Where the processor time went: the task threads' by role, and the
+/// whole process's (`cpu` seconds, with the checkpoint writers) against the
+/// run's `seconds` and the machine's cores. With as many busy threads as
+/// cores, parallelism cannot go faster.
+fn processor_time(tasks: &[TaskSummary], cpu: Option<f64>, seconds: f64) -> String {
+    let role_seconds = |role: Role| {
+        let times: Vec<f64> = tasks.iter().filter(|t| t.role == role).filter_map(|t| t.cpu_ms).collect();
+        (!times.is_empty()).then(|| times.iter().sum::<f64>() / 1e3)
+    };
+    let roles = [(Role::Source, "sources"), (Role::Operator, "operators"), (Role::Sink, "sinks")];
+    let by_role: Vec<String> =
+        roles.iter().filter_map(|&(role, name)| Some(format!("{name} {:.2} s", role_seconds(role)?))).collect();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    match cpu {
+        Some(cpu) if !by_role.is_empty() => format!(
+            "processor time: {} (task threads); the process {cpu:.2} s in {seconds:.2} s, {:.2} of {cores} cores busy",
+            by_role.join(", "),
+            cpu / seconds.max(1e-3)
+        ),
+        _ => "processor time: unknown (needs Linux's /proc)".into(),
+    }
 }
 
 fn backend_name(backend: Backend) -> &'static str {

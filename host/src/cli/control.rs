@@ -204,13 +204,15 @@ fn jobs_table(jobs: &[JobInfo]) -> String {
 }
 
 /// A job's sources, operators and sinks: records in and out in all, then
-/// over the last few seconds their rates and the shares of their subtasks'
+/// over the last few seconds their rates, the shares of their subtasks'
 /// time spent working and held back by full channels (the rest they were
-/// idle), and how far the busiest
-/// subtask is above the mean (skewed keys).
+/// idle), the share of a core their threads got (less than BUSY when
+/// busy threads wait for a core; "-" for an operator chained into another
+/// node's threads), and how far the busiest subtask is above the mean
+/// (skewed keys).
 fn nodes_table(job: &JobInfo) -> String {
     let Some(first) = job.nodes.first() else { return String::new() };
-    let header = ["NODE", "SUBTASKS", "IN", "OUT", "IN/S", "OUT/S", "BUSY", "HELD BACK", "SKEW"];
+    let header = ["NODE", "SUBTASKS", "IN", "OUT", "IN/S", "OUT/S", "BUSY", "HELD BACK", "CPU", "SKEW"];
     let rows = job.nodes.iter().map(|node| {
         let recent = &node.recent;
         [
@@ -222,13 +224,14 @@ fn nodes_table(job: &JobInfo) -> String {
             format!("{:.0}", recent.records_out_per_s),
             format!("{:.0} %", recent.busy_ms_per_s() / 10.0),
             format!("{:.0} %", recent.backpressured_ms_per_s / 10.0),
+            recent.cpu_ms_per_s.map_or_else(|| "-".into(), |ms| format!("{:.0} %", ms / 10.0)),
             format!("{:.2}", node.skew()),
         ]
     });
-    let table = table(header, [false, true, true, true, true, true, true, true, true], rows);
+    let table = table(header, [false, true, true, true, true, true, true, true, true, true], rows);
     let span = duration(first.recent.seconds);
     let span = if matches!(job.status.as_str(), "running" | "upgrading") { format!("the last {span}") } else { format!("its run, {span}") };
-    format!("\n{table}(IN/S, OUT/S, BUSY and HELD BACK over {span})\n")
+    format!("\n{table}(IN/S, OUT/S, BUSY, HELD BACK and CPU over {span})\n")
 }
 
 /// Lines of cells in columns as wide as their widest, right-aligned where
@@ -419,12 +422,14 @@ mod tests {
             records_out,
             backpressured_ms: 1_000.0,
             idle_ms: 0.0,
+            cpu_ms: (subtasks == 2).then_some(1_000.0),
             recent: Recent {
                 seconds: 5.0,
                 records_in_per_s: per_s[0],
                 records_out_per_s: per_s[1],
                 backpressured_ms_per_s: per_s[2],
                 idle_ms_per_s: 100.0,
+                cpu_ms_per_s: (subtasks == 2).then_some(per_s[2] / 2.0),
             },
             by_subtask: (0..subtasks)
                 .map(|subtask| SubtaskInfo { subtask, records_in: records_in * u64::from(subtask + 1), ..SubtaskInfo::default() })
@@ -448,14 +453,14 @@ mod tests {
         assert_eq!(
             nodes_table(&job),
             "\n\
-             NODE              SUBTASKS   IN  OUT  IN/S  OUT/S  BUSY  HELD BACK  SKEW\n\
-             source `gen`             2    0  500     0    100  15 %       75 %  1.00\n\
-             operator `count`         2  450  420    90     84  80 %       10 %  1.33\n\
-             sink `out`               1  400    0    80      0  90 %        0 %  1.00\n\
-             (IN/S, OUT/S, BUSY and HELD BACK over the last 5.0s)\n"
+             NODE              SUBTASKS   IN  OUT  IN/S  OUT/S  BUSY  HELD BACK   CPU  SKEW\n\
+             source `gen`             2    0  500     0    100  15 %       75 %  38 %  1.00\n\
+             operator `count`         2  450  420    90     84  80 %       10 %   5 %  1.33\n\
+             sink `out`               1  400    0    80      0  90 %        0 %     -  1.00\n\
+             (IN/S, OUT/S, BUSY, HELD BACK and CPU over the last 5.0s)\n"
         );
         let finished = nodes_table(&JobInfo { status: "finished".into(), ..job.clone() });
-        assert!(finished.ends_with("(IN/S, OUT/S, BUSY and HELD BACK over its run, 5.0s)\n"), "{finished}");
+        assert!(finished.ends_with("(IN/S, OUT/S, BUSY, HELD BACK and CPU over its run, 5.0s)\n"), "{finished}");
         assert_eq!(nodes_table(&JobInfo { nodes: Vec::new(), ..job }), "", "a job that has not started has none");
     }
 

@@ -56,19 +56,25 @@ pub fn prometheus(jobs: &[JobInfo]) -> String {
             job.checkpoint.as_ref().map(|c| c.stats.written_bytes as f64)
         }),
         node_family("weir_node_subtasks", "gauge", "The node's parallel subtasks.", jobs, |n| f64::from(n.subtasks)),
-        subtask_family("weir_node_records_in_total", "Records a subtask of the node took in.", jobs, |s| s.records_in as f64),
-        subtask_family("weir_node_records_out_total", "Records a subtask of the node sent on.", jobs, |s| s.records_out as f64),
+        subtask_family("weir_node_records_in_total", "Records a subtask of the node took in.", jobs, |s| Some(s.records_in as f64)),
+        subtask_family("weir_node_records_out_total", "Records a subtask of the node sent on.", jobs, |s| Some(s.records_out as f64)),
         subtask_family(
             "weir_node_backpressured_seconds_total",
             "Time a subtask of the node waited to send into full channels.",
             jobs,
-            |s| s.backpressured_ms / 1e3,
+            |s| Some(s.backpressured_ms / 1e3),
         ),
         subtask_family(
             "weir_node_idle_seconds_total",
             "Time a subtask of the node had nothing to do (an empty inbox, nothing to read yet).",
             jobs,
-            |s| s.idle_ms / 1e3,
+            |s| Some(s.idle_ms / 1e3),
+        ),
+        subtask_family(
+            "weir_node_cpu_seconds_total",
+            "Processor time of a subtask's thread, with the operators chained into it (none for those).",
+            jobs,
+            |s| s.cpu_ms.map(|ms| ms / 1e3),
         ),
     ];
     let mut out = String::new();
@@ -121,13 +127,15 @@ fn node_family(
     family(name, kind, help, jobs, |job| job.nodes.iter().map(|node| (node_labels(&node.node), value(node))).collect())
 }
 
-/// A counter with a sample per subtask of every node of every job.
-fn subtask_family(name: &'static str, help: &'static str, jobs: &[JobInfo], value: impl Fn(&SubtaskInfo) -> f64) -> Family {
+/// A counter with a sample per subtask of every node of every job (that
+/// has a value).
+fn subtask_family(name: &'static str, help: &'static str, jobs: &[JobInfo], value: impl Fn(&SubtaskInfo) -> Option<f64>) -> Family {
     family(name, "counter", help, jobs, |job| {
         let mut samples = Vec::new();
         for node in &job.nodes {
             let labels = node_labels(&node.node);
-            samples.extend(node.by_subtask.iter().map(|s| (format!("{labels},subtask=\"{}\"", s.subtask), value(s))));
+            let sample = |s: &SubtaskInfo| Some((format!("{labels},subtask=\"{}\"", s.subtask), value(s)?));
+            samples.extend(node.by_subtask.iter().filter_map(sample));
         }
         samples
     })
@@ -166,10 +174,18 @@ mod tests {
                 records_out: 990,
                 backpressured_ms: 1_500.0,
                 idle_ms: 250.0,
+                cpu_ms: Some(1_250.0),
                 recent: Recent::default(),
                 by_subtask: vec![
-                    SubtaskInfo { subtask: 0, records_in: 600, records_out: 590, backpressured_ms: 1_000.0, idle_ms: 0.0 },
-                    SubtaskInfo { subtask: 1, records_in: 400, records_out: 400, backpressured_ms: 500.0, idle_ms: 250.0 },
+                    SubtaskInfo { subtask: 0, records_in: 600, records_out: 590, backpressured_ms: 1_000.0, idle_ms: 0.0, cpu_ms: None },
+                    SubtaskInfo {
+                        subtask: 1,
+                        records_in: 400,
+                        records_out: 400,
+                        backpressured_ms: 500.0,
+                        idle_ms: 250.0,
+                        cpu_ms: Some(1_250.0),
+                    },
                 ],
             }],
             error: None,
@@ -194,11 +210,13 @@ mod tests {
             "weir_node_records_in_total{job=\"words\",kind=\"operator\",name=\"count\",subtask=\"1\"} 400",
             "weir_node_backpressured_seconds_total{job=\"words\",kind=\"operator\",name=\"count\",subtask=\"1\"} 0.5",
             "weir_node_idle_seconds_total{job=\"words\",kind=\"operator\",name=\"count\",subtask=\"1\"} 0.25",
+            "weir_node_cpu_seconds_total{job=\"words\",kind=\"operator\",name=\"count\",subtask=\"1\"} 1.25",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
         }
         assert_eq!(text.matches("# TYPE weir_job_uptime_seconds gauge").count(), 1);
         assert!(!text.contains("weir_checkpoint_last_id{job=\"a"), "no checkpoint, no sample:\n{text}");
+        assert!(!text.contains("cpu_seconds_total{job=\"words\",kind=\"operator\",name=\"count\",subtask=\"0\"}"), "no time, no sample");
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             let (_, value) = line.rsplit_once(' ').expect("name and value");
             assert!(value.parse::<f64>().is_ok(), "{line}");

@@ -49,6 +49,13 @@ pub struct NodeInfo {
     /// were busy.
     #[serde(default)]
     pub idle_ms: f64,
+    /// Processor time of its subtasks' threads, summed (with the operators
+    /// chained into them); `None` for an operator chained into another
+    /// node's threads, whose time is theirs, or where it cannot be read.
+    /// Busy time is wall-clock time: a busy subtask without a core to run
+    /// on counts as busy but gets no processor time.
+    #[serde(default)]
+    pub cpu_ms: Option<f64>,
     /// The same over the last few seconds, as rates.
     #[serde(default)]
     pub recent: Recent,
@@ -79,6 +86,8 @@ pub struct SubtaskInfo {
     pub backpressured_ms: f64,
     #[serde(default)]
     pub idle_ms: f64,
+    #[serde(default)]
+    pub cpu_ms: Option<f64>,
 }
 
 /// A node's rates over the last few seconds: between the job's last two
@@ -97,6 +106,10 @@ pub struct Recent {
     /// `idleTimeMsPerSecond`).
     #[serde(default)]
     pub idle_ms_per_s: f64,
+    /// Milliseconds of processor time per second its subtasks' threads
+    /// got, on average (0 to 1000; see [`NodeInfo::cpu_ms`]).
+    #[serde(default)]
+    pub cpu_ms_per_s: Option<f64>,
 }
 
 impl Recent {

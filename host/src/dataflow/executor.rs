@@ -108,6 +108,10 @@ pub struct TaskSummary {
     pub backpressured_ms: f64,
     /// Time spent with nothing to do (see [`TaskMetrics`]).
     pub idle_ms: f64,
+    /// The processor time of the subtask's thread, with the operators
+    /// chained into it; `None` for a chained one (its time is in that
+    /// thread's) or where it cannot be read.
+    pub cpu_ms: Option<f64>,
 }
 
 /// Figures of a finished job.
@@ -181,6 +185,7 @@ impl Subtask {
             records_out: metrics.records_out.load(Ordering::Relaxed),
             backpressured_ms: metrics.backpressured_ns.load(Ordering::Relaxed) as f64 / 1e6,
             idle_ms: metrics.idle_ns.load(Ordering::Relaxed) as f64 / 1e6,
+            cpu_ms: metrics.cpu.time().map(|t| t.as_secs_f64() * 1e3),
         }
     }
 }
@@ -383,21 +388,24 @@ pub fn start_job_from(
     for node in graph.nodes.iter().filter(|n| !chained[n.id.0]) {
         for subtask in 0..node.parallelism {
             let (index, ctx) = builder.context(node, subtask)?;
-            bodies.push((index, format!("weir-{}-{subtask}", node.name), builder.body(node, subtask, ctx)?));
+            let metrics = ctx.metrics.clone();
+            bodies.push((index, format!("weir-{}-{subtask}", node.name), metrics, builder.body(node, subtask, ctx)?));
         }
     }
     info!(job = %graph.name, tasks = bodies.len(), subtasks = builder.subtasks.len(), "job starting");
     let (done_tx, done) = bounded(bodies.len().max(1));
     let threads = bodies
         .into_iter()
-        .map(|(index, name, body)| {
+        .map(|(index, name, metrics, body)| {
             let done = done_tx.clone();
             std::thread::Builder::new()
                 .name(name)
                 .spawn(move || {
+                    metrics.cpu.begin();
                     // A panic must still report, or the supervisor would wait forever.
                     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body))
                         .unwrap_or_else(|panic| Err(TaskError::Panicked(panic_message(&panic))));
+                    metrics.cpu.end();
                     let _ = done.send((index, result));
                 })
                 .expect("spawn a task thread")

@@ -43,12 +43,16 @@ pub(super) fn node_figures(tasks: &[TaskSummary]) -> Vec<NodeInfo> {
         node.records_out += task.records_out;
         node.backpressured_ms += task.backpressured_ms;
         node.idle_ms += task.idle_ms;
+        if let Some(cpu_ms) = task.cpu_ms {
+            node.cpu_ms = Some(node.cpu_ms.unwrap_or(0.0) + cpu_ms);
+        }
         node.by_subtask.push(SubtaskInfo {
             subtask: task.subtask,
             records_in: task.records_in,
             records_out: task.records_out,
             backpressured_ms: task.backpressured_ms,
             idle_ms: task.idle_ms,
+            cpu_ms: task.cpu_ms,
         });
     }
     for node in &mut nodes {
@@ -76,12 +80,16 @@ fn rates(now: &NodeInfo, before: Option<&NodeInfo>, seconds: f64) -> Recent {
     let (records_in, records_out, held_ms, idle_ms) =
         before.map_or((0.0, 0.0, 0.0, 0.0), |b| (b.records_in as f64, b.records_out as f64, b.backpressured_ms, b.idle_ms));
     let per_subtask_second = |ms: f64| (ms / seconds / f64::from(now.subtasks.max(1))).min(1e3);
+    // Per thread: those of its subtasks that have one.
+    let threads = now.by_subtask.iter().filter(|s| s.cpu_ms.is_some()).count().max(1) as f64;
+    let cpu_before = before.and_then(|b| b.cpu_ms).unwrap_or(0.0);
     Recent {
         seconds,
         records_in_per_s: delta(now.records_in as f64, records_in) / seconds,
         records_out_per_s: delta(now.records_out as f64, records_out) / seconds,
         backpressured_ms_per_s: per_subtask_second(delta(now.backpressured_ms, held_ms)),
         idle_ms_per_s: per_subtask_second(delta(now.idle_ms, idle_ms)),
+        cpu_ms_per_s: now.cpu_ms.map(|cpu_ms| (delta(cpu_ms, cpu_before) / seconds / threads).min(1e3)),
     }
 }
 
@@ -152,7 +160,7 @@ mod tests {
     use super::*;
 
     fn task(node: &str, role: Role, subtask: u32, records_in: u64, records_out: u64, backpressured_ms: f64) -> TaskSummary {
-        TaskSummary { node: node.into(), role, subtask, records_in, records_out, backpressured_ms, idle_ms: 0.0 }
+        TaskSummary { node: node.into(), role, subtask, records_in, records_out, backpressured_ms, idle_ms: 0.0, cpu_ms: None }
     }
 
     #[test]
@@ -213,6 +221,18 @@ mod tests {
         let now = NodeInfo { backpressured_ms: 500.0, idle_ms: 1_300.0, ..before.clone() };
         let recent = rates(&now, Some(&before), 2.0);
         assert_eq!((recent.backpressured_ms_per_s, recent.idle_ms_per_s, recent.busy_ms_per_s()), (100.0, 300.0, 600.0));
+    }
+
+    /// Processor time is per thread: a chained operator (no thread of its
+    /// own) has none, and a node's rate averages over its threads.
+    #[test]
+    fn processor_time_is_summed_over_a_nodes_threads() {
+        let with_cpu = |subtask, cpu_ms| TaskSummary { cpu_ms, ..task("operator `op`", Role::Operator, subtask, 0, 0, 0.0) };
+        let chained = TaskSummary { cpu_ms: None, ..task("operator `chained`", Role::Operator, 0, 0, 0, 0.0) };
+        let nodes = node_figures_of_run(&[with_cpu(0, Some(1_500.0)), with_cpu(1, Some(500.0)), chained], 2.0);
+        assert_eq!((nodes[0].cpu_ms, nodes[0].recent.cpu_ms_per_s), (Some(2_000.0), Some(500.0)));
+        assert_eq!(nodes[0].by_subtask[1].cpu_ms, Some(500.0));
+        assert_eq!((nodes[1].cpu_ms, nodes[1].recent.cpu_ms_per_s), (None, None));
     }
 
     #[test]

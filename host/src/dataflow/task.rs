@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
 
+use super::cpu::ThreadCpu;
 use super::channel::{Cancel, Envelope, Message, Outputs, receive};
 use super::snapshot::{SinkPrecommits, TaskCheckpoint};
 use crate::checkpoint::{Aligned, BarrierAligner};
@@ -51,6 +52,9 @@ pub struct TaskMetrics {
     /// Time spent with nothing to do, ns: an empty inbox, or a source with
     /// nothing to read yet (its rate, its broker, its alignment group).
     pub idle_ns: AtomicU64,
+    /// The processor time of the task's thread (for a subtask chained
+    /// into another's task, none: its time is that task's).
+    pub cpu: ThreadCpu,
 }
 
 impl TaskMetrics {
