@@ -50,7 +50,7 @@ pub use executor::{
 /// flush per-target batches when they reach it. A plugin call's fixed costs
 /// (the call, the keys' lookup, write-back) are per batch, and a key seen
 /// several times in a batch is looked up once: 8192 ran `bench` count and
-/// window 5–15 % faster than 4096 (docs/benchmarks.md, session 16).
+/// window 5–15 % faster than 4096 (docs/performance-log.md, session 16).
 pub const BATCH_SIZE: usize = 8192;
 /// Batches a subtask's inbox holds before its producers block.
 pub const CHANNEL_CAPACITY: usize = 8;
