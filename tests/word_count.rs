@@ -117,6 +117,18 @@ fn parallelism_flag_overrides_the_job_file() {
     let finals: BTreeMap<String, u64> =
         updates(&dir.read("out/counts.txt")).into_iter().map(|(w, c)| (w, *c.last().unwrap())).collect();
     assert_eq!(finals, expected);
+    // At the end, each node's figures over the run: 3 subtasks each, and
+    // `tokenize`, chained into the source's threads, has no processor
+    // time of its own (CPU "-"), where the source's threads do.
+    let stderr = run.stderr();
+    let row = |node: &str| -> Vec<String> {
+        let line = stderr.lines().find(|l| l.starts_with(node)).unwrap_or_else(|| panic!("{node} in {stderr}"));
+        line.split_whitespace().map(str::to_owned).collect()
+    };
+    assert!(stderr.contains("over its run"), "{stderr}");
+    let (source, tokenize, count) = (row("source `lines`"), row("operator `tokenize`"), row("operator `count`"));
+    assert!([&source, &tokenize, &count].iter().all(|r| r[2] == "3"), "{stderr}");
+    assert_eq!((tokenize[11].as_str(), source[12].as_str()), ("-", "%"), "CPU: {stderr}");
 }
 
 #[test]

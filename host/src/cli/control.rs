@@ -7,7 +7,7 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use weir::control::client::ApiClient;
 use weir::checkpoint::LatestCheckpoint;
-use weir::control::{DEFAULT_API_ADDR, ForkRequest, JobInfo, SavepointRequest, UpgradeRequest};
+use weir::control::{DEFAULT_API_ADDR, ForkRequest, JobInfo, NodeInfo, SavepointRequest, UpgradeRequest};
 
 /// Where the host is.
 #[derive(Debug, Clone, Args)]
@@ -156,7 +156,8 @@ pub fn jobs(args: &JobsArgs) -> anyhow::Result<()> {
     let client = args.api.client();
     if let Some(name) = &args.job {
         let job = client.job(name)?;
-        print!("{}{}", jobs_table(std::slice::from_ref(&job)), nodes_table(&job));
+        let live = matches!(job.status.as_str(), "running" | "upgrading");
+        print!("{}{}", jobs_table(std::slice::from_ref(&job)), nodes_table(&job.nodes, live));
         return Ok(());
     }
     let jobs = client.jobs()?;
@@ -209,11 +210,12 @@ fn jobs_table(jobs: &[JobInfo]) -> String {
 /// idle), the share of a core their threads got (less than BUSY when
 /// busy threads wait for a core; "-" for an operator chained into another
 /// node's threads), and how far the busiest subtask is above the mean
-/// (skewed keys).
-fn nodes_table(job: &JobInfo) -> String {
-    let Some(first) = job.nodes.first() else { return String::new() };
+/// (skewed keys). The rates are over the last few seconds of a `live`
+/// job, else over its run.
+pub(super) fn nodes_table(nodes: &[NodeInfo], live: bool) -> String {
+    let Some(first) = nodes.first() else { return String::new() };
     let header = ["NODE", "SUBTASKS", "IN", "OUT", "IN/S", "OUT/S", "BUSY", "HELD BACK", "CPU", "SKEW"];
-    let rows = job.nodes.iter().map(|node| {
+    let rows = nodes.iter().map(|node| {
         let recent = &node.recent;
         [
             node.node.clone(),
@@ -230,7 +232,7 @@ fn nodes_table(job: &JobInfo) -> String {
     });
     let table = table(header, [false, true, true, true, true, true, true, true, true, true], rows);
     let span = duration(first.recent.seconds);
-    let span = if matches!(job.status.as_str(), "running" | "upgrading") { format!("the last {span}") } else { format!("its run, {span}") };
+    let span = if live { format!("the last {span}") } else { format!("its run, {span}") };
     format!("\n{table}(IN/S, OUT/S, BUSY, HELD BACK and CPU over {span})\n")
 }
 
@@ -378,7 +380,7 @@ fn bytes(n: u64) -> String {
 #[cfg(test)]
 mod tests {
     use weir::checkpoint::CheckpointStats;
-    use weir::control::{NodeInfo, OperatorInfo, Recent, SubtaskInfo};
+    use weir::control::{OperatorInfo, Recent, SubtaskInfo};
 
     use super::*;
 
@@ -451,7 +453,7 @@ mod tests {
             error: None,
         };
         assert_eq!(
-            nodes_table(&job),
+            nodes_table(&job.nodes, true),
             "\n\
              NODE              SUBTASKS   IN  OUT  IN/S  OUT/S  BUSY  HELD BACK   CPU  SKEW\n\
              source `gen`             2    0  500     0    100  15 %       75 %  38 %  1.00\n\
@@ -459,9 +461,9 @@ mod tests {
              sink `out`               1  400    0    80      0  90 %        0 %     -  1.00\n\
              (IN/S, OUT/S, BUSY, HELD BACK and CPU over the last 5.0s)\n"
         );
-        let finished = nodes_table(&JobInfo { status: "finished".into(), ..job.clone() });
+        let finished = nodes_table(&job.nodes, false);
         assert!(finished.ends_with("(IN/S, OUT/S, BUSY, HELD BACK and CPU over its run, 5.0s)\n"), "{finished}");
-        assert_eq!(nodes_table(&JobInfo { nodes: Vec::new(), ..job }), "", "a job that has not started has none");
+        assert_eq!(nodes_table(&[], true), "", "a job that has not started has none");
     }
 
     #[test]

@@ -110,5 +110,7 @@ fn report(summary: &JobSummary, graph: &JobGraph) {
     if summary.checkpoints.count() > 0 && graph.checkpoints.is_some() {
         eprintln!("{}", super::checkpoint_figures(&summary.checkpoints));
     }
+    // Where its time went, node by node, as `weir jobs JOB` shows a running job.
+    eprint!("{}", super::control::nodes_table(&summary.nodes(), false));
 }
 
