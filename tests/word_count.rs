@@ -117,18 +117,29 @@ fn parallelism_flag_overrides_the_job_file() {
     let finals: BTreeMap<String, u64> =
         updates(&dir.read("out/counts.txt")).into_iter().map(|(w, c)| (w, *c.last().unwrap())).collect();
     assert_eq!(finals, expected);
-    // At the end, each node's figures over the run: 3 subtasks each, and
-    // `tokenize`, chained into the source's threads, has no processor
-    // time of its own (CPU "-"), where the source's threads do.
-    let stderr = run.stderr();
-    let row = |node: &str| -> Vec<String> {
-        let line = stderr.lines().find(|l| l.starts_with(node)).unwrap_or_else(|| panic!("{node} in {stderr}"));
-        line.split_whitespace().map(str::to_owned).collect()
-    };
+    // At the end, each node's figures over the run: the file source has
+    // one subtask, the operators 3, each on a thread with processor time.
+    let table = final_table(&run.stderr());
+    let subtasks_and_cpu = |r: &Vec<String>| (r[2].clone(), r[12].clone());
+    let rows: Vec<_> = table.iter().map(subtasks_and_cpu).collect();
+    assert_eq!(rows, [("1", "%"), ("3", "%"), ("3", "%"), ("1", "%")].map(|(n, c)| (n.to_owned(), c.to_owned())));
+
+    // At parallelism 1, `tokenize` is chained into the source's thread:
+    // no processor time of its own (CPU "-"); its time is the source's.
+    let chained = JobDir::new();
+    chained.write("input.txt", &text);
+    let run = run_job(&word_count_job(&chained, 1, FILE_SOURCE), &[]);
+    let table = final_table(&run.success().stderr());
+    assert_eq!((table[1][1].as_str(), table[1][11].as_str()), ("`tokenize`", "-"), "{table:?}");
+    assert_eq!(table[0][12], "%", "{table:?}");
+}
+
+/// The rows (source, operators, sink), split into cells, of the table of
+/// node figures `weir run` prints when its job ends.
+fn final_table(stderr: &str) -> Vec<Vec<String>> {
     assert!(stderr.contains("over its run"), "{stderr}");
-    let (source, tokenize, count) = (row("source `lines`"), row("operator `tokenize`"), row("operator `count`"));
-    assert!([&source, &tokenize, &count].iter().all(|r| r[2] == "3"), "{stderr}");
-    assert_eq!((tokenize[11].as_str(), source[12].as_str()), ("-", "%"), "CPU: {stderr}");
+    let rows = stderr.lines().filter(|l| ["source ", "operator ", "sink "].iter().any(|kind| l.starts_with(kind)));
+    rows.map(|l| l.split_whitespace().map(str::to_owned).collect()).collect()
 }
 
 #[test]

@@ -227,13 +227,13 @@ pub(super) fn nodes_table(nodes: &[NodeInfo], live: bool) -> String {
             format!("{:.0} %", recent.busy_ms_per_s() / 10.0),
             format!("{:.0} %", recent.backpressured_ms_per_s / 10.0),
             recent.cpu_ms_per_s.map_or_else(|| "-".into(), |ms| format!("{:.0} %", ms / 10.0)),
-            format!("{:.2}", node.skew()),
+            format!("{:.2}", node.recent_skew()),
         ]
     });
     let table = table(header, [false, true, true, true, true, true, true, true, true, true], rows);
     let span = duration(first.recent.seconds);
     let span = if live { format!("the last {span}") } else { format!("its run, {span}") };
-    format!("\n{table}(IN/S, OUT/S, BUSY, HELD BACK and CPU over {span})\n")
+    format!("\n{table}(IN/S, OUT/S, BUSY, HELD BACK, CPU and SKEW over {span})\n")
 }
 
 /// Lines of cells in columns as wide as their widest, right-aligned where
@@ -434,7 +434,13 @@ mod tests {
                 cpu_ms_per_s: (subtasks == 2).then_some(per_s[2] / 2.0),
             },
             by_subtask: (0..subtasks)
-                .map(|subtask| SubtaskInfo { subtask, records_in: records_in * u64::from(subtask + 1), ..SubtaskInfo::default() })
+                .map(|subtask| SubtaskInfo {
+                    subtask,
+                    records_in: records_in * u64::from(subtask + 1),
+                    // Skewed now as well: SKEW is over the last interval.
+                    recent: Recent { records_in_per_s: f64::from(subtask + 1), ..Recent::default() },
+                    ..SubtaskInfo::default()
+                })
                 .collect(),
         };
         let job = JobInfo {
@@ -459,10 +465,10 @@ mod tests {
              source `gen`             2    0  500     0    100  15 %       75 %  38 %  1.00\n\
              operator `count`         2  450  420    90     84  80 %       10 %   5 %  1.33\n\
              sink `out`               1  400    0    80      0  90 %        0 %     -  1.00\n\
-             (IN/S, OUT/S, BUSY, HELD BACK and CPU over the last 5.0s)\n"
+             (IN/S, OUT/S, BUSY, HELD BACK, CPU and SKEW over the last 5.0s)\n"
         );
         let finished = nodes_table(&job.nodes, false);
-        assert!(finished.ends_with("(IN/S, OUT/S, BUSY, HELD BACK and CPU over its run, 5.0s)\n"), "{finished}");
+        assert!(finished.ends_with("(IN/S, OUT/S, BUSY, HELD BACK, CPU and SKEW over its run, 5.0s)\n"), "{finished}");
         assert_eq!(nodes_table(&[], true), "", "a job that has not started has none");
     }
 

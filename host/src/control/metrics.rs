@@ -177,7 +177,7 @@ mod tests {
                 cpu_ms: Some(1_250.0),
                 recent: Recent::default(),
                 by_subtask: vec![
-                    SubtaskInfo { subtask: 0, records_in: 600, records_out: 590, backpressured_ms: 1_000.0, idle_ms: 0.0, cpu_ms: None },
+                    SubtaskInfo { subtask: 0, records_in: 600, records_out: 590, backpressured_ms: 1_000.0, ..SubtaskInfo::default() },
                     SubtaskInfo {
                         subtask: 1,
                         records_in: 400,
@@ -185,6 +185,7 @@ mod tests {
                         backpressured_ms: 500.0,
                         idle_ms: 250.0,
                         cpu_ms: Some(1_250.0),
+                        recent: Recent::default(),
                     },
                 ],
             }],

@@ -70,11 +70,24 @@ impl NodeInfo {
     /// even. Well above 1 behind a key-by edge, the keys are skewed: a few
     /// hot keys load one subtask while the others idle.
     pub fn skew(&self) -> f64 {
-        let records = |s: &SubtaskInfo| if self.node.starts_with("source ") { s.records_out } else { s.records_in };
-        let total: u64 = self.by_subtask.iter().map(records).sum();
-        let busiest = self.by_subtask.iter().map(records).max().unwrap_or(0);
-        if total == 0 { 1.0 } else { busiest as f64 * self.by_subtask.len() as f64 / total as f64 }
+        let source = self.node.starts_with("source ");
+        skew(self.by_subtask.iter().map(|s| if source { s.records_out } else { s.records_in } as f64))
     }
+
+    /// [`NodeInfo::skew`] over the last few seconds (the subtasks' recent
+    /// rates): hot keys now, which the totals of a long run would hide.
+    pub fn recent_skew(&self) -> f64 {
+        let source = self.node.starts_with("source ");
+        let rate = |r: &Recent| if source { r.records_out_per_s } else { r.records_in_per_s };
+        skew(self.by_subtask.iter().map(|s| rate(&s.recent)))
+    }
+}
+
+/// The largest of `values` over their mean; 1 when all are 0.
+fn skew(values: impl Iterator<Item = f64> + Clone) -> f64 {
+    let (count, total) = values.clone().fold((0.0, 0.0), |(n, sum), v| (n + 1.0, sum + v));
+    let largest = values.fold(0.0, f64::max);
+    if total > 0.0 { largest * count / total } else { 1.0 }
 }
 
 /// One subtask's figures (see [`NodeInfo`]).
@@ -88,9 +101,12 @@ pub struct SubtaskInfo {
     pub idle_ms: f64,
     #[serde(default)]
     pub cpu_ms: Option<f64>,
+    /// Its rates over the same interval as its node's.
+    #[serde(default)]
+    pub recent: Recent,
 }
 
-/// A node's rates over the last few seconds: between the job's last two
+/// A node's (or subtask's) rates over the last few seconds: between the job's last two
 /// progress reports (5 s apart), or since its start before the first.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Recent {

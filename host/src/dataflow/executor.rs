@@ -457,7 +457,12 @@ impl RunningJob {
         let (node, held_ms_per_s) = interval.most_backpressured.unwrap_or_else(|| ("-".into(), 0.0));
         let backpressured_pct = (held_ms_per_s / 10.0).round() as u64;
         let events_per_s = interval.read_per_s as u64;
-        info!(job = %self.name, read, written, events_per_s, most_backpressured = %node, backpressured_pct, "progress");
+        match interval.cores_busy.map(|cores| (cores * 100.0).round() / 100.0) {
+            Some(cores_busy) => {
+                info!(job = %self.name, read, written, events_per_s, most_backpressured = %node, backpressured_pct, cores_busy, "progress")
+            }
+            None => info!(job = %self.name, read, written, events_per_s, most_backpressured = %node, backpressured_pct, "progress"),
+        }
     }
 
     /// Records read and written so far, for a status command.

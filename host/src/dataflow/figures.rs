@@ -53,6 +53,7 @@ pub(super) fn node_figures(tasks: &[TaskSummary]) -> Vec<NodeInfo> {
             backpressured_ms: task.backpressured_ms,
             idle_ms: task.idle_ms,
             cpu_ms: task.cpu_ms,
+            recent: Recent::default(),
         });
     }
     for node in &mut nodes {
@@ -66,42 +67,90 @@ pub(super) fn node_figures(tasks: &[TaskSummary]) -> Vec<NodeInfo> {
 pub(super) fn node_figures_of_run(tasks: &[TaskSummary], seconds: f64) -> Vec<NodeInfo> {
     let mut nodes = node_figures(tasks);
     for node in &mut nodes {
-        node.recent = rates(node, None, seconds);
+        set_rates(node, None, seconds);
     }
     nodes
 }
 
-/// `now`'s rates since `before` (the same node, earlier; `None`: at the
-/// start), `seconds` apart. A counter that went back (a restarted job's
-/// fresh subtasks) counts as having started at zero.
-fn rates(now: &NodeInfo, before: Option<&NodeInfo>, seconds: f64) -> Recent {
-    let seconds = seconds.max(1e-3);
-    let delta = |now: f64, before: f64| if now >= before { now - before } else { now };
-    let (records_in, records_out, held_ms, idle_ms) =
-        before.map_or((0.0, 0.0, 0.0, 0.0), |b| (b.records_in as f64, b.records_out as f64, b.backpressured_ms, b.idle_ms));
-    let per_subtask_second = |ms: f64| (ms / seconds / f64::from(now.subtasks.max(1))).min(1e3);
-    // Per thread: those of its subtasks that have one.
-    let threads = now.by_subtask.iter().filter(|s| s.cpu_ms.is_some()).count().max(1) as f64;
-    let cpu_before = before.and_then(|b| b.cpu_ms).unwrap_or(0.0);
-    Recent {
-        seconds,
-        records_in_per_s: delta(now.records_in as f64, records_in) / seconds,
-        records_out_per_s: delta(now.records_out as f64, records_out) / seconds,
-        backpressured_ms_per_s: per_subtask_second(delta(now.backpressured_ms, held_ms)),
-        idle_ms_per_s: per_subtask_second(delta(now.idle_ms, idle_ms)),
-        cpu_ms_per_s: now.cpu_ms.map(|cpu_ms| (delta(cpu_ms, cpu_before) / seconds / threads).min(1e3)),
+/// Sets the rates of `node` and of each of its subtasks since `before`
+/// (the same node, earlier; `None`: at the start), `seconds` apart.
+fn set_rates(node: &mut NodeInfo, before: Option<&NodeInfo>, seconds: f64) {
+    node.recent = rates(&Totals::of_node(node), before.map(Totals::of_node), seconds);
+    for subtask in &mut node.by_subtask {
+        let earlier = before.and_then(|b| b.by_subtask.iter().find(|s| s.subtask == subtask.subtask));
+        subtask.recent = rates(&Totals::of_subtask(subtask), earlier.map(Totals::of_subtask), seconds);
     }
 }
 
-/// The job's counters at its last progress report, and each node's rates
-/// over the interval before it.
+/// What rates are taken of: a node's counters (summed over its subtasks)
+/// or one subtask's.
+struct Totals {
+    records_in: f64,
+    records_out: f64,
+    backpressured_ms: f64,
+    idle_ms: f64,
+    cpu_ms: Option<f64>,
+    /// Subtasks and threads summed, to average over.
+    subtasks: f64,
+    threads: f64,
+}
+
+impl Totals {
+    fn of_node(node: &NodeInfo) -> Self {
+        Totals {
+            records_in: node.records_in as f64,
+            records_out: node.records_out as f64,
+            backpressured_ms: node.backpressured_ms,
+            idle_ms: node.idle_ms,
+            cpu_ms: node.cpu_ms,
+            subtasks: f64::from(node.subtasks.max(1)),
+            // Per thread: those of its subtasks that have one.
+            threads: node.by_subtask.iter().filter(|s| s.cpu_ms.is_some()).count().max(1) as f64,
+        }
+    }
+
+    fn of_subtask(subtask: &SubtaskInfo) -> Self {
+        Totals {
+            records_in: subtask.records_in as f64,
+            records_out: subtask.records_out as f64,
+            backpressured_ms: subtask.backpressured_ms,
+            idle_ms: subtask.idle_ms,
+            cpu_ms: subtask.cpu_ms,
+            subtasks: 1.0,
+            threads: 1.0,
+        }
+    }
+}
+
+/// `now`'s rates since `before` (`None`: at the start), `seconds` apart. A
+/// counter that went back (a restarted job's fresh subtasks) counts as
+/// having started at zero.
+fn rates(now: &Totals, before: Option<Totals>, seconds: f64) -> Recent {
+    let seconds = seconds.max(1e-3);
+    let delta = |now: f64, before: f64| if now >= before { now - before } else { now };
+    let before = before.unwrap_or(Totals { records_in: 0.0, records_out: 0.0, backpressured_ms: 0.0, idle_ms: 0.0, cpu_ms: None, ..*now });
+    let per_subtask_second = |ms: f64| (ms / seconds / now.subtasks).min(1e3);
+    Recent {
+        seconds,
+        records_in_per_s: delta(now.records_in, before.records_in) / seconds,
+        records_out_per_s: delta(now.records_out, before.records_out) / seconds,
+        backpressured_ms_per_s: per_subtask_second(delta(now.backpressured_ms, before.backpressured_ms)),
+        idle_ms_per_s: per_subtask_second(delta(now.idle_ms, before.idle_ms)),
+        cpu_ms_per_s: now.cpu_ms.map(|cpu_ms| (delta(cpu_ms, before.cpu_ms.unwrap_or(0.0)) / seconds / now.threads).min(1e3)),
+    }
+}
+
+/// The job's counters at its last progress report, with each node's (and
+/// subtask's) rates over the interval before it.
 #[derive(Debug)]
 pub(super) struct Sampler {
     at: Instant,
     read: u64,
+    /// The processor time of the job's task threads, in all.
+    cpu_ms: f64,
     nodes: Vec<NodeInfo>,
-    /// Once a report has come: each node's rates up to it.
-    recent: Option<Vec<(String, Recent)>>,
+    /// Whether a report has come: then `nodes` carry the rates up to it.
+    sampled: bool,
 }
 
 /// What a progress report says of its interval.
@@ -111,31 +160,36 @@ pub(super) struct Interval {
     pub read_per_s: f64,
     /// The node held back most, and its milliseconds per second.
     pub most_backpressured: Option<(String, f64)>,
+    /// How many cores the job's task threads kept busy: their processor
+    /// time over the interval's (`None` where it cannot be read).
+    pub cores_busy: Option<f64>,
 }
 
 impl Sampler {
     /// Counting from `started`, when every counter was zero.
     pub fn new(started: Instant) -> Self {
-        Sampler { at: started, read: 0, nodes: Vec::new(), recent: None }
+        Sampler { at: started, read: 0, cpu_ms: 0.0, nodes: Vec::new(), sampled: false }
     }
 
     /// Samples `tasks` now, closing an interval: its rates become each
     /// node's recent ones.
     pub fn sample(&mut self, tasks: &[TaskSummary]) -> Interval {
         let seconds = self.at.elapsed().as_secs_f64();
-        let (read, nodes) = (records_read(tasks), node_figures(tasks));
-        let recent: Vec<(String, Recent)> = nodes
+        let (read, mut nodes) = (records_read(tasks), node_figures(tasks));
+        for node in &mut nodes {
+            set_rates(node, self.nodes.iter().find(|b| b.node == node.node), seconds);
+        }
+        let most_backpressured = nodes
             .iter()
-            .map(|node| (node.node.clone(), rates(node, self.nodes.iter().find(|b| b.node == node.node), seconds)))
-            .collect();
-        let most_backpressured = recent
-            .iter()
-            .filter(|(_, r)| r.backpressured_ms_per_s > 0.0)
-            .max_by(|a, b| a.1.backpressured_ms_per_s.total_cmp(&b.1.backpressured_ms_per_s))
-            .map(|(node, r)| (node.clone(), r.backpressured_ms_per_s));
+            .filter(|n| n.recent.backpressured_ms_per_s > 0.0)
+            .max_by(|a, b| a.recent.backpressured_ms_per_s.total_cmp(&b.recent.backpressured_ms_per_s))
+            .map(|n| (n.node.clone(), n.recent.backpressured_ms_per_s));
         let read_per_s = read.saturating_sub(self.read) as f64 / seconds.max(1e-3);
-        *self = Sampler { at: Instant::now(), read, nodes, recent: Some(recent) };
-        Interval { read_per_s, most_backpressured }
+        let cpu_ms = tasks.iter().filter_map(|t| t.cpu_ms).sum::<f64>();
+        let timed = tasks.iter().any(|t| t.cpu_ms.is_some());
+        let cores_busy = timed.then(|| (cpu_ms - self.cpu_ms).max(0.0) / 1e3 / seconds.max(1e-3));
+        *self = Sampler { at: Instant::now(), read, cpu_ms, nodes, sampled: true };
+        Interval { read_per_s, most_backpressured, cores_busy }
     }
 
     /// Time since the last sample (or the start).
@@ -146,10 +200,17 @@ impl Sampler {
     /// `tasks`' node figures, each with its rates over the last interval
     /// sampled — or, before the first, since the start.
     pub fn nodes(&self, tasks: &[TaskSummary]) -> Vec<NodeInfo> {
-        let Some(recent) = &self.recent else { return node_figures_of_run(tasks, self.at.elapsed().as_secs_f64()) };
+        if !self.sampled {
+            return node_figures_of_run(tasks, self.at.elapsed().as_secs_f64());
+        }
         let mut nodes = node_figures(tasks);
         for node in &mut nodes {
-            node.recent = recent.iter().find(|(name, _)| *name == node.node).map(|(_, r)| *r).unwrap_or_default();
+            let Some(sampled) = self.nodes.iter().find(|s| s.node == node.node) else { continue };
+            node.recent = sampled.recent;
+            for subtask in &mut node.by_subtask {
+                let rates = sampled.by_subtask.iter().find(|s| s.subtask == subtask.subtask).map(|s| s.recent);
+                subtask.recent = rates.unwrap_or_default();
+            }
         }
         nodes
     }
@@ -208,6 +269,26 @@ mod tests {
         assert_eq!(node.recent.backpressured_ms_per_s, 0.0, "held back before, not in the last interval");
     }
 
+    /// A key that went hot on subtask 1 after subtask 0 did most of the
+    /// work: the totals look even, the last interval does not.
+    #[test]
+    fn each_subtask_has_its_own_recent_rates_and_skew_follows_them() {
+        let op = |subtask, records_in| task("operator `count`", Role::Operator, subtask, records_in, 0, 0.0);
+        let mut sampler = Sampler::new(Instant::now() - std::time::Duration::from_secs(2));
+        sampler.sample(&[op(0, 9_000), op(1, 1_000)]);
+        sampler.at = Instant::now() - std::time::Duration::from_secs(2);
+        let later = [op(0, 10_000), op(1, 10_000)];
+        sampler.sample(&later);
+        let node = &sampler.nodes(&later)[0];
+        let rates: Vec<f64> = node.by_subtask.iter().map(|s| s.recent.records_in_per_s.round()).collect();
+        assert!((rates[0] - 500.0).abs() < 30.0 && (rates[1] - 4_500.0).abs() < 250.0, "{rates:?}");
+        assert_eq!(node.skew(), 1.0, "over the run, even");
+        assert!((node.recent_skew() - 1.8).abs() < 0.01, "now, subtask 1 takes 9 in 10: {}", node.recent_skew());
+        // Before any report, and for an ended run, the rates are since the start.
+        let ended = &node_figures_of_run(&later, 4.0)[0];
+        assert_eq!(ended.by_subtask[1].recent.records_in_per_s, 2_500.0);
+    }
+
     #[test]
     fn an_ended_runs_rates_are_over_the_whole_run() {
         let tasks = [task("sink `out`", Role::Sink, 0, 3_000, 0, 0.0)];
@@ -219,7 +300,7 @@ mod tests {
     fn subtasks_are_busy_when_neither_held_back_nor_idle() {
         let before = NodeInfo { node: "n".into(), subtasks: 2, backpressured_ms: 100.0, idle_ms: 100.0, ..NodeInfo::default() };
         let now = NodeInfo { backpressured_ms: 500.0, idle_ms: 1_300.0, ..before.clone() };
-        let recent = rates(&now, Some(&before), 2.0);
+        let recent = rates(&Totals::of_node(&now), Some(Totals::of_node(&before)), 2.0);
         assert_eq!((recent.backpressured_ms_per_s, recent.idle_ms_per_s, recent.busy_ms_per_s()), (100.0, 300.0, 600.0));
     }
 
@@ -233,13 +314,20 @@ mod tests {
         assert_eq!((nodes[0].cpu_ms, nodes[0].recent.cpu_ms_per_s), (Some(2_000.0), Some(500.0)));
         assert_eq!(nodes[0].by_subtask[1].cpu_ms, Some(500.0));
         assert_eq!((nodes[1].cpu_ms, nodes[1].recent.cpu_ms_per_s), (None, None));
+
+        // The job's threads over a progress interval: 3 s of processor time in 2 s.
+        let mut sampler = Sampler::new(Instant::now() - std::time::Duration::from_secs(2));
+        let interval = sampler.sample(&[with_cpu(0, Some(2_000.0)), with_cpu(1, Some(1_000.0))]);
+        assert!(interval.cores_busy.is_some_and(|cores| (cores - 1.5).abs() < 0.05), "{interval:?}");
+        let untimed = Sampler::new(Instant::now()).sample(&[task("source `s`", Role::Source, 0, 0, 0, 0.0)]);
+        assert_eq!(untimed.cores_busy, None);
     }
 
     #[test]
     fn a_counter_that_went_back_counts_from_zero() {
         let before = NodeInfo { node: "n".into(), subtasks: 2, records_in: 1_000, backpressured_ms: 4_000.0, ..NodeInfo::default() };
         let now = NodeInfo { records_in: 100, backpressured_ms: 500.0, ..before.clone() };
-        let recent = rates(&now, Some(&before), 1.0);
+        let recent = rates(&Totals::of_node(&now), Some(Totals::of_node(&before)), 1.0);
         assert_eq!((recent.records_in_per_s, recent.backpressured_ms_per_s), (100.0, 250.0));
     }
 }
