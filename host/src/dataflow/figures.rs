@@ -75,68 +75,47 @@ pub(super) fn node_figures_of_run(tasks: &[TaskSummary], seconds: f64) -> Vec<No
 /// Sets the rates of `node` and of each of its subtasks since `before`
 /// (the same node, earlier; `None`: at the start), `seconds` apart.
 fn set_rates(node: &mut NodeInfo, before: Option<&NodeInfo>, seconds: f64) {
-    node.recent = rates(&Totals::of_node(node), before.map(Totals::of_node), seconds);
+    // A node's shares average over its subtasks, its processor time over
+    // those of them that have a thread.
+    let subtasks = f64::from(node.subtasks.max(1));
+    let threads = node.by_subtask.iter().filter(|s| s.cpu_ms.is_some()).count().max(1) as f64;
+    node.recent = rates(&summed(node), before.map(summed).as_ref(), seconds, subtasks, threads);
     for subtask in &mut node.by_subtask {
         let earlier = before.and_then(|b| b.by_subtask.iter().find(|s| s.subtask == subtask.subtask));
-        subtask.recent = rates(&Totals::of_subtask(subtask), earlier.map(Totals::of_subtask), seconds);
+        subtask.recent = rates(subtask, earlier, seconds, 1.0, 1.0);
     }
 }
 
-/// What rates are taken of: a node's counters (summed over its subtasks)
-/// or one subtask's.
-struct Totals {
-    records_in: f64,
-    records_out: f64,
-    backpressured_ms: f64,
-    idle_ms: f64,
-    cpu_ms: Option<f64>,
-    /// Subtasks and threads summed, to average over.
-    subtasks: f64,
-    threads: f64,
-}
-
-impl Totals {
-    fn of_node(node: &NodeInfo) -> Self {
-        Totals {
-            records_in: node.records_in as f64,
-            records_out: node.records_out as f64,
-            backpressured_ms: node.backpressured_ms,
-            idle_ms: node.idle_ms,
-            cpu_ms: node.cpu_ms,
-            subtasks: f64::from(node.subtasks.max(1)),
-            // Per thread: those of its subtasks that have one.
-            threads: node.by_subtask.iter().filter(|s| s.cpu_ms.is_some()).count().max(1) as f64,
-        }
-    }
-
-    fn of_subtask(subtask: &SubtaskInfo) -> Self {
-        Totals {
-            records_in: subtask.records_in as f64,
-            records_out: subtask.records_out as f64,
-            backpressured_ms: subtask.backpressured_ms,
-            idle_ms: subtask.idle_ms,
-            cpu_ms: subtask.cpu_ms,
-            subtasks: 1.0,
-            threads: 1.0,
-        }
+/// A node's counters, summed over its subtasks, in a subtask's shape.
+fn summed(node: &NodeInfo) -> SubtaskInfo {
+    SubtaskInfo {
+        subtask: 0,
+        records_in: node.records_in,
+        records_out: node.records_out,
+        backpressured_ms: node.backpressured_ms,
+        idle_ms: node.idle_ms,
+        cpu_ms: node.cpu_ms,
+        recent: node.recent,
     }
 }
 
-/// `now`'s rates since `before` (`None`: at the start), `seconds` apart. A
-/// counter that went back (a restarted job's fresh subtasks) counts as
-/// having started at zero.
-fn rates(now: &Totals, before: Option<Totals>, seconds: f64) -> Recent {
+/// `now`'s rates since `before` (`None`: at the start), `seconds` apart,
+/// shares of time averaged over `subtasks` and processor time over
+/// `threads`. A counter that went back (a restarted job's fresh subtasks)
+/// counts as having started at zero.
+fn rates(now: &SubtaskInfo, before: Option<&SubtaskInfo>, seconds: f64, subtasks: f64, threads: f64) -> Recent {
     let seconds = seconds.max(1e-3);
     let delta = |now: f64, before: f64| if now >= before { now - before } else { now };
-    let before = before.unwrap_or(Totals { records_in: 0.0, records_out: 0.0, backpressured_ms: 0.0, idle_ms: 0.0, cpu_ms: None, ..*now });
-    let per_subtask_second = |ms: f64| (ms / seconds / now.subtasks).min(1e3);
+    let zero = SubtaskInfo::default();
+    let before = before.unwrap_or(&zero);
+    let per_subtask_second = |ms: f64| (ms / seconds / subtasks).min(1e3);
     Recent {
         seconds,
-        records_in_per_s: delta(now.records_in, before.records_in) / seconds,
-        records_out_per_s: delta(now.records_out, before.records_out) / seconds,
+        records_in_per_s: delta(now.records_in as f64, before.records_in as f64) / seconds,
+        records_out_per_s: delta(now.records_out as f64, before.records_out as f64) / seconds,
         backpressured_ms_per_s: per_subtask_second(delta(now.backpressured_ms, before.backpressured_ms)),
         idle_ms_per_s: per_subtask_second(delta(now.idle_ms, before.idle_ms)),
-        cpu_ms_per_s: now.cpu_ms.map(|cpu_ms| (delta(cpu_ms, before.cpu_ms.unwrap_or(0.0)) / seconds / now.threads).min(1e3)),
+        cpu_ms_per_s: now.cpu_ms.map(|cpu_ms| (delta(cpu_ms, before.cpu_ms.unwrap_or(0.0)) / seconds / threads).min(1e3)),
     }
 }
 
@@ -300,7 +279,7 @@ mod tests {
     fn subtasks_are_busy_when_neither_held_back_nor_idle() {
         let before = NodeInfo { node: "n".into(), subtasks: 2, backpressured_ms: 100.0, idle_ms: 100.0, ..NodeInfo::default() };
         let now = NodeInfo { backpressured_ms: 500.0, idle_ms: 1_300.0, ..before.clone() };
-        let recent = rates(&Totals::of_node(&now), Some(Totals::of_node(&before)), 2.0);
+        let recent = rates(&summed(&now), Some(&summed(&before)), 2.0, 2.0, 1.0);
         assert_eq!((recent.backpressured_ms_per_s, recent.idle_ms_per_s, recent.busy_ms_per_s()), (100.0, 300.0, 600.0));
     }
 
@@ -327,7 +306,7 @@ mod tests {
     fn a_counter_that_went_back_counts_from_zero() {
         let before = NodeInfo { node: "n".into(), subtasks: 2, records_in: 1_000, backpressured_ms: 4_000.0, ..NodeInfo::default() };
         let now = NodeInfo { records_in: 100, backpressured_ms: 500.0, ..before.clone() };
-        let recent = rates(&Totals::of_node(&now), Some(Totals::of_node(&before)), 1.0);
+        let recent = rates(&summed(&now), Some(&summed(&before)), 1.0, 2.0, 1.0);
         assert_eq!((recent.records_in_per_s, recent.backpressured_ms_per_s), (100.0, 250.0));
     }
 }
