@@ -35,8 +35,13 @@ fn tansu() -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+/// Two distinct free ports. Both listeners are held until both ports are
+/// known: bound one after the other, the kernel may hand out the same port
+/// twice, and a proxy forwarding to its own port opens connections to
+/// itself until the process runs out of files (seen once in CI).
+fn free_ports() -> (u16, u16) {
+    let (first, second) = (TcpListener::bind("127.0.0.1:0").unwrap(), TcpListener::bind("127.0.0.1:0").unwrap());
+    (first.local_addr().unwrap().port(), second.local_addr().unwrap().port())
 }
 
 /// A broker on 127.0.0.1, reached through a [`Proxy`] (clients only ever
@@ -59,7 +64,7 @@ impl Broker {
     }
 
     fn spawn(extra: &[&str]) -> Broker {
-        let (port, public) = (free_port(), free_port());
+        let (port, public) = free_ports();
         let child = Command::new(tansu())
             .args(["broker", "--listener-url", &format!("tcp://127.0.0.1:{port}")])
             .args(["--advertised-listener-url", &format!("tcp://127.0.0.1:{public}")])
