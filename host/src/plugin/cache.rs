@@ -8,9 +8,16 @@
 //! `~/.cache/weir/components`; `WEIR_CACHE_DIR=off` disables the cache.
 //! Failures to read or write the cache are logged and otherwise ignored:
 //! the plugin is simply compiled.
+//!
+//! The cache is bounded: every plugin built while developing one leaves an
+//! entry (a compiled Python or JavaScript plugin is ~100 MB), so after
+//! each write the entries used least recently are deleted until the rest
+//! fit in `$WEIR_CACHE_MAX_MB` (default 2 GiB). A hit marks its entry as
+//! used now (its modification time).
 
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 use tracing::{debug, warn};
 use wasmtime::Engine;
@@ -45,6 +52,8 @@ impl ComponentCache {
         match unsafe { Component::deserialize_file(engine, &path) } {
             Ok(component) => {
                 debug!(path = %path.display(), "compiled plugin loaded from the cache");
+                // Used now: the last to go when the cache is pruned.
+                let _ = std::fs::File::open(&path).and_then(|file| file.set_modified(SystemTime::now()));
                 Some(component)
             }
             Err(error) => {
@@ -67,6 +76,43 @@ impl ComponentCache {
         };
         if let Err(error) = write() {
             warn!(path = %path.display(), %error, "cannot cache the compiled plugin");
+            return;
+        }
+        if let Some(dir) = path.parent() {
+            prune(dir, max_bytes(), &path);
+        }
+    }
+}
+
+/// The cache's budget: `$WEIR_CACHE_MAX_MB` MiB, else 2 GiB.
+fn max_bytes() -> u64 {
+    let mb = std::env::var("WEIR_CACHE_MAX_MB").ok().and_then(|mb| mb.parse::<u64>().ok());
+    mb.unwrap_or(2048) * 1024 * 1024
+}
+
+/// Deletes the entries of `dir` used least recently (oldest modification
+/// time first) until the others fit in `budget` bytes; never `keep`, the
+/// entry just written.
+fn prune(dir: &Path, budget: u64, keep: &Path) {
+    let Ok(listing) = std::fs::read_dir(dir) else { return };
+    let mut entries: Vec<(SystemTime, u64, PathBuf)> = listing
+        .filter_map(|entry| {
+            let entry = entry.ok()?;
+            let path = entry.path();
+            let metadata = entry.metadata().ok()?;
+            let cached = path.extension().is_some_and(|e| e == "cwasm") && metadata.is_file();
+            cached.then(|| (metadata.modified().unwrap_or(SystemTime::UNIX_EPOCH), metadata.len(), path))
+        })
+        .collect();
+    let mut total: u64 = entries.iter().map(|(_, size, _)| size).sum();
+    entries.sort();
+    for (_, size, path) in entries {
+        if total <= budget {
+            break;
+        }
+        if path != keep && std::fs::remove_file(&path).is_ok() {
+            debug!(path = %path.display(), size, "pruned from the compiled-plugin cache");
+            total -= size;
         }
     }
 }
@@ -81,5 +127,36 @@ fn cache_dir() -> Option<PathBuf> {
                 .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))?;
             Some(base.join("weir").join("components"))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// Writes an entry of `size` bytes last used `age_s` seconds ago.
+    fn entry(dir: &Path, name: &str, size: usize, age_s: u64) -> PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, vec![0u8; size]).unwrap();
+        let file = std::fs::File::options().write(true).open(&path).unwrap();
+        file.set_modified(SystemTime::now() - Duration::from_secs(age_s)).unwrap();
+        path
+    }
+
+    #[test]
+    fn pruning_drops_the_least_recently_used_entries_until_the_rest_fit() {
+        let dir = tempfile::tempdir().unwrap();
+        let oldest = entry(dir.path(), "a.cwasm", 400, 300);
+        let older = entry(dir.path(), "b.cwasm", 400, 200);
+        let recent = entry(dir.path(), "c.cwasm", 400, 100);
+        let other = entry(dir.path(), "notes.txt", 10_000, 1_000);
+        // Just written, yet the oldest by its time: never the one pruned.
+        let kept = entry(dir.path(), "d.cwasm", 400, 400);
+        prune(dir.path(), 1_000, &kept);
+        let left: Vec<bool> = [&oldest, &older, &recent, &other, &kept].iter().map(|p| p.exists()).collect();
+        assert_eq!(left, [false, false, true, true, true], "1 000 bytes hold the two most recent entries");
+        prune(dir.path(), 10_000, &kept);
+        assert!(recent.exists() && kept.exists(), "within the budget nothing goes");
     }
 }
