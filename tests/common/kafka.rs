@@ -2,7 +2,7 @@
 //! `scripts/kafka-broker.sh`), a TCP proxy in front of it that can take the
 //! broker away and bring it back, and clients to fill and read topics.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::ErrorKind;
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
@@ -272,13 +272,23 @@ pub fn committed_records(records: Vec<OutputRecord>) -> (Vec<OutputRecord>, usiz
 pub struct Proxy {
     pub port: u16,
     up: Arc<AtomicBool>,
-    connections: Arc<Mutex<Vec<TcpStream>>>,
+    connections: Arc<Mutex<Connections>>,
+}
+
+/// The open connections through a proxy, each as its client's and its
+/// broker's streams, by number: `down` cuts them, and one that ends is
+/// taken out (else a long test's closed sockets would pile up as open
+/// files).
+#[derive(Default)]
+struct Connections {
+    next: u64,
+    open: HashMap<u64, [TcpStream; 2]>,
 }
 
 impl Proxy {
     fn start(port: u16, target: u16) -> Proxy {
         let up = Arc::new(AtomicBool::new(true));
-        let connections = Arc::new(Mutex::new(Vec::new()));
+        let connections = Arc::new(Mutex::new(Connections::default()));
         let (flag, open) = (up.clone(), connections.clone());
         std::thread::spawn(move || accept_loop(port, target, flag, open));
         Proxy { port, up, connections }
@@ -289,9 +299,9 @@ impl Proxy {
     /// accepted at this moment is either cut here or dropped by the
     /// accept loop — none survives the outage.
     pub fn down(&self) {
-        let mut open = self.connections.lock().unwrap();
+        let mut connections = self.connections.lock().unwrap();
         self.up.store(false, Ordering::SeqCst);
-        for stream in open.drain(..) {
+        for stream in connections.open.drain().flat_map(|(_, streams)| streams) {
             let _ = stream.shutdown(Shutdown::Both);
         }
     }
@@ -301,7 +311,7 @@ impl Proxy {
     }
 }
 
-fn accept_loop(port: u16, target: u16, up: Arc<AtomicBool>, open: Arc<Mutex<Vec<TcpStream>>>) {
+fn accept_loop(port: u16, target: u16, up: Arc<AtomicBool>, connections: Arc<Mutex<Connections>>) {
     loop {
         // While down, the port is closed: connecting is refused.
         while !up.load(Ordering::SeqCst) {
@@ -319,14 +329,15 @@ fn accept_loop(port: u16, target: u16, up: Arc<AtomicBool>, open: Arc<Mutex<Vec<
                 Ok((client, _)) => {
                     client.set_nonblocking(false).unwrap();
                     let Ok(server) = TcpStream::connect(("127.0.0.1", target)) else { continue };
-                    let mut registry = open.lock().unwrap();
+                    let mut registry = connections.lock().unwrap();
                     if !up.load(Ordering::SeqCst) {
                         break; // Went down while this one was accepted: drop it.
                     }
-                    registry.push(client.try_clone().unwrap());
-                    registry.push(server.try_clone().unwrap());
-                    pipe(client.try_clone().unwrap(), server.try_clone().unwrap());
-                    pipe(server, client);
+                    let id = registry.next;
+                    registry.next += 1;
+                    registry.open.insert(id, [client.try_clone().unwrap(), server.try_clone().unwrap()]);
+                    pipe(client.try_clone().unwrap(), server.try_clone().unwrap(), id, connections.clone());
+                    pipe(server, client, id, connections.clone());
                 }
                 Err(error) if error.kind() == ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(5)),
                 Err(_) => break,
@@ -335,11 +346,14 @@ fn accept_loop(port: u16, target: u16, up: Arc<AtomicBool>, open: Arc<Mutex<Vec<
     }
 }
 
-fn pipe(mut from: TcpStream, mut to: TcpStream) {
+/// Copies one direction of connection `id` until either side closes, then
+/// closes both and takes the connection out of the registry.
+fn pipe(mut from: TcpStream, mut to: TcpStream, id: u64, connections: Arc<Mutex<Connections>>) {
     std::thread::spawn(move || {
         let _ = std::io::copy(&mut from, &mut to);
         let _ = to.shutdown(Shutdown::Both);
         let _ = from.shutdown(Shutdown::Both);
+        connections.lock().unwrap().open.remove(&id);
     });
 }
 
