@@ -78,7 +78,7 @@ fn a_slow_sink_slows_the_sources_and_keeps_records_in_flight_bounded() {
     // time; the sink, which sends nothing, never.
     let held_back = |name: &str| {
         let node = progress.nodes.iter().find(|n| n.node == name).unwrap_or_else(|| panic!("{name} in {:?}", progress.nodes));
-        node.backpressured_ms / (f64::from(node.subtasks) * started.elapsed().as_secs_f64() * 1e3)
+        node.counters.backpressured_ms / (f64::from(node.subtasks) * started.elapsed().as_secs_f64() * 1e3)
     };
     for name in ["source `gen`", "operator `count`"] {
         assert!(held_back(name) > 0.3, "{name} held back {:.0} % of the time", 100.0 * held_back(name));
@@ -118,6 +118,6 @@ fn a_slow_source_leaves_its_operator_and_sink_idle() {
         // Each has a thread of its own, which waits rather than spins.
         let cpu = recent.cpu_ms_per_s.unwrap_or_else(|| panic!("{}: no processor time in {recent:?}", node.node));
         assert!(cpu < 300.0, "{}: idle, yet {cpu:.0} ms of processor time a second", node.node);
-        assert!(node.by_subtask.iter().all(|s| s.cpu_ms.is_some()), "{}: {:?}", node.node, node.by_subtask);
+        assert!(node.by_subtask.iter().all(|s| s.counters.cpu_ms.is_some()), "{}: {:?}", node.node, node.by_subtask);
     }
 }

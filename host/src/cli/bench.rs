@@ -126,7 +126,7 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<()> {
 /// cores, parallelism cannot go faster.
 fn processor_time(tasks: &[TaskSummary], cpu: Option<f64>, seconds: f64) -> String {
     let role_seconds = |role: Role| {
-        let times: Vec<f64> = tasks.iter().filter(|t| t.role == role).filter_map(|t| t.cpu_ms).collect();
+        let times: Vec<f64> = tasks.iter().filter(|t| t.role == role).filter_map(|t| t.counters.cpu_ms).collect();
         (!times.is_empty()).then(|| times.iter().sum::<f64>() / 1e3)
     };
     let roles = [(Role::Source, "sources"), (Role::Operator, "operators"), (Role::Sink, "sinks")];

@@ -220,8 +220,8 @@ pub(super) fn nodes_table(nodes: &[NodeInfo], live: bool) -> String {
         [
             node.node.clone(),
             node.subtasks.to_string(),
-            node.records_in.to_string(),
-            node.records_out.to_string(),
+            node.counters.records_in.to_string(),
+            node.counters.records_out.to_string(),
             format!("{:.0}", recent.records_in_per_s),
             format!("{:.0}", recent.records_out_per_s),
             format!("{:.0} %", recent.busy_ms_per_s() / 10.0),
@@ -380,7 +380,7 @@ fn bytes(n: u64) -> String {
 #[cfg(test)]
 mod tests {
     use weir::checkpoint::CheckpointStats;
-    use weir::control::{OperatorInfo, Recent, SubtaskInfo};
+    use weir::control::{Counters, OperatorInfo, Recent, SubtaskInfo};
 
     use super::*;
 
@@ -420,11 +420,13 @@ mod tests {
         let node = |node: &str, subtasks, records_in, records_out, per_s: [f64; 3]| NodeInfo {
             node: node.into(),
             subtasks,
-            records_in,
-            records_out,
-            backpressured_ms: 1_000.0,
-            idle_ms: 0.0,
-            cpu_ms: (subtasks == 2).then_some(1_000.0),
+            counters: Counters {
+                records_in,
+                records_out,
+                backpressured_ms: 1_000.0,
+                idle_ms: 0.0,
+                cpu_ms: (subtasks == 2).then_some(1_000.0),
+            },
             recent: Recent {
                 seconds: 5.0,
                 records_in_per_s: per_s[0],
@@ -436,7 +438,7 @@ mod tests {
             by_subtask: (0..subtasks)
                 .map(|subtask| SubtaskInfo {
                     subtask,
-                    records_in: records_in * u64::from(subtask + 1),
+                    counters: Counters { records_in: records_in * u64::from(subtask + 1), ..Counters::default() },
                     // Skewed now as well: SKEW is over the last interval.
                     recent: Recent { records_in_per_s: f64::from(subtask + 1), ..Recent::default() },
                     ..SubtaskInfo::default()

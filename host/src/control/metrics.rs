@@ -12,7 +12,7 @@
 
 use std::fmt::Write;
 
-use super::{JobInfo, NodeInfo, SubtaskInfo};
+use super::{Counters, JobInfo, NodeInfo, SubtaskInfo};
 
 /// The `Content-Type` of the reply.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -129,12 +129,12 @@ fn node_family(
 
 /// A counter with a sample per subtask of every node of every job (that
 /// has a value).
-fn subtask_family(name: &'static str, help: &'static str, jobs: &[JobInfo], value: impl Fn(&SubtaskInfo) -> Option<f64>) -> Family {
+fn subtask_family(name: &'static str, help: &'static str, jobs: &[JobInfo], value: impl Fn(&Counters) -> Option<f64>) -> Family {
     family(name, "counter", help, jobs, |job| {
         let mut samples = Vec::new();
         for node in &job.nodes {
             let labels = node_labels(&node.node);
-            let sample = |s: &SubtaskInfo| Some((format!("{labels},subtask=\"{}\"", s.subtask), value(s)?));
+            let sample = |s: &SubtaskInfo| Some((format!("{labels},subtask=\"{}\"", s.subtask), value(&s.counters)?));
             samples.extend(node.by_subtask.iter().filter_map(sample));
         }
         samples
@@ -170,21 +170,17 @@ mod tests {
             nodes: vec![NodeInfo {
                 node: "operator `count`".into(),
                 subtasks: 2,
-                records_in: 1_000,
-                records_out: 990,
-                backpressured_ms: 1_500.0,
-                idle_ms: 250.0,
-                cpu_ms: Some(1_250.0),
+                counters: Counters { records_in: 1_000, records_out: 990, backpressured_ms: 1_500.0, idle_ms: 250.0, cpu_ms: Some(1_250.0) },
                 recent: Recent::default(),
                 by_subtask: vec![
-                    SubtaskInfo { subtask: 0, records_in: 600, records_out: 590, backpressured_ms: 1_000.0, ..SubtaskInfo::default() },
+                    SubtaskInfo {
+                        subtask: 0,
+                        counters: Counters { records_in: 600, records_out: 590, backpressured_ms: 1_000.0, ..Counters::default() },
+                        recent: Recent::default(),
+                    },
                     SubtaskInfo {
                         subtask: 1,
-                        records_in: 400,
-                        records_out: 400,
-                        backpressured_ms: 500.0,
-                        idle_ms: 250.0,
-                        cpu_ms: Some(1_250.0),
+                        counters: Counters { records_in: 400, records_out: 400, backpressured_ms: 500.0, idle_ms: 250.0, cpu_ms: Some(1_250.0) },
                         recent: Recent::default(),
                     },
                 ],

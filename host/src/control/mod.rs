@@ -29,7 +29,7 @@ pub mod server;
 mod types;
 
 pub use types::{
-    ErrorReply, ForkInfo, ForkRequest, JobInfo, NodeInfo, OperatorInfo, Recent, SavepointInfo, SavepointRequest, SubtaskInfo, UpgradeInfo,
+    Counters, ErrorReply, ForkInfo, ForkRequest, JobInfo, NodeInfo, OperatorInfo, Recent, SavepointInfo, SavepointRequest, SubtaskInfo, UpgradeInfo,
     UpgradeRequest,
 };
 

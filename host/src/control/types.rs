@@ -38,30 +38,52 @@ pub struct NodeInfo {
     /// "source `x`", "operator `y`" or "sink `z`".
     pub node: String,
     pub subtasks: u32,
-    pub records_in: u64,
-    pub records_out: u64,
-    /// Time its subtasks spent waiting to send into full channels, summed
-    /// (up to `subtasks` × the uptime): a high share of the uptime says
-    /// something downstream is the bottleneck.
-    pub backpressured_ms: f64,
-    /// Time its subtasks spent with nothing to do (an empty inbox, or for a
-    /// source nothing to read yet), summed. The rest of their time they
-    /// were busy.
-    #[serde(default)]
-    pub idle_ms: f64,
-    /// Processor time of its subtasks' threads, summed (with the operators
-    /// chained into them); `None` for an operator chained into another
-    /// node's threads, whose time is theirs, or where it cannot be read.
-    /// Busy time is wall-clock time: a busy subtask without a core to run
-    /// on counts as busy but gets no processor time.
-    #[serde(default)]
-    pub cpu_ms: Option<f64>,
+    /// Its subtasks' counters, summed.
+    #[serde(flatten)]
+    pub counters: Counters,
     /// The same over the last few seconds, as rates.
     #[serde(default)]
     pub recent: Recent,
     /// Each subtask's part of the totals, by subtask index.
     #[serde(default)]
     pub by_subtask: Vec<SubtaskInfo>,
+}
+
+/// What a subtask counts from its start (a node's: its subtasks', summed).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Counters {
+    pub records_in: u64,
+    pub records_out: u64,
+    /// Time spent waiting to send into full channels (a node's: up to its
+    /// subtasks × the uptime): a high share of the uptime says something
+    /// downstream is the bottleneck.
+    pub backpressured_ms: f64,
+    /// Time spent with nothing to do (an empty inbox, or for a source
+    /// nothing to read yet). The rest of the time it was busy.
+    #[serde(default)]
+    pub idle_ms: f64,
+    /// Processor time of the subtask's thread (with the operators chained
+    /// into it); `None` for an operator chained into another node's
+    /// thread, whose time is that thread's, or where it cannot be read.
+    /// Busy time is wall-clock time: a busy subtask without a core to run
+    /// on counts as busy but gets no processor time.
+    #[serde(default)]
+    pub cpu_ms: Option<f64>,
+}
+
+impl std::ops::AddAssign for Counters {
+    /// Sums two subtasks' counters; processor time is absent only where
+    /// both lack it.
+    fn add_assign(&mut self, other: Counters) {
+        self.records_in += other.records_in;
+        self.records_out += other.records_out;
+        self.backpressured_ms += other.backpressured_ms;
+        self.idle_ms += other.idle_ms;
+        self.cpu_ms = match (self.cpu_ms, other.cpu_ms) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
+    }
 }
 
 impl NodeInfo {
@@ -71,7 +93,7 @@ impl NodeInfo {
     /// hot keys load one subtask while the others idle.
     pub fn skew(&self) -> f64 {
         let source = self.node.starts_with("source ");
-        skew(self.by_subtask.iter().map(|s| if source { s.records_out } else { s.records_in } as f64))
+        skew(self.by_subtask.iter().map(|s| if source { s.counters.records_out } else { s.counters.records_in } as f64))
     }
 
     /// [`NodeInfo::skew`] over the last few seconds (the subtasks' recent
@@ -94,13 +116,8 @@ fn skew(values: impl Iterator<Item = f64> + Clone) -> f64 {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct SubtaskInfo {
     pub subtask: u32,
-    pub records_in: u64,
-    pub records_out: u64,
-    pub backpressured_ms: f64,
-    #[serde(default)]
-    pub idle_ms: f64,
-    #[serde(default)]
-    pub cpu_ms: Option<f64>,
+    #[serde(flatten)]
+    pub counters: Counters,
     /// Its rates over the same interval as its node's.
     #[serde(default)]
     pub recent: Recent,
@@ -123,7 +140,7 @@ pub struct Recent {
     #[serde(default)]
     pub idle_ms_per_s: f64,
     /// Milliseconds of processor time per second its subtasks' threads
-    /// got, on average (0 to 1000; see [`NodeInfo::cpu_ms`]).
+    /// got, on average (0 to 1000; see [`Counters::cpu_ms`]).
     #[serde(default)]
     pub cpu_ms_per_s: Option<f64>,
 }
@@ -262,5 +279,24 @@ mod tests {
         assert_eq!(serde_json::from_value::<JobInfo>(json).unwrap(), job);
         let without = serde_json::to_value(JobInfo { checkpoint: None, ..job }).unwrap();
         assert!(without.get("checkpoint").is_none(), "no checkpoint yet: no field");
+    }
+
+    /// The counters are fields of the node and of each subtask, as they
+    /// were before they had a struct of their own; an older host's reply,
+    /// without idle or processor time, still reads.
+    #[test]
+    fn a_nodes_counters_are_its_own_fields() {
+        let counters = Counters { records_in: 5, records_out: 4, backpressured_ms: 1.5, idle_ms: 2.0, cpu_ms: Some(3.0) };
+        let subtask = SubtaskInfo { subtask: 1, counters, recent: Recent::default() };
+        let node = NodeInfo { node: "operator `count`".into(), subtasks: 2, counters, recent: Recent::default(), by_subtask: vec![subtask] };
+        let json = serde_json::to_value(&node).unwrap();
+        for object in [&json, &json["by_subtask"][0]] {
+            assert_eq!((object["records_in"].as_u64(), object["cpu_ms"].as_f64()), (Some(5), Some(3.0)), "{object}");
+            assert!(object.get("counters").is_none(), "{object}");
+        }
+        assert_eq!(serde_json::from_value::<NodeInfo>(json).unwrap(), node);
+        let older = serde_json::json!({"node": "sink `out`", "subtasks": 1, "records_in": 7, "records_out": 0, "backpressured_ms": 0.0});
+        let older: NodeInfo = serde_json::from_value(older).unwrap();
+        assert_eq!((older.counters.records_in, older.counters.idle_ms, older.counters.cpu_ms), (7, 0.0, None));
     }
 }

@@ -28,7 +28,7 @@ use crate::checkpoint::{
     SavepointOrder,
 };
 use crate::connectors::{self, ConnectorError, RestoredSplits, SinkPlace, assign_splits};
-use crate::control::{NodeInfo, SavepointInfo};
+use crate::control::{Counters, NodeInfo, SavepointInfo};
 use crate::savepoint::{JobDescription, NodeDescription, Savepoint, SavepointError};
 use crate::job::{JobGraph, Node, NodeKind, OperatorNode, Partitioning};
 use crate::plugin::{
@@ -102,16 +102,9 @@ pub struct TaskSummary {
     pub node: String,
     pub role: Role,
     pub subtask: u32,
-    pub records_in: u64,
-    pub records_out: u64,
-    /// Time spent waiting to send into full channels.
-    pub backpressured_ms: f64,
-    /// Time spent with nothing to do (see [`TaskMetrics`]).
-    pub idle_ms: f64,
-    /// The processor time of the subtask's thread, with the operators
-    /// chained into it; `None` for a chained one (its time is in that
-    /// thread's) or where it cannot be read.
-    pub cpu_ms: Option<f64>,
+    /// Its counters from its start. Processor time is its thread's, with
+    /// the operators chained into it: `None` for a chained one.
+    pub counters: Counters,
 }
 
 /// Figures of a finished job.
@@ -176,17 +169,7 @@ struct Subtask {
 impl Subtask {
     /// Its figures so far.
     fn summary(&self) -> TaskSummary {
-        let metrics = &self.metrics;
-        TaskSummary {
-            node: self.node.clone(),
-            role: self.role,
-            subtask: self.subtask,
-            records_in: metrics.records_in.load(Ordering::Relaxed),
-            records_out: metrics.records_out.load(Ordering::Relaxed),
-            backpressured_ms: metrics.backpressured_ns.load(Ordering::Relaxed) as f64 / 1e6,
-            idle_ms: metrics.idle_ns.load(Ordering::Relaxed) as f64 / 1e6,
-            cpu_ms: metrics.cpu.time().map(|t| t.as_secs_f64() * 1e3),
-        }
+        TaskSummary { node: self.node.clone(), role: self.role, subtask: self.subtask, counters: self.metrics.counters() }
     }
 }
 

@@ -14,16 +14,16 @@
 use std::time::Instant;
 
 use super::{Role, TaskSummary};
-use crate::control::{NodeInfo, Recent, SubtaskInfo};
+use crate::control::{Counters, NodeInfo, Recent, SubtaskInfo};
 
 /// Records produced by the sources of `tasks`.
 pub(super) fn records_read(tasks: &[TaskSummary]) -> u64 {
-    tasks.iter().filter(|t| t.role == Role::Source).map(|t| t.records_out).sum()
+    tasks.iter().filter(|t| t.role == Role::Source).map(|t| t.counters.records_out).sum()
 }
 
 /// Records received by the sinks of `tasks`.
 pub(super) fn records_written(tasks: &[TaskSummary]) -> u64 {
-    tasks.iter().filter(|t| t.role == Role::Sink).map(|t| t.records_in).sum()
+    tasks.iter().filter(|t| t.role == Role::Sink).map(|t| t.counters.records_in).sum()
 }
 
 /// The figures of each source, operator and sink, its subtasks' summed, in
@@ -39,22 +39,8 @@ pub(super) fn node_figures(tasks: &[TaskSummary]) -> Vec<NodeInfo> {
             }
         };
         node.subtasks += 1;
-        node.records_in += task.records_in;
-        node.records_out += task.records_out;
-        node.backpressured_ms += task.backpressured_ms;
-        node.idle_ms += task.idle_ms;
-        if let Some(cpu_ms) = task.cpu_ms {
-            node.cpu_ms = Some(node.cpu_ms.unwrap_or(0.0) + cpu_ms);
-        }
-        node.by_subtask.push(SubtaskInfo {
-            subtask: task.subtask,
-            records_in: task.records_in,
-            records_out: task.records_out,
-            backpressured_ms: task.backpressured_ms,
-            idle_ms: task.idle_ms,
-            cpu_ms: task.cpu_ms,
-            recent: Recent::default(),
-        });
+        node.counters += task.counters;
+        node.by_subtask.push(SubtaskInfo { subtask: task.subtask, counters: task.counters, recent: Recent::default() });
     }
     for node in &mut nodes {
         node.by_subtask.sort_by_key(|s| s.subtask);
@@ -78,24 +64,11 @@ fn set_rates(node: &mut NodeInfo, before: Option<&NodeInfo>, seconds: f64) {
     // A node's shares average over its subtasks, its processor time over
     // those of them that have a thread.
     let subtasks = f64::from(node.subtasks.max(1));
-    let threads = node.by_subtask.iter().filter(|s| s.cpu_ms.is_some()).count().max(1) as f64;
-    node.recent = rates(&summed(node), before.map(summed).as_ref(), seconds, subtasks, threads);
+    let threads = node.by_subtask.iter().filter(|s| s.counters.cpu_ms.is_some()).count().max(1) as f64;
+    node.recent = rates(&node.counters, before.map(|b| &b.counters), seconds, subtasks, threads);
     for subtask in &mut node.by_subtask {
         let earlier = before.and_then(|b| b.by_subtask.iter().find(|s| s.subtask == subtask.subtask));
-        subtask.recent = rates(subtask, earlier, seconds, 1.0, 1.0);
-    }
-}
-
-/// A node's counters, summed over its subtasks, in a subtask's shape.
-fn summed(node: &NodeInfo) -> SubtaskInfo {
-    SubtaskInfo {
-        subtask: 0,
-        records_in: node.records_in,
-        records_out: node.records_out,
-        backpressured_ms: node.backpressured_ms,
-        idle_ms: node.idle_ms,
-        cpu_ms: node.cpu_ms,
-        recent: node.recent,
+        subtask.recent = rates(&subtask.counters, earlier.map(|s| &s.counters), seconds, 1.0, 1.0);
     }
 }
 
@@ -103,10 +76,10 @@ fn summed(node: &NodeInfo) -> SubtaskInfo {
 /// shares of time averaged over `subtasks` and processor time over
 /// `threads`. A counter that went back (a restarted job's fresh subtasks)
 /// counts as having started at zero.
-fn rates(now: &SubtaskInfo, before: Option<&SubtaskInfo>, seconds: f64, subtasks: f64, threads: f64) -> Recent {
+fn rates(now: &Counters, before: Option<&Counters>, seconds: f64, subtasks: f64, threads: f64) -> Recent {
     let seconds = seconds.max(1e-3);
     let delta = |now: f64, before: f64| if now >= before { now - before } else { now };
-    let zero = SubtaskInfo::default();
+    let zero = Counters::default();
     let before = before.unwrap_or(&zero);
     let per_subtask_second = |ms: f64| (ms / seconds / subtasks).min(1e3);
     Recent {
@@ -164,8 +137,8 @@ impl Sampler {
             .max_by(|a, b| a.recent.backpressured_ms_per_s.total_cmp(&b.recent.backpressured_ms_per_s))
             .map(|n| (n.node.clone(), n.recent.backpressured_ms_per_s));
         let read_per_s = read.saturating_sub(self.read) as f64 / seconds.max(1e-3);
-        let cpu_ms = tasks.iter().filter_map(|t| t.cpu_ms).sum::<f64>();
-        let timed = tasks.iter().any(|t| t.cpu_ms.is_some());
+        let cpu_ms = tasks.iter().filter_map(|t| t.counters.cpu_ms).sum::<f64>();
+        let timed = tasks.iter().any(|t| t.counters.cpu_ms.is_some());
         let cores_busy = timed.then(|| (cpu_ms - self.cpu_ms).max(0.0) / 1e3 / seconds.max(1e-3));
         *self = Sampler { at: Instant::now(), read, cpu_ms, nodes, sampled: true };
         Interval { read_per_s, most_backpressured, cores_busy }
@@ -200,7 +173,8 @@ mod tests {
     use super::*;
 
     fn task(node: &str, role: Role, subtask: u32, records_in: u64, records_out: u64, backpressured_ms: f64) -> TaskSummary {
-        TaskSummary { node: node.into(), role, subtask, records_in, records_out, backpressured_ms, idle_ms: 0.0, cpu_ms: None }
+        let counters = Counters { records_in, records_out, backpressured_ms, ..Counters::default() };
+        TaskSummary { node: node.into(), role, subtask, counters }
     }
 
     #[test]
@@ -215,8 +189,8 @@ mod tests {
         let nodes = node_figures(&tasks);
         let names: Vec<&str> = nodes.iter().map(|n| n.node.as_str()).collect();
         assert_eq!(names, ["source `gen`", "operator `count`", "sink `out`"]);
-        assert_eq!((nodes[0].subtasks, nodes[0].records_out, nodes[0].backpressured_ms), (2, 500, 40.0));
-        let parts: Vec<(u32, u64)> = nodes[0].by_subtask.iter().map(|s| (s.subtask, s.records_out)).collect();
+        assert_eq!((nodes[0].subtasks, nodes[0].counters.records_out, nodes[0].counters.backpressured_ms), (2, 500, 40.0));
+        let parts: Vec<(u32, u64)> = nodes[0].by_subtask.iter().map(|s| (s.subtask, s.counters.records_out)).collect();
         assert_eq!(parts, [(0, 300), (1, 200)]);
         assert_eq!(nodes[0].skew(), 1.2, "the busier source subtask read 300 of 500");
         assert_eq!(nodes[2].skew(), 1.0, "one subtask is never skewed");
@@ -243,7 +217,7 @@ mod tests {
         let interval = sampler.sample(&later);
         assert!(interval.most_backpressured.is_none(), "{interval:?}");
         let node = &sampler.nodes(&later)[0];
-        assert_eq!((node.records_out, node.backpressured_ms), (4_000, 1_000.0), "totals stay totals");
+        assert_eq!((node.counters.records_out, node.counters.backpressured_ms), (4_000, 1_000.0), "totals stay totals");
         assert!((node.recent.records_out_per_s - 1_000.0).abs() < 50.0, "{:?}", node.recent);
         assert_eq!(node.recent.backpressured_ms_per_s, 0.0, "held back before, not in the last interval");
     }
@@ -272,14 +246,14 @@ mod tests {
     fn an_ended_runs_rates_are_over_the_whole_run() {
         let tasks = [task("sink `out`", Role::Sink, 0, 3_000, 0, 0.0)];
         let node = &node_figures_of_run(&tasks, 1.5)[0];
-        assert_eq!((node.records_in, node.recent.seconds, node.recent.records_in_per_s), (3_000, 1.5, 2_000.0));
+        assert_eq!((node.counters.records_in, node.recent.seconds, node.recent.records_in_per_s), (3_000, 1.5, 2_000.0));
     }
 
     #[test]
     fn subtasks_are_busy_when_neither_held_back_nor_idle() {
-        let before = NodeInfo { node: "n".into(), subtasks: 2, backpressured_ms: 100.0, idle_ms: 100.0, ..NodeInfo::default() };
-        let now = NodeInfo { backpressured_ms: 500.0, idle_ms: 1_300.0, ..before.clone() };
-        let recent = rates(&summed(&now), Some(&summed(&before)), 2.0, 2.0, 1.0);
+        let before = Counters { backpressured_ms: 100.0, idle_ms: 100.0, ..Counters::default() };
+        let now = Counters { backpressured_ms: 500.0, idle_ms: 1_300.0, ..before };
+        let recent = rates(&now, Some(&before), 2.0, 2.0, 1.0);
         assert_eq!((recent.backpressured_ms_per_s, recent.idle_ms_per_s, recent.busy_ms_per_s()), (100.0, 300.0, 600.0));
     }
 
@@ -287,12 +261,16 @@ mod tests {
     /// own) has none, and a node's rate averages over its threads.
     #[test]
     fn processor_time_is_summed_over_a_nodes_threads() {
-        let with_cpu = |subtask, cpu_ms| TaskSummary { cpu_ms, ..task("operator `op`", Role::Operator, subtask, 0, 0, 0.0) };
-        let chained = TaskSummary { cpu_ms: None, ..task("operator `chained`", Role::Operator, 0, 0, 0, 0.0) };
+        let with_cpu = |subtask, cpu_ms| {
+            let mut task = task("operator `op`", Role::Operator, subtask, 0, 0, 0.0);
+            task.counters.cpu_ms = cpu_ms;
+            task
+        };
+        let chained = task("operator `chained`", Role::Operator, 0, 0, 0, 0.0);
         let nodes = node_figures_of_run(&[with_cpu(0, Some(1_500.0)), with_cpu(1, Some(500.0)), chained], 2.0);
-        assert_eq!((nodes[0].cpu_ms, nodes[0].recent.cpu_ms_per_s), (Some(2_000.0), Some(500.0)));
-        assert_eq!(nodes[0].by_subtask[1].cpu_ms, Some(500.0));
-        assert_eq!((nodes[1].cpu_ms, nodes[1].recent.cpu_ms_per_s), (None, None));
+        assert_eq!((nodes[0].counters.cpu_ms, nodes[0].recent.cpu_ms_per_s), (Some(2_000.0), Some(500.0)));
+        assert_eq!(nodes[0].by_subtask[1].counters.cpu_ms, Some(500.0));
+        assert_eq!((nodes[1].counters.cpu_ms, nodes[1].recent.cpu_ms_per_s), (None, None));
 
         // The job's threads over a progress interval: 3 s of processor time in 2 s.
         let mut sampler = Sampler::new(Instant::now() - std::time::Duration::from_secs(2));
@@ -304,9 +282,9 @@ mod tests {
 
     #[test]
     fn a_counter_that_went_back_counts_from_zero() {
-        let before = NodeInfo { node: "n".into(), subtasks: 2, records_in: 1_000, backpressured_ms: 4_000.0, ..NodeInfo::default() };
-        let now = NodeInfo { records_in: 100, backpressured_ms: 500.0, ..before.clone() };
-        let recent = rates(&summed(&now), Some(&summed(&before)), 1.0, 2.0, 1.0);
+        let before = Counters { records_in: 1_000, backpressured_ms: 4_000.0, ..Counters::default() };
+        let now = Counters { records_in: 100, backpressured_ms: 500.0, ..before };
+        let recent = rates(&now, Some(&before), 1.0, 2.0, 1.0);
         assert_eq!((recent.records_in_per_s, recent.backpressured_ms_per_s), (100.0, 250.0));
     }
 }

@@ -15,6 +15,7 @@ use super::alignment::{AlignedSource, Gate};
 use super::time::{InputClock, Signal, WatermarkGenerator};
 use super::{BATCH_SIZE, RecordBatch};
 use crate::connectors::{ConnectorError, Poll, Sink, Source, SourceSplit};
+use crate::control::Counters;
 use super::operator::OperatorLogic;
 use crate::plugin::{CallError, InputKind, now_ms};
 
@@ -72,6 +73,17 @@ impl TaskMetrics {
 
     pub fn count_out(&self, n: usize) {
         self.records_out.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// What it has counted so far.
+    pub fn counters(&self) -> Counters {
+        Counters {
+            records_in: self.records_in.load(Ordering::Relaxed),
+            records_out: self.records_out.load(Ordering::Relaxed),
+            backpressured_ms: self.backpressured_ns.load(Ordering::Relaxed) as f64 / 1e6,
+            idle_ms: self.idle_ns.load(Ordering::Relaxed) as f64 / 1e6,
+            cpu_ms: self.cpu.time().map(|t| t.as_secs_f64() * 1e3),
+        }
     }
 }
 
