@@ -185,6 +185,7 @@ enum Destination {
         partitioning: Partitioning,
         targets: Vec<Sender<Envelope>>,
         buffers: Vec<Gathered>,
+        routing: Routing,
         next: usize,
         metrics: Arc<TaskMetrics>,
     },
@@ -217,7 +218,7 @@ impl Route {
             Partitioning::KeyBy => targets.iter().map(|_| Gathered::default()).collect(),
             _ => Vec::new(),
         };
-        let destination = Destination::Channels { partitioning, targets, buffers, next: 0, metrics };
+        let destination = Destination::Channels { partitioning, targets, buffers, routing: Routing::default(), next: 0, metrics };
         Route { output, input, channel, destination, max_parallelism }
     }
 
@@ -242,7 +243,7 @@ impl Route {
         let max_parallelism = self.max_parallelism;
         match &mut self.destination {
             Destination::Chained(operator) => operator.process(input, batch, cancel),
-            Destination::Channels { partitioning, targets, buffers, next, metrics } => {
+            Destination::Channels { partitioning, targets, buffers, routing, next, metrics } => {
                 let send_batch = |target: &Sender<Envelope>, batch| {
                     send(target, Envelope { input, channel, message: Message::Batch(batch) }, cancel, metrics)
                 };
@@ -269,7 +270,7 @@ impl Route {
                         batch.number_keys(&mut buffers[0].numbering);
                         send_batch(&targets[0], batch)
                     }
-                    Partitioning::KeyBy => partition(&batch, targets, buffers, max_parallelism, send_batch),
+                    Partitioning::KeyBy => partition(&batch, targets, buffers, routing, max_parallelism, send_batch),
                 }
             }
         }
@@ -341,47 +342,93 @@ impl Gathered {
 }
 
 /// Splits `batch` by key group into per-target buffers, sending each buffer
-/// as it fills.
+/// as it fills: first every event's target ([`Routing`]), then each
+/// target's events in turn.
 fn partition(
     batch: &RecordBatch,
     targets: &[Sender<Envelope>],
     buffers: &mut [Gathered],
+    routing: &mut Routing,
     max_parallelism: u32,
     send_batch: impl Fn(&Sender<Envelope>, RecordBatch) -> Result<(), TaskError>,
 ) -> Result<(), TaskError> {
-    let parallelism = targets.len() as u32;
-    let route = |i: usize| {
-        let hash = key_hash(batch.key(i));
-        let group = key_group_of_hash(hash, max_parallelism);
-        (hash, subtask_for_key_group(group, max_parallelism, parallelism) as usize)
-    };
-    // The routes of the next events, found a few events early so that
-    // their numbering entries can be prefetched (see `KeyNumbering`).
-    let mut ahead = [(0, 0); PREFETCH_AHEAD];
-    for (i, slot) in ahead.iter_mut().enumerate().take(batch.len()) {
-        *slot = route(i);
-        buffers[slot.1].numbering.prefetch(slot.0);
-    }
-    for i in 0..batch.len() {
-        let (hash, target) = ahead[i % PREFETCH_AHEAD];
-        if i + PREFETCH_AHEAD < batch.len() {
-            let next = route(i + PREFETCH_AHEAD);
-            buffers[next.1].numbering.prefetch(next.0);
-            ahead[i % PREFETCH_AHEAD] = next;
-        }
-        let buffer = &mut buffers[target];
-        if buffer.batch.is_empty() {
-            // Room for a whole batch at once, not grown event by event. (A
-            // buffer gets it when its first event comes, not when it is
-            // sent or flushed: a quiet stream holds no empty buffers.)
-            buffer.batch.reserve(BATCH_SIZE, 16 * BATCH_SIZE);
-        }
-        buffer.batch.push_from_numbered(batch, i, hash, &mut buffer.numbering);
-        if buffer.batch.len() >= BATCH_SIZE {
-            send_batch(&targets[target], buffer.take())?;
+    routing.route(batch, targets.len(), max_parallelism);
+    for (target, (sender, buffer)) in targets.iter().zip(buffers.iter_mut()).enumerate() {
+        let events = routing.events_of(target);
+        for (n, &i) in events.iter().enumerate() {
+            // The numbering entry a few events on is fetched early (see
+            // `KeyNumbering::prefetch`).
+            if let Some(&ahead) = events.get(n + PREFETCH_AHEAD) {
+                buffer.numbering.prefetch(routing.hashes[ahead as usize]);
+            }
+            if buffer.batch.is_empty() {
+                // Room for a whole batch at once, not grown event by event. (A
+                // buffer gets it when its first event comes, not when it is
+                // sent or flushed: a quiet stream holds no empty buffers.)
+                buffer.batch.reserve(BATCH_SIZE, 16 * BATCH_SIZE);
+            }
+            let i = i as usize;
+            buffer.batch.push_from_numbered(batch, i, routing.hashes[i], &mut buffer.numbering);
+            if buffer.batch.len() >= BATCH_SIZE {
+                send_batch(sender, buffer.take())?;
+            }
         }
     }
     Ok(())
+}
+
+/// Where the events of one batch go, found before any is copied.
+///
+/// Copying events into their consumers' buffers in the batch's order
+/// switches consumer at random from one event to the next, and with it
+/// the buffer written and the numbering table probed: at parallelism 2,
+/// two of each, more than the first- and second-level caches hold beside
+/// the consumers' state when the threads share cores. Sorted by consumer
+/// first (a counting sort of the indices, which keeps each consumer's
+/// events in order), the copy fills one buffer from one table at a time;
+/// it cut the sources' processor time at parallelism 2 by a quarter.
+#[derive(Debug, Default)]
+struct Routing {
+    /// Each event's key hash.
+    hashes: Vec<u64>,
+    /// The events' indices, grouped by target, each group in order.
+    order: Vec<u32>,
+    /// Where each target's group starts in `order`, and where the last ends.
+    bounds: Vec<u32>,
+}
+
+impl Routing {
+    /// Hashes the keys of `batch` and groups its events by which of
+    /// `parallelism` targets owns their key group.
+    fn route(&mut self, batch: &RecordBatch, parallelism: usize, max_parallelism: u32) {
+        let target_of = |hash: u64| {
+            let group = key_group_of_hash(hash, max_parallelism);
+            subtask_for_key_group(group, max_parallelism, parallelism as u32) as usize
+        };
+        self.hashes.clear();
+        self.hashes.extend((0..batch.len()).map(|i| key_hash(batch.key(i))));
+        self.bounds.clear();
+        self.bounds.resize(parallelism + 1, 0);
+        for &hash in &self.hashes {
+            self.bounds[target_of(hash) + 1] += 1;
+        }
+        for target in 1..=parallelism {
+            self.bounds[target] += self.bounds[target - 1];
+        }
+        self.order.clear();
+        self.order.resize(batch.len(), 0);
+        let mut next: Vec<u32> = self.bounds[..parallelism].to_vec();
+        for (i, &hash) in self.hashes.iter().enumerate() {
+            let place = &mut next[target_of(hash)];
+            self.order[*place as usize] = i as u32;
+            *place += 1;
+        }
+    }
+
+    /// The events of the batch routed last that go to `target`, in order.
+    fn events_of(&self, target: usize) -> &[u32] {
+        &self.order[self.bounds[target] as usize..self.bounds[target + 1] as usize]
+    }
 }
 
 /// All routes of one subtask.
