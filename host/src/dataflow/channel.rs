@@ -538,6 +538,29 @@ mod tests {
         }
     }
 
+    /// Routing groups a batch's events by the target owning their key
+    /// group: every event once, in order within its group, and targets
+    /// that own none of them get an empty group.
+    #[test]
+    fn routing_groups_events_by_target_in_order() {
+        let max_parallelism = 128;
+        let batch = keyed_batch(1_000, 37, 0);
+        let mut routing = Routing::default();
+        for parallelism in [1, 2, 3, 4, 200] {
+            routing.route(&batch, parallelism, max_parallelism);
+            let owner = |i: usize| {
+                let group = key_group_of_hash(key_hash(batch.key(i)), max_parallelism);
+                subtask_for_key_group(group, max_parallelism, parallelism as u32) as usize
+            };
+            for target in 0..parallelism {
+                let expected: Vec<u32> = (0..batch.len()).filter(|&i| owner(i) == target).map(|i| i as u32).collect();
+                assert_eq!(routing.events_of(target), expected, "target {target} of {parallelism}");
+            }
+        }
+        routing.route(&RecordBatch::new(), 2, max_parallelism);
+        assert!(routing.events_of(0).is_empty() && routing.events_of(1).is_empty());
+    }
+
     /// Split between consumers, each event reaches the one owning its key
     /// group, in order, and each batch a consumer gets is numbered as its
     /// own — for batches shorter and longer than the exchange's lookahead,
