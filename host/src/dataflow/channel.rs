@@ -391,6 +391,8 @@ fn partition(
 struct Routing {
     /// Each event's key hash.
     hashes: Vec<u64>,
+    /// Each event's target, found once for the count and the placing.
+    targets: Vec<u32>,
     /// The events' indices, grouped by target, each group in order.
     order: Vec<u32>,
     /// Where each target's group starts in `order`, and where the last ends.
@@ -403,14 +405,16 @@ impl Routing {
     fn route(&mut self, batch: &RecordBatch, parallelism: usize, max_parallelism: u32) {
         let target_of = |hash: u64| {
             let group = key_group_of_hash(hash, max_parallelism);
-            subtask_for_key_group(group, max_parallelism, parallelism as u32) as usize
+            subtask_for_key_group(group, max_parallelism, parallelism as u32)
         };
         self.hashes.clear();
         self.hashes.extend((0..batch.len()).map(|i| key_hash(batch.key(i))));
+        self.targets.clear();
+        self.targets.extend(self.hashes.iter().map(|&hash| target_of(hash)));
         self.bounds.clear();
         self.bounds.resize(parallelism + 1, 0);
-        for &hash in &self.hashes {
-            self.bounds[target_of(hash) + 1] += 1;
+        for &target in &self.targets {
+            self.bounds[target as usize + 1] += 1;
         }
         for target in 1..=parallelism {
             self.bounds[target] += self.bounds[target - 1];
@@ -418,8 +422,8 @@ impl Routing {
         self.order.clear();
         self.order.resize(batch.len(), 0);
         let mut next: Vec<u32> = self.bounds[..parallelism].to_vec();
-        for (i, &hash) in self.hashes.iter().enumerate() {
-            let place = &mut next[target_of(hash)];
+        for (i, &target) in self.targets.iter().enumerate() {
+            let place = &mut next[target as usize];
             self.order[*place as usize] = i as u32;
             *place += 1;
         }
