@@ -6,9 +6,10 @@
 
 use std::mem::MaybeUninit;
 
-use crate::Error;
-use crate::hash::le_word;
 use serde::{Serialize, de::DeserializeOwned};
+use weir_key_slab::hash::le_word;
+
+use crate::Error;
 
 /// A type that can be written as the key or value of an emitted event.
 pub trait Encode {

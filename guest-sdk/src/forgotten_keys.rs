@@ -16,7 +16,7 @@
 
 use std::hash::Hasher;
 
-use crate::hash::FxHasher;
+use weir_key_slab::hash::FxHasher;
 
 /// Bits each key sets.
 const PROBES: u64 = 4;

@@ -45,8 +45,6 @@ mod error;
 mod event;
 mod export;
 mod forgotten_keys;
-mod hash;
-mod key_slab;
 mod map_state;
 mod operator;
 mod runtime;

@@ -9,8 +9,8 @@ use std::hash::Hasher;
 use std::marker::PhantomData;
 
 use serde::{Serialize, de::DeserializeOwned};
+use weir_key_slab::hash::{FastMap, FxHasher};
 
-use crate::hash::{FastMap, FxHasher};
 use crate::state::{SlotValues, StateStore};
 use crate::{Batch, Context, Encode, Error};
 

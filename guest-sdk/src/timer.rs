@@ -2,7 +2,8 @@
 
 use std::collections::hash_map::Entry;
 
-use crate::hash::FastMap;
+use weir_key_slab::hash::FastMap;
+
 use crate::__private::bindings::weir::operator::timers::TimerChange;
 use crate::__private::bindings::weir::operator::types::TimeDomain as WitDomain;
 

@@ -20,11 +20,11 @@
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use weir_key_slab::KeySlab;
 
 use crate::Error;
 use crate::context::CallKeys;
 use crate::forgotten_keys::ForgottenKeys;
-use crate::key_slab::KeySlab;
 use crate::state::{CallClock, EncodedSizes, HeapEstimate, HostStart, KeyedColumns, RawValueState, Resident, WRITE_BACK_CHUNK, decode_stored};
 
 /// One key's value as held.

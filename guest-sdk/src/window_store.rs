@@ -35,10 +35,10 @@ use std::collections::VecDeque;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use weir_key_slab::KeySlab;
 
 use crate::Encode;
 use crate::Error;
-use crate::key_slab::KeySlab;
 use crate::map_state::{RawMapState, decode_value};
 use crate::state::{CallClock, EncodedSizes, HeapEstimate, HostStart, KeyedColumns, Resident, WRITE_BACK_CHUNK};
 

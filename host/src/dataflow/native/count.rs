@@ -1,31 +1,51 @@
 //! `native:count`: the `word-count` plugin's logic compiled into the host.
 
-use rustc_hash::FxHashMap;
+use std::convert::Infallible;
 
-use super::{HELD_BYTES, map_entry_bytes, native_snapshot, state_failure};
+use weir_key_slab::KeySlab;
+
+use super::{HELD_BYTES, native_snapshot, state_failure};
 use crate::connectors::write_decimal;
-use crate::dataflow::{Emitted, OperatorLogic, RecordBatch};
+use crate::dataflow::{Emitted, KeyNumbering, OperatorLogic, RecordBatch};
 use crate::plugin::{CallError, CapturedState, InitialState, InputKind};
 use crate::state::{HashedKey, KeyedStateBackend, StateError, StateId, StateRegistry, TimerService};
 
 /// The `word-count` plugin's logic, natively: a value state `count` per
 /// key, stored as decimal text (the JSON of a number), and `(key, count)`
 /// emitted per event — with the state traffic of the SDK's `ValueState`
-/// (counts held between calls, read from the backend on a key's first use,
-/// written back before every snapshot or past [`HELD_BYTES`]) and the
-/// same encoding, without the Wasm boundary.
+/// and its table: counts held between calls in a [`KeySlab`], a batch's
+/// keys found in it once each by the slots the key-by exchange gave them,
+/// read from the backend only if it may hold them, written back before
+/// every snapshot or past [`HELD_BYTES`]. The same encoding, the same
+/// lookups, without the Wasm boundary.
 pub(super) struct NativeCount {
     state: Box<dyn KeyedStateBackend>,
     registry: StateRegistry,
     count: StateId,
     max_parallelism: u32,
     value: Vec<u8>,
-    /// Key → (count, changed since written back).
-    held: FxHashMap<Vec<u8>, (u64, bool)>,
+    held: KeySlab<HeldCount>,
+    /// Whether the backend may hold a count the table does not: the job
+    /// was restored, or the table forgot keys past its bound. (Until then
+    /// a key not held has no count, and is not asked for — as the SDK.)
+    may_hold_others: bool,
+    /// Numbers the keys of a batch that did not come numbered.
+    numbering: KeyNumbering,
+    /// The (slot, entry) of keys a call added to the table, kept to save
+    /// its allocation.
+    made: Vec<(u32, u32)>,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct HeldCount {
+    count: u64,
+    /// Changed since written back.
+    changed: bool,
 }
 
 impl NativeCount {
     pub(super) fn new(state: InitialState) -> Self {
+        let restored = state.meta.is_some();
         let mut registry = state.meta.map(|m| m.registry).unwrap_or_default();
         let count = registry.intern("count");
         NativeCount {
@@ -34,43 +54,61 @@ impl NativeCount {
             count,
             max_parallelism: state.max_parallelism,
             value: Vec::new(),
-            held: FxHashMap::default(),
+            held: KeySlab::default(),
+            may_hold_others: restored,
+            numbering: KeyNumbering::default(),
+            made: Vec::new(),
         }
     }
 
-    /// Adds one to `key`'s count and returns it.
-    fn increment(&mut self, key: &[u8]) -> Result<u64, CallError> {
-        if let Some((count, changed)) = self.held.get_mut(key) {
-            *count += 1;
-            *changed = true;
-            return Ok(*count);
+    /// Finds every key of `batch` (numbered) in the table, adding those
+    /// not held with their stored counts.
+    fn resolve(&mut self, batch: &RecordBatch, slots: &[u32]) -> Result<(), CallError> {
+        self.held.begin_call();
+        self.made.clear();
+        let keys = slots.iter().enumerate().map(|(i, &slot)| Ok::<_, Infallible>((slot, batch.key(i))));
+        let Ok(()) = self.held.resolve_call(keys, HeldCount::default, &mut self.made);
+        if !self.may_hold_others {
+            return Ok(());
         }
-        let stored = self.state.get(self.count, HashedKey::new(key, self.max_parallelism)).map_err(state_failure)?;
-        let count = stored.and_then(|v| std::str::from_utf8(v).ok()?.parse().ok()).unwrap_or(0) + 1;
-        self.held.insert(key.to_vec(), (count, true));
-        Ok(count)
+        for &(_, entry) in &self.made {
+            let key = HashedKey::new(self.held.key(entry), self.max_parallelism);
+            let stored = self.state.get(self.count, key).map_err(state_failure)?;
+            let count = stored.and_then(|v| std::str::from_utf8(v).ok()?.parse().ok()).unwrap_or(0);
+            self.held.get_mut(entry).count = count;
+        }
+        Ok(())
     }
 
     /// Writes the changed counts to the backend.
     fn write_back(&mut self) -> Result<(), StateError> {
-        for (key, (count, changed)) in self.held.iter_mut().filter(|(_, (_, changed))| *changed) {
+        for (key, held) in self.held.iter().filter(|(_, held)| held.changed) {
             self.value.clear();
-            write_decimal(*count, &mut self.value);
+            write_decimal(held.count, &mut self.value);
             self.state.put(self.count, HashedKey::new(key, self.max_parallelism), &self.value)?;
-            *changed = false;
         }
+        self.held.values_mut().for_each(|held| held.changed = false);
         Ok(())
     }
 }
 
 impl OperatorLogic for NativeCount {
-    fn process(&mut self, _input: u32, batch: RecordBatch, kind: InputKind) -> Result<Emitted, CallError> {
+    fn process(&mut self, _input: u32, mut batch: RecordBatch, kind: InputKind) -> Result<Emitted, CallError> {
         if kind != InputKind::Keyed {
             return Err(CallError::Operator("native count needs a keyed input (key_by = true)".into()));
         }
+        if batch.key_slots().is_none() {
+            batch.number_keys(&mut self.numbering);
+        }
+        let slots = batch.take_key_slots().expect("numbered");
+        self.resolve(&batch, &slots)?;
         let mut out = RecordBatch::with_capacity(batch.len(), batch.byte_len() + 8 * batch.len());
-        for record in batch.iter() {
-            let count = self.increment(record.key)?;
+        for (record, &slot) in batch.iter().zip(&slots) {
+            let entry = self.held.in_call(slot).expect("every slot of the batch is resolved");
+            let held = self.held.get_mut(entry);
+            held.count += 1;
+            held.changed = true;
+            let count = held.count;
             out.push_with(record.timestamp, |data, offsets| {
                 data.extend_from_slice(record.key);
                 offsets.push(data.len() as u32);
@@ -78,10 +116,10 @@ impl OperatorLogic for NativeCount {
                 offsets.push(data.len() as u32);
             });
         }
-        // (The workload's keys are 8 bytes or fewer.)
-        if self.held.len() * map_entry_bytes::<(u64, bool)>(8) > HELD_BYTES {
+        if self.held.bytes() > HELD_BYTES {
             self.write_back().map_err(state_failure)?;
-            self.held.clear();
+            self.held = KeySlab::default();
+            self.may_hold_others = true;
         }
         Ok(vec![(String::new(), out)])
     }
@@ -95,9 +133,21 @@ impl OperatorLogic for NativeCount {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plugin::InstanceMeta;
     use crate::state::{MemoryBackend, key_group_range};
 
-    fn batch(keys: &[&str]) -> RecordBatch {
+    fn initial(backend: Box<dyn KeyedStateBackend>, meta: Option<InstanceMeta>) -> InitialState {
+        InitialState { backend, meta, max_parallelism: 128, key_groups: key_group_range(0, 128, 1) }
+    }
+
+    /// A batch of `keys`, numbered as the key-by exchange numbers them.
+    fn numbered(keys: &[&str]) -> RecordBatch {
+        let mut batch = unnumbered(keys);
+        batch.number_keys(&mut KeyNumbering::default());
+        batch
+    }
+
+    fn unnumbered(keys: &[&str]) -> RecordBatch {
         let mut batch = RecordBatch::new();
         for key in keys {
             batch.push(key.as_bytes(), b"", None);
@@ -105,23 +155,60 @@ mod tests {
         batch
     }
 
-    /// The native count goes on from the backend's counts, holds its own
-    /// between calls, and has written them all back when it snapshots.
+    fn counts(out: &Emitted) -> Vec<&[u8]> {
+        out[0].1.iter().map(|r| r.value).collect()
+    }
+
+    fn stored(op: &mut NativeCount, key: &str) -> Option<Vec<u8>> {
+        op.state.get(op.count, HashedKey::new(key.as_bytes(), 128)).unwrap().map(<[u8]>::to_vec)
+    }
+
+    /// Counts are held between calls, reach the backend at a snapshot, and
+    /// a batch that did not come numbered is counted the same.
     #[test]
     fn native_count_holds_counts_and_writes_them_back_for_a_snapshot() {
-        let initial = InitialState { backend: Box::new(MemoryBackend::new()), meta: None, max_parallelism: 128, key_groups: key_group_range(0, 128, 1) };
-        let mut op = NativeCount::new(initial);
-        let key = |k: &'static str| HashedKey::new(k.as_bytes(), 128);
-        op.state.put(op.count, key("a"), b"5").unwrap();
-
-        let out = op.process(0, batch(&["a", "b", "a"]), InputKind::Keyed).unwrap();
-        let values: Vec<&[u8]> = out[0].1.iter().map(|r| r.value).collect();
-        assert_eq!(values, [&b"6"[..], b"1", b"7"]);
-        op.process(0, batch(&["b"]), InputKind::Keyed).unwrap();
-        assert_eq!(op.state.get(op.count, key("a")).unwrap(), Some(&b"5"[..]), "held until a snapshot");
+        let mut op = NativeCount::new(initial(Box::new(MemoryBackend::new()), None));
+        let out = op.process(0, numbered(&["a", "b", "a"]), InputKind::Keyed).unwrap();
+        assert_eq!(counts(&out), [&b"1"[..], b"1", b"2"]);
+        let out = op.process(0, unnumbered(&["b", "a"]), InputKind::Keyed).unwrap();
+        assert_eq!(counts(&out), [&b"2"[..], b"3"]);
+        assert_eq!(stored(&mut op, "a"), None, "held until a snapshot");
 
         op.snapshot().unwrap();
-        assert_eq!(op.state.get(op.count, key("a")).unwrap(), Some(&b"7"[..]));
-        assert_eq!(op.state.get(op.count, key("b")).unwrap(), Some(&b"2"[..]));
+        assert_eq!(stored(&mut op, "a").as_deref(), Some(&b"3"[..]));
+        assert_eq!(stored(&mut op, "b").as_deref(), Some(&b"2"[..]));
+    }
+
+    /// A restored count goes on from the stored counts.
+    #[test]
+    fn a_restored_count_continues_the_stored_counts() {
+        let mut before = NativeCount::new(initial(Box::new(MemoryBackend::new()), None));
+        before.process(0, numbered(&["a", "a", "b"]), InputKind::Keyed).unwrap();
+        before.snapshot().unwrap();
+        let meta = InstanceMeta { registry: before.registry.clone(), broadcast: Default::default(), timers: Default::default() };
+        let mut after = NativeCount::new(initial(before.state, Some(meta)));
+        let out = after.process(0, numbered(&["b", "c", "a"]), InputKind::Keyed).unwrap();
+        assert_eq!(counts(&out), [&b"2"[..], b"1", b"3"]);
+    }
+
+    /// Past the bound the counts are written back and forgotten, and read
+    /// again when their keys come back.
+    #[test]
+    fn counts_beyond_the_bound_are_written_back_and_read_again() {
+        let mut op = NativeCount::new(initial(Box::new(MemoryBackend::new()), None));
+        let keys: Vec<String> = (0..HELD_BYTES / 32).map(|k| format!("k{k}")).collect();
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        op.process(0, numbered(&keys), InputKind::Keyed).unwrap();
+        assert_eq!(op.held.len(), 0, "forgotten past the bound");
+        assert_eq!(stored(&mut op, "k7").as_deref(), Some(&b"1"[..]), "written back first");
+        let out = op.process(0, numbered(&["k7", "k7"]), InputKind::Keyed).unwrap();
+        assert_eq!(counts(&out), [&b"2"[..], b"3"]);
+    }
+
+    #[test]
+    fn an_unkeyed_input_is_refused() {
+        let mut op = NativeCount::new(initial(Box::new(MemoryBackend::new()), None));
+        let error = op.process(0, numbered(&["a"]), InputKind::Plain).unwrap_err();
+        assert!(error.to_string().contains("key_by = true"), "{error}");
     }
 }

@@ -1,5 +1,6 @@
 //! Entries by key, held in the instance from call to call: the table under
-//! the value store and the window store.
+//! the SDK's value store and window store, and under the host's native
+//! operators.
 //!
 //! A keyed count finds one key per event in a table of every key it has
 //! seen (100 000 in the reference workload), so the table's memory accesses
@@ -111,7 +112,7 @@ struct Keyed<E> {
 }
 
 /// Values of type `E` by key, numbered.
-pub(crate) struct KeySlab<E> {
+pub struct KeySlab<E> {
     /// Open addressing with linear probing; a power of two long, at most
     /// half full.
     buckets: Vec<Bucket>,

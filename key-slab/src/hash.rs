@@ -1,5 +1,6 @@
-//! A fast, non-cryptographic hasher for the SDK's tables of keys and
-//! sub-keys (the rustc "Fx" hash). They live inside one sandboxed instance:
+//! A fast, non-cryptographic hasher (the rustc "Fx" hash) for the tables of
+//! keys and sub-keys in a plugin's instance: [`KeySlab`](crate::KeySlab)
+//! and the SDK's maps. They live inside one sandboxed instance:
 //! keys chosen to collide could slow only that operator down, so SipHash's
 //! resistance to them is not worth a tenth of a window operator's time.
 
@@ -15,7 +16,7 @@ const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
 /// array — in a Wasm instance that is a `memory.copy`, a call into the
 /// runtime — nor byte by byte.
 #[inline]
-pub(crate) fn le_word(bytes: &[u8]) -> u64 {
+pub fn le_word(bytes: &[u8]) -> u64 {
     debug_assert!(bytes.len() <= 8);
     let n = bytes.len();
     let load = |at: usize, width: usize| -> u64 {
@@ -36,7 +37,7 @@ pub(crate) fn le_word(bytes: &[u8]) -> u64 {
 }
 
 #[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct FxHasher {
+pub struct FxHasher {
     hash: u64,
 }
 
@@ -87,7 +88,7 @@ impl Hasher for FxHasher {
 }
 
 /// A `HashMap` with [`FxHasher`].
-pub(crate) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+pub type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 
 #[cfg(test)]
 mod tests {
