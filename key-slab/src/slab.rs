@@ -295,7 +295,6 @@ impl<E> KeySlab<E> {
     }
 
     /// The entry of `key`, if held.
-    #[cfg(test)]
     pub fn find(&self, key: &[u8]) -> Option<u32> {
         let key = Probe::new(key);
         self.find_bucket(&key, key.hash()).ok().map(|at| self.buckets[at].entry - 1)

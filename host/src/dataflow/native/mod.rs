@@ -26,12 +26,6 @@ pub const NATIVE_PREFIX: &str = "native:";
 /// that they cross it quickly.)
 const HELD_BYTES: usize = if cfg!(test) { 1 << 20 } else { 32 << 20 };
 
-/// About the bytes a hash map's entry of type `E` takes with its key's
-/// bytes (`key_len`) and the table's overhead.
-fn map_entry_bytes<E>(key_len: usize) -> usize {
-    size_of::<(Vec<u8>, E)>() + key_len + 16
-}
-
 /// The built-in operator called `name` on `state`, if there is one.
 pub fn native_operator(name: &str, state: InitialState) -> Option<Result<Box<dyn OperatorLogic>, StateError>> {
     match name {

@@ -4,7 +4,9 @@
 //! window's end.
 //!
 //! It works as the SDK's `Windows` does: a key's open windows are held in
-//! memory, ordered by start; opening a window registers an event-time timer
+//! memory, ordered by start, in the SDK's table ([`KeySlab`]), whose entry
+//! for each key of a batch is found once, by the slot the key-by exchange
+//! gave the key; opening a window registers an event-time timer
 //! at its end with the host's [`TimerService`], and the timer fires it.
 //! Windows reach the state backend (`(end, sum, fired)` as JSON under the
 //! key and the window's start, as the SDK's map state stores them) before
@@ -15,10 +17,12 @@
 use std::collections::VecDeque;
 use std::io::Write;
 
-use rustc_hash::FxHashMap;
+use std::convert::Infallible;
 
-use super::{HELD_BYTES, map_entry_bytes, native_snapshot, state_failure};
-use crate::dataflow::{Emitted, OperatorLogic, RecordBatch};
+use weir_key_slab::KeySlab;
+
+use super::{HELD_BYTES, native_snapshot, state_failure};
+use crate::dataflow::{Emitted, KeyNumbering, OperatorLogic, RecordBatch};
 use crate::plugin::{CallError, CapturedState, InitialState, InputKind};
 use crate::state::{HashedKey, KeyedStateBackend, StateError, StateId, StateRegistry, TimeDomain, TimerService};
 
@@ -32,7 +36,7 @@ pub(super) struct NativeWindowSum {
     max_parallelism: u32,
     watermark: i64,
     /// Key → its held and forgotten windows.
-    held: FxHashMap<Vec<u8>, KeySums>,
+    held: KeySlab<KeySums>,
     /// How many windows `held` holds.
     held_count: usize,
     /// How many forgotten windows the keys list, or `None` when any window
@@ -44,6 +48,11 @@ pub(super) struct NativeWindowSum {
     /// Reused buffers for backend keys and values.
     stored_key: Vec<u8>,
     value: Vec<u8>,
+    /// Numbers the keys of a batch that did not come numbered.
+    numbering: KeyNumbering,
+    /// The (slot, entry) of keys a call added to the table, kept to save
+    /// its allocation.
+    made: Vec<(u32, u32)>,
 }
 
 /// One key's windows.
@@ -83,74 +92,80 @@ impl NativeWindowSum {
             timers,
             max_parallelism: state.max_parallelism,
             watermark: i64::MIN,
-            held: FxHashMap::default(),
+            held: KeySlab::default(),
             held_count: 0,
             forgotten,
             calls: 0,
             stored_key: Vec::new(),
             value: Vec::new(),
+            numbering: KeyNumbering::default(),
+            made: Vec::new(),
         })
     }
 
-    /// Adds `value` to `key`'s window starting at `start`, opening it (and
-    /// registering its timer) if it is new.
-    fn add(&mut self, key: &[u8], start: i64, value: f64) -> Result<(), StateError> {
+    /// Adds `value` to the window starting at `start` of the key held in
+    /// `entry`, opening it (and registering its timer) if it is new.
+    fn add(&mut self, entry: u32, start: i64, value: f64) -> Result<(), StateError> {
         let used = self.calls;
-        if let Some(sums) = self.held.get_mut(key)
-            && let Ok(at) = sums.windows.binary_search_by_key(&start, |w| w.start)
-        {
+        let sums = self.held.get_mut(entry);
+        if let Ok(at) = sums.windows.binary_search_by_key(&start, |w| w.start) {
             let window = &mut sums.windows[at];
             window.sum += value;
             window.changed = true;
             window.used = used;
             return Ok(());
         }
-        let stored = self.read(key, start)?;
+        let stored = if self.may_be_stored(Some(entry), start) {
+            // (Rare: a window forgotten while the backend held it.)
+            let key = self.held.key(entry).to_vec();
+            self.read(Some(entry), &key, start)?
+        } else {
+            None
+        };
         let opened = stored.is_none();
         let mut window = HeldSum { start, sum: stored.unwrap_or(0.0), changed: true, stored: !opened, used };
         window.sum += value;
-        let windows = &mut self.held.entry(key.to_vec()).or_default().windows;
+        let windows = &mut self.held.get_mut(entry).windows;
         let at = windows.partition_point(|w| w.start < start);
         windows.insert(at, window);
         self.held_count += 1;
         if opened {
-            self.timers.register(TimeDomain::EventTime, start + WINDOW_MS - 1, key);
+            self.timers.register(TimeDomain::EventTime, start + WINDOW_MS - 1, self.held.key(entry));
         }
         Ok(())
     }
 
     /// The sum the backend holds for `key`'s window at `start` (not held),
-    /// if it may hold one.
-    fn read(&mut self, key: &[u8], start: i64) -> Result<Option<f64>, StateError> {
-        if !self.may_be_stored(key, start) {
+    /// if it may hold one; `entry`: the key's, if held.
+    fn read(&mut self, entry: Option<u32>, key: &[u8], start: i64) -> Result<Option<f64>, StateError> {
+        if !self.may_be_stored(entry, start) {
             return Ok(None);
         }
-        let entry = window_entry(&mut self.stored_key, key, start, self.max_parallelism);
-        let stored = self.state.get(self.sums, entry)?;
+        let stored_key = window_entry(&mut self.stored_key, key, start, self.max_parallelism);
+        let stored = self.state.get(self.sums, stored_key)?;
         let sum = stored.and_then(|v| serde_json::from_slice::<(i64, f64, bool)>(v).ok()).map(|(_, sum, _)| sum);
-        self.unlist(key, start);
+        self.unlist(entry, start);
         Ok(sum)
     }
 
-    /// Whether the backend may hold `key`'s window at `start`.
-    fn may_be_stored(&self, key: &[u8], start: i64) -> bool {
+    /// Whether the backend may hold the window at `start` of the key held
+    /// in `entry` (`None`: a key not held).
+    fn may_be_stored(&self, entry: Option<u32>, start: i64) -> bool {
         match self.forgotten {
             None => true,
             Some(0) => false,
-            Some(_) => self.held.get(key).is_some_and(|sums| sums.forgotten.binary_search(&start).is_ok()),
+            Some(_) => entry.is_some_and(|entry| self.held.get(entry).forgotten.binary_search(&start).is_ok()),
         }
     }
 
-    /// `key`'s window at `start` was read from the backend: no longer a
-    /// forgotten one.
-    fn unlist(&mut self, key: &[u8], start: i64) {
-        let (Some(count), Some(sums)) = (&mut self.forgotten, self.held.get_mut(key)) else { return };
-        if let Ok(at) = sums.forgotten.binary_search(&start) {
-            sums.forgotten.remove(at);
+    /// The window at `start` of the key in `entry` was read from the
+    /// backend: no longer a forgotten one.
+    fn unlist(&mut self, entry: Option<u32>, start: i64) {
+        let (Some(count), Some(entry)) = (&mut self.forgotten, entry) else { return };
+        let forgotten = &mut self.held.get_mut(entry).forgotten;
+        if let Ok(at) = forgotten.binary_search(&start) {
+            forgotten.remove(at);
             *count -= 1;
-            if sums.forgotten.is_empty() && sums.windows.is_empty() {
-                self.held.remove(key);
-            }
         }
     }
 
@@ -158,57 +173,74 @@ impl NativeWindowSum {
     /// from memory and from the backend.
     fn fire(&mut self, key: &[u8], end: i64) -> Result<Option<f64>, StateError> {
         let start = end - WINDOW_MS;
-        let (sum, stored) = match self.take_held(key, start) {
+        let entry = self.held.find(key);
+        let (sum, stored) = match entry.and_then(|entry| self.take_held(entry, start)) {
             Some(window) => {
                 self.held_count -= 1;
                 (Some(window.sum), window.stored)
             }
             None => {
-                let sum = self.read(key, start)?;
+                let sum = self.read(entry, key, start)?;
                 (sum, sum.is_some())
             }
         };
+        if let Some(entry) = entry {
+            let sums = self.held.get(entry);
+            if sums.windows.is_empty() && sums.forgotten.is_empty() {
+                self.held.remove(entry);
+            }
+        }
         if stored {
-            let entry = window_entry(&mut self.stored_key, key, start, self.max_parallelism);
-            self.state.delete(self.sums, entry)?;
+            let stored_key = window_entry(&mut self.stored_key, key, start, self.max_parallelism);
+            self.state.delete(self.sums, stored_key)?;
         }
         Ok(sum)
     }
 
-    /// Removes `key`'s window at `start` from memory, if held.
-    fn take_held(&mut self, key: &[u8], start: i64) -> Option<HeldSum> {
-        let sums = self.held.get_mut(key)?;
-        let at = sums.windows.binary_search_by_key(&start, |w| w.start).ok()?;
-        let window = sums.windows.remove(at);
-        if sums.windows.is_empty() && sums.forgotten.is_empty() {
-            self.held.remove(key);
-        }
-        window
+    /// Removes the window at `start` of the key in `entry` from memory, if
+    /// held.
+    fn take_held(&mut self, entry: u32, start: i64) -> Option<HeldSum> {
+        let windows = &mut self.held.get_mut(entry).windows;
+        let at = windows.binary_search_by_key(&start, |w| w.start).ok()?;
+        windows.remove(at)
+    }
+
+    /// Finds every key of `batch` (numbered) in the table, adding those
+    /// not held (with no windows: each is read when first used).
+    fn resolve(&mut self, batch: &RecordBatch, slots: &[u32]) {
+        self.held.begin_call();
+        self.made.clear();
+        let keys = slots.iter().enumerate().map(|(i, &slot)| Ok::<_, Infallible>((slot, batch.key(i))));
+        let Ok(()) = self.held.resolve_call(keys, KeySums::default, &mut self.made);
     }
 
     /// Writes the changed windows to the backend.
     fn write_back(&mut self) -> Result<(), StateError> {
-        for (key, sums) in &mut self.held {
+        for (key, sums) in self.held.iter() {
             let group = HashedKey::new(key, self.max_parallelism).group;
-            for window in sums.windows.iter_mut().filter(|w| w.changed) {
+            for window in sums.windows.iter().filter(|w| w.changed) {
                 window_key(&mut self.stored_key, key, window.start);
                 self.value.clear();
                 let end = window.start + WINDOW_MS;
                 write!(self.value, "[{end},{:?},false]", window.sum).expect("writing to a Vec");
                 self.state.put(self.sums, HashedKey::in_group(&self.stored_key, group), &self.value)?;
-                window.changed = false;
-                window.stored = true;
             }
+        }
+        // All written: none changed, all stored. (On a failure above every
+        // window stays changed, and the next write-back writes it again.)
+        for window in self.held.values_mut().flat_map(|sums| sums.windows.iter_mut()).filter(|w| w.changed) {
+            window.changed = false;
+            window.stored = true;
         }
         Ok(())
     }
 
-    /// About the bytes the held windows and forgotten listings take (the
-    /// workload's keys are 8 bytes or fewer).
+    /// About the bytes the keys, their held windows and forgotten listings
+    /// take.
     fn held_bytes(&self) -> usize {
         let windows = self.held_count * size_of::<HeldSum>();
         let forgotten = self.forgotten.unwrap_or(0) * size_of::<i64>();
-        windows + forgotten + self.held.len() * map_entry_bytes::<KeySums>(8)
+        windows + forgotten + self.held.bytes()
     }
 
     /// Past [`HELD_BYTES`]: writes back and keeps the more recently used
@@ -218,7 +250,7 @@ impl NativeWindowSum {
             return Ok(());
         }
         self.write_back()?;
-        let mut used: Vec<u32> = self.held.values().flat_map(|sums| &sums.windows).map(|w| w.used).collect();
+        let mut used: Vec<u32> = self.held.iter().flat_map(|(_, sums)| &sums.windows).map(|w| w.used).collect();
         let keep = self.held_count / 2;
         let (newer, &mut oldest_kept, _) = used.select_nth_unstable_by(keep, |a, b| b.cmp(a));
         // Keep exactly `keep`: those used after `oldest_kept`, and as many
@@ -241,9 +273,9 @@ impl NativeWindowSum {
                 forgotten.dedup();
             }
         }
-        self.held.retain(|_, sums| !sums.windows.is_empty() || !sums.forgotten.is_empty());
-        self.held_count = self.held.values().map(|sums| sums.windows.len()).sum();
-        let forgotten: usize = self.held.values().map(|sums| sums.forgotten.len()).sum();
+        self.held.retain(|sums| !sums.windows.is_empty() || !sums.forgotten.is_empty());
+        self.held_count = self.held.iter().map(|(_, sums)| sums.windows.len()).sum();
+        let forgotten: usize = self.held.iter().map(|(_, sums)| sums.forgotten.len()).sum();
         self.forgotten = self.forgotten.map(|_| forgotten);
         if forgotten > FORGOTTEN_LIMIT {
             self.forgotten = None;
@@ -269,12 +301,17 @@ fn window_entry<'b>(out: &'b mut Vec<u8>, key: &[u8], start: i64, max_parallelis
 }
 
 impl OperatorLogic for NativeWindowSum {
-    fn process(&mut self, _input: u32, batch: RecordBatch, kind: InputKind) -> Result<Emitted, CallError> {
+    fn process(&mut self, _input: u32, mut batch: RecordBatch, kind: InputKind) -> Result<Emitted, CallError> {
         if kind != InputKind::Keyed {
             return Err(CallError::Operator("native window-sum needs a keyed input (key_by = true)".into()));
         }
         self.calls = self.calls.wrapping_add(1);
-        for record in batch.iter() {
+        if batch.key_slots().is_none() {
+            batch.number_keys(&mut self.numbering);
+        }
+        let slots = batch.take_key_slots().expect("numbered");
+        self.resolve(&batch, &slots);
+        for (record, &slot) in batch.iter().zip(&slots) {
             let timestamp = record
                 .timestamp
                 .ok_or_else(|| CallError::Operator("event-time windows need events with timestamps".into()))?;
@@ -283,7 +320,8 @@ impl OperatorLogic for NativeWindowSum {
                 continue; // Late: its window has fired.
             }
             let value: f64 = std::str::from_utf8(record.value).ok().and_then(|v| v.parse().ok()).unwrap_or(0.0);
-            self.add(record.key, start, value).map_err(state_failure)?;
+            let entry = self.held.in_call(slot).expect("every slot of the batch is resolved");
+            self.add(entry, start, value).map_err(state_failure)?;
         }
         self.evict_cold().map_err(state_failure)?;
         Ok(Vec::new())
@@ -377,7 +415,7 @@ mod tests {
         op.process(0, batch_of("1"), InputKind::Keyed).unwrap();
         assert_eq!(op.held_count, keys.len() / 2, "kept the more recent half");
         assert_eq!(op.forgotten, Some(keys.len() - keys.len() / 2), "lists what it forgot");
-        assert!(!op.may_be_stored(b"k0", 1000), "a new window is known absent");
+        assert!(!op.may_be_stored(op.held.find(b"k0"), 1000), "a new window is known absent");
         op.process(0, batch_of("2"), InputKind::Keyed).unwrap();
         let out = fired(op.advance_watermark(999).unwrap());
         assert_eq!(op.forgotten, Some(0), "all read back");
