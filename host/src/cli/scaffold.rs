@@ -189,6 +189,9 @@ impl Operator for Plugin {
         Ok(Plugin { seen: ValueState::new("seen") })
     }
 
+    // Called for every event: `#[inline]` lets it run inside the SDK's
+    // loop instead of as a call per event.
+    #[inline]
     fn process(&mut self, ctx: &mut Context<'_>, event: &Event<'_>) -> Result<(), Error> {
         let seen = self.seen.update(ctx, |seen| seen.unwrap_or(0) + 1)?;
         ctx.emit(event.key(), seen);

@@ -44,6 +44,9 @@ impl Operator for SensorWindow {
         self.windows.prefetch_timers(timers)
     }
 
+    // Called by the SDK for every event: inlined into its loop, the event
+    // stays in registers instead of being built in memory for a call.
+    #[inline]
     fn process(&mut self, ctx: &mut Context<'_>, event: &Event<'_>) -> Result<(), Error> {
         let reading: f64 = event.value_as()?;
         for updated in self.windows.add(ctx, event, reading)? {

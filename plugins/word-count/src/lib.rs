@@ -16,6 +16,9 @@ impl Operator for WordCount {
         Ok(WordCount { count: ValueState::new("count") })
     }
 
+    // Called by the SDK for every event: inlined into its loop, the event
+    // stays in registers instead of being built in memory for a call.
+    #[inline]
     fn process(&mut self, ctx: &mut Context<'_>, event: &Event<'_>) -> Result<(), Error> {
         let count = self.count.update(ctx, |count| count.unwrap_or(0) + 1)?;
         ctx.emit(event.key(), count);
