@@ -397,6 +397,8 @@ struct Routing {
     order: Vec<u32>,
     /// Where each target's group starts in `order`, and where the last ends.
     bounds: Vec<u32>,
+    /// Where each target's next event goes in `order`, while placing them.
+    places: Vec<u32>,
 }
 
 impl Routing {
@@ -421,9 +423,10 @@ impl Routing {
         }
         self.order.clear();
         self.order.resize(batch.len(), 0);
-        let mut next: Vec<u32> = self.bounds[..parallelism].to_vec();
+        self.places.clear();
+        self.places.extend_from_slice(&self.bounds[..parallelism]);
         for (i, &target) in self.targets.iter().enumerate() {
-            let place = &mut next[target as usize];
+            let place = &mut self.places[target as usize];
             self.order[*place as usize] = i as u32;
             *place += 1;
         }
