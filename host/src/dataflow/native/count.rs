@@ -1,12 +1,10 @@
 //! `native:count`: the `word-count` plugin's logic compiled into the host.
 
-use std::convert::Infallible;
-
 use weir_key_slab::KeySlab;
 
-use super::{HELD_BYTES, native_snapshot, state_failure};
+use super::{BatchKeys, HELD_BYTES, native_snapshot, state_failure};
 use crate::connectors::write_decimal;
-use crate::dataflow::{Emitted, KeyNumbering, OperatorLogic, RecordBatch};
+use crate::dataflow::{Emitted, OperatorLogic, RecordBatch};
 use crate::plugin::{CallError, CapturedState, InitialState, InputKind};
 use crate::state::{HashedKey, KeyedStateBackend, StateError, StateId, StateRegistry, TimerService};
 
@@ -29,11 +27,7 @@ pub(super) struct NativeCount {
     /// was restored, or the table forgot keys past its bound. (Until then
     /// a key not held has no count, and is not asked for — as the SDK.)
     may_hold_others: bool,
-    /// Numbers the keys of a batch that did not come numbered.
-    numbering: KeyNumbering,
-    /// The (slot, entry) of keys a call added to the table, kept to save
-    /// its allocation.
-    made: Vec<(u32, u32)>,
+    keys: BatchKeys,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -56,22 +50,17 @@ impl NativeCount {
             value: Vec::new(),
             held: KeySlab::default(),
             may_hold_others: restored,
-            numbering: KeyNumbering::default(),
-            made: Vec::new(),
+            keys: BatchKeys::default(),
         }
     }
 
-    /// Finds every key of `batch` (numbered) in the table, adding those
-    /// not held with their stored counts.
-    fn resolve(&mut self, batch: &RecordBatch, slots: &[u32]) -> Result<(), CallError> {
-        self.held.begin_call();
-        self.made.clear();
-        let keys = slots.iter().enumerate().map(|(i, &slot)| Ok::<_, Infallible>((slot, batch.key(i))));
-        let Ok(()) = self.held.resolve_call(keys, HeldCount::default, &mut self.made);
+    /// Reads the stored counts of the keys the last batch added to the
+    /// table, if the backend may hold any.
+    fn read_added(&mut self) -> Result<(), CallError> {
         if !self.may_hold_others {
             return Ok(());
         }
-        for &(_, entry) in &self.made {
+        for &(_, entry) in &self.keys.made {
             let key = HashedKey::new(self.held.key(entry), self.max_parallelism);
             let stored = self.state.get(self.count, key).map_err(state_failure)?;
             let count = stored.and_then(|v| std::str::from_utf8(v).ok()?.parse().ok()).unwrap_or(0);
@@ -97,11 +86,8 @@ impl OperatorLogic for NativeCount {
         if kind != InputKind::Keyed {
             return Err(CallError::Operator("native count needs a keyed input (key_by = true)".into()));
         }
-        if batch.key_slots().is_none() {
-            batch.number_keys(&mut self.numbering);
-        }
-        let slots = batch.take_key_slots().expect("numbered");
-        self.resolve(&batch, &slots)?;
+        let slots = self.keys.resolve(&mut self.held, &mut batch, HeldCount::default);
+        self.read_added()?;
         let mut out = RecordBatch::with_capacity(batch.len(), batch.byte_len() + 8 * batch.len());
         for (record, &slot) in batch.iter().zip(&slots) {
             let entry = self.held.in_call(slot).expect("every slot of the batch is resolved");
@@ -133,6 +119,7 @@ impl OperatorLogic for NativeCount {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dataflow::KeyNumbering;
     use crate::plugin::InstanceMeta;
     use crate::state::{MemoryBackend, key_group_range};
 

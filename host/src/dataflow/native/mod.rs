@@ -11,10 +11,14 @@
 mod count;
 mod window;
 
+use std::convert::Infallible;
+
+use weir_key_slab::KeySlab;
+
 use crate::plugin::{CallError, CapturedState, InitialState, encode_meta};
 use crate::state::{KeyedStateBackend, StateError, StateRegistry, TimerService};
 
-use super::OperatorLogic;
+use super::{KeyNumbering, OperatorLogic, RecordBatch};
 
 /// The plugin path prefix naming a built-in native operator
 /// (`plugin = "native:count"`).
@@ -44,6 +48,33 @@ fn native_snapshot(
 ) -> Result<CapturedState, String> {
     let meta = encode_meta(registry, &Default::default(), timers);
     Ok(CapturedState { meta, keyed: backend.snapshot().map_err(|e| e.to_string())? })
+}
+
+/// Finds the keys of a keyed batch in a native operator's table as the
+/// SDK does: each distinct key once, by the slot the key-by exchange gave
+/// it (numbered here if the batch came without).
+#[derive(Debug, Default)]
+struct BatchKeys {
+    numbering: KeyNumbering,
+    /// The (slot, entry) of the keys the last batch added to the table.
+    made: Vec<(u32, u32)>,
+}
+
+impl BatchKeys {
+    /// Each event's slot in `batch`, every slot's key found in `held` —
+    /// added with `value()` if not held, and then listed in `made` — and
+    /// remembered there for [`KeySlab::in_call`] until the next batch.
+    fn resolve<E>(&mut self, held: &mut KeySlab<E>, batch: &mut RecordBatch, value: impl FnMut() -> E) -> Vec<u32> {
+        if batch.key_slots().is_none() {
+            batch.number_keys(&mut self.numbering);
+        }
+        let slots = batch.take_key_slots().expect("numbered");
+        held.begin_call();
+        self.made.clear();
+        let keys = slots.iter().enumerate().map(|(i, &slot)| Ok::<_, Infallible>((slot, batch.key(i))));
+        let Ok(()) = held.resolve_call(keys, value, &mut self.made);
+        slots
+    }
 }
 
 fn state_failure(error: StateError) -> CallError {

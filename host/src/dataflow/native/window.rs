@@ -17,12 +17,10 @@
 use std::collections::VecDeque;
 use std::io::Write;
 
-use std::convert::Infallible;
-
 use weir_key_slab::KeySlab;
 
-use super::{HELD_BYTES, native_snapshot, state_failure};
-use crate::dataflow::{Emitted, KeyNumbering, OperatorLogic, RecordBatch};
+use super::{BatchKeys, HELD_BYTES, native_snapshot, state_failure};
+use crate::dataflow::{Emitted, OperatorLogic, RecordBatch};
 use crate::plugin::{CallError, CapturedState, InitialState, InputKind};
 use crate::state::{HashedKey, KeyedStateBackend, StateError, StateId, StateRegistry, TimeDomain, TimerService};
 
@@ -48,11 +46,7 @@ pub(super) struct NativeWindowSum {
     /// Reused buffers for backend keys and values.
     stored_key: Vec<u8>,
     value: Vec<u8>,
-    /// Numbers the keys of a batch that did not come numbered.
-    numbering: KeyNumbering,
-    /// The (slot, entry) of keys a call added to the table, kept to save
-    /// its allocation.
-    made: Vec<(u32, u32)>,
+    keys: BatchKeys,
 }
 
 /// One key's windows.
@@ -98,8 +92,7 @@ impl NativeWindowSum {
             calls: 0,
             stored_key: Vec::new(),
             value: Vec::new(),
-            numbering: KeyNumbering::default(),
-            made: Vec::new(),
+            keys: BatchKeys::default(),
         })
     }
 
@@ -205,15 +198,6 @@ impl NativeWindowSum {
         windows.remove(at)
     }
 
-    /// Finds every key of `batch` (numbered) in the table, adding those
-    /// not held (with no windows: each is read when first used).
-    fn resolve(&mut self, batch: &RecordBatch, slots: &[u32]) {
-        self.held.begin_call();
-        self.made.clear();
-        let keys = slots.iter().enumerate().map(|(i, &slot)| Ok::<_, Infallible>((slot, batch.key(i))));
-        let Ok(()) = self.held.resolve_call(keys, KeySums::default, &mut self.made);
-    }
-
     /// Writes the changed windows to the backend.
     fn write_back(&mut self) -> Result<(), StateError> {
         for (key, sums) in self.held.iter() {
@@ -306,11 +290,8 @@ impl OperatorLogic for NativeWindowSum {
             return Err(CallError::Operator("native window-sum needs a keyed input (key_by = true)".into()));
         }
         self.calls = self.calls.wrapping_add(1);
-        if batch.key_slots().is_none() {
-            batch.number_keys(&mut self.numbering);
-        }
-        let slots = batch.take_key_slots().expect("numbered");
-        self.resolve(&batch, &slots);
+        // Keys not held start with no windows: each is read when first used.
+        let slots = self.keys.resolve(&mut self.held, &mut batch, KeySums::default);
         for (record, &slot) in batch.iter().zip(&slots) {
             let timestamp = record
                 .timestamp
