@@ -163,6 +163,11 @@ impl<E> KeySlab<E> {
         self.len
     }
 
+    /// Whether no key is held.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
     /// About how many bytes the held keys and their values (inline) take:
     /// an entry and two buckets (the table is at most half full), twice —
     /// the entries and the buckets grow by doubling, so up to half of what

@@ -38,8 +38,9 @@ struct HeldCount {
 }
 
 impl NativeCount {
-    pub(super) fn new(state: InitialState) -> Self {
-        let restored = state.meta.is_some();
+    pub(super) fn new(mut state: InitialState) -> Self {
+        // (A backend that cannot say is taken to hold counts.)
+        let restored = state.meta.is_some() || state.backend.is_empty().map_or(true, |empty| !empty);
         let mut registry = state.meta.map(|m| m.registry).unwrap_or_default();
         let count = registry.intern("count");
         NativeCount {
