@@ -2,7 +2,7 @@
 
 use weir_key_slab::KeySlab;
 
-use super::{BatchKeys, HELD_BYTES, native_snapshot, state_failure};
+use super::{HELD_BYTES, KeyLookup, native_snapshot, state_failure};
 use crate::connectors::write_decimal;
 use crate::dataflow::{Emitted, OperatorLogic, RecordBatch};
 use crate::plugin::{CallError, CapturedState, InitialState, InputKind};
@@ -27,7 +27,7 @@ pub(super) struct NativeCount {
     /// was restored, or the table forgot keys past its bound. (Until then
     /// a key not held has no count, and is not asked for — as the SDK.)
     may_hold_others: bool,
-    keys: BatchKeys,
+    keys: KeyLookup,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -51,7 +51,7 @@ impl NativeCount {
             value: Vec::new(),
             held: KeySlab::default(),
             may_hold_others: restored,
-            keys: BatchKeys::default(),
+            keys: KeyLookup::default(),
         }
     }
 

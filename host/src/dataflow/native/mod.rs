@@ -54,13 +54,13 @@ fn native_snapshot(
 /// SDK does: each distinct key once, by the slot the key-by exchange gave
 /// it (numbered here if the batch came without).
 #[derive(Debug, Default)]
-struct BatchKeys {
+struct KeyLookup {
     numbering: KeyNumbering,
     /// The (slot, entry) of the keys the last batch added to the table.
     made: Vec<(u32, u32)>,
 }
 
-impl BatchKeys {
+impl KeyLookup {
     /// Each event's slot in `batch`, every slot's key found in `held` —
     /// added with `value()` if not held, and then listed in `made` — and
     /// remembered there for [`KeySlab::in_call`] until the next batch.

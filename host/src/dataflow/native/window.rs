@@ -19,7 +19,7 @@ use std::io::Write;
 
 use weir_key_slab::KeySlab;
 
-use super::{BatchKeys, HELD_BYTES, native_snapshot, state_failure};
+use super::{HELD_BYTES, KeyLookup, native_snapshot, state_failure};
 use crate::dataflow::{Emitted, OperatorLogic, RecordBatch};
 use crate::plugin::{CallError, CapturedState, InitialState, InputKind};
 use crate::state::{HashedKey, KeyedStateBackend, StateError, StateId, StateRegistry, TimeDomain, TimerService};
@@ -46,7 +46,7 @@ pub(super) struct NativeWindowSum {
     /// Reused buffers for backend keys and values.
     stored_key: Vec<u8>,
     value: Vec<u8>,
-    keys: BatchKeys,
+    keys: KeyLookup,
 }
 
 /// One key's windows.
@@ -92,7 +92,7 @@ impl NativeWindowSum {
             calls: 0,
             stored_key: Vec::new(),
             value: Vec::new(),
-            keys: BatchKeys::default(),
+            keys: KeyLookup::default(),
         })
     }
 
