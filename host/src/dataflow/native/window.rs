@@ -111,7 +111,7 @@ impl NativeWindowSum {
         let stored = if self.may_be_stored(Some(entry), start) {
             // (Rare: a window forgotten while the backend held it.)
             let key = self.held.key(entry).to_vec();
-            self.read(Some(entry), &key, start)?
+            self.read_stored(Some(entry), &key, start)?
         } else {
             None
         };
@@ -128,12 +128,10 @@ impl NativeWindowSum {
         Ok(())
     }
 
-    /// The sum the backend holds for `key`'s window at `start` (not held),
-    /// if it may hold one; `entry`: the key's, if held.
-    fn read(&mut self, entry: Option<u32>, key: &[u8], start: i64) -> Result<Option<f64>, StateError> {
-        if !self.may_be_stored(entry, start) {
-            return Ok(None);
-        }
+    /// The sum the backend holds for `key`'s window at `start` (not held,
+    /// and [`may_be_stored`](Self::may_be_stored)); `entry`: the key's, if
+    /// held.
+    fn read_stored(&mut self, entry: Option<u32>, key: &[u8], start: i64) -> Result<Option<f64>, StateError> {
         let stored_key = window_entry(&mut self.stored_key, key, start, self.max_parallelism);
         let stored = self.state.get(self.sums, stored_key)?;
         let sum = stored.and_then(|v| serde_json::from_slice::<(i64, f64, bool)>(v).ok()).map(|(_, sum, _)| sum);
@@ -172,10 +170,11 @@ impl NativeWindowSum {
                 self.held_count -= 1;
                 (Some(window.sum), window.stored)
             }
-            None => {
-                let sum = self.read(entry, key, start)?;
+            None if self.may_be_stored(entry, start) => {
+                let sum = self.read_stored(entry, key, start)?;
                 (sum, sum.is_some())
             }
+            None => (None, false),
         };
         if let Some(entry) = entry {
             let sums = self.held.get(entry);
