@@ -16,11 +16,13 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::kafka::{Broker, OutputRecord, committed_records};
-use common::windows::{run_windows, window_sums_of};
+use common::windows::{Sums, WINDOW_SINKS, run_windows, window_sums_of, windows};
 use common::{Host, JobDir, plugin, run_job, toml_path, weir_binary};
+use weir::job::{self, Overrides};
+use weir::{PluginEngine, dataflow};
 
 const KEYS: u64 = 240;
 
@@ -551,3 +553,73 @@ out_of_orderness_ms = 100
     );
 }
 
+
+/// A live topic of two partitions read at P = 2 with watermark alignment,
+/// of which one goes quiet after a few readings: once it has been quiet for
+/// `idle_timeout_ms` its subtask is idle, and no longer holds back the other
+/// subtask (which waits while it is more than 1 s ahead) nor the windows
+/// downstream. Without the timeout the job would read one partition's first
+/// seconds and then wait for the quiet one for ever.
+#[test]
+fn an_idle_partition_does_not_hold_back_an_aligned_job() {
+    let _serial = one_at_a_time();
+    let broker = Broker::start();
+    broker.create_topic("live", 2);
+    broker.produce_timed("live", 0, (0..BACKFILL_READINGS).map(|i| backfill_reading(0, i)));
+    let quiet: Vec<(String, String, i64)> = (0..5).map(|i| ("quiet".to_owned(), "1".to_owned(), 1_700_000_000_000 + i * 100)).collect();
+    broker.produce_timed("live", 1, quiet.clone());
+    let dir = JobDir::new();
+    let job = dir.write(
+        "job.toml",
+        &format!(
+            r#"
+name = "idle-aligned"
+parallelism = 2
+checkpoint_dir = "checkpoints"
+checkpoint_interval_ms = 50
+
+[[source]]
+name = "live"
+type = "kafka"
+brokers = "{brokers}"
+topics = ["live"]
+out_of_orderness_ms = 100
+idle_timeout_ms = 300
+watermark_alignment = {{ max_drift_ms = 1000 }}
+
+[[operator]]
+uid = "windows"
+plugin = {plugin}
+inputs = ["live"]
+key_by = true
+{WINDOW_SINKS}"#,
+            brokers = broker.address(),
+            plugin = toml_path(&plugin("sensor-window"))
+        ),
+    );
+    // Every window the busy partition's last watermark closes (the stream
+    // has no end, so its last second's stays open), with the quiet one's.
+    let readings: Vec<(String, String, i64)> = (0..BACKFILL_READINGS).map(|i| backfill_reading(0, i)).chain(quiet).collect();
+    let last_watermark = readings.iter().map(|r| r.2).max().unwrap() - 100;
+    let all = window_sums_of(readings.into_iter().map(|(key, value, time)| (key, time, value.parse().unwrap())));
+    let closed: Sums = all
+        .iter()
+        .map(|(key, list)| (key.clone(), list.iter().copied().filter(|w| w.1 <= last_watermark).collect()))
+        .collect();
+    let expected = closed.values().map(Vec::len).sum::<usize>();
+
+    let graph = job::load(&job, Overrides::default()).unwrap();
+    let running = dataflow::start_job(&graph, &PluginEngine::new().unwrap()).unwrap();
+    let started = Instant::now();
+    let fired = || windows(&std::fs::read_to_string(dir.path("sums.txt")).unwrap_or_default());
+    while fired().values().map(Vec::len).sum::<usize>() < expected && started.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    eprintln!("windows fired after {:?}", started.elapsed());
+    running.cancel();
+    let _ = running.wait();
+    let fired = fired();
+    assert_eq!(fired.values().map(Vec::len).sum::<usize>(), expected, "every closed window fired, the quiet partition's too");
+    assert_eq!(fired, closed, "with the sums of every reading");
+    assert_eq!(std::fs::read_to_string(dir.path("late.txt")).unwrap_or_default(), "", "nothing late");
+}
