@@ -584,7 +584,9 @@ type = "kafka"
 brokers = "{brokers}"
 topics = ["live"]
 out_of_orderness_ms = 100
-idle_timeout_ms = 300
+# Long enough for the subtasks to have read their first records: a
+# partition idle before that could see them come in behind the watermark.
+idle_timeout_ms = 1000
 watermark_alignment = {{ max_drift_ms = 1000 }}
 
 [[operator]]
