@@ -553,7 +553,6 @@ out_of_orderness_ms = 100
     );
 }
 
-
 /// A live topic of two partitions read at P = 2 with watermark alignment,
 /// of which one goes quiet after a few readings: once it has been quiet for
 /// `idle_timeout_ms` its subtask is idle, and no longer holds back the other
