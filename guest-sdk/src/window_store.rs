@@ -30,12 +30,11 @@
 //! are hashed once per call to find its slab entry, which is then remembered
 //! by the key's slot in the call (the host numbers a call's distinct keys).
 
-use std::cell::Cell;
 use std::collections::VecDeque;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use weir_key_slab::KeySlab;
+use weir_key_slab::{KeySlab, SearchHint, position_by_start};
 
 use crate::Encode;
 use crate::Error;
@@ -81,16 +80,13 @@ struct KeyWindows<Acc> {
     /// held them, sorted (tracked only while the store knows what the host
     /// holds, see [`WindowStore::forgotten`]).
     forgotten: Vec<i64>,
-    /// Where the last search found a window. The next one searched for is
-    /// often there or just after: the window an input is filling behind
-    /// older ones still open, or windows firing in turn behind those just
-    /// fired (removed, but held until the call ends).
-    hint: Cell<usize>,
+    /// Where the last search found a window (see [`position_by_start`]).
+    hint: SearchHint,
 }
 
 impl<Acc> KeyWindows<Acc> {
     fn new() -> Self {
-        KeyWindows { windows: VecDeque::new(), forgotten: Vec::new(), hint: Cell::new(0) }
+        KeyWindows { windows: VecDeque::new(), forgotten: Vec::new(), hint: SearchHint::default() }
     }
 
     /// Drops the mark of a forgotten window (it is held again, or known
@@ -105,48 +101,11 @@ impl<Acc> KeyWindows<Acc> {
         }
     }
 
-    /// Where the window starting at `start` is (`Err`: where it would go).
-    /// The oldest and the newest window are tried first — an event falls
-    /// in one of them nearly always — then the one before the newest (a
-    /// batch that crosses into a new window) and the one after the oldest
-    /// (inputs far apart in event time: the behind one's windows are the
-    /// oldest two while the ahead one's pile up behind them), then around
-    /// the last one searched for.
+    /// Where the window starting at `start` is (`Err`: where it would go),
+    /// the likely places first ([`position_by_start`]).
     #[inline]
     fn position(&self, start: i64) -> Result<usize, usize> {
-        let len = self.windows.len();
-        match (self.windows.front(), self.windows.back()) {
-            (None, _) | (_, None) => Err(0),
-            (Some((first, _)), _) if *first == start => Ok(0),
-            (_, Some((last, _))) if *last == start => Ok(len - 1),
-            (_, Some((last, _))) if *last < start => Err(len),
-            (Some((first, _)), _) if start < *first => Err(0),
-            _ if len > 2 && self.windows[len - 2].0 == start => Ok(len - 2),
-            _ if len > 2 && self.windows[1].0 == start => Ok(1),
-            _ => self.search(start),
-        }
-    }
-
-    /// Where `start` is, or would go, among windows neither the oldest nor
-    /// the newest of which it is: at or just after the last place found
-    /// (an input filling its window behind older ones still open, or
-    /// opening the next one there; windows firing in turn behind those
-    /// just fired), else by bisection.
-    fn search(&self, start: i64) -> Result<usize, usize> {
-        let hint = self.hint.get();
-        let starts = |at: usize| self.windows.get(at).map(|(s, _)| *s);
-        // Where `start` is against the window at `at`: there, or between
-        // the one before it and it.
-        let at_or_before = |at: usize| match starts(at) {
-            Some(s) if s == start => Some(Ok(at)),
-            Some(s) if s > start && at > 0 && starts(at - 1).is_some_and(|before| before < start) => Some(Err(at)),
-            _ => None,
-        };
-        let near_hint = at_or_before(hint).or_else(|| at_or_before(hint + 1));
-        let found = near_hint.unwrap_or_else(|| self.windows.binary_search_by_key(&start, |(s, _)| *s));
-        // The window looked for is there now, or is inserted there next.
-        self.hint.set(found.unwrap_or_else(|at| at));
-        found
+        position_by_start(&self.windows, start, |(s, _)| *s, &self.hint)
     }
 }
 
@@ -839,24 +798,6 @@ mod tests {
         store.write_back().unwrap();
         assert_eq!(host.borrow().written, vec![deleted("0"), deleted("1000")]);
         assert_eq!(store.len(), 0);
-    }
-
-    /// Wherever the last search left its hint, a window is found where it
-    /// is, and an absent one placed where it belongs — as bisection says.
-    #[test]
-    fn positions_agree_with_bisection_whatever_was_searched_before() {
-        let mut key = KeyWindows::<f64>::new();
-        for start in (0..40).map(|i| i * 1000) {
-            key.windows.push_back((start, HeldWindow::loaded(start + 1000, None)));
-        }
-        let probes: Vec<i64> = (0..200).map(|i| (i * 7919 % 200) * 250 - 500).collect();
-        for &before in &probes {
-            for &start in &probes {
-                let _ = key.position(before);
-                let expected = key.windows.binary_search_by_key(&start, |(s, _)| *s);
-                assert_eq!(key.position(start), expected, "{start} after {before}");
-            }
-        }
     }
 
     /// Windows fetched for a batch hold what the host has (and absent ones
