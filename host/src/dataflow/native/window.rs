@@ -4,7 +4,8 @@
 //! window's end.
 //!
 //! It works as the SDK's `Windows` does: a key's open windows are held in
-//! memory, ordered by start, in the SDK's table ([`KeySlab`]), whose entry
+//! memory, ordered by start and searched the likely places first
+//! ([`position_by_start`]), in the SDK's table ([`KeySlab`]), whose entry
 //! for each key of a batch is found once, by the slot the key-by exchange
 //! gave the key; opening a window registers an event-time timer
 //! at its end with the host's [`TimerService`], and the timer fires it.
@@ -17,7 +18,7 @@
 use std::collections::VecDeque;
 use std::io::Write;
 
-use weir_key_slab::KeySlab;
+use weir_key_slab::{KeySlab, SearchHint, position_by_start};
 
 use super::{HELD_BYTES, KeyLookup, native_snapshot, state_failure};
 use crate::dataflow::{Emitted, OperatorLogic, RecordBatch};
@@ -56,6 +57,9 @@ struct KeySums {
     windows: VecDeque<HeldSum>,
     /// Starts of those forgotten while the backend held them, sorted.
     forgotten: Vec<i64>,
+    /// Where the last search found a window: a key's windows are searched
+    /// as the SDK searches them ([`position_by_start`]).
+    hint: SearchHint,
 }
 
 /// Forgotten windows listed at most before any window not held counts as
@@ -101,13 +105,17 @@ impl NativeWindowSum {
     fn add(&mut self, entry: u32, start: i64, value: f64) -> Result<(), StateError> {
         let used = self.calls;
         let sums = self.held.get_mut(entry);
-        if let Ok(at) = sums.windows.binary_search_by_key(&start, |w| w.start) {
-            let window = &mut sums.windows[at];
-            window.sum += value;
-            window.changed = true;
-            window.used = used;
-            return Ok(());
-        }
+        let place = match position_by_start(&sums.windows, start, |w| w.start, &sums.hint) {
+            Ok(at) => {
+                let window = &mut sums.windows[at];
+                window.sum += value;
+                window.changed = true;
+                window.used = used;
+                return Ok(());
+            }
+            // (Reading the backend below changes no key's held windows.)
+            Err(place) => place,
+        };
         let stored = if self.may_be_stored(Some(entry), start) {
             // (Rare: a window forgotten while the backend held it.)
             let key = self.held.key(entry).to_vec();
@@ -118,9 +126,7 @@ impl NativeWindowSum {
         let opened = stored.is_none();
         let mut window = HeldSum { start, sum: stored.unwrap_or(0.0), changed: true, stored: !opened, used };
         window.sum += value;
-        let windows = &mut self.held.get_mut(entry).windows;
-        let at = windows.partition_point(|w| w.start < start);
-        windows.insert(at, window);
+        self.held.get_mut(entry).windows.insert(place, window);
         self.held_count += 1;
         if opened {
             self.timers.register(TimeDomain::EventTime, start + WINDOW_MS - 1, self.held.key(entry));
@@ -192,9 +198,9 @@ impl NativeWindowSum {
     /// Removes the window at `start` of the key in `entry` from memory, if
     /// held.
     fn take_held(&mut self, entry: u32, start: i64) -> Option<HeldSum> {
-        let windows = &mut self.held.get_mut(entry).windows;
-        let at = windows.binary_search_by_key(&start, |w| w.start).ok()?;
-        windows.remove(at)
+        let sums = self.held.get_mut(entry);
+        let at = position_by_start(&sums.windows, start, |w| w.start, &sums.hint).ok()?;
+        sums.windows.remove(at)
     }
 
     /// Writes the changed windows to the backend.
@@ -240,7 +246,7 @@ impl NativeWindowSum {
         // used then as there is room for.
         let mut room = keep - newer.iter().filter(|&&u| u > oldest_kept).count();
         let listing = self.forgotten.is_some();
-        for KeySums { windows, forgotten } in self.held.values_mut() {
+        for KeySums { windows, forgotten, .. } in self.held.values_mut() {
             let before = forgotten.len();
             windows.retain(|w| {
                 let tied = w.used == oldest_kept && room > 0;
