@@ -250,6 +250,29 @@ fn checkpoint_settings_out_of_range_or_without_a_directory() {
 }
 
 #[test]
+fn rocksdb_budgets_for_another_backend_or_out_of_range() {
+    let dir = JobDir::new();
+    let budgets = "name = \"edited\"\n[rocksdb]\nblock_cache_mb = 8\n";
+    let job = job_file(&dir, |t| t.replace("name = \"edited\"\n", budgets));
+    let error = run_job(&job, &[]).failure();
+    assert!(error.contains("the [rocksdb] table sets RocksDB's memory, but state_backend is \"memory\""), "{error}");
+    assert!(error.contains("set state_backend = \"rocksdb\" or remove the table"), "{error}");
+
+    let rocksdb = "name = \"edited\"\nstate_backend = \"rocksdb\"\n[rocksdb]\n";
+    let job = job_file(&dir, |t| t.replace("name = \"edited\"\n", &format!("{rocksdb}write_buffer_mb = 0\n")));
+    let error = run_job(&job, &[]).failure();
+    assert!(error.contains("[rocksdb] write_buffer_mb must be at least 1"), "{error}");
+
+    let job = job_file(&dir, |t| t.replace("name = \"edited\"\n", &format!("{rocksdb}block_cache = 33554432\n")));
+    let error = run_job(&job, &[]).failure();
+    assert!(error.contains("unknown field `block_cache`"), "{error}");
+    assert!(error.contains("block_cache_mb"), "lists the fields it knows: {error}");
+
+    let job = job_file(&dir, |t| t.replace("name = \"edited\"\n", &format!("{rocksdb}hot_entries_mb = 0\nblock_cache_mb = 1\n")));
+    run_job(&job, &[]).success();
+}
+
+#[test]
 fn a_missing_job_file_and_a_missing_input_file() {
     let dir = JobDir::new();
     let error = run_job(&dir.path("absent.toml"), &[]).failure();

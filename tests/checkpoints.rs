@@ -118,9 +118,9 @@ fn run_with_kills(job: &Path, kills: usize) -> String {
     run.stderr()
 }
 
-fn chaos(backend: &str) {
+fn chaos(backend: &str, extra: &str) {
     let dir = JobDir::new();
-    let job = count_job(&dir, backend, &plugin("word-count"), "", "");
+    let job = count_job(&dir, backend, &plugin("word-count"), "", extra);
     let stderr = run_with_kills(&job, 6);
     assert!(stderr.contains("resumed from checkpoint"), "the last run resumes: {stderr}");
     assert_exact_counts(&committed(&dir.path("out")), 60000, 600);
@@ -134,12 +134,20 @@ fn chaos(backend: &str) {
 
 #[test]
 fn sigkill_at_random_moments_loses_and_duplicates_nothing_memory() {
-    chaos("memory");
+    chaos("memory", "");
 }
 
 #[test]
 fn sigkill_at_random_moments_loses_and_duplicates_nothing_rocksdb() {
-    chaos("rocksdb");
+    chaos("rocksdb", "");
+}
+
+/// RocksDB at its smallest budgets: no block cache, no write-back layer
+/// (every batch's writes reach the database), 1 MiB memtables (flushed to
+/// files often, between and during checkpoints).
+#[test]
+fn sigkill_with_rocksdb_at_its_smallest_memory_budgets_loses_and_duplicates_nothing() {
+    chaos("rocksdb", "[rocksdb]\nblock_cache_mb = 0\nwrite_buffer_mb = 1\nhot_entries_mb = 0\n");
 }
 
 #[test]

@@ -459,7 +459,7 @@ impl Coordinator {
             finished,
             completed_at_ms: now_ms(),
             max_parallelism: self.job.max_parallelism,
-            backend: self.job.backend,
+            backend: self.job.backend.kind,
             tasks,
             carried: Vec::new(),
             stats: CheckpointStats::default(),

@@ -812,7 +812,7 @@ fn load_state(
     let manifest = match restore {
         Some(Restore::Savepoint(savepoint)) => {
             let state =
-                savepoint.operator_state(&node.name, subtask, node.parallelism, graph.backend, work_dir)?;
+                savepoint.operator_state(&node.name, subtask, node.parallelism, &graph.backend, work_dir)?;
             if let Some(state) = state {
                 return Ok(state);
             }
@@ -829,8 +829,8 @@ fn load_state(
     let root = graph.checkpoints.as_ref().map(|c| c.dir.clone()).unwrap_or_default();
     let restored = manifest.and_then(|m| m.task(&node.name, subtask));
     let backend = match restored.and_then(|t| t.keyed.as_ref()) {
-        Some(handle) => restore_backend(graph.backend, handle, &root, work_dir),
-        None => open_backend(graph.backend, work_dir),
+        Some(handle) => restore_backend(&graph.backend, handle, &root, work_dir),
+        None => open_backend(&graph.backend, work_dir),
     }
     .map_err(restore_error)?;
     let meta = match restored.and_then(|t| t.meta.as_ref()) {

@@ -23,7 +23,7 @@ use crate::job::{JobGraph, NodeKind};
 use crate::dataflow::NATIVE_PREFIX;
 use crate::plugin::{InitialState, LoadedPlugin, OperatorInstance, PluginEngine};
 use crate::savepoint::{Savepoint, StateKind};
-use crate::state::{BackendKind, open_backend};
+use crate::state::{BackendConfig, BackendKind, open_backend};
 
 /// Values handed to `check-state` per call.
 const CHECK_BATCH: usize = 4096;
@@ -142,7 +142,7 @@ pub(super) fn check_state(
     }
     let node = graph.nodes.iter().find(|n| n.name == uid).expect("the uid was checked");
     let NodeKind::Operator(op) = &node.kind else { unreachable!("the uid is an operator's") };
-    let backend = open_backend(BackendKind::Memory, &std::env::temp_dir()).map_err(|e| e.to_string())?;
+    let backend = open_backend(&BackendConfig::new(BackendKind::Memory), &std::env::temp_dir()).map_err(|e| e.to_string())?;
     let state = InitialState { backend, meta: None, max_parallelism: graph.max_parallelism, key_groups: 0..graph.max_parallelism };
     let config = instance_config(&op.config, &op.limits, node.parallelism, 0, 0, true);
     let mut instance = OperatorInstance::new(engine, plugin, op.limits, state, &config)

@@ -10,7 +10,7 @@ use crate::connectors::kafka::Delivery;
 use super::spec::{JobSpec, KafkaSourceSpec, OperatorSpec, RestartSpec, RestartStrategy, SinkSpec, SourceSpec};
 use crate::checkpoint::CheckpointSettings;
 use crate::plugin::Limits;
-use crate::state::{BackendKind, DEFAULT_MAX_PARALLELISM};
+use crate::state::{BackendConfig, BackendKind, DEFAULT_MAX_PARALLELISM};
 
 /// Index of a node in [`JobGraph::nodes`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -85,7 +85,7 @@ pub struct JobGraph {
     pub max_parallelism: u32,
     /// Sources first, then operators in topological order, then sinks.
     pub nodes: Vec<Node>,
-    pub backend: BackendKind,
+    pub backend: BackendConfig,
     /// Checkpointing, if the job file enables it.
     pub checkpoints: Option<CheckpointSettings>,
     pub restart: RestartSpec,
@@ -146,6 +146,18 @@ fn checkpoint_settings(spec: &JobSpec, base: &Path) -> Result<Option<CheckpointS
         retain,
         timeout: Duration::from_millis(timeout),
     }))
+}
+
+fn backend_config(spec: &JobSpec) -> Result<BackendConfig, String> {
+    let kind = spec.state_backend;
+    let Some(rocksdb) = spec.rocksdb else { return Ok(BackendConfig::new(kind)) };
+    if kind != BackendKind::Rocksdb {
+        return Err(format!(
+            "the [rocksdb] table sets RocksDB's memory, but state_backend is \"{kind}\": set state_backend = \"rocksdb\" or remove the table"
+        ));
+    }
+    rocksdb.validate()?;
+    Ok(BackendConfig { kind, rocksdb })
 }
 
 impl JobGraph {
@@ -236,7 +248,7 @@ impl JobGraph {
         }
         let checkpoints = checkpoint_settings(&spec, base)?;
         let restart = restart_policy(&spec);
-        let backend = spec.state_backend;
+        let backend = backend_config(&spec)?;
         Ok(JobGraph { name: spec.name, max_parallelism, nodes, backend, checkpoints, restart, definition: None })
     }
 }

@@ -33,6 +33,10 @@
 //!
 //! ```toml
 //! state_backend = "rocksdb"       # or "memory" (the default)
+//! [rocksdb]                       # per operator subtask, in MiB (optional)
+//! block_cache_mb = 32
+//! write_buffer_mb = 16            # per memtable; two may exist at once
+//! hot_entries_mb = 16             # the write-back layer of hot entries
 //! checkpoint_dir = "checkpoints"  # enables checkpoints; relative to the job file
 //! checkpoint_interval_ms = 1000
 //! checkpoints_retained = 3
@@ -68,6 +72,8 @@ pub struct JobSpec {
     pub sinks: Vec<SinkSpec>,
     #[serde(default)]
     pub state_backend: crate::state::BackendKind,
+    /// Memory budgets of each operator subtask's RocksDB.
+    pub rocksdb: Option<crate::state::RocksDbMemory>,
     pub checkpoint_dir: Option<PathBuf>,
     pub checkpoint_interval_ms: Option<u64>,
     pub checkpoints_retained: Option<usize>,

@@ -10,7 +10,7 @@ use crate::connectors::{RestoredSplits, assign_splits};
 use crate::job::{JobGraph, NodeKind};
 use crate::plugin::{BroadcastMaps, InitialState, InstanceMeta};
 use crate::state::{
-    BackendKind, HashedKey, RecordReader, StateError, StateId, StateRegistry, TimeDomain, TimerService,
+    BackendConfig, HashedKey, RecordReader, StateError, StateId, StateRegistry, TimeDomain, TimerService,
     key_group_range, open_backend, read_verified,
 };
 
@@ -130,7 +130,7 @@ impl Savepoint {
         uid: &str,
         subtask: u32,
         parallelism: u32,
-        backend: BackendKind,
+        backend: &BackendConfig,
         work_dir: &Path,
     ) -> Result<Option<InitialState>, SavepointError> {
         let Some(operator) = self.manifest.operator(uid) else { return Ok(None) };

@@ -12,7 +12,7 @@ use super::{
 use crate::checkpoint::{Manifest, TaskState};
 use crate::plugin::{InstanceMeta, decode_meta, now_ms};
 use crate::state::{
-    BackendKind, FileRef, RecordWriter, StateError, TimeDomain, key_group_for, read_verified, visit_snapshot,
+    BackendConfig, FileRef, RecordWriter, StateError, TimeDomain, key_group_for, read_verified, visit_snapshot,
     write_verified,
 };
 
@@ -24,7 +24,7 @@ pub(super) const MAP_PREFIX: &str = "map:";
 pub struct JobDescription {
     pub name: String,
     pub max_parallelism: u32,
-    pub backend: BackendKind,
+    pub backend: BackendConfig,
     pub definition: Option<JobDefinition>,
     pub nodes: Vec<NodeDescription>,
 }
@@ -194,7 +194,7 @@ fn gather(
 ) -> Result<Entries, StateError> {
     let mut entries = Entries::default();
     if let Some(handle) = &task.keyed {
-        visit_snapshot(job.backend, handle, checkpoint_root, work_dir, &mut |group, state, key, value| {
+        visit_snapshot(&job.backend, handle, checkpoint_root, work_dir, &mut |group, state, key, value| {
             entries.push(u32::from(group), ids.states[state.0 as usize], key, value);
         })?;
     }

@@ -45,6 +45,12 @@ impl HotEntries {
         HotEntries { states: Vec::new(), bytes: 0, limit }
     }
 
+    /// The bytes past which the layer reports itself full.
+    #[cfg(test)]
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
     /// Whether the layer holds more than its limit.
     pub fn is_full(&self) -> bool {
         self.bytes > self.limit

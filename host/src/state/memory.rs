@@ -328,7 +328,7 @@ pub fn apply_changes(root: &Path, file: &FileRef, backend: &mut dyn KeyedStateBa
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::{BackendHandle, SnapshotTarget, restore_backend};
+    use crate::state::{BackendConfig, BackendHandle, SnapshotTarget, restore_backend};
 
     #[test]
     fn put_get_delete_per_state() {
@@ -360,7 +360,7 @@ mod tests {
         }
         let target = SnapshotTarget { root: dir.path().to_path_buf(), dir: "chk-1".into(), name: "op-0".into() };
         let handle = backend.snapshot().unwrap().persist(&target).unwrap();
-        let mut restored = restore_backend(BackendKind::Memory, &handle, dir.path(), dir.path()).unwrap();
+        let mut restored = restore_backend(&BackendConfig::new(BackendKind::Memory), &handle, dir.path(), dir.path()).unwrap();
         for i in 0..1000u32 {
             let key = format!("key-{i}");
             let value = restored.get(StateId(i % 3), HashedKey::new(key.as_bytes(), 128)).unwrap();
@@ -371,7 +371,7 @@ mod tests {
         let mut bytes = std::fs::read(&path).unwrap();
         bytes[100] ^= 1;
         std::fs::write(&path, &bytes).unwrap();
-        let error = restore_backend(BackendKind::Memory, &handle, dir.path(), dir.path()).err().unwrap();
+        let error = restore_backend(&BackendConfig::new(BackendKind::Memory), &handle, dir.path(), dir.path()).err().unwrap();
         assert!(error.to_string().contains("checksum"), "{error}");
     }
 
@@ -422,15 +422,15 @@ mod tests {
         assert_eq!(changes(&second).len(), 1);
         assert!(changes(&second)[0].size < first.files()[0].size / 10, "a few changes, a small file");
         let expected = contents(&mut backend);
-        let mut restored = restore_backend(BackendKind::Memory, &second, dir.path(), dir.path()).unwrap();
+        let mut restored = restore_backend(&BackendConfig::new(BackendKind::Memory), &second, dir.path(), dir.path()).unwrap();
         assert_eq!(contents(restored.as_mut()), expected);
         put(&mut backend, 1, "key-1", "back");
         let third = backend.snapshot().unwrap().persist(&target(dir.path(), 3)).unwrap();
         assert_eq!((third.files()[0], changes(&third).len()), (first.files()[0], 2), "one base, two change files");
-        let mut restored = restore_backend(BackendKind::Memory, &third, dir.path(), dir.path()).unwrap();
+        let mut restored = restore_backend(&BackendConfig::new(BackendKind::Memory), &third, dir.path(), dir.path()).unwrap();
         assert_eq!(contents(restored.as_mut()), contents(&mut backend));
         let mut visited = Vec::new();
-        crate::state::visit_snapshot(BackendKind::Memory, &third, dir.path(), dir.path(), &mut |_, state, key, value| {
+        crate::state::visit_snapshot(&BackendConfig::new(BackendKind::Memory), &third, dir.path(), dir.path(), &mut |_, state, key, value| {
             visited.push((state.0, key.to_vec(), value.to_vec()))
         })
         .unwrap();
@@ -456,7 +456,7 @@ mod tests {
             let grown = backend.snapshot().unwrap().persist(&target(dir.path(), 2 + round)).unwrap();
             assert_eq!((grown.files()[0], changes(&grown).len()), (base.files()[0], round as usize + 1), "round {round}");
             assert!(changes(&grown)[round as usize].size > 10 * base.files()[0].size, "only the new entries");
-            let mut restored = restore_backend(BackendKind::Memory, &grown, dir.path(), dir.path()).unwrap();
+            let mut restored = restore_backend(&BackendConfig::new(BackendKind::Memory), &grown, dir.path(), dir.path()).unwrap();
             assert_eq!(contents(restored.as_mut()), contents(&mut backend));
         }
 
@@ -484,7 +484,7 @@ mod tests {
         assert!(error.to_string().contains("next checkpoint writes the whole state"), "{error}");
         let again = backend.snapshot().unwrap().persist(&target(dir.path(), 11)).unwrap();
         assert!(changes(&again).is_empty());
-        let mut restored = restore_backend(BackendKind::Memory, &again, dir.path(), dir.path()).unwrap();
+        let mut restored = restore_backend(&BackendConfig::new(BackendKind::Memory), &again, dir.path(), dir.path()).unwrap();
         assert_eq!(contents(restored.as_mut()), contents(&mut backend), "nothing lost with the unwritten snapshot");
     }
 

@@ -35,7 +35,7 @@ pub use key_group::{
     DEFAULT_MAX_PARALLELISM, KeyGroupRange, key_group_for, key_group_of_hash, key_group_range, key_hash, subtask_for_key_group,
 };
 pub use memory::MemoryBackend;
-pub use rocksdb::RocksDbBackend;
+pub use rocksdb::{RocksDbBackend, RocksDbMemory};
 pub use timers::{FiredTimer, TimeDomain, TimerService};
 
 /// A state of one operator, by index into its [`StateRegistry`].
@@ -181,6 +181,22 @@ impl std::fmt::Display for BackendKind {
     }
 }
 
+/// A job's backend and its settings: what every subtask's backend is
+/// opened with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BackendConfig {
+    pub kind: BackendKind,
+    /// Memory budgets of each subtask's database (RocksDB only).
+    pub rocksdb: RocksDbMemory,
+}
+
+impl BackendConfig {
+    /// `kind` with its default settings.
+    pub fn new(kind: BackendKind) -> Self {
+        BackendConfig { kind, rocksdb: RocksDbMemory::default() }
+    }
+}
+
 /// The files of one backend snapshot, as a checkpoint manifest records them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "backend", rename_all = "lowercase")]
@@ -217,12 +233,12 @@ fn unique_name() -> String {
     format!("{}-{nanos:x}-{next}", std::process::id())
 }
 
-/// Creates an empty backend of `kind`; RocksDB keeps its files in a fresh
-/// directory under `work_dir`.
-pub fn open_backend(kind: BackendKind, work_dir: &Path) -> Result<Box<dyn KeyedStateBackend>, StateError> {
-    Ok(match kind {
+/// Creates an empty backend as `config` says; RocksDB keeps its files in a
+/// fresh directory under `work_dir`.
+pub fn open_backend(config: &BackendConfig, work_dir: &Path) -> Result<Box<dyn KeyedStateBackend>, StateError> {
+    Ok(match config.kind {
         BackendKind::Memory => Box::new(MemoryBackend::new()),
-        BackendKind::Rocksdb => Box::new(RocksDbBackend::open(work_dir)?),
+        BackendKind::Rocksdb => Box::new(RocksDbBackend::open(work_dir, &config.rocksdb)?),
     })
 }
 
@@ -231,7 +247,7 @@ pub fn open_backend(kind: BackendKind, work_dir: &Path) -> Result<Box<dyn KeyedS
 /// Calls `f(group, state, key, value)` for every entry of a snapshot,
 /// whichever backend wrote it (to rewrite it as a savepoint).
 pub fn visit_snapshot(
-    kind: BackendKind,
+    config: &BackendConfig,
     handle: &BackendHandle,
     root: &Path,
     work_dir: &Path,
@@ -245,23 +261,23 @@ pub fn visit_snapshot(
             })
         }
         BackendHandle::Memory { .. } | BackendHandle::Rocksdb { .. } => {
-            restore_backend(kind, handle, root, work_dir)?.for_each(&mut |e| f(e.group, e.state, &e.key, &e.value))
+            restore_backend(config, handle, root, work_dir)?.for_each(&mut |e| f(e.group, e.state, &e.key, &e.value))
         }
     }
 }
 
 pub fn restore_backend(
-    kind: BackendKind,
+    config: &BackendConfig,
     handle: &BackendHandle,
     root: &Path,
     work_dir: &Path,
 ) -> Result<Box<dyn KeyedStateBackend>, StateError> {
-    match (kind, handle) {
+    match (config.kind, handle) {
         (BackendKind::Rocksdb, BackendHandle::Rocksdb { shared, private }) => {
-            Ok(Box::new(RocksDbBackend::restore(work_dir, root, shared, private)?))
+            Ok(Box::new(RocksDbBackend::restore(work_dir, root, shared, private, &config.rocksdb)?))
         }
         (_, BackendHandle::Memory { entries, changes }) => {
-            let mut backend = open_backend(kind, work_dir)?;
+            let mut backend = open_backend(config, work_dir)?;
             memory::read_entries(root, entries, &mut |entry| {
                 backend.put(entry.state, HashedKey::in_group(&entry.key, entry.group), &entry.value)
             })?;

@@ -27,17 +27,97 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use rocksdb::{BlockBasedOptions, Cache, DB, IteratorMode, Options, WriteBatch, WriteOptions};
+use serde::Deserialize;
 
 use super::file::{FileRef, read_verified, write_verified};
 use super::hot::{HotEntries, HotEntry};
 use super::{BackendHandle, BackendKind, Entry, HashedKey, KeyedStateBackend, SnapshotTarget, StateError, StateId, StateSnapshot};
 
-/// Memory for cached blocks, per subtask.
-const BLOCK_CACHE_BYTES: usize = 32 << 20;
-/// Memtable size, per subtask (two may exist at once).
-const WRITE_BUFFER_BYTES: usize = 16 << 20;
-/// Memory for the write-back layer of hot entries, per subtask.
-const HOT_ENTRY_BYTES: usize = 16 << 20;
+/// How much memory one subtask's database may use: the job file's
+/// `[rocksdb]` table, in MiB. The three budgets add up to what a subtask
+/// holds at most beyond RocksDB's own bookkeeping (index and filter blocks
+/// of open files, iterators): `block_cache_mb + 2 × write_buffer_mb +
+/// hot_entries_mb`, 80 MiB by default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RocksDbMemory {
+    /// Cached blocks of the database's files (32). 0: no cache, every read
+    /// of an entry not in the write-back layer goes to the file system.
+    #[serde(default = "default_block_cache_mb")]
+    pub block_cache_mb: u32,
+    /// One memtable (16); two may exist at once, one being flushed. At
+    /// least 1: a smaller memtable means more, smaller files.
+    #[serde(default = "default_write_buffer_mb")]
+    pub write_buffer_mb: u32,
+    /// The write-back layer of recently used entries in front of the
+    /// database (16). 0: every state write of a batch reaches RocksDB.
+    #[serde(default = "default_hot_entries_mb")]
+    pub hot_entries_mb: u32,
+}
+
+fn default_block_cache_mb() -> u32 {
+    32
+}
+
+fn default_write_buffer_mb() -> u32 {
+    16
+}
+
+fn default_hot_entries_mb() -> u32 {
+    16
+}
+
+impl Default for RocksDbMemory {
+    fn default() -> Self {
+        RocksDbMemory {
+            block_cache_mb: default_block_cache_mb(),
+            write_buffer_mb: default_write_buffer_mb(),
+            hot_entries_mb: default_hot_entries_mb(),
+        }
+    }
+}
+
+impl RocksDbMemory {
+    /// Checks the budgets a job file gave; the error names the field and
+    /// says what it must be.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.write_buffer_mb == 0 {
+            return Err("[rocksdb] write_buffer_mb must be at least 1 (MiB per memtable; 16 by default)".into());
+        }
+        for (field, mb) in [
+            ("block_cache_mb", self.block_cache_mb),
+            ("write_buffer_mb", self.write_buffer_mb),
+            ("hot_entries_mb", self.hot_entries_mb),
+        ] {
+            if mb > MAX_BUDGET_MB {
+                return Err(format!(
+                    "[rocksdb] {field} = {mb} is more than {MAX_BUDGET_MB} MiB; the budgets are per operator subtask, in MiB"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn block_cache_bytes(&self) -> usize {
+        mebibytes(self.block_cache_mb)
+    }
+
+    fn write_buffer_bytes(&self) -> usize {
+        mebibytes(self.write_buffer_mb)
+    }
+
+    fn hot_entries_bytes(&self) -> usize {
+        mebibytes(self.hot_entries_mb)
+    }
+}
+
+/// The most any one budget may be (1 TiB), so that a value given in bytes
+/// by mistake is an error and not an allocation that fails later.
+const MAX_BUDGET_MB: u32 = 1 << 20;
+
+fn mebibytes(mb: u32) -> usize {
+    (mb as usize) << 20
+}
 
 /// Keyed state in an embedded RocksDB.
 pub struct RocksDbBackend {
@@ -58,30 +138,36 @@ pub struct RocksDbBackend {
 
 impl RocksDbBackend {
     /// Opens an empty database in a new directory under `work_dir`.
-    pub fn open(work_dir: &Path) -> Result<Self, StateError> {
+    pub fn open(work_dir: &Path, memory: &RocksDbMemory) -> Result<Self, StateError> {
         let (id, dir) = fresh_dir(work_dir)?;
-        Self::open_in(id, dir)
+        Self::open_in(id, dir, memory)
     }
 
-    fn open_in(id: String, dir: PathBuf) -> Result<Self, StateError> {
-        let db = DB::open(&options(), &dir)?;
+    fn open_in(id: String, dir: PathBuf, memory: &RocksDbMemory) -> Result<Self, StateError> {
+        let db = DB::open(&options(memory), &dir)?;
         let mut write = WriteOptions::default();
         write.disable_wal(true);
         let uploaded = Arc::default();
-        let hot = HotEntries::new(HOT_ENTRY_BYTES);
+        let hot = HotEntries::new(memory.hot_entries_bytes());
         Ok(RocksDbBackend { db, dir: WorkingDir(dir), id, write, hot, key: Vec::new(), uploaded, snapshots: 0 })
     }
 
     /// Rebuilds a database from a snapshot's files (each verified against
     /// its checksum) in a new directory under `work_dir`.
-    pub fn restore(work_dir: &Path, root: &Path, shared: &[FileRef], private: &[FileRef]) -> Result<Self, StateError> {
+    pub fn restore(
+        work_dir: &Path,
+        root: &Path,
+        shared: &[FileRef],
+        private: &[FileRef],
+        memory: &RocksDbMemory,
+    ) -> Result<Self, StateError> {
         let (id, dir) = fresh_dir(work_dir)?;
         for file in shared.iter().chain(private) {
             let bytes = read_verified(root, file)?;
             let local = dir.join(file_name(file));
             std::fs::write(&local, bytes).map_err(StateError::io(&local))?;
         }
-        let backend = Self::open_in(id, dir)?;
+        let backend = Self::open_in(id, dir, memory)?;
         // The restored SSTs already live in the checkpoint directory under
         // the old database's names; this database numbers its new files
         // past them, but names its uploads by its own id, so nothing is
@@ -166,15 +252,19 @@ impl Drop for WorkingDir {
     }
 }
 
-fn options() -> Options {
+fn options(memory: &RocksDbMemory) -> Options {
     let mut options = Options::default();
     options.create_if_missing(true);
-    options.set_write_buffer_size(WRITE_BUFFER_BYTES);
+    options.set_write_buffer_size(memory.write_buffer_bytes());
     options.set_max_write_buffer_number(2);
     options.set_max_open_files(256);
     options.set_compression_type(rocksdb::DBCompressionType::Lz4);
     let mut table = BlockBasedOptions::default();
-    table.set_block_cache(&Cache::new_lru_cache(BLOCK_CACHE_BYTES));
+    if memory.block_cache_mb == 0 {
+        table.disable_cache();
+    } else {
+        table.set_block_cache(&Cache::new_lru_cache(memory.block_cache_bytes()));
+    }
     table.set_bloom_filter(10.0, false);
     options.set_block_based_table_factory(&table);
     // The working copy is removed once closed, so closing it need not
@@ -307,6 +397,7 @@ impl RocksDbSnapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::state::BackendConfig;
 
     fn put_range(backend: &mut RocksDbBackend, range: std::ops::Range<u32>) {
         for i in range {
@@ -322,27 +413,70 @@ mod tests {
         all
     }
 
-    /// The options RocksDB recorded for a working database: no flush when
-    /// it closes (its directory goes right after), and the table settings
-    /// (the bloom filter) and the memtable size still in place: options
-    /// rebuilt from a string keep what was set before.
-    #[test]
-    fn a_working_database_skips_the_shutdown_flush_and_keeps_its_table_options() {
-        let dir = tempfile::tempdir().unwrap();
-        let work = dir.path().join("work");
-        let backend = RocksDbBackend::open(&work).unwrap();
+    /// The options RocksDB recorded for a working database.
+    fn recorded_options(backend: &RocksDbBackend) -> String {
         let options_file = std::fs::read_dir(&backend.dir.0)
             .unwrap()
             .map(|entry| entry.unwrap().path())
             .find(|path| path.file_name().unwrap().to_string_lossy().starts_with("OPTIONS-"))
             .expect("RocksDB writes an OPTIONS file");
-        let recorded = std::fs::read_to_string(options_file).unwrap();
+        std::fs::read_to_string(options_file).unwrap()
+    }
+
+    /// The options RocksDB recorded for a working database: no flush when
+    /// it closes (its directory goes right after), and the table settings
+    /// (the bloom filter, the block cache) and the memtable size still in
+    /// place: options rebuilt from a string keep what was set before.
+    #[test]
+    fn a_working_database_skips_the_shutdown_flush_and_keeps_its_table_options() {
+        let dir = tempfile::tempdir().unwrap();
+        let work = dir.path().join("work");
+        let backend = RocksDbBackend::open(&work, &RocksDbMemory::default()).unwrap();
+        let recorded = recorded_options(&backend);
         assert!(recorded.contains("avoid_flush_during_shutdown=true"), "{recorded}");
         assert!(recorded.contains("filter_policy=bloomfilter"), "{recorded}");
-        assert!(recorded.contains(&format!("write_buffer_size={WRITE_BUFFER_BYTES}")), "{recorded}");
+        assert!(recorded.contains(&format!("write_buffer_size={}", 16 << 20)), "{recorded}");
+        assert!(recorded.contains("no_block_cache=false"), "{recorded}");
+        assert_eq!(backend.hot.limit(), 16 << 20);
         let working = backend.dir.0.clone();
         drop(backend);
         assert!(!working.exists(), "the working copy is removed when the backend is dropped");
+    }
+
+    /// The job file's budgets reach the database: the memtable's size, no
+    /// block cache at 0, and the write-back layer's bound; a restored
+    /// database gets them too.
+    #[test]
+    fn memory_budgets_reach_the_database_and_its_write_back_layer() {
+        let dir = tempfile::tempdir().unwrap();
+        let work = dir.path().join("work");
+        let memory = RocksDbMemory { block_cache_mb: 0, write_buffer_mb: 2, hot_entries_mb: 1 };
+        let mut backend = RocksDbBackend::open(&work, &memory).unwrap();
+        let recorded = recorded_options(&backend);
+        assert!(recorded.contains(&format!("write_buffer_size={}", 2 << 20)), "{recorded}");
+        assert!(recorded.contains("no_block_cache=true"), "{recorded}");
+        assert_eq!(backend.hot.limit(), 1 << 20);
+        put_range(&mut backend, 0..100);
+        let target = SnapshotTarget { root: dir.path().into(), dir: "chk-1".into(), name: "op-0".into() };
+        let BackendHandle::Rocksdb { shared, private } = backend.snapshot().unwrap().persist(&target).unwrap() else {
+            panic!("a rocksdb handle")
+        };
+        let restored = RocksDbBackend::restore(&work, dir.path(), &shared, &private, &memory).unwrap();
+        assert!(recorded_options(&restored).contains(&format!("write_buffer_size={}", 2 << 20)));
+        assert_eq!(restored.hot.limit(), 1 << 20);
+    }
+
+    /// Budgets a job file may not give: no memtable, or sizes past 1 TiB
+    /// (bytes given for MiB); the errors name the field.
+    #[test]
+    fn memory_budgets_out_of_range_are_refused_by_name() {
+        let no_memtable = RocksDbMemory { write_buffer_mb: 0, ..RocksDbMemory::default() };
+        assert!(no_memtable.validate().unwrap_err().contains("write_buffer_mb must be at least 1"));
+        let bytes = RocksDbMemory { block_cache_mb: 64 << 20, ..RocksDbMemory::default() };
+        let error = bytes.validate().unwrap_err();
+        assert!(error.contains("block_cache_mb = 67108864 is more than 1048576 MiB"), "{error}");
+        let off = RocksDbMemory { block_cache_mb: 0, hot_entries_mb: 0, ..RocksDbMemory::default() };
+        assert_eq!(off.validate(), Ok(()), "no cache and no write-back layer are allowed");
     }
 
     /// The write-back layer is invisible: reads see the latest write or
@@ -352,7 +486,7 @@ mod tests {
     #[test]
     fn hot_entries_are_read_back_iterated_and_snapshotted_exactly() {
         let dir = tempfile::tempdir().unwrap();
-        let mut backend = RocksDbBackend::open(&dir.path().join("work")).unwrap();
+        let mut backend = RocksDbBackend::open(&dir.path().join("work"), &RocksDbMemory::default()).unwrap();
         backend.hot = HotEntries::new(2048);
         let mut model = std::collections::BTreeMap::new();
         for round in 0u32..5 {
@@ -375,7 +509,7 @@ mod tests {
         assert_eq!(entries(&mut backend), expected);
         let target = SnapshotTarget { root: dir.path().into(), dir: "chk-1".into(), name: "op-0".into() };
         let handle = backend.snapshot().unwrap().persist(&target).unwrap();
-        let mut restored = super::super::restore_backend(BackendKind::Rocksdb, &handle, dir.path(), &dir.path().join("work")).unwrap();
+        let mut restored = super::super::restore_backend(&BackendConfig::new(BackendKind::Rocksdb), &handle, dir.path(), &dir.path().join("work")).unwrap();
         let mut all = Vec::new();
         restored.for_each(&mut |e| all.push((e.key.clone(), e.value.clone()))).unwrap();
         all.sort();
@@ -389,13 +523,13 @@ mod tests {
     fn a_database_is_empty_until_written_to_or_restored() {
         let dir = tempfile::tempdir().unwrap();
         let work = dir.path().join("work");
-        let mut backend = RocksDbBackend::open(&work).unwrap();
+        let mut backend = RocksDbBackend::open(&work, &RocksDbMemory::default()).unwrap();
         assert!(backend.is_empty().unwrap());
         put_range(&mut backend, 0..1);
         assert!(!backend.is_empty().unwrap());
         let target = SnapshotTarget { root: dir.path().into(), dir: "chk-1".into(), name: "op-0".into() };
         let handle = backend.snapshot().unwrap().persist(&target).unwrap();
-        let mut restored = super::super::restore_backend(BackendKind::Rocksdb, &handle, dir.path(), &work).unwrap();
+        let mut restored = super::super::restore_backend(&BackendConfig::new(BackendKind::Rocksdb), &handle, dir.path(), &work).unwrap();
         assert!(!restored.is_empty().unwrap());
         backend.delete(StateId(0), HashedKey::new(b"key-0", 128)).unwrap();
         assert!(backend.is_empty().unwrap(), "deleted again");
@@ -405,7 +539,7 @@ mod tests {
     fn incremental_snapshots_share_unchanged_files_and_restore() {
         let dir = tempfile::tempdir().unwrap();
         let work = dir.path().join("work");
-        let mut backend = RocksDbBackend::open(&work).unwrap();
+        let mut backend = RocksDbBackend::open(&work, &RocksDbMemory::default()).unwrap();
         put_range(&mut backend, 0..5000);
         let target = |n: u32| SnapshotTarget { root: dir.path().into(), dir: format!("chk-{n}"), name: "op-0".into() };
         let first = backend.snapshot().unwrap().persist(&target(1)).unwrap();
@@ -418,7 +552,7 @@ mod tests {
         assert!(!a.is_empty());
         assert!(a.iter().all(|f| b.contains(f)), "the second checkpoint references the first's files: {a:?} {b:?}");
         assert_eq!(b.len(), a.len() + 1, "one new SST for the new keys");
-        let mut restored = super::super::restore_backend(BackendKind::Rocksdb, &second, dir.path(), &work).unwrap();
+        let mut restored = super::super::restore_backend(&BackendConfig::new(BackendKind::Rocksdb), &second, dir.path(), &work).unwrap();
         for i in [0u32, 4999, 5000, 5999] {
             let key = format!("key-{i}");
             let value = restored.get(StateId(0), HashedKey::new(key.as_bytes(), 128)).unwrap();
