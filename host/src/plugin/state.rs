@@ -44,7 +44,7 @@ pub struct BatchKeys {
     offsets: Vec<u32>,
     hashes: Vec<u64>,
     groups: Vec<u16>,
-    /// (hash, slot) of every key, to number them; kept from call to call
+    /// (table hash, slot) of every key, to number them; kept from call to call
     /// to save its allocation.
     numbering: HashTable<(u64, u32)>,
 }
@@ -68,13 +68,14 @@ impl BatchKeys {
                     Some(hashes) => HashedKey::with_hash(key, hashes[i], max_parallelism),
                     None => HashedKey::new(key, max_parallelism),
                 };
-                let same = |&(hash, slot): &(u64, u32)| hash == key.hash && self.get(slot as usize).key == key.key;
+                let hash = key.table_hash();
+                let same = |&(held, slot): &(u64, u32)| held == hash && self.get(slot as usize).key == key.key;
                 // One probe finds the key or the place for it.
-                match numbering.entry(key.hash, same, |&(hash, _)| hash) {
+                match numbering.entry(hash, same, |&(held, _)| held) {
                     Entry::Occupied(numbered) => numbered.get().1,
                     Entry::Vacant(place) => {
                         let slot = self.len() as u32;
-                        place.insert((key.hash, slot));
+                        place.insert((hash, slot));
                         self.push(key);
                         slot
                     }

@@ -28,7 +28,7 @@ pub struct HotEntry {
 
 impl HotEntry {
     fn matches(&self, key: &HashedKey<'_>) -> bool {
-        self.hash == key.hash && *self.key == *key.key
+        self.hash == key.table_hash() && *self.key == *key.key
     }
 }
 
@@ -60,7 +60,7 @@ impl HotEntries {
     /// it, `Some(None)` if it knows there is none.
     pub fn get(&self, state: StateId, key: &HashedKey<'_>) -> Option<Option<&[u8]>> {
         let table = self.states.get(state.0 as usize)?;
-        table.find(key.hash, |e| e.matches(key)).map(|e| e.value.as_deref())
+        table.find(key.table_hash(), |e| e.matches(key)).map(|e| e.value.as_deref())
     }
 
     /// Remembers what the backend holds under `key` (unchanged).
@@ -71,7 +71,7 @@ impl HotEntries {
     /// Sets (`Some`) or deletes (`None`) the entry under `key`.
     pub fn write(&mut self, state: StateId, key: &HashedKey<'_>, value: Option<&[u8]>) {
         let table = self.table_mut(state);
-        let Some(entry) = table.find_mut(key.hash, |e| e.matches(key)) else {
+        let Some(entry) = table.find_mut(key.table_hash(), |e| e.matches(key)) else {
             self.insert(state, key, value.map(<[u8]>::to_vec), true);
             return;
         };
@@ -109,8 +109,9 @@ impl HotEntries {
 
     fn insert(&mut self, state: StateId, key: &HashedKey<'_>, value: Option<Vec<u8>>, changed: bool) {
         self.bytes += ENTRY_OVERHEAD + key.key.len() + value.as_ref().map_or(0, Vec::len);
-        let entry = HotEntry { hash: key.hash, group: key.group, key: key.key.into(), value, changed };
-        self.table_mut(state).insert_unique(key.hash, entry, |e| e.hash);
+        let hash = key.table_hash();
+        let entry = HotEntry { hash, group: key.group, key: key.key.into(), value, changed };
+        self.table_mut(state).insert_unique(hash, entry, |e| e.hash);
     }
 
     fn table_mut(&mut self, state: StateId) -> &mut HashTable<HotEntry> {

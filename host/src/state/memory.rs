@@ -33,6 +33,7 @@ pub const ENTRIES_MAGIC: &[u8; 8] = b"WEIRKS01";
 
 #[derive(Debug)]
 struct Slot {
+    /// The key's [`HashedKey::table_hash`].
     hash: u64,
     group: u16,
     key_len: u32,
@@ -52,7 +53,7 @@ impl Slot {
     }
 
     fn matches(&self, key: &HashedKey<'_>) -> bool {
-        self.hash == key.hash && self.key() == key.key
+        self.hash == key.table_hash() && self.key() == key.key
     }
 
     /// The bytes of its record in a snapshot file: group (2), state (4),
@@ -169,12 +170,13 @@ impl MemoryBackend {
 impl KeyedStateBackend for MemoryBackend {
     fn get(&mut self, state: StateId, key: HashedKey<'_>) -> Result<Option<&[u8]>, StateError> {
         let Some(table) = self.states.get(state.0 as usize) else { return Ok(None) };
-        Ok(table.find(key.hash, |e| e.matches(&key)).map(Slot::value))
+        Ok(table.find(key.table_hash(), |e| e.matches(&key)).map(Slot::value))
     }
 
     fn put(&mut self, state: StateId, key: HashedKey<'_>, value: &[u8]) -> Result<(), StateError> {
         let table = self.table_mut(state);
-        let (all, changed) = match table.find_mut(key.hash, |e| e.matches(&key)) {
+        let hash = key.table_hash();
+        let (all, changed) = match table.find_mut(hash, |e| e.matches(&key)) {
             Some(entry) => {
                 let old = entry.record_len();
                 entry.bytes.set_tail(entry.key_len as usize, value);
@@ -184,9 +186,9 @@ impl KeyedStateBackend for MemoryBackend {
             }
             None => {
                 let bytes = EntryBytes::new(key.key, value);
-                let slot = Slot { hash: key.hash, group: key.group, key_len: key.key.len() as u32, bytes, changed: true };
+                let slot = Slot { hash, group: key.group, key_len: key.key.len() as u32, bytes, changed: true };
                 let new = slot.record_len();
-                table.insert_unique(key.hash, slot, |e| e.hash);
+                table.insert_unique(hash, slot, |e| e.hash);
                 (new, new)
             }
         };
@@ -197,7 +199,7 @@ impl KeyedStateBackend for MemoryBackend {
 
     fn delete(&mut self, state: StateId, key: HashedKey<'_>) -> Result<(), StateError> {
         if let Some(table) = self.states.get_mut(state.0 as usize)
-            && let Ok(entry) = table.find_entry(key.hash, |e| e.matches(&key))
+            && let Ok(entry) = table.find_entry(key.table_hash(), |e| e.matches(&key))
         {
             let (slot, _) = entry.remove();
             self.record_bytes.all -= slot.record_len();

@@ -108,6 +108,21 @@ impl<'a> HashedKey<'a> {
     pub fn in_group(key: &'a [u8], group: u16) -> Self {
         HashedKey { key, hash: key_hash(key), group }
     }
+
+    /// The hash a subtask's hash tables place the key by: [`Self::hash`]
+    /// with its halves swapped.
+    ///
+    /// A key's group is the low bits of its hash, and a subtask holds only
+    /// the keys of its groups, so those bits are alike across its keys —
+    /// one of seven constant at parallelism 2, all seven at 128 — while a
+    /// hash table picks an entry's bucket by the low bits (hashbrown: its
+    /// tag by the top seven). Placed by the raw hash, a subtask's entries
+    /// would crowd into a half, or a 128th, of the buckets and probe past
+    /// each other; the middle bits are free of the group.
+    #[inline]
+    pub fn table_hash(&self) -> u64 {
+        self.hash.rotate_left(32)
+    }
 }
 
 /// One stored entry, as snapshots and iteration see it.
@@ -289,5 +304,28 @@ pub fn restore_backend(
         (BackendKind::Memory, BackendHandle::Rocksdb { .. }) => Err(StateError::Incompatible(
             "this checkpoint holds RocksDB state; run the job with state_backend = \"rocksdb\"".into(),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The keys of one key group — all a subtask holds at parallelism 128
+    /// — share the low bits of their hash, but not of their table hash:
+    /// they spread over a table's buckets (and its tags), not into one in
+    /// 128.
+    #[test]
+    fn a_key_groups_keys_spread_over_the_buckets_of_a_table() {
+        let owned: Vec<String> = (0..100_000).map(|i| format!("key-{i}")).collect();
+        let group: Vec<HashedKey<'_>> =
+            owned.iter().map(|k| HashedKey::new(k.as_bytes(), 128)).filter(|k| k.group == 5).collect();
+        assert!(group.len() > 500, "{} keys in group 5", group.len());
+        let distinct = |bits: &dyn Fn(&HashedKey<'_>) -> u64| {
+            group.iter().map(bits).collect::<std::collections::HashSet<_>>().len()
+        };
+        assert_eq!(distinct(&|k| k.hash & 127), 1, "the raw hash's low bits are the group");
+        assert!(distinct(&|k| k.table_hash() & 127) > 120, "the bucket bits of a table of 128 buckets");
+        assert!(distinct(&|k| k.table_hash() >> 57) > 120, "hashbrown's tag: the top seven bits");
     }
 }
