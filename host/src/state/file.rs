@@ -122,6 +122,11 @@ impl RecordWriter {
         self.bytes.extend_from_slice(v);
     }
 
+    /// What `other` holds, copied after what this holds.
+    pub fn append(&mut self, other: &RecordWriter) {
+        self.bytes.extend_from_slice(&other.bytes);
+    }
+
     /// Bytes written so far (the offset of the next record).
     pub fn len(&self) -> usize {
         self.bytes.len()
