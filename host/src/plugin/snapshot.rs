@@ -32,7 +32,7 @@ pub fn encode(registry: &StateRegistry, broadcast: &BroadcastMaps, timers: &Time
     registry.names().iter().for_each(|name| out.bytes(name.as_bytes()));
     broadcast.encode(&mut out);
     out.u32(timers.len() as u32);
-    for (domain, timestamp, key) in timers.all() {
+    for (domain, timestamp, key) in timers.unordered() {
         out.u16(match domain {
             TimeDomain::EventTime => 0,
             TimeDomain::ProcessingTime => 1,

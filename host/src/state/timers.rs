@@ -7,8 +7,9 @@
 //! timestamp sit in one hash set: registering is a hash lookup, where a
 //! sorted set of (timestamp, key) pairs searched through every timer and
 //! compared keys whenever timestamps tied. A timestamp's keys are sorted
-//! only when it fires, so timers fire — and snapshots list them — in
-//! (timestamp, key) order all the same.
+//! only when it fires, so timers fire — and savepoints list them — in
+//! (timestamp, key) order all the same; a checkpoint lists them as they
+//! lie ([`TimerService::unordered`]).
 
 use std::collections::BTreeMap;
 
@@ -68,6 +69,15 @@ impl TimerService {
     pub fn all(&self) -> impl Iterator<Item = (TimeDomain, i64, &[u8])> {
         let event = self.event_time.all().map(|(t, k)| (TimeDomain::EventTime, t, k));
         let processing = self.processing_time.all().map(|(t, k)| (TimeDomain::ProcessingTime, t, k));
+        event.chain(processing)
+    }
+
+    /// Every timer, in no particular order: what a checkpoint records
+    /// (its timers are registered again on restore, in any order), without
+    /// sorting every timestamp's keys as [`Self::all`] does.
+    pub fn unordered(&self) -> impl Iterator<Item = (TimeDomain, i64, &[u8])> {
+        let event = self.event_time.unordered().map(|(t, k)| (TimeDomain::EventTime, t, k));
+        let processing = self.processing_time.unordered().map(|(t, k)| (TimeDomain::ProcessingTime, t, k));
         event.chain(processing)
     }
 
@@ -148,6 +158,10 @@ impl Timeline {
 
     fn all(&self) -> impl Iterator<Item = (i64, &[u8])> {
         self.due.iter().flat_map(|(timestamp, keys)| keys.ascending().into_iter().map(move |key| (*timestamp, key)))
+    }
+
+    fn unordered(&self) -> impl Iterator<Item = (i64, &[u8])> {
+        self.due.iter().flat_map(|(timestamp, keys)| keys.iter().map(move |key| (*timestamp, key)))
     }
 }
 
@@ -240,6 +254,13 @@ impl Keys {
         }
     }
 
+    fn iter(&self) -> Box<dyn Iterator<Item = &[u8]> + '_> {
+        match self {
+            Keys::Waiting(set) => Box::new(set.iter().map(Vec::as_slice)),
+            Keys::Firing(sorted) => Box::new(sorted.iter().map(Vec::as_slice)),
+        }
+    }
+
     fn ascending(&self) -> Vec<&[u8]> {
         match self {
             Keys::Waiting(set) => in_byte_order(set.iter().map(Vec::as_slice)),
@@ -287,7 +308,10 @@ mod tests {
             expected.sort();
             expected.dedup();
             let listed: Vec<Vec<u8>> = timers.all().map(|(_, _, key)| key.to_vec()).collect();
-            proptest::prop_assert_eq!(&listed, &expected, "a snapshot lists them in that order");
+            proptest::prop_assert_eq!(&listed, &expected, "a savepoint lists them in that order");
+            let mut unordered: Vec<Vec<u8>> = timers.unordered().map(|(_, _, key)| key.to_vec()).collect();
+            unordered.sort();
+            proptest::prop_assert_eq!(&unordered, &expected, "a checkpoint lists the same timers");
             let fired: Vec<Vec<u8>> = timers.pop_due(TimeDomain::EventTime, 7, usize::MAX).into_iter().map(|t| t.key).collect();
             proptest::prop_assert_eq!(fired, expected);
         }
@@ -315,6 +339,9 @@ mod tests {
         assert_eq!(timers.len(), 5);
         let left: Vec<(i64, &[u8])> = timers.all().map(|(_, t, k)| (t, k)).collect();
         assert_eq!(left, vec![(10, &b"bb"[..]), (10, b"c"), (10, b"d"), (10, b"f"), (20, b"a")]);
+        let mut unordered: Vec<(i64, &[u8])> = timers.unordered().map(|(_, t, k)| (t, k)).collect();
+        unordered.sort();
+        assert_eq!(unordered, left, "a checkpoint lists the same timers, a firing timestamp's too");
         assert_eq!(keys(&timers.pop_due(TimeDomain::EventTime, 15, 10)), vec![(10, "bb"), (10, "c"), (10, "d"), (10, "f")]);
         assert_eq!(timers.len(), 1);
         let mut copy = TimerService::default();
