@@ -61,3 +61,27 @@ pub fn parse(text: &str, base: &Path, overrides: Overrides) -> Result<JobGraph, 
     let spec: JobSpec = toml::from_str(text).map_err(|e| ParseError::Syntax(e.to_string().trim_end().to_owned()))?;
     JobGraph::build(spec, base, overrides).map_err(ParseError::Invalid)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The job files the README starts users on load as they are: a
+    /// field renamed or a rule added shows here first.
+    #[test]
+    fn every_example_job_file_is_valid() {
+        let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+        let mut loaded = Vec::new();
+        for entry in std::fs::read_dir(&examples).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                let graph = load(&path, Overrides::default()).unwrap_or_else(|e| panic!("{e}"));
+                loaded.push((path.file_name().unwrap().to_string_lossy().into_owned(), graph));
+            }
+        }
+        assert!(loaded.len() >= 7, "the examples: {:?}", loaded.iter().map(|(name, _)| name).collect::<Vec<_>>());
+        let (_, exactly_once) = loaded.iter().find(|(name, _)| name == "exactly-once.toml").expect("exactly-once.toml");
+        let budgets = crate::state::RocksDbMemory { block_cache_mb: 8, write_buffer_mb: 4, hot_entries_mb: 4 };
+        assert_eq!(exactly_once.backend, crate::state::BackendConfig { kind: crate::state::BackendKind::Rocksdb, rocksdb: budgets });
+    }
+}
