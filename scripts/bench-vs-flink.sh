@@ -35,6 +35,15 @@ rate() {
 }
 # A field of the last RESULT line (for Weir's cpu_s: its processor time).
 field() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p" "$last" | tail -n 1; }
+# On a virtual machine the hypervisor may run other tenants on our cores:
+# that stolen time moves every figure (a third of the cores' time at
+# worst, 2026-12-03). Each run records its share: Weir's RESULT line has
+# it (steal_pct), Flink's is read around its run from /proc/stat — the
+# machine's time so far, all cores, and the stolen part, in ticks.
+machine_ticks() { awk '/^cpu / { t = 0; for (i = 2; i <= 9; i++) t += $i; print t, $9 }' /proc/stat; }
+steal_pct() { awk -v t0="$1" -v s0="$2" -v t1="$3" -v s1="$4" 'BEGIN { if (t1 > t0) printf "%.0f", 100 * (s1 - s0) / (t1 - t0); else print 0 }'; }
+flink_steal=()
+weir_steal=()
 cores=$(nproc)
 # Weir runs `runs` rounds per workload and backend. A round runs each
 # configuration (P = 1, P = 2, and for the window P = 2 with watermark
@@ -71,11 +80,15 @@ measure() {
             if ((round % 2 == 1)); then
                 w=$(WEIR_LOG=warn "${weir[@]}" | rate)
                 cpu[$config]=$(field cpu_s)
+                weir_steal+=("$(field steal_pct)")
                 n=$(WEIR_LOG=warn "${weir[@]}" --native | rate)
+                weir_steal+=("$(field steal_pct)")
             else
                 n=$(WEIR_LOG=warn "${weir[@]}" --native | rate)
+                weir_steal+=("$(field steal_pct)")
                 w=$(WEIR_LOG=warn "${weir[@]}" | rate)
                 cpu[$config]=$(field cpu_s)
+                weir_steal+=("$(field steal_pct)")
             fi
             wasm[$config]+=" $w"
             native[$config]+=" $n"
@@ -94,6 +107,7 @@ measure() {
     done
 }
 median() { printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+spread() { printf '%s\n' "$@" | sort -n | awk 'NR == 1 { low = $1 } { high = $1 } END { print low "–" high }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 
 P1="--parallelism 1"
@@ -108,7 +122,10 @@ for backend in ${BACKENDS:-memory rocksdb}; do
         declare -A flink_rate=()
         for par in 1 2; do
             echo "== Flink: $workload, parallelism $par, $flink_backend" >&2
+            before=$(machine_ticks)
             flink_rate[$par]=$(bash "$flink" "$workload" "$events" "$par" "$flink_backend" | rate)
+            # shellcheck disable=SC2086 # two numbers each
+            flink_steal+=("$(steal_pct $before $(machine_ticks))")
         done
         configs=("$P1" "$P2")
         # The window workload's second source subtask starts N / 20 ms ahead
@@ -144,6 +161,11 @@ done
     echo "| workload | P | backend | Flink | Weir (Wasm) | Weir (native) | Wasm / Flink | native / Wasm |"
     echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
     printf '%s\n' "${rows[@]}"
+    echo
+    echo "Stolen by the hypervisor (the cores of this virtual machine run other tenants' work too; /proc/stat's"
+    echo "steal over the cores' time during each run): Flink's runs $(spread "${flink_steal[@]}") % (median $(median "${flink_steal[@]}")),"
+    echo "Weir's $(spread "${weir_steal[@]}") % (median $(median "${weir_steal[@]}")). The more a run loses, the slower it runs (in one"
+    echo "series of the count, 0.6× from 13 % to 40 %): figures compare only between runs that lost alike."
     echo
     echo "P = 2 / P = 1: Flink's two runs (back to back); Weir's the median over the rounds of the Wasm run at"
     echo "P = 2 over the Wasm run at P = 1 of the same round (seconds apart). \"aligned\": the window at P = 2"

@@ -28,6 +28,10 @@ fn smoke(workload: &str, plugin_name: &str, events: &str, backend: &str) {
         // Where the processor time went, read from /proc (Linux).
         assert!(line.contains(" cpu_s="), "{line}");
         assert!(run.stderr().contains("processor time: sources "), "{}", run.stderr());
+        // And how much of the machine's time a hypervisor took (0 % on
+        // bare metal), from /proc/stat.
+        assert!(line.contains(" steal_pct="), "{line}");
+        assert!(run.stderr().contains("stolen by the hypervisor: "), "{}", run.stderr());
     }
 }
 

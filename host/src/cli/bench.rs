@@ -96,10 +96,11 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<()> {
             args.parallelism
         );
     }
-    let (started, cpu_before) = (Instant::now(), dataflow::process_time());
+    let (started, cpu_before, machine_before) = (Instant::now(), dataflow::process_time(), dataflow::machine_time());
     let summary = dataflow::run_job(&graph, &engine);
     let seconds = started.elapsed().as_secs_f64();
     let cpu = dataflow::process_time().zip(cpu_before).map(|(after, before)| (after - before).as_secs_f64());
+    let machine = dataflow::machine_time().zip(machine_before).map(|(after, before)| after.since(before));
     let _ = std::fs::remove_dir_all(&checkpoint_dir);
     let summary = summary?;
     if summary.records_written() != expected {
@@ -110,9 +111,13 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<()> {
     eprintln!("peak memory (RSS high-water mark): {}", super::peak_memory().unwrap_or_else(|| "unknown".into()));
     eprintln!("{}", super::checkpoint_figures(&summary.checkpoints));
     eprintln!("{}", processor_time(&summary.tasks, cpu, seconds));
+    if let Some(machine) = machine {
+        eprintln!("{}", stolen_time(machine));
+    }
     let cpu = cpu.map(|cpu| format!(" cpu_s={cpu:.2}")).unwrap_or_default();
+    let steal = machine.map(|m| format!(" steal_pct={:.0}", m.steal_share() * 100.0)).unwrap_or_default();
     println!(
-        "RESULT workload={workload} backend={backend} par={} events={} seconds={seconds:.2} events_per_s={rate:.0} operator={implementation} checkpoints={}{alignment}{cpu}",
+        "RESULT workload={workload} backend={backend} par={} events={} seconds={seconds:.2} events_per_s={rate:.0} operator={implementation} checkpoints={}{alignment}{cpu}{steal}",
         args.parallelism,
         args.events,
         summary.checkpoints.count()
@@ -142,6 +147,23 @@ fn processor_time(tasks: &[TaskSummary], cpu: Option<f64>, seconds: f64) -> Stri
         _ => "processor time: unknown (needs Linux's /proc)".into(),
     }
 }
+
+/// How much of the machine's time during the run a hypervisor took.
+fn stolen_time(machine: dataflow::MachineTime) -> String {
+    let share = machine.steal_share() * 100.0;
+    let line = format!(
+        "stolen by the hypervisor: {:.2} s of the cores' {:.2} s ({share:.0} %)",
+        machine.steal.as_secs_f64(),
+        machine.total.as_secs_f64()
+    );
+    // Past a few per cent the run measured the host's other tenants as much
+    // as Weir: other figures are comparable only with runs stolen from alike.
+    if share >= STEAL_WARNING_PCT { format!("{line}: a shared host; compare with runs that lost as much") } else { line }
+}
+
+/// The stolen share past which `weir bench` warns that its figures are
+/// the host's as much as Weir's.
+const STEAL_WARNING_PCT: f64 = 5.0;
 
 fn backend_name(backend: Backend) -> &'static str {
     match backend {

@@ -14,6 +14,9 @@
 //! ([`ThreadCpu::end`]), as the file goes with the thread. Nothing is read
 //! on a task's per-record path. Elsewhere, and where `/proc` is not
 //! mounted, the figures are absent.
+//!
+//! The machine's own time ([`machine_time`]) adds what no process sees: the
+//! time a hypervisor took from a virtual machine's cores.
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -86,9 +89,67 @@ fn parse_process_stat(line: &str) -> Option<Duration> {
     Some(Duration::from_millis((utime + stime) * 10))
 }
 
+/// The whole machine's time, all cores together, since it booted: from the
+/// first line of `/proc/stat` ("cpu  user nice system idle iowait irq
+/// softirq steal …", in USER_HZ ticks).
+///
+/// `steal` is time a virtual machine's cores were ready to run but the
+/// hypervisor ran something else. On a shared host it moves figures far
+/// more than any change to the code: a benchmark compares runs only if
+/// little was stolen from either (see `weir bench`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MachineTime {
+    /// Every core's time: busy, idle and stolen.
+    pub total: Duration,
+    pub steal: Duration,
+}
+
+impl MachineTime {
+    /// The time that passed between `earlier` and this reading.
+    pub fn since(self, earlier: MachineTime) -> MachineTime {
+        MachineTime { total: self.total.saturating_sub(earlier.total), steal: self.steal.saturating_sub(earlier.steal) }
+    }
+
+    /// The share of the time that was stolen, 0–1 (0 with no time).
+    pub fn steal_share(&self) -> f64 {
+        if self.total.is_zero() { 0.0 } else { self.steal.as_secs_f64() / self.total.as_secs_f64() }
+    }
+}
+
+/// The machine's time so far; `None` where `/proc/stat` cannot be read.
+pub fn machine_time() -> Option<MachineTime> {
+    parse_machine_stat(&std::fs::read_to_string("/proc/stat").ok()?)
+}
+
+/// The first line's first eight fields: user, nice, system, idle,
+/// iowait, irq, softirq, steal (guest time is inside user already).
+fn parse_machine_stat(text: &str) -> Option<MachineTime> {
+    let fields = text.lines().next()?.strip_prefix("cpu ")?.split_whitespace();
+    let ticks: Vec<u64> = fields.take(8).map(|f| f.parse().ok()).collect::<Option<_>>()?;
+    if ticks.len() != 8 {
+        return None;
+    }
+    let tick = |n: u64| Duration::from_millis(n * 10);
+    Some(MachineTime { total: tick(ticks.iter().sum()), steal: tick(ticks[7]) })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_machines_stolen_time_is_read() {
+        let stat = "cpu  1523945 0 89915 7220272 10104 0 4303 41388 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n";
+        let read = parse_machine_stat(stat).unwrap();
+        assert_eq!(read.steal, Duration::from_millis(413_880));
+        assert_eq!(read.total, Duration::from_millis((1523945 + 89915 + 7220272 + 10104 + 4303 + 41388) * 10));
+        let later = "cpu  1524392 0 89940 7220511 10105 0 4305 41753 0 0\n";
+        let run = parse_machine_stat(later).unwrap().since(read);
+        assert_eq!((run.total, run.steal), (Duration::from_millis(10_790), Duration::from_millis(3_650)));
+        assert!((run.steal_share() - 0.3383).abs() < 1e-3, "{}", run.steal_share());
+        assert_eq!(parse_machine_stat("cpu  1 2 3\n"), None, "too few fields");
+        assert_eq!(parse_machine_stat("intr 5\n"), None);
+    }
 
     #[test]
     fn schedstat_and_stat_lines_are_read() {

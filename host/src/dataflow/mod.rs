@@ -34,7 +34,7 @@ mod time;
 
 pub use alignment::{AlignedSource, AlignmentGroup, Gate};
 pub use channel::{Envelope, Message};
-pub use cpu::process_time;
+pub use cpu::{MachineTime, machine_time, process_time};
 pub use time::{InputClock, Signal, SplitClock, WatermarkSettings};
 pub use batch::{NO_TIMESTAMP, Record, RecordBatch};
 pub use key_numbering::KeyNumbering;
