@@ -23,6 +23,7 @@ mod key_group;
 mod memory;
 mod memory_chain;
 mod rocksdb;
+mod rocksdb_memory;
 mod timers;
 
 use std::path::Path;
@@ -35,7 +36,8 @@ pub use key_group::{
     DEFAULT_MAX_PARALLELISM, KeyGroupRange, key_group_for, key_group_of_hash, key_group_range, key_hash, subtask_for_key_group,
 };
 pub use memory::MemoryBackend;
-pub use rocksdb::{RocksDbBackend, RocksDbMemory};
+pub use rocksdb::RocksDbBackend;
+pub use rocksdb_memory::RocksDbMemory;
 pub use timers::{FiredTimer, TimeDomain, TimerService};
 
 /// A state of one operator, by index into its [`StateRegistry`].
