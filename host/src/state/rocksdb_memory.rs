@@ -8,43 +8,25 @@ use serde::Deserialize;
 /// `[rocksdb]` table, in MiB. The three budgets add up to what a subtask
 /// holds at most beyond RocksDB's own bookkeeping (index and filter blocks
 /// of open files, iterators): `block_cache_mb + 2 × write_buffer_mb +
-/// hot_entries_mb`, 80 MiB by default.
+/// hot_entries_mb`, 80 MiB by default. A field the table leaves out keeps
+/// its default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct RocksDbMemory {
     /// Cached blocks of the database's files (32). 0: no cache, every read
     /// of an entry not in the write-back layer goes to the file system.
-    #[serde(default = "default_block_cache_mb")]
     pub block_cache_mb: u32,
     /// One memtable (16); two may exist at once, one being flushed. At
     /// least 1: a smaller memtable means more, smaller files.
-    #[serde(default = "default_write_buffer_mb")]
     pub write_buffer_mb: u32,
     /// The write-back layer of recently used entries in front of the
     /// database (16). 0: every state write of a batch reaches RocksDB.
-    #[serde(default = "default_hot_entries_mb")]
     pub hot_entries_mb: u32,
-}
-
-fn default_block_cache_mb() -> u32 {
-    32
-}
-
-fn default_write_buffer_mb() -> u32 {
-    16
-}
-
-fn default_hot_entries_mb() -> u32 {
-    16
 }
 
 impl Default for RocksDbMemory {
     fn default() -> Self {
-        RocksDbMemory {
-            block_cache_mb: default_block_cache_mb(),
-            write_buffer_mb: default_write_buffer_mb(),
-            hot_entries_mb: default_hot_entries_mb(),
-        }
+        RocksDbMemory { block_cache_mb: 32, write_buffer_mb: 16, hot_entries_mb: 16 }
     }
 }
 

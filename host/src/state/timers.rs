@@ -67,17 +67,23 @@ impl TimerService {
     /// Every registered timer: event time first, each domain in
     /// (timestamp, key) order.
     pub fn all(&self) -> impl Iterator<Item = (TimeDomain, i64, &[u8])> {
-        let event = self.event_time.all().map(|(t, k)| (TimeDomain::EventTime, t, k));
-        let processing = self.processing_time.all().map(|(t, k)| (TimeDomain::ProcessingTime, t, k));
-        event.chain(processing)
+        self.in_both_domains(Timeline::all)
     }
 
     /// Every timer, in no particular order: what a checkpoint records
     /// (its timers are registered again on restore, in any order), without
     /// sorting every timestamp's keys as [`Self::all`] does.
     pub fn unordered(&self) -> impl Iterator<Item = (TimeDomain, i64, &[u8])> {
-        let event = self.event_time.unordered().map(|(t, k)| (TimeDomain::EventTime, t, k));
-        let processing = self.processing_time.unordered().map(|(t, k)| (TimeDomain::ProcessingTime, t, k));
+        self.in_both_domains(Timeline::unordered)
+    }
+
+    /// What `list` gives of each domain's timeline, event time first.
+    fn in_both_domains<'a, I: Iterator<Item = (i64, &'a [u8])>>(
+        &'a self,
+        list: impl Fn(&'a Timeline) -> I,
+    ) -> impl Iterator<Item = (TimeDomain, i64, &'a [u8])> {
+        let event = list(&self.event_time).map(|(t, k)| (TimeDomain::EventTime, t, k));
+        let processing = list(&self.processing_time).map(|(t, k)| (TimeDomain::ProcessingTime, t, k));
         event.chain(processing)
     }
 
