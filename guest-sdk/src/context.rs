@@ -157,18 +157,35 @@ impl<'a> CallKeys<'a> {
         self.slots.len()
     }
 
+    /// Each event's or timer's slot, in the order of the call (a slot
+    /// recurs for each of its events).
+    #[inline]
+    pub fn slots(&self) -> &'a [u32] {
+        self.slots
+    }
+
+    /// The key of event or timer `i`.
+    #[inline]
+    pub fn key(&self, i: usize) -> Result<&'a [u8], Error> {
+        let at = self.stride * i;
+        self.offsets
+            .get(at..at + 2)
+            .and_then(|range| self.data.get(range[0] as usize..range[1] as usize))
+            .ok_or_else(|| key_outside_batch(i))
+    }
+
     /// Every (slot, key), in the order of the call (a slot recurs for each
     /// of its events).
     #[inline]
     pub fn iter(self) -> impl Iterator<Item = Result<(u32, &'a [u8]), Error>> + 'a {
-        self.slots.iter().enumerate().map(move |(i, &slot)| {
-            let at = self.stride * i;
-            let key = self
-                .offsets
-                .get(at..at + 2)
-                .and_then(|range| self.data.get(range[0] as usize..range[1] as usize))
-                .ok_or_else(|| Error::input(format!("key {i} has offsets outside its batch")))?;
-            Ok((slot, key))
-        })
+        self.slots.iter().enumerate().map(move |(i, &slot)| Ok((slot, self.key(i)?)))
     }
+}
+
+/// Kept out of line: the error's formatting would otherwise sit in every
+/// loop that reads keys.
+#[cold]
+#[inline(never)]
+fn key_outside_batch(i: usize) -> Error {
+    Error::input(format!("key {i} has offsets outside its batch"))
 }

@@ -20,7 +20,7 @@
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use weir_key_slab::KeySlab;
+use weir_key_slab::{KeySlab, SlotOutOfOrder};
 
 use crate::Error;
 use crate::context::CallKeys;
@@ -146,15 +146,12 @@ impl<T: Serialize + DeserializeOwned> ValueStore<T> {
     /// Gives every slot of the call its entry; entries made for keys not
     /// held are listed in `missing` as (slot, entry).
     fn find_slots(&mut self, keys: &CallKeys<'_>, missing: &mut Vec<(u32, u32)>) -> Result<(), Error> {
-        let items = keys.iter().map(|item| match item {
-            // A call has at most as many distinct keys as items.
-            Ok((slot, _)) if slot as usize >= keys.len() => {
-                Err(Error::State(format!("slot {slot} is outside the current batch")))
-            }
-            item => item,
-        });
         let now = self.clock.now();
-        self.held.resolve_call(items, || HeldValue { value: Ok(None), changed: false, used: now }, missing)
+        let held = || HeldValue { value: Ok(None), changed: false, used: now };
+        self.held.resolve_call(keys.slots(), |i| keys.key(i).map_err(Resolve::Key), held, missing).map_err(|failed| match failed {
+            Resolve::Key(error) => error,
+            Resolve::Order(order) => Error::input(order.to_string()),
+        })
     }
 
     /// Reads the values of `(slot, entry)` from the host into their (new,
@@ -185,6 +182,20 @@ impl<T: Serialize + DeserializeOwned> ValueStore<T> {
 
     fn decode(&self, bytes: &[u8]) -> Result<T, String> {
         decode_stored("value state", &self.name, bytes)
+    }
+}
+
+/// Why a call's keys could not be resolved.
+enum Resolve {
+    /// An event's key is not in its batch.
+    Key(Error),
+    /// The host numbered the call's keys out of order.
+    Order(SlotOutOfOrder),
+}
+
+impl From<SlotOutOfOrder> for Resolve {
+    fn from(order: SlotOutOfOrder) -> Self {
+        Resolve::Order(order)
     }
 }
 

@@ -122,25 +122,91 @@ pub struct KeySlab<E> {
     len: usize,
     /// Bytes of the keys too long to be held inline.
     long_key_bytes: usize,
-    /// This call's key slot → its entry, plus one (0: not found yet;
-    /// [`PENDING`] while [`KeySlab::resolve_call`] runs).
+    /// This call's key slot → its entry, plus one (0: not found yet).
     call: Vec<u32>,
     /// [`KeySlab::resolve_call`]'s work list, kept to save its allocation.
     lookups: Vec<Lookup>,
 }
 
-const PENDING: u32 = u32::MAX;
-
-/// A key of a call being looked up: its slot, its hash, the first bucket
-/// of its probe as read in the second pass, and the key — a short key's
-/// words, or where a long one is in the call's list of them.
+/// A key of a call being looked up (the call's slot of its index in the
+/// list): its hash, the first bucket of its probe as read in the second
+/// pass, and the key — a short key's words, or where a long one is in the
+/// call's list of them ([`Lookup::SHORT`] for a short key).
 #[derive(Clone, Copy)]
 struct Lookup {
-    slot: u32,
     hash: u32,
+    long: u32,
     first: Bucket,
     short: [u64; 2],
-    long: Option<u32>,
+}
+
+impl Lookup {
+    const SHORT: u32 = u32::MAX;
+
+    #[inline]
+    fn probe<'k>(&self, long_keys: &[&'k [u8]]) -> Probe<'k> {
+        match self.long {
+            Lookup::SHORT => Probe::Short(self.short),
+            at => Probe::Long(long_keys[at as usize]),
+        }
+    }
+}
+
+/// A call's slot that is neither one of the slots before it nor the next
+/// new one: its keys are not numbered in order of first appearance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlotOutOfOrder {
+    /// The event (or timer) of the call with that slot.
+    pub index: usize,
+    pub slot: u32,
+    /// The slot a new key would have had there.
+    pub expected: u32,
+}
+
+impl std::fmt::Display for SlotOutOfOrder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "key slot {} of item {} is out of order (expected at most {}): slots must number a call's keys in order of first appearance",
+            self.slot, self.index, self.expected
+        )
+    }
+}
+
+impl std::error::Error for SlotOutOfOrder {}
+
+/// The first pass of [`KeySlab::resolve_call`]: a lookup for each of the
+/// call's distinct keys, in slot order. Slots by first appearance make a
+/// key new exactly when its slot is the next one, so nothing is read for
+/// the events of keys already seen but their slot.
+#[inline(never)]
+fn hash_distinct_keys<'k, Error: From<SlotOutOfOrder>>(
+    slots: &[u32],
+    mut key_of: impl FnMut(usize) -> Result<&'k [u8], Error>,
+    lookups: &mut Vec<Lookup>,
+    long_keys: &mut Vec<&'k [u8]>,
+) -> Result<(), Error> {
+    let mut next = 0u32;
+    for (index, &slot) in slots.iter().enumerate() {
+        if slot < next {
+            continue;
+        }
+        if slot > next {
+            return Err(SlotOutOfOrder { index, slot, expected: next }.into());
+        }
+        next += 1;
+        let probe = Probe::new(key_of(index)?);
+        let mut lookup = Lookup { hash: probe.hash(), long: Lookup::SHORT, first: Bucket::default(), short: [0; 2] };
+        match probe {
+            Probe::Short(words) => lookup.short = words,
+            Probe::Long(key) => {
+                lookup.long = long_keys.len() as u32;
+                long_keys.push(key);
+            }
+        }
+        lookups.push(lookup);
+    }
+    Ok(())
 }
 
 impl<E> Default for KeySlab<E> {
@@ -196,20 +262,25 @@ impl<E> KeySlab<E> {
         self.call[slot] = entry + 1;
     }
 
-    /// Finds the entries of a call's keys — `(slot, key)` in call order,
-    /// a slot recurring for each of its events — making those not held
-    /// with `value()` (listed in `made` as `(slot, entry)`), and remembers
-    /// each by its slot. The first error of `keys` stops it before any
-    /// entry is made; [`KeySlab::begin_call`] then forgets the call.
+    /// Finds the entries of a call's keys, making those not held with
+    /// `value()` (listed in `made` as `(slot, entry)`), and remembers each
+    /// by its slot. Event `i` of the call has the slot `slots[i]`, slots
+    /// numbered in order of first appearance (as the host numbers them),
+    /// and the key `key_of(i)`, asked once per slot. A slot out of that
+    /// order, or the first error of `key_of`, stops it before any entry is
+    /// made; [`KeySlab::begin_call`] then forgets the call.
     ///
     /// The call's distinct keys are looked up in passes — every hash, then
     /// every first bucket, then every entry those name — rather than one
     /// key after the other. A table of 100 000 keys is not in the cache;
     /// this way the loads of different keys do not wait for each other but
-    /// for memory together.
-    pub fn resolve_call<'k, Error>(
+    /// for memory together. Each pass is a function of its own: compiled
+    /// to Wasm and then by Cranelift, one function holding the three loops
+    /// kept its values in stack slots for want of registers.
+    pub fn resolve_call<'k, Error: From<SlotOutOfOrder>>(
         &mut self,
-        keys: impl Iterator<Item = Result<(u32, &'k [u8]), Error>>,
+        slots: &[u32],
+        key_of: impl FnMut(usize) -> Result<&'k [u8], Error>,
         mut value: impl FnMut() -> E,
         made: &mut Vec<(u32, u32)>,
     ) -> Result<(), Error> {
@@ -218,69 +289,51 @@ impl<E> KeySlab<E> {
         // Keys too long to be held inline, which the last pass compares
         // byte by byte (rare: no allocation for a call without them).
         let mut long_keys = Vec::new();
-        let found = self.hash_new_keys(keys, &mut lookups, &mut long_keys);
-        if found.is_ok() {
-            if let Some(mask) = self.buckets.len().checked_sub(1) {
-                for lookup in &mut lookups {
-                    lookup.first = self.buckets[lookup.hash as usize & mask];
-                }
-            }
-            for lookup in &lookups {
-                let probe = match lookup.long {
-                    Some(at) => Probe::Long(long_keys[at as usize]),
-                    None => Probe::Short(lookup.short),
-                };
-                let entry = match self.held_in(lookup.first, lookup.hash, &probe) {
-                    Some(entry) => entry,
-                    None => {
-                        let (entry, new) = self.find_or_insert_probe(&probe, lookup.hash, &mut value);
-                        if new {
-                            made.push((lookup.slot, entry));
-                        }
-                        entry
-                    }
-                };
-                self.call[lookup.slot as usize] = entry + 1;
-            }
+        let hashed = hash_distinct_keys(slots, key_of, &mut lookups, &mut long_keys);
+        if hashed.is_ok() {
+            self.call.clear();
+            self.call.resize(lookups.len(), 0);
+            self.read_first_buckets(&mut lookups);
+            self.enter_lookups(&lookups, &long_keys, &mut value, made);
         }
         self.lookups = lookups;
-        found
+        hashed
     }
 
-    /// The first pass of [`KeySlab::resolve_call`]: a lookup for each key
-    /// the call has not looked up yet, marking its slot pending.
-    fn hash_new_keys<'k, Error>(
-        &mut self,
-        keys: impl Iterator<Item = Result<(u32, &'k [u8]), Error>>,
-        lookups: &mut Vec<Lookup>,
-        long_keys: &mut Vec<&'k [u8]>,
-    ) -> Result<(), Error> {
-        let expected = keys.size_hint().0;
-        if self.call.len() < expected {
-            self.call.resize(expected, 0);
+    /// The second pass of [`KeySlab::resolve_call`]: each key's first
+    /// bucket.
+    #[inline(never)]
+    fn read_first_buckets(&self, lookups: &mut [Lookup]) {
+        if let Some(mask) = self.buckets.len().checked_sub(1) {
+            for lookup in lookups {
+                lookup.first = self.buckets[lookup.hash as usize & mask];
+            }
         }
-        for item in keys {
-            let (slot, key) = item?;
-            if self.call.len() <= slot as usize {
-                self.call.resize(slot as usize + 1, 0);
-            }
-            let known = &mut self.call[slot as usize];
-            if *known != 0 {
-                continue;
-            }
-            *known = PENDING;
-            let probe = Probe::new(key);
-            let mut lookup = Lookup { slot, hash: probe.hash(), first: Bucket::default(), short: [0; 2], long: None };
-            match probe {
-                Probe::Short(words) => lookup.short = words,
-                Probe::Long(key) => {
-                    lookup.long = Some(long_keys.len() as u32);
-                    long_keys.push(key);
-                }
-            }
-            lookups.push(lookup);
+    }
+
+    /// The third pass of [`KeySlab::resolve_call`]: each key's entry,
+    /// found or made, remembered by its slot (its lookup's index).
+    #[inline(never)]
+    fn enter_lookups(&mut self, lookups: &[Lookup], long_keys: &[&[u8]], value: &mut impl FnMut() -> E, made: &mut Vec<(u32, u32)>) {
+        for (slot, lookup) in lookups.iter().enumerate() {
+            let probe = lookup.probe(long_keys);
+            let entry = match self.held_in(lookup.first, lookup.hash, &probe) {
+                Some(entry) => entry,
+                None => self.walk_or_insert(slot as u32, &probe, lookup.hash, value, made),
+            };
+            self.call[slot] = entry + 1;
         }
-        Ok(())
+    }
+
+    /// The entry of a key not in its first bucket: further along its
+    /// probe, or made (and listed in `made`).
+    #[inline(never)]
+    fn walk_or_insert(&mut self, slot: u32, probe: &Probe<'_>, hash: u32, value: &mut impl FnMut() -> E, made: &mut Vec<(u32, u32)>) -> u32 {
+        let (entry, new) = self.find_or_insert_probe(probe, hash, value);
+        if new {
+            made.push((slot, entry));
+        }
+        entry
     }
 
     /// The entry `bucket` names if it holds the key `probe`.
@@ -474,12 +527,23 @@ impl<E> KeySlab<E> {
 mod tests {
     use super::*;
 
-    /// A call's keys as `resolve_call` takes them, none failing.
-    fn ok<'c, 'k>(call: &'c [(u32, &'k [u8])]) -> impl Iterator<Item = Result<(u32, &'k [u8]), &'static str>> + 'c
-    where
-        'k: 'c,
-    {
-        call.iter().copied().map(Ok)
+    /// Why a test's call failed: its slots, or a key it could not read.
+    #[derive(Debug, PartialEq)]
+    enum CallFailed {
+        Order(SlotOutOfOrder),
+        Key(&'static str),
+    }
+
+    impl From<SlotOutOfOrder> for CallFailed {
+        fn from(order: SlotOutOfOrder) -> Self {
+            CallFailed::Order(order)
+        }
+    }
+
+    /// Resolves a call of `(slot, key)` events in `slab`, every key readable.
+    fn resolve<E>(slab: &mut KeySlab<E>, call: &[(u32, &[u8])], value: impl FnMut() -> E, made: &mut Vec<(u32, u32)>) -> Result<(), CallFailed> {
+        let slots: Vec<u32> = call.iter().map(|&(slot, _)| slot).collect();
+        slab.resolve_call(&slots, |i| Ok(call[i].1), value, made)
     }
 
     fn keys(n: usize) -> Vec<Vec<u8>> {
@@ -538,7 +602,7 @@ mod tests {
             (0..2).flat_map(|_| keys.iter().enumerate().map(|(i, key)| (i as u32, key.as_slice()))).collect();
         let mut made = Vec::new();
         let mut next = 100;
-        slab.resolve_call(ok(&call), || { next += 1; next }, &mut made).unwrap();
+        resolve(&mut slab, &call, || { next += 1; next }, &mut made).unwrap();
         assert_eq!(made.len(), keys.len() - 1, "each key not held is made once");
         assert!(!made.iter().any(|&(slot, _)| slot == 5));
         assert_eq!(slab.in_call(5), Some(first));
@@ -550,15 +614,28 @@ mod tests {
         // The next call finds them all held.
         slab.begin_call();
         made.clear();
-        slab.resolve_call(ok(&call), || unreachable!(), &mut made).unwrap();
+        resolve(&mut slab, &call, || unreachable!(), &mut made).unwrap();
         assert!(made.is_empty());
         assert_eq!(slab.in_call(5), Some(first));
         // An error in the keys makes nothing.
         slab.begin_call();
-        let failing = [Ok((0, b"fresh".as_slice())), Err("malformed")];
-        assert_eq!(slab.resolve_call(failing.into_iter(), || 0, &mut made), Err("malformed"));
+        let failing = |i| if i == 0 { Ok(b"fresh".as_slice()) } else { Err(CallFailed::Key("malformed")) };
+        assert_eq!(slab.resolve_call(&[0, 1], failing, || 0, &mut made), Err(CallFailed::Key("malformed")));
         assert!(made.is_empty());
         assert_eq!(slab.find(b"fresh"), None);
+    }
+
+    #[test]
+    fn a_call_with_slots_out_of_first_appearance_order_is_refused_and_makes_nothing() {
+        let mut slab: KeySlab<u32> = KeySlab::default();
+        let mut made = Vec::new();
+        let call: [(u32, &[u8]); 3] = [(0, b"a"), (0, b"a"), (2, b"c")];
+        let refused = resolve(&mut slab, &call, || 0, &mut made);
+        assert_eq!(refused, Err(CallFailed::Order(SlotOutOfOrder { index: 2, slot: 2, expected: 1 })));
+        assert!(made.is_empty());
+        assert!(slab.is_empty());
+        let message = SlotOutOfOrder { index: 2, slot: 2, expected: 1 }.to_string();
+        assert!(message.contains("order of first appearance"), "{message}");
     }
 
     #[test]

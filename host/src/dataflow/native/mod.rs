@@ -11,9 +11,7 @@
 mod count;
 mod window;
 
-use std::convert::Infallible;
-
-use weir_key_slab::KeySlab;
+use weir_key_slab::{KeySlab, SlotOutOfOrder};
 
 use crate::plugin::{CallError, CapturedState, InitialState, encode_meta};
 use crate::state::{KeyedStateBackend, StateError, StateRegistry, TimerService};
@@ -71,8 +69,9 @@ impl KeyLookup {
         let slots = batch.take_key_slots().expect("numbered");
         held.begin_call();
         self.made.clear();
-        let keys = slots.iter().enumerate().map(|(i, &slot)| Ok::<_, Infallible>((slot, batch.key(i))));
-        let Ok(()) = held.resolve_call(keys, value, &mut self.made);
+        // The exchange and `number_keys` both number by first appearance.
+        held.resolve_call::<SlotOutOfOrder>(&slots, |i| Ok(batch.key(i)), value, &mut self.made)
+            .expect("the host numbers slots by first appearance");
         slots
     }
 }
