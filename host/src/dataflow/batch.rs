@@ -91,7 +91,11 @@ impl RecordBatch {
         if offsets.len() % 2 != 1 || offsets[0] != 0 {
             return Err(format!("{} offsets do not describe whole events", offsets.len()));
         }
-        if !offsets.windows(2).all(|w| w[0] <= w[1]) || *offsets.last().unwrap() as usize > data.len() {
+        // Checked without stopping at the first offset out of order: a
+        // loop without an exit, which the compiler vectorizes. Every
+        // plugin call's output passes here (16 384 offsets a full batch).
+        let increasing = offsets.iter().zip(&offsets[1..]).fold(true, |increasing, (at, next)| increasing & (at <= next));
+        if !increasing || *offsets.last().unwrap() as usize > data.len() {
             return Err("offsets are not increasing within the data".into());
         }
         let events = offsets.len() / 2;
@@ -379,6 +383,9 @@ mod tests {
     fn from_parts_rejects_inconsistent_layouts() {
         assert!(RecordBatch::from_parts(vec![1, 2], vec![0, 1], vec![]).is_err());
         assert!(RecordBatch::from_parts(vec![1, 2], vec![0, 3, 3], vec![]).is_err());
+        // Offsets that go back within the data.
+        assert!(RecordBatch::from_parts(vec![1, 2], vec![0, 2, 1], vec![]).is_err());
+        assert!(RecordBatch::from_parts(vec![1, 2, 3], vec![0, 2, 1, 2, 3], vec![]).is_err());
         assert!(RecordBatch::from_parts(vec![1, 2], vec![0, 1, 2], vec![1, 2]).is_err());
         let ok = RecordBatch::from_parts(vec![1, 2], vec![0, 1, 2], vec![]).unwrap();
         assert_eq!(ok.get(0).timestamp, None);
