@@ -16,9 +16,7 @@ use wasmtime::component::{HasData, Resource, ResourceTable};
 use super::bindings::weir::operator::state::{Host, HostMapState, HostValueState, SlotValues};
 use super::bindings::weir::operator::types::StateError;
 use crate::dataflow::RecordBatch;
-use crate::state::{
-    HashedKey, KeyGroupRange, KeyedStateBackend, StateError as BackendError, StateId, StateRegistry, key_group_of_hash,
-};
+use crate::state::{HashedKey, KeyGroupRange, KeyedStateBackend, StateError as BackendError, StateId, StateRegistry};
 
 /// The host's representation of a guest's `value-state` resource.
 #[derive(Debug, Clone, Copy)]
@@ -43,7 +41,9 @@ pub struct BatchKeys {
     data: Vec<u8>,
     offsets: Vec<u32>,
     hashes: Vec<u64>,
-    groups: Vec<u16>,
+    /// The job's number of key groups, of which each key's is its hash's
+    /// (found again when asked for, not kept per key).
+    max_parallelism: u32,
     /// (table hash, slot) of every key, to number them; kept from call to call
     /// to save its allocation.
     numbering: HashTable<(u64, u32)>,
@@ -57,6 +57,7 @@ impl BatchKeys {
     /// computed them.
     pub fn number<'k>(&mut self, keys: impl ExactSizeIterator<Item = &'k [u8]>, hashes: Option<&[u64]>, max_parallelism: u32) -> Vec<u32> {
         self.clear();
+        self.max_parallelism = max_parallelism;
         let mut numbering = std::mem::take(&mut self.numbering);
         numbering.clear();
         numbering.reserve(keys.len(), |&(hash, _)| hash);
@@ -93,11 +94,12 @@ impl BatchKeys {
     /// numbering by first appearance never does.
     pub fn take_numbered(&mut self, batch: &RecordBatch, hashes: &[u64], slots: &[u32], max_parallelism: u32) -> bool {
         self.clear();
+        self.max_parallelism = max_parallelism;
         for (i, (&hash, &slot)) in hashes.iter().zip(slots).enumerate() {
             let next = self.len() as u32;
             if slot == next {
                 batch.append_key(i, &mut self.data);
-                self.end_key(hash, key_group_of_hash(hash, max_parallelism) as u16);
+                self.end_key(hash);
             } else if slot > next {
                 self.clear();
                 return false;
@@ -111,21 +113,21 @@ impl BatchKeys {
         self.offsets.clear();
         self.offsets.push(0);
         self.hashes.clear();
-        self.groups.clear();
     }
 
+    /// Adds `key`, hashed as `number` was told to hash (its group is
+    /// found again from its hash).
     #[inline]
-    pub fn push(&mut self, key: HashedKey<'_>) {
+    fn push(&mut self, key: HashedKey<'_>) {
         self.data.extend_from_slice(key.key);
-        self.end_key(key.hash, key.group);
+        self.end_key(key.hash);
     }
 
     /// Ends the key whose bytes were just appended to `data`.
     #[inline]
-    fn end_key(&mut self, hash: u64, group: u16) {
+    fn end_key(&mut self, hash: u64) {
         self.offsets.push(self.data.len() as u32);
         self.hashes.push(hash);
-        self.groups.push(group);
     }
 
     pub fn len(&self) -> usize {
@@ -134,7 +136,7 @@ impl BatchKeys {
 
     pub fn get(&self, slot: usize) -> HashedKey<'_> {
         let key = &self.data[self.offsets[slot] as usize..self.offsets[slot + 1] as usize];
-        HashedKey { key, hash: self.hashes[slot], group: self.groups[slot] }
+        HashedKey::with_hash(key, self.hashes[slot], self.max_parallelism)
     }
 }
 
@@ -565,10 +567,7 @@ mod tests {
         };
         let (first, second, theirs) = (key_in(true, 0), key_in(true, 1), key_in(false, 0));
         let mut keys = BatchKeys::default();
-        keys.clear();
-        for key in [&first, &second] {
-            keys.push(HashedKey::new(key.as_bytes(), 128));
-        }
+        keys.number([&first, &second].map(|key| key.as_bytes()).into_iter(), None, 128);
         let mut view = KeyedStateView {
             table: &mut table,
             registry: &mut registry,
