@@ -447,7 +447,8 @@ mod tests {
         let mut malformed = Call::new(&host, &["a", "c"]);
         malformed.slots[1] = 7;
         store.begin_call();
-        assert!(store.slot(0, &malformed.keys()).is_err());
+        let refused = store.slot(0, &malformed.keys()).map(|_| ()).unwrap_err();
+        assert!(refused.to_string().contains("order of first appearance"), "{refused}");
         assert_eq!(store.len(), 2, "only a and b, from the successful call");
 
         host.borrow_mut().failures_left = 1;
