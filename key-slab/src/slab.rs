@@ -128,8 +128,7 @@ pub struct KeySlab<E> {
     lookups: Vec<Lookup>,
 }
 
-/// A key of a call being looked up (the call's slot of its index in the
-/// list): its hash, the first bucket of its probe as read in the second
+/// A key of a call being looked up (its slot is its index in the list): its hash, the first bucket of its probe as read in the second
 /// pass, and the key — a short key's words, or where a long one is in the
 /// call's list of them ([`Lookup::SHORT`] for a short key).
 #[derive(Clone, Copy)]
@@ -264,7 +263,7 @@ impl<E> KeySlab<E> {
 
     /// Finds the entries of a call's keys, making those not held with
     /// `value()` (listed in `made` as `(slot, entry)`), and remembers each
-    /// by its slot. Event `i` of the call has the slot `slots[i]`, slots
+    /// by its slot (forgetting any slot remembered before). Event `i` of the call has the slot `slots[i]`, slots
     /// numbered in order of first appearance (as the host numbers them),
     /// and the key `key_of(i)`, asked once per slot. A slot out of that
     /// order, or the first error of `key_of`, stops it before any entry is
@@ -274,9 +273,8 @@ impl<E> KeySlab<E> {
     /// every first bucket, then every entry those name — rather than one
     /// key after the other. A table of 100 000 keys is not in the cache;
     /// this way the loads of different keys do not wait for each other but
-    /// for memory together. Each pass is a function of its own: compiled
-    /// to Wasm and then by Cranelift, one function holding the three loops
-    /// kept its values in stack slots for want of registers.
+    /// for memory together. Each pass is a function of its own, which
+    /// names it in profiles of the plugins' compiled code.
     pub fn resolve_call<'k, Error: From<SlotOutOfOrder>>(
         &mut self,
         slots: &[u32],
