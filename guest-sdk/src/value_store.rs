@@ -20,7 +20,7 @@
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use weir_key_slab::{KeySlab, SlotOutOfOrder};
+use weir_key_slab::{KeySlab, ResolveError};
 
 use crate::Error;
 use crate::context::CallKeys;
@@ -148,9 +148,9 @@ impl<T: Serialize + DeserializeOwned> ValueStore<T> {
     fn find_slots(&mut self, keys: &CallKeys<'_>, missing: &mut Vec<(u32, u32)>) -> Result<(), Error> {
         let now = self.clock.now();
         let held = || HeldValue { value: Ok(None), changed: false, used: now };
-        self.held.resolve_call(keys.slots(), |i| keys.key(i).map_err(Resolve::Key), held, missing).map_err(|failed| match failed {
-            Resolve::Key(error) => error,
-            Resolve::Order(order) => Error::input(order.to_string()),
+        self.held.resolve_call(keys.slots(), |i| keys.key(i), held, missing).map_err(|failed| match failed {
+            ResolveError::Key(error) => error,
+            ResolveError::SlotOutOfOrder(order) => Error::input(order.to_string()),
         })
     }
 
@@ -182,20 +182,6 @@ impl<T: Serialize + DeserializeOwned> ValueStore<T> {
 
     fn decode(&self, bytes: &[u8]) -> Result<T, String> {
         decode_stored("value state", &self.name, bytes)
-    }
-}
-
-/// Why a call's keys could not be resolved.
-enum Resolve {
-    /// An event's key is not in its batch.
-    Key(Error),
-    /// The host numbered the call's keys out of order.
-    Order(SlotOutOfOrder),
-}
-
-impl From<SlotOutOfOrder> for Resolve {
-    fn from(order: SlotOutOfOrder) -> Self {
-        Resolve::Order(order)
     }
 }
 

@@ -15,4 +15,4 @@ pub mod hash;
 mod slab;
 
 pub use by_start::{SearchHint, position_by_start};
-pub use slab::{KeySlab, SlotOutOfOrder};
+pub use slab::{KeySlab, ResolveError, SlotOutOfOrder};

@@ -128,9 +128,10 @@ pub struct KeySlab<E> {
     lookups: Vec<Lookup>,
 }
 
-/// A key of a call being looked up (its slot is its index in the list): its hash, the first bucket of its probe as read in the second
-/// pass, and the key — a short key's words, or where a long one is in the
-/// call's list of them ([`Lookup::SHORT`] for a short key).
+/// A key of a call being looked up (its slot is its index in the list):
+/// its hash, the first bucket of its probe as read in the second pass, and
+/// the key — a short key's words, or where a long one is in the call's
+/// list of them ([`Lookup::SHORT`] for a short key).
 #[derive(Clone, Copy)]
 struct Lookup {
     hash: u32,
@@ -174,27 +175,35 @@ impl std::fmt::Display for SlotOutOfOrder {
 
 impl std::error::Error for SlotOutOfOrder {}
 
+/// Why [`KeySlab::resolve_call`] refused a call: its slots are out of
+/// order, or its caller could not give a key (`E`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResolveError<E> {
+    SlotOutOfOrder(SlotOutOfOrder),
+    Key(E),
+}
+
 /// The first pass of [`KeySlab::resolve_call`]: a lookup for each of the
 /// call's distinct keys, in slot order. Slots by first appearance make a
 /// key new exactly when its slot is the next one, so nothing is read for
 /// the events of keys already seen but their slot.
 #[inline(never)]
-fn hash_distinct_keys<'k, Error: From<SlotOutOfOrder>>(
+fn hash_distinct_keys<'k, E>(
     slots: &[u32],
-    mut key_of: impl FnMut(usize) -> Result<&'k [u8], Error>,
+    mut key_of: impl FnMut(usize) -> Result<&'k [u8], E>,
     lookups: &mut Vec<Lookup>,
     long_keys: &mut Vec<&'k [u8]>,
-) -> Result<(), Error> {
+) -> Result<(), ResolveError<E>> {
     let mut next = 0u32;
     for (index, &slot) in slots.iter().enumerate() {
         if slot < next {
             continue;
         }
         if slot > next {
-            return Err(SlotOutOfOrder { index, slot, expected: next }.into());
+            return Err(ResolveError::SlotOutOfOrder(SlotOutOfOrder { index, slot, expected: next }));
         }
         next += 1;
-        let probe = Probe::new(key_of(index)?);
+        let probe = Probe::new(key_of(index).map_err(ResolveError::Key)?);
         let mut lookup = Lookup { hash: probe.hash(), long: Lookup::SHORT, first: Bucket::default(), short: [0; 2] };
         match probe {
             Probe::Short(words) => lookup.short = words,
@@ -263,11 +272,12 @@ impl<E> KeySlab<E> {
 
     /// Finds the entries of a call's keys, making those not held with
     /// `value()` (listed in `made` as `(slot, entry)`), and remembers each
-    /// by its slot (forgetting any slot remembered before). Event `i` of the call has the slot `slots[i]`, slots
-    /// numbered in order of first appearance (as the host numbers them),
-    /// and the key `key_of(i)`, asked once per slot. A slot out of that
-    /// order, or the first error of `key_of`, stops it before any entry is
-    /// made; [`KeySlab::begin_call`] then forgets the call.
+    /// by its slot (forgetting any slot remembered before). Event `i` of
+    /// the call has the slot `slots[i]`, slots numbered in order of first
+    /// appearance (as the host numbers them), and the key `key_of(i)`,
+    /// asked once per slot. A slot out of that order, or the first error of
+    /// `key_of`, stops it before any entry is made; [`KeySlab::begin_call`]
+    /// then forgets the call.
     ///
     /// The call's distinct keys are looked up in passes — every hash, then
     /// every first bucket, then every entry those name — rather than one
@@ -275,13 +285,13 @@ impl<E> KeySlab<E> {
     /// this way the loads of different keys do not wait for each other but
     /// for memory together. Each pass is a function of its own, which
     /// names it in profiles of the plugins' compiled code.
-    pub fn resolve_call<'k, Error: From<SlotOutOfOrder>>(
+    pub fn resolve_call<'k, KeyError>(
         &mut self,
         slots: &[u32],
-        key_of: impl FnMut(usize) -> Result<&'k [u8], Error>,
+        key_of: impl FnMut(usize) -> Result<&'k [u8], KeyError>,
         mut value: impl FnMut() -> E,
         made: &mut Vec<(u32, u32)>,
-    ) -> Result<(), Error> {
+    ) -> Result<(), ResolveError<KeyError>> {
         let mut lookups = std::mem::take(&mut self.lookups);
         lookups.clear();
         // Keys too long to be held inline, which the last pass compares
@@ -290,7 +300,6 @@ impl<E> KeySlab<E> {
         let hashed = hash_distinct_keys(slots, key_of, &mut lookups, &mut long_keys);
         if hashed.is_ok() {
             self.call.clear();
-            self.call.resize(lookups.len(), 0);
             self.read_first_buckets(&mut lookups);
             self.enter_lookups(&lookups, &long_keys, &mut value, made);
         }
@@ -310,7 +319,8 @@ impl<E> KeySlab<E> {
     }
 
     /// The third pass of [`KeySlab::resolve_call`]: each key's entry,
-    /// found or made, remembered by its slot (its lookup's index).
+    /// found or made, remembered by its slot (its lookup's index: the
+    /// entries are pushed onto the emptied `call` in slot order).
     #[inline(never)]
     fn enter_lookups(&mut self, lookups: &[Lookup], long_keys: &[&[u8]], value: &mut impl FnMut() -> E, made: &mut Vec<(u32, u32)>) {
         for (slot, lookup) in lookups.iter().enumerate() {
@@ -319,7 +329,7 @@ impl<E> KeySlab<E> {
                 Some(entry) => entry,
                 None => self.walk_or_insert(slot as u32, &probe, lookup.hash, value, made),
             };
-            self.call[slot] = entry + 1;
+            self.call.push(entry + 1);
         }
     }
 
@@ -525,21 +535,13 @@ impl<E> KeySlab<E> {
 mod tests {
     use super::*;
 
-    /// Why a test's call failed: its slots, or a key it could not read.
-    #[derive(Debug, PartialEq)]
-    enum CallFailed {
-        Order(SlotOutOfOrder),
-        Key(&'static str),
-    }
-
-    impl From<SlotOutOfOrder> for CallFailed {
-        fn from(order: SlotOutOfOrder) -> Self {
-            CallFailed::Order(order)
-        }
-    }
-
     /// Resolves a call of `(slot, key)` events in `slab`, every key readable.
-    fn resolve<E>(slab: &mut KeySlab<E>, call: &[(u32, &[u8])], value: impl FnMut() -> E, made: &mut Vec<(u32, u32)>) -> Result<(), CallFailed> {
+    fn resolve<E>(
+        slab: &mut KeySlab<E>,
+        call: &[(u32, &[u8])],
+        value: impl FnMut() -> E,
+        made: &mut Vec<(u32, u32)>,
+    ) -> Result<(), ResolveError<&'static str>> {
         let slots: Vec<u32> = call.iter().map(|&(slot, _)| slot).collect();
         slab.resolve_call(&slots, |i| Ok(call[i].1), value, made)
     }
@@ -617,8 +619,8 @@ mod tests {
         assert_eq!(slab.in_call(5), Some(first));
         // An error in the keys makes nothing.
         slab.begin_call();
-        let failing = |i| if i == 0 { Ok(b"fresh".as_slice()) } else { Err(CallFailed::Key("malformed")) };
-        assert_eq!(slab.resolve_call(&[0, 1], failing, || 0, &mut made), Err(CallFailed::Key("malformed")));
+        let failing = |i| if i == 0 { Ok(b"fresh".as_slice()) } else { Err("malformed") };
+        assert_eq!(slab.resolve_call(&[0, 1], failing, || 0, &mut made), Err(ResolveError::Key("malformed")));
         assert!(made.is_empty());
         assert_eq!(slab.find(b"fresh"), None);
     }
@@ -629,7 +631,7 @@ mod tests {
         let mut made = Vec::new();
         let call: [(u32, &[u8]); 3] = [(0, b"a"), (0, b"a"), (2, b"c")];
         let refused = resolve(&mut slab, &call, || 0, &mut made);
-        assert_eq!(refused, Err(CallFailed::Order(SlotOutOfOrder { index: 2, slot: 2, expected: 1 })));
+        assert_eq!(refused, Err(ResolveError::SlotOutOfOrder(SlotOutOfOrder { index: 2, slot: 2, expected: 1 })));
         assert!(made.is_empty());
         assert!(slab.is_empty());
         let message = SlotOutOfOrder { index: 2, slot: 2, expected: 1 }.to_string();

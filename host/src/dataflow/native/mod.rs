@@ -11,7 +11,9 @@
 mod count;
 mod window;
 
-use weir_key_slab::{KeySlab, SlotOutOfOrder};
+use std::convert::Infallible;
+
+use weir_key_slab::KeySlab;
 
 use crate::plugin::{CallError, CapturedState, InitialState, encode_meta};
 use crate::state::{KeyedStateBackend, StateError, StateRegistry, TimerService};
@@ -70,7 +72,7 @@ impl KeyLookup {
         held.begin_call();
         self.made.clear();
         // The exchange and `number_keys` both number by first appearance.
-        held.resolve_call::<SlotOutOfOrder>(&slots, |i| Ok(batch.key(i)), value, &mut self.made)
+        held.resolve_call(&slots, |i| Ok::<_, Infallible>(batch.key(i)), value, &mut self.made)
             .expect("the host numbers slots by first appearance");
         slots
     }
