@@ -86,7 +86,13 @@ fn parse_process_stat(line: &str) -> Option<Duration> {
     let mut fields = after_name.split_whitespace().skip(11);
     let utime: u64 = fields.next()?.parse().ok()?;
     let stime: u64 = fields.next()?.parse().ok()?;
-    Some(Duration::from_millis((utime + stime) * 10))
+    Some(clock_ticks(utime + stime))
+}
+
+/// `/proc`'s times are in the kernel's clock ticks: USER_HZ, 100 a second
+/// on Linux.
+fn clock_ticks(ticks: u64) -> Duration {
+    Duration::from_millis(ticks * 10)
 }
 
 /// The whole machine's time, all cores together, since it booted: from the
@@ -129,8 +135,7 @@ fn parse_machine_stat(text: &str) -> Option<MachineTime> {
     if ticks.len() != 8 {
         return None;
     }
-    let tick = |n: u64| Duration::from_millis(n * 10);
-    Some(MachineTime { total: tick(ticks.iter().sum()), steal: tick(ticks[7]) })
+    Some(MachineTime { total: clock_ticks(ticks.iter().sum()), steal: clock_ticks(ticks[7]) })
 }
 
 #[cfg(test)]
