@@ -20,10 +20,10 @@
 //! ```
 
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
+use weir_codec::extend_small;
 
 use std::cell::{Cell, RefMut};
 
-use crate::codec::extend_small;
 use crate::state::{ResidentCell, StateStore};
 pub use crate::window_results::{WindowResults, WindowResultsIter};
 use crate::window_store::{HeldWindow, KeyIndex, WindowStore};

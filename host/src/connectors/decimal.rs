@@ -1,49 +1,8 @@
-//! Decimal digits written straight into a buffer: the generator formats two
-//! numbers per event, so this is on the benchmarks' hot path.
-
-/// "00", "01", … "99": two digits per division by 100.
-const DIGIT_PAIRS: [u8; 200] = digit_pairs();
-
-const fn digit_pairs() -> [u8; 200] {
-    let mut pairs = [0; 200];
-    let mut n = 0;
-    while n < 100 {
-        pairs[2 * n] = b'0' + (n / 10) as u8;
-        pairs[2 * n + 1] = b'0' + (n % 10) as u8;
-        n += 1;
-    }
-    pairs
-}
+//! Decimal digits counted up in place: the generator writes two numbers per
+//! event, consecutive ones mostly, so this is on the benchmarks' hot path.
 
 /// The most digits of a `u64`.
 const MAX_DIGITS: usize = 20;
-
-/// Appends `n` in decimal.
-///
-/// The digits are written in place, from the last: the buffer grows by a
-/// fixed [`MAX_DIGITS`] bytes and is cut back to the number's length. A
-/// formatter's own buffer copied over would cost a `memmove` call of a
-/// length known only at run time, for a few bytes.
-pub fn write_decimal(mut n: u64, out: &mut Vec<u8>) {
-    let len = n.checked_ilog10().map_or(1, |log| log as usize + 1);
-    let start = out.len();
-    out.extend_from_slice(&[b'0'; MAX_DIGITS]);
-    out.truncate(start + len);
-    let digits = &mut out[start..];
-    let mut end = len;
-    while n >= 100 {
-        let pair = 2 * (n % 100) as usize;
-        n /= 100;
-        digits[end - 2..end].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
-        end -= 2;
-    }
-    if n >= 10 {
-        let pair = 2 * n as usize;
-        digits[end - 2..end].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
-    } else {
-        digits[end - 1] = b'0' + n as u8;
-    }
-}
 
 /// A number held as its decimal digits and counted up in place: writing a
 /// run of consecutive numbers takes no division, and incrementing mostly
@@ -59,7 +18,7 @@ pub struct DecimalCounter {
 impl DecimalCounter {
     pub fn new(value: u64) -> Self {
         let mut written = Vec::with_capacity(MAX_DIGITS);
-        write_decimal(value, &mut written);
+        weir_codec::write_u64(value, &mut written);
         let mut digits = [b'0'; MAX_DIGITS];
         digits[..written.len()].copy_from_slice(&written);
         DecimalCounter { digits, len: written.len(), value }
@@ -87,7 +46,8 @@ impl DecimalCounter {
     }
 
     /// Appends the digits to `out`, as one fixed-size copy cut back to
-    /// their length (see [`write_decimal`]).
+    /// their length: a copy of a length known only at run time would be a
+    /// `memmove` call, for a few bytes.
     #[inline]
     pub fn write(&self, out: &mut Vec<u8>) {
         let end = out.len() + self.len;
@@ -99,28 +59,6 @@ impl DecimalCounter {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn decimal(n: u64) -> String {
-        let mut out = b"x".to_vec();
-        write_decimal(n, &mut out);
-        String::from_utf8(out[1..].to_vec()).unwrap()
-    }
-
-    #[test]
-    fn writes_what_the_standard_formatter_writes() {
-        let powers = (0..20).map(|e| 10u64.pow(e));
-        let edges = powers.flat_map(|p| [p - 1, p, p + 1]);
-        let mut random = 0x9e37_79b9_7f4a_7c15u64;
-        let randoms = std::iter::repeat_with(move || {
-            random ^= random << 13;
-            random ^= random >> 7;
-            random ^= random << 17;
-            random >> (random % 64)
-        });
-        for n in (0..=1000).chain(edges).chain([u64::MAX, u64::MAX - 1]).chain(randoms.take(5000)) {
-            assert_eq!(decimal(n), n.to_string());
-        }
-    }
 
     #[test]
     fn a_counter_writes_each_number_it_counts_through() {
@@ -135,13 +73,5 @@ mod tests {
                 counter.increment();
             }
         }
-    }
-
-    #[test]
-    fn appends_after_what_the_buffer_holds() {
-        let mut out = b"key=".to_vec();
-        write_decimal(42, &mut out);
-        write_decimal(7, &mut out);
-        assert_eq!(out, b"key=427");
     }
 }

@@ -16,7 +16,6 @@ mod part_files;
 use std::path::PathBuf;
 
 pub use file_source::FileSource;
-pub use decimal::write_decimal;
 pub use generator::Generator;
 pub use line_sink::{DiscardSink, LineSink};
 pub use part_files::PartFileSink;

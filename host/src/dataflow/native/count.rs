@@ -1,9 +1,9 @@
 //! `native:count`: the `word-count` plugin's logic compiled into the host.
 
+use weir_codec::{parse_u64, write_u64};
 use weir_key_slab::KeySlab;
 
 use super::{HELD_BYTES, KeyLookup, native_snapshot, state_failure};
-use crate::connectors::write_decimal;
 use crate::dataflow::{Emitted, OperatorLogic, RecordBatch};
 use crate::plugin::{CallError, CapturedState, InitialState, InputKind};
 use crate::state::{HashedKey, KeyedStateBackend, StateError, StateId, StateRegistry, TimerService};
@@ -64,7 +64,7 @@ impl NativeCount {
         for &(_, entry) in &self.keys.made {
             let key = HashedKey::new(self.held.key(entry), self.max_parallelism);
             let stored = self.state.get(self.count, key).map_err(state_failure)?;
-            let count = stored.and_then(|v| std::str::from_utf8(v).ok()?.parse().ok()).unwrap_or(0);
+            let count = stored.and_then(parse_u64).unwrap_or(0);
             self.held.get_mut(entry).count = count;
         }
         Ok(())
@@ -74,7 +74,7 @@ impl NativeCount {
     fn write_back(&mut self) -> Result<(), StateError> {
         for (key, held) in self.held.iter().filter(|(_, held)| held.changed) {
             self.value.clear();
-            write_decimal(held.count, &mut self.value);
+            write_u64(held.count, &mut self.value);
             self.state.put(self.count, HashedKey::new(key, self.max_parallelism), &self.value)?;
         }
         self.held.values_mut().for_each(|held| held.changed = false);
@@ -99,7 +99,7 @@ impl OperatorLogic for NativeCount {
             out.push_with(record.timestamp, |data, offsets| {
                 data.extend_from_slice(record.key);
                 offsets.push(data.len() as u32);
-                write_decimal(count, data);
+                write_u64(count, data);
                 offsets.push(data.len() as u32);
             });
         }

@@ -16,8 +16,8 @@
 //! it forgot while the backend held them, and reads only those back.
 
 use std::collections::VecDeque;
-use std::io::Write;
 
+use weir_codec::{extend_small, parse_f64, write_i64, write_json};
 use weir_key_slab::{KeySlab, SearchHint, position_by_start};
 
 use super::{HELD_BYTES, KeyLookup, native_snapshot, state_failure};
@@ -211,7 +211,7 @@ impl NativeWindowSum {
                 window_key(&mut self.stored_key, key, window.start);
                 self.value.clear();
                 let end = window.start + WINDOW_MS;
-                write!(self.value, "[{end},{:?},false]", window.sum).expect("writing to a Vec");
+                write_json(&mut self.value, &(end, window.sum, false)).expect("a tuple of numbers is JSON");
                 self.state.put(self.sums, HashedKey::in_group(&self.stored_key, group), &self.value)?;
             }
         }
@@ -305,7 +305,7 @@ impl OperatorLogic for NativeWindowSum {
             if start + WINDOW_MS - 1 <= self.watermark {
                 continue; // Late: its window has fired.
             }
-            let value: f64 = std::str::from_utf8(record.value).ok().and_then(|v| v.parse().ok()).unwrap_or(0.0);
+            let value = parse_f64(record.value).unwrap_or(0.0);
             let entry = self.held.in_call(slot).expect("every slot of the batch is resolved");
             self.add(entry, start, value).map_err(state_failure)?;
         }
@@ -319,13 +319,13 @@ impl OperatorLogic for NativeWindowSum {
         }
         self.watermark = watermark;
         let mut out = RecordBatch::new();
-        let mut value = String::new();
+        let mut value = Vec::new();
         for timer in self.timers.pop_due(TimeDomain::EventTime, watermark, usize::MAX) {
             let end = timer.timestamp + 1;
             if let Some(sum) = self.fire(&timer.key, end).map_err(state_failure)? {
                 value.clear();
                 write_result(&mut value, end, sum);
-                out.push(&timer.key, value.as_bytes(), Some(timer.timestamp));
+                out.push(&timer.key, &value, Some(timer.timestamp));
             }
         }
         Ok(if out.is_empty() { Vec::new() } else { vec![(String::new(), out)] })
@@ -337,10 +337,16 @@ impl OperatorLogic for NativeWindowSum {
     }
 }
 
-/// A window's result as the plugin emits it.
-fn write_result(out: &mut String, end: i64, sum: f64) {
-    use std::fmt::Write;
-    write!(out, r#"{{"start":{},"end":{end},"value":{sum:?}}}"#, end - WINDOW_MS).expect("writing to a String");
+/// A window's result as the plugin emits it, written as the SDK writes it
+/// (`WindowResult`'s `Encode`).
+fn write_result(out: &mut Vec<u8>, end: i64, sum: f64) {
+    extend_small(out, b"{\"start\":");
+    write_i64(end - WINDOW_MS, out);
+    extend_small(out, b",\"end\":");
+    write_i64(end, out);
+    extend_small(out, b",\"value\":");
+    write_json(out, &sum).expect("a number is JSON");
+    out.push(b'}');
 }
 
 #[cfg(test)]
