@@ -5,8 +5,8 @@
 //! ahead in event time, a key holds hundreds, and a bisection per event
 //! is most of the operator's time (a third of the native window's at
 //! P = 2 before it searched as here). So the likely places are tried
-//! first, in order: the newest window (inline, where the search is
-//! called) and the oldest — an event falls in one of them nearly always —
+//! first, in order: the newest window and the oldest (both inline, where
+//! the search is called) — an event falls in one of them nearly always —
 //! then the one before the newest (a batch
 //! crossing into a new window) and the one after the oldest (inputs far
 //! apart in event time: the behind one's windows are the oldest two while
@@ -30,15 +30,17 @@ pub struct SearchHint(Cell<usize>);
 /// `start_of` (`Err`: where it would go) — the same answer as
 /// `items.binary_search_by_key(&start, start_of)`.
 ///
-/// The newest item, where an input in order nearly always falls, is
-/// tried where this is called; the other places in a function of their
-/// own. In a Wasm instance the whole search was not inlined into the
-/// window's per-event path, and a call of it took ~100 instructions an
-/// event, most of them the call's own (callgrind, the window at P = 1).
+/// The newest item, where an input in order nearly always falls, and the
+/// oldest, which fires first, are tried where this is called; the other
+/// places in a function of their own. In a Wasm instance the whole search
+/// was not inlined into the window's per-event path, and a call of it
+/// took ~100 instructions an event, most of them the call's own
+/// (callgrind, the window at P = 1).
 #[inline(always)]
 pub fn position_by_start<T>(items: &VecDeque<T>, start: i64, start_of: impl Fn(&T) -> i64, hint: &SearchHint) -> Result<usize, usize> {
-    match items.back() {
-        Some(last) if start_of(last) == start => Ok(items.len() - 1),
+    match (items.back().map(&start_of), items.front().map(&start_of)) {
+        (Some(last), _) if last == start => Ok(items.len() - 1),
+        (_, Some(first)) if first == start => Ok(0),
         _ => position_elsewhere(items, start, start_of, hint),
     }
 }
