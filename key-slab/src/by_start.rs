@@ -45,14 +45,13 @@ pub fn position_by_start<T>(items: &VecDeque<T>, start: i64, start_of: impl Fn(&
     }
 }
 
-/// [`position_by_start`] past its first try.
+/// [`position_by_start`] for a start that is neither the newest's nor the
+/// oldest's.
 #[inline]
 fn position_elsewhere<T>(items: &VecDeque<T>, start: i64, start_of: impl Fn(&T) -> i64, hint: &SearchHint) -> Result<usize, usize> {
     let len = items.len();
     match (items.front().map(&start_of), items.back().map(&start_of)) {
         (None, _) | (_, None) => Err(0),
-        (Some(first), _) if first == start => Ok(0),
-        (_, Some(last)) if last == start => Ok(len - 1),
         (_, Some(last)) if last < start => Err(len),
         (Some(first), _) if start < first => Err(0),
         _ if len > 2 && start_of(&items[len - 2]) == start => Ok(len - 2),
