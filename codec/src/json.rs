@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use crate::digits::{Digits, decimal_digits};
+use crate::digits::{Digits, decimal_digits, write_i64};
 use crate::extend_small;
 
 /// Appends `value` as JSON to `out`, byte for byte as
@@ -14,6 +14,24 @@ use crate::extend_small;
 /// general shortest-digits algorithm ([`WholeFloats`]).
 pub fn write_json<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) -> serde_json::Result<()> {
     value.serialize(&mut serde_json::Serializer::with_formatter(SmallWrites(out), WholeFloats))
+}
+
+/// Appends a window's result `[start, end)` with `value` as the JSON
+/// object `{"start":…,"end":…,"value":…}`, byte for byte as serde_json
+/// writes a struct of those fields — without serde's per-field machinery
+/// (a call per field and an escaping pass over each field's name), which
+/// cost more than the numbers themselves: a window operator emits one
+/// result per key and window. Only the value goes through serde. The
+/// SDK's `WindowResult` and the host's native window both write it here.
+pub fn write_window_result<T: Serialize + ?Sized>(out: &mut Vec<u8>, start: i64, end: i64, value: &T) -> serde_json::Result<()> {
+    extend_small(out, b"{\"start\":");
+    write_i64(start, out);
+    extend_small(out, b",\"end\":");
+    write_i64(end, out);
+    extend_small(out, b",\"value\":");
+    write_json(out, value)?;
+    out.push(b'}');
+    Ok(())
 }
 
 /// A vector written to with [`extend_small`].
@@ -91,5 +109,26 @@ mod tests {
         let mut ours = b"prefix".to_vec();
         write_json(&mut ours, &nested).unwrap();
         assert_eq!(String::from_utf8(ours).unwrap(), format!("prefix{}", serde_json::to_string(&nested).unwrap()));
+    }
+
+    /// A window's result is the object serde_json writes for a struct of
+    /// its three fields, after what the buffer holds.
+    #[test]
+    fn window_results_are_written_as_serde_json_writes_the_struct() {
+        #[derive(Serialize)]
+        struct Result<T> {
+            start: i64,
+            end: i64,
+            value: T,
+        }
+        for (start, end, value) in [(0, 1_000, 0.0), (-2_000, -1_000, -3.5), (i64::MIN, i64::MAX, 123456789.0), (1_700_000_000_000, 1_700_000_001_000, 0.1)] {
+            let mut ours = b"prefix".to_vec();
+            write_window_result(&mut ours, start, end, &value).unwrap();
+            let expected = serde_json::to_string(&Result { start, end, value }).unwrap();
+            assert_eq!(String::from_utf8(ours).unwrap(), format!("prefix{expected}"));
+        }
+        let mut ours = Vec::new();
+        write_window_result(&mut ours, 1, 2, &vec![3, 4]).unwrap();
+        assert_eq!(ours, br#"{"start":1,"end":2,"value":[3,4]}"#);
     }
 }

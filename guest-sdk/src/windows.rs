@@ -20,14 +20,14 @@
 //! ```
 
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
-use weir_codec::extend_small;
+use weir_codec::write_window_result;
 
 use std::cell::{Cell, RefMut};
 
 use crate::state::{ResidentCell, StateStore};
 pub use crate::window_results::{WindowResults, WindowResultsIter};
 use crate::window_store::{HeldWindow, KeyIndex, WindowStore};
-use crate::{Batch, Context, Encode, Error, Event, Json, MapState, TimeDomain, Timer, TimerBatch, ValueState};
+use crate::{Batch, Context, Encode, Error, Event, MapState, TimeDomain, Timer, TimerBatch, ValueState};
 
 /// How a window folds its events.
 pub trait Aggregate {
@@ -140,19 +140,11 @@ pub struct WindowResult<O> {
     pub value: O,
 }
 
-/// Written without serde's per-field machinery (a call per field and an
-/// escaping pass over each field's name): a window operator emits one
-/// result per key and window, and that machinery cost more than the
-/// numbers themselves. Only the value goes through serde.
+/// Written without serde's per-field machinery ([`write_window_result`]).
 impl<O: Serialize> Encode for WindowResult<O> {
     fn encode(&self, out: &mut Vec<u8>) {
-        extend_small(out, b"{\"start\":");
-        self.start.encode(out);
-        extend_small(out, b",\"end\":");
-        self.end.encode(out);
-        extend_small(out, b",\"value\":");
-        Json(&self.value).encode(out);
-        out.push(b'}');
+        // Serialising plain data into a Vec cannot fail.
+        let _ = write_window_result(out, self.start, self.end, &self.value);
     }
 }
 

@@ -17,7 +17,7 @@
 
 use std::collections::VecDeque;
 
-use weir_codec::{extend_small, parse_f64, write_i64, write_json};
+use weir_codec::{parse_f64, write_json, write_window_result};
 use weir_key_slab::{KeySlab, SearchHint, position_by_start};
 
 use super::{HELD_BYTES, KeyLookup, native_snapshot, state_failure};
@@ -337,16 +337,10 @@ impl OperatorLogic for NativeWindowSum {
     }
 }
 
-/// A window's result as the plugin emits it, written as the SDK writes it
-/// (`WindowResult`'s `Encode`).
+/// A window's result as the plugin emits it, written by the code the SDK
+/// writes it with.
 fn write_result(out: &mut Vec<u8>, end: i64, sum: f64) {
-    extend_small(out, b"{\"start\":");
-    write_i64(end - WINDOW_MS, out);
-    extend_small(out, b",\"end\":");
-    write_i64(end, out);
-    extend_small(out, b",\"value\":");
-    write_json(out, &sum).expect("a number is JSON");
-    out.push(b'}');
+    write_window_result(out, end - WINDOW_MS, end, &sum).expect("a number is JSON");
 }
 
 #[cfg(test)]
