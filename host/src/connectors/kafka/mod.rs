@@ -12,7 +12,10 @@
 //!   transaction once the checkpoint completes — idempotently, thanks to a
 //!   commit marker that the transaction commits with its records.
 //! - [`wal`]: the format of an epoch's log.
+//! - [`closing`]: a consumer whose close on drop (leaving its group) cannot
+//!   hold a task's thread while the brokers are away.
 
+mod closing;
 mod commit;
 mod config;
 mod send;

@@ -18,6 +18,7 @@ use rdkafka::message::{Message, Timestamp};
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use tracing::{info, warn};
 
+use super::closing::GroupConsumer;
 use super::config::{KafkaSourceSpec, StartPosition, TimestampSource};
 use crate::connectors::pace::Pace;
 use crate::connectors::{ConnectorError, Poll, RestoredSplits, Source, SourceSplit};
@@ -25,6 +26,10 @@ use crate::dataflow::{RecordBatch, Signal, SplitClock};
 
 /// How long one poll waits for records when none are buffered.
 const POLL_WAIT: Duration = Duration::from_millis(20);
+
+/// The longest a subtask waits for its consumer to leave the group when it
+/// ends; a close that takes longer finishes in the background.
+const CLOSE_WAIT: Duration = Duration::from_secs(5);
 
 /// The split id of `partition` of `topic`.
 pub fn split_id(topic: &str, partition: i32) -> u64 {
@@ -94,7 +99,7 @@ impl Partition {
 /// A subtask of a Kafka source.
 pub struct KafkaSource {
     spec: KafkaSourceSpec,
-    consumer: BaseConsumer<Context>,
+    consumer: GroupConsumer<Context>,
     errors: Arc<ErrorLog>,
     partitions: Vec<Partition>,
     by_name: HashMap<(String, i32), usize>,
@@ -121,6 +126,7 @@ impl KafkaSource {
             .client_config()
             .create_with_context(context)
             .map_err(|error| kafka_error(&spec.name, &spec.brokers, error))?;
+        let consumer = GroupConsumer::new(consumer, spec.timeout().min(CLOSE_WAIT), format!("kafka source `{}`", spec.name));
         // A metadata request that fails for want of credentials only times
         // out; the error librdkafka reported on the way (delivered when the
         // client is polled) says why.
