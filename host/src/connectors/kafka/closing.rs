@@ -8,10 +8,11 @@
 //! the brokers are unreachable, so the job neither fails nor restarts.
 //!
 //! [`GroupConsumer`] therefore drops its consumer on a thread of its own and
-//! waits for that at most a bound its owner chooses. A close that takes
-//! longer goes on in the background and ends when the brokers come back,
-//! or with the process. Nothing is lost by it: the offsets a source commits
-//! to its group are for monitoring only, its snapshots hold the real ones.
+//! waits for that at most a few seconds. A close that takes longer goes on
+//! in the background and ends when the brokers come back, or with the
+//! process. Nothing is lost by it: the offsets a source commits to its
+//! group are for monitoring only (its snapshots hold the real ones), and
+//! the sink's marker consumer commits nothing itself.
 
 use std::ops::Deref;
 use std::sync::mpsc;
@@ -19,6 +20,10 @@ use std::time::Duration;
 
 use rdkafka::consumer::{BaseConsumer, ConsumerContext};
 use tracing::warn;
+
+/// The longest the owner of a consumer waits for its close: closing takes
+/// milliseconds while the brokers answer.
+const CLOSE_WAIT: Duration = Duration::from_secs(5);
 
 /// A consumer, closed within `bound` when dropped (see the module docs).
 pub(super) struct GroupConsumer<C: ConsumerContext + 'static> {
@@ -29,8 +34,10 @@ pub(super) struct GroupConsumer<C: ConsumerContext + 'static> {
 }
 
 impl<C: ConsumerContext + 'static> GroupConsumer<C> {
-    pub(super) fn new(consumer: BaseConsumer<C>, bound: Duration, what: String) -> Self {
-        GroupConsumer { consumer: Some(consumer), bound, what }
+    /// Wraps `consumer`, whose close will be waited for at most
+    /// [`CLOSE_WAIT`], or `timeout` (the connector's `timeout_ms`) if shorter.
+    pub(super) fn new(consumer: BaseConsumer<C>, timeout: Duration, what: String) -> Self {
+        GroupConsumer { consumer: Some(consumer), bound: timeout.min(CLOSE_WAIT), what }
     }
 }
 

@@ -30,13 +30,14 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::{BaseConsumer, Consumer, DefaultConsumerContext};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{BaseProducer, Producer};
 use rdkafka::{Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
+use super::closing::GroupConsumer;
 use super::config::KafkaSinkSpec;
 use super::send::{self, SendError};
 use super::wal;
@@ -83,7 +84,7 @@ pub enum CommitError {
 /// A transactional producer and the consumer that reads its markers.
 struct Client {
     producer: BaseProducer,
-    markers: BaseConsumer,
+    markers: GroupConsumer<DefaultConsumerContext>,
     lineage: String,
 }
 
@@ -233,6 +234,7 @@ fn connect<'a>(spec: &KafkaSinkSpec, slot: &'a mut Option<Client>, commit: &Kafk
         let group = format!("{id}.{}", commit.lineage);
         let markers: BaseConsumer =
             spec.marker_config(&group).create().map_err(|e| failed(format!("cannot create a consumer: {e}")))?;
+        let markers = GroupConsumer::new(markers, spec.timeout(), format!("kafka sink `{}`'s commit markers", spec.name));
         *slot = Some(Client { producer, markers, lineage: commit.lineage.clone() });
     }
     Ok(slot.as_ref().expect("just connected"))

@@ -27,10 +27,6 @@ use crate::dataflow::{RecordBatch, Signal, SplitClock};
 /// How long one poll waits for records when none are buffered.
 const POLL_WAIT: Duration = Duration::from_millis(20);
 
-/// The longest a subtask waits for its consumer to leave the group when it
-/// ends; a close that takes longer finishes in the background.
-const CLOSE_WAIT: Duration = Duration::from_secs(5);
-
 /// The split id of `partition` of `topic`.
 pub fn split_id(topic: &str, partition: i32) -> u64 {
     (u64::from(crc32fast::hash(topic.as_bytes())) << 32) | partition as u32 as u64
@@ -126,7 +122,7 @@ impl KafkaSource {
             .client_config()
             .create_with_context(context)
             .map_err(|error| kafka_error(&spec.name, &spec.brokers, error))?;
-        let consumer = GroupConsumer::new(consumer, spec.timeout().min(CLOSE_WAIT), format!("kafka source `{}`", spec.name));
+        let consumer = GroupConsumer::new(consumer, spec.timeout(), format!("kafka source `{}`", spec.name));
         // A metadata request that fails for want of credentials only times
         // out; the error librdkafka reported on the way (delivered when the
         // client is polled) says why.
