@@ -58,7 +58,8 @@ impl<C: ConsumerContext + 'static> Drop for GroupConsumer<C> {
             let _ = closed.send(());
         });
         if closing.is_err() {
-            // No thread to spare: closing here may wait, but cannot leak.
+            // No thread to spare: the failed spawn dropped the consumer, and
+            // so closed it, on this thread (it may have waited, not leaked).
             return;
         }
         if wait.recv_timeout(self.bound).is_err() {
