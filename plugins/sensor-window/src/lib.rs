@@ -49,8 +49,13 @@ impl Operator for SensorWindow {
     #[inline]
     fn process(&mut self, ctx: &mut Context<'_>, event: &Event<'_>) -> Result<(), Error> {
         let reading: f64 = event.value_as()?;
-        for updated in self.windows.add(ctx, event, reading)? {
-            ctx.emit(event.key(), updated);
+        let updated = self.windows.add(ctx, event, reading)?;
+        // Nearly always none (a window changes after it fired only for a
+        // late event): checked first, the loop stays off the event's path.
+        if !updated.is_empty() {
+            for updated in updated {
+                ctx.emit(event.key(), updated);
+            }
         }
         Ok(())
     }
