@@ -203,6 +203,14 @@ impl RecordBatch {
         Some(std::mem::take(&mut self.keys.slots))
     }
 
+    /// Takes the key hashes out (see [`RecordBatch::key_hashes`]), and
+    /// with them the slots, which are valid only with them.
+    pub fn take_key_hashes(&mut self) -> Option<Vec<u64>> {
+        self.key_hashes()?;
+        self.keys.slots.clear();
+        Some(std::mem::take(&mut self.keys.hashes))
+    }
+
     /// The key hash of every event, if the batch came with them.
     pub fn key_hashes(&self) -> Option<&[u64]> {
         (self.keys.hashes.len() == self.len()).then_some(&self.keys.hashes)

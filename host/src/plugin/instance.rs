@@ -1,5 +1,6 @@
 //! One sandboxed instance of a plugin, owned by one operator subtask.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use tracing::debug;
@@ -120,19 +121,24 @@ impl OperatorInstance {
         kind: InputKind,
     ) -> Result<Vec<(String, RecordBatch)>, CallError> {
         let keyed = kind == InputKind::Keyed;
-        let (key_slots, key_count) = if keyed { self.batch_slots(&mut batch) } else { (Vec::new(), 0) };
+        let (key_slots, key_count, deferred) = if keyed { self.batch_slots(&mut batch) } else { (Vec::new(), 0, None) };
         let (data, offsets, timestamps) = batch.into_parts();
-        let input_batch = InputBatch {
+        let input_batch = Arc::new(InputBatch {
             input,
             events: EventBatch { data, offsets, timestamps },
             key_slots,
             key_count,
             watermark: self.watermark,
             processing_time: now_ms(),
-        };
+        });
+        if let Some(hashes) = deferred {
+            self.store.data_mut().keys.attach(input_batch.clone(), hashes);
+        }
         self.begin_call(keyed, kind == InputKind::Broadcast);
         let result = self.bindings.weir_operator_operator().call_process(&mut self.store, &input_batch);
-        self.store.data_mut().in_call = false;
+        let data = self.store.data_mut();
+        data.in_call = false;
+        data.keys.detach();
         let outputs = self.returned(result)?;
         Self::collect(outputs)
     }
@@ -252,18 +258,23 @@ impl OperatorInstance {
         self.returned(result)
     }
 
-    /// The slots of a keyed batch's events: as the key-by exchange numbered
-    /// them, or numbered here.
-    fn batch_slots(&mut self, batch: &mut RecordBatch) -> (Vec<u32>, u32) {
+    /// The slots of a keyed batch's events and the count of its keys: as
+    /// the key-by exchange numbered them — then with the events' key
+    /// hashes, for the keys to be taken from the batch when first asked for
+    /// ([`BatchKeys::attach`](super::state::BatchKeys::attach)) — or
+    /// numbered here.
+    fn batch_slots(&mut self, batch: &mut RecordBatch) -> (Vec<u32>, u32, Option<Vec<u64>>) {
         let data = self.store.data_mut();
-        if let (Some(hashes), Some(slots)) = (batch.key_hashes(), batch.key_slots())
-            && data.keys.take_numbered(batch, hashes, slots, data.max_parallelism)
+        if let Some(slots) = batch.key_slots()
+            && data.keys.defer_numbered(slots, data.max_parallelism)
             && let Some(slots) = batch.take_key_slots()
+            && let Some(hashes) = batch.take_key_hashes()
         {
-            // Every slot is below the count of keys taken, by construction.
-            return (slots, data.keys.len() as u32);
+            // Every slot is below the count of keys, by construction.
+            return (slots, data.keys.len() as u32, Some(hashes));
         }
-        self.assign_slots((0..batch.len()).map(|i| batch.key(i)), batch.key_hashes())
+        let (slots, count) = self.assign_slots((0..batch.len()).map(|i| batch.key(i)), batch.key_hashes());
+        (slots, count, None)
     }
 
     /// Numbers distinct keys in order of first appearance and records them

@@ -9,13 +9,16 @@
 //! keys and every access by slot fails — a plugin can never touch another
 //! key's state.
 
+use std::cell::OnceCell;
+use std::sync::Arc;
+
 use hashbrown::HashTable;
 use hashbrown::hash_table::Entry;
 use wasmtime::component::{HasData, Resource, ResourceTable};
 
+use super::bindings::InputBatch;
 use super::bindings::weir::operator::state::{Host, HostMapState, HostValueState, SlotValues};
 use super::bindings::weir::operator::types::StateError;
-use crate::dataflow::RecordBatch;
 use crate::state::{HashedKey, KeyGroupRange, KeyedStateBackend, StateError as BackendError, StateId, StateRegistry};
 
 /// The host's representation of a guest's `value-state` resource.
@@ -34,19 +37,74 @@ pub struct MapStateHandle {
 /// value states of the same name.
 const MAP_PREFIX: &str = "map:";
 
-/// The distinct keys of the batch being processed, in slot order, stored
-/// flat: key `s` is `data[offsets[s]..offsets[s + 1]]`, with its hash.
-#[derive(Debug, Default)]
+/// The distinct keys of the call being made, in slot order: key `s` is the
+/// one state and timer calls address by slot `s`, with its hash.
+///
+/// For a batch whose keys the key-by exchange numbered, the keys are
+/// copied out of the batch only when a state or timer call first asks for
+/// one ([`BatchKeys::defer_numbered`], [`BatchKeys::attach`]): a call that
+/// asks for none — an operator holding its state in the instance, a count
+/// started on empty state — costs a pass over the slots, not a copy of
+/// every key (~60 instructions an event for the count at parallelism 1).
+#[derive(Default)]
 pub struct BatchKeys {
-    data: Vec<u8>,
-    offsets: Vec<u32>,
-    hashes: Vec<u64>,
+    /// How many distinct keys the call has.
+    count: usize,
+    /// The keys, stored flat; made when first asked for if `pending`.
+    table: OnceCell<KeyTable>,
+    /// The call's batch, whose keys `table` is made of when first asked for.
+    pending: Option<PendingKeys>,
+    /// For a numbered batch, the event where each slot first appears.
+    firsts: Vec<u32>,
     /// The job's number of key groups, of which each key's is its hash's
     /// (found again when asked for, not kept per key).
     max_parallelism: u32,
     /// (table hash, slot) of every key, to number them; kept from call to call
     /// to save its allocation.
     numbering: HashTable<(u64, u32)>,
+}
+
+impl std::fmt::Debug for BatchKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BatchKeys").field("count", &self.count).field("taken", &self.table.get().is_some()).finish()
+    }
+}
+
+/// Keys stored flat: key `s` is `data[offsets[s]..offsets[s + 1]]`.
+#[derive(Debug)]
+struct KeyTable {
+    data: Vec<u8>,
+    offsets: Vec<u32>,
+    hashes: Vec<u64>,
+}
+
+impl KeyTable {
+    fn with_capacity(keys: usize) -> Self {
+        let mut offsets = Vec::with_capacity(keys + 1);
+        offsets.push(0);
+        KeyTable { data: Vec::new(), offsets, hashes: Vec::with_capacity(keys) }
+    }
+
+    fn push(&mut self, key: &[u8], hash: u64) {
+        self.data.extend_from_slice(key);
+        self.offsets.push(self.data.len() as u32);
+        self.hashes.push(hash);
+    }
+
+    fn len(&self) -> usize {
+        self.hashes.len()
+    }
+
+    fn get(&self, slot: usize, max_parallelism: u32) -> HashedKey<'_> {
+        let key = &self.data[self.offsets[slot] as usize..self.offsets[slot + 1] as usize];
+        HashedKey::with_hash(key, self.hashes[slot], max_parallelism)
+    }
+}
+
+/// A numbered batch during its call: where its keys are taken from.
+struct PendingKeys {
+    batch: Arc<InputBatch>,
+    hashes: Vec<u64>,
 }
 
 impl BatchKeys {
@@ -62,6 +120,7 @@ impl BatchKeys {
         numbering.clear();
         numbering.reserve(keys.len(), |&(hash, _)| hash);
         debug_assert!(hashes.is_none_or(|h| h.len() == keys.len()));
+        let mut table = KeyTable::with_capacity(keys.len());
         let slots = keys
             .enumerate()
             .map(|(i, key)| {
@@ -70,73 +129,88 @@ impl BatchKeys {
                     None => HashedKey::new(key, max_parallelism),
                 };
                 let hash = key.table_hash();
-                let same = |&(held, slot): &(u64, u32)| held == hash && self.get(slot as usize).key == key.key;
+                let same = |&(held, slot): &(u64, u32)| held == hash && table.get(slot as usize, max_parallelism).key == key.key;
                 // One probe finds the key or the place for it.
                 match numbering.entry(hash, same, |&(held, _)| held) {
                     Entry::Occupied(numbered) => numbered.get().1,
                     Entry::Vacant(place) => {
-                        let slot = self.len() as u32;
+                        let slot = table.len() as u32;
                         place.insert((hash, slot));
-                        self.push(key);
+                        table.push(key.key, key.hash);
                         slot
                     }
                 }
             })
             .collect();
         self.numbering = numbering;
+        self.count = table.len();
+        self.table = OnceCell::from(table);
         slots
     }
 
-    /// Takes the distinct keys of a batch whose keys the key-by exchange
-    /// numbered already (`slots`, one per event, with `hashes`): each
-    /// slot's key is the event's where the slot first appears. `false`
-    /// (and no keys) if a slot skips ahead of the next one, which a
-    /// numbering by first appearance never does.
-    pub fn take_numbered(&mut self, batch: &RecordBatch, hashes: &[u64], slots: &[u32], max_parallelism: u32) -> bool {
+    /// Takes the numbering of a batch whose keys the key-by exchange
+    /// numbered already (`slots`, one per event): the keys themselves are
+    /// taken when first asked for, from the batch [`attach`](Self::attach)ed
+    /// for the call. `false` (and no keys) if a slot skips ahead of the
+    /// next one, which a numbering by first appearance never does.
+    pub fn defer_numbered(&mut self, slots: &[u32], max_parallelism: u32) -> bool {
         self.clear();
         self.max_parallelism = max_parallelism;
-        for (i, (&hash, &slot)) in hashes.iter().zip(slots).enumerate() {
-            let next = self.len() as u32;
+        for (i, &slot) in slots.iter().enumerate() {
+            let next = self.firsts.len() as u32;
             if slot == next {
-                batch.append_key(i, &mut self.data);
-                self.end_key(hash);
+                self.firsts.push(i as u32);
             } else if slot > next {
                 self.clear();
                 return false;
             }
         }
+        self.count = self.firsts.len();
         true
     }
 
+    /// The batch numbered by [`defer_numbered`](Self::defer_numbered),
+    /// with its events' key hashes, for the length of its call.
+    pub fn attach(&mut self, batch: Arc<InputBatch>, hashes: Vec<u64>) {
+        debug_assert_eq!(hashes.len(), batch.key_slots.len());
+        self.pending = Some(PendingKeys { batch, hashes });
+    }
+
+    /// The call is over: lets go of its batch. (Its keys, if taken, stay
+    /// until the next call; no call reaches them in between.)
+    pub fn detach(&mut self) {
+        self.pending = None;
+    }
+
     pub fn clear(&mut self) {
-        self.data.clear();
-        self.offsets.clear();
-        self.offsets.push(0);
-        self.hashes.clear();
-    }
-
-    /// Adds `key`, hashed as `number` was told to hash (its group is
-    /// found again from its hash).
-    #[inline]
-    fn push(&mut self, key: HashedKey<'_>) {
-        self.data.extend_from_slice(key.key);
-        self.end_key(key.hash);
-    }
-
-    /// Ends the key whose bytes were just appended to `data`.
-    #[inline]
-    fn end_key(&mut self, hash: u64) {
-        self.offsets.push(self.data.len() as u32);
-        self.hashes.push(hash);
+        self.count = 0;
+        self.table = OnceCell::new();
+        self.pending = None;
+        self.firsts.clear();
     }
 
     pub fn len(&self) -> usize {
-        self.offsets.len().saturating_sub(1)
+        self.count
     }
 
+    /// The key in `slot` (below [`len`](Self::len)).
     pub fn get(&self, slot: usize) -> HashedKey<'_> {
-        let key = &self.data[self.offsets[slot] as usize..self.offsets[slot + 1] as usize];
-        HashedKey::with_hash(key, self.hashes[slot], self.max_parallelism)
+        self.table().get(slot, self.max_parallelism)
+    }
+
+    /// The keys, taken from the attached batch the first time.
+    fn table(&self) -> &KeyTable {
+        self.table.get_or_init(|| {
+            let mut table = KeyTable::with_capacity(self.count);
+            if let Some(PendingKeys { batch, hashes }) = &self.pending {
+                let offsets = &batch.events.offsets;
+                for &first in &self.firsts {
+                    let i = first as usize;
+                    table.push(&batch.events.data[offsets[2 * i] as usize..offsets[2 * i + 1] as usize], hashes[i]);
+                }
+            }
+            table
+        })
     }
 }
 
@@ -478,6 +552,8 @@ fn record_failure<T>(failure: &mut Option<String>, result: Result<T, BackendErro
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dataflow::RecordBatch;
+    use crate::plugin::bindings::EventBatch;
     use crate::state::{HashedKey, MemoryBackend, key_group_range};
 
     fn one_value(value: &[u8]) -> SlotValues {
@@ -542,14 +618,22 @@ mod tests {
         assert_eq!(keys.get(7).group, HashedKey::new(b"7", 128).group);
         assert_eq!(call(&mut keys, &["a"]), vec![0]);
         assert_eq!((keys.len(), keys.get(0).key), (1, b"a".as_slice()));
-        // Slots the exchange numbered: the same keys, taken without hashing.
+        // Slots the exchange numbered: the same keys, taken without hashing
+        // from the batch of the call when first asked for.
         let mut batch = RecordBatch::new();
         many.iter().for_each(|key| batch.push(key.as_bytes(), b"v", None));
-        assert!(keys.take_numbered(&batch, &hashes, &slots, 128));
+        assert!(keys.defer_numbered(&slots, 128));
         assert_eq!(keys.len(), 1000);
+        let (data, offsets, timestamps) = batch.into_parts();
+        let events = EventBatch { data, offsets, timestamps };
+        let input = InputBatch { input: 0, events, key_slots: slots, key_count: 1000, watermark: 0, processing_time: 0 };
+        keys.attach(Arc::new(input), hashes.clone());
         assert_eq!((keys.get(7).key, keys.get(7).group), (b"7".as_slice(), HashedKey::new(b"7", 128).group));
+        assert_eq!(keys.get(999).key, b"999");
+        keys.detach();
+        assert_eq!(keys.get(7).key, b"7", "taken: kept for the rest of the call");
         let skipping = [0, 2, 1];
-        assert!(!keys.take_numbered(&batch, &hashes[..3], &skipping, 128));
+        assert!(!keys.defer_numbered(&skipping, 128));
         assert_eq!(keys.len(), 0, "slots not in order of first appearance are refused");
     }
 
