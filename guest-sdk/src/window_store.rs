@@ -309,21 +309,55 @@ impl<Acc: Serialize + DeserializeOwned + 'static> WindowStore<Acc> {
     /// Removes the window: from memory at once if the host never had it,
     /// else when the host's entry is removed at the end of the call.
     pub fn remove(&mut self, key: KeyIndex, start: i64) {
+        if let Ok(at) = self.keys.get(key.0).position(start) {
+            self.remove_at(key, start, at);
+        }
+    }
+
+    /// [`remove`](Self::remove) for the window at `at` in its key's deque;
+    /// its accumulator, if it had one.
+    fn remove_at(&mut self, key: KeyIndex, start: i64, at: usize) -> Option<(Acc, bool)> {
         let windows = self.keys.get_mut(key.0);
-        let Ok(at) = windows.position(start) else { return };
         let held = &mut windows.windows[at].1;
         if held.stored {
-            held.window = None;
             held.changed = true;
             self.removed.push((key, start));
-        } else if at == 0 {
-            // The oldest fires first: as at the back in `insert`.
-            windows.windows.pop_front();
-            self.held -= 1;
-        } else {
-            windows.windows.remove(at);
-            self.held -= 1;
+            return held.window.take();
         }
+        // The oldest fires first: as at the back in `insert`.
+        let removed = if at == 0 { windows.windows.pop_front() } else { windows.windows.remove(at) };
+        self.held -= 1;
+        removed.and_then(|(_, held)| held.window)
+    }
+
+    /// Fires `key`'s window at `start` for good: if it exists, has not
+    /// fired and `fires` says it is the one, removes it (as
+    /// [`remove`](Self::remove)) and returns its accumulator. Read with
+    /// `load` first if it is not held. One search, where reading the window
+    /// and then removing it searched three times.
+    pub fn fire(
+        &mut self,
+        key: KeyIndex,
+        start: i64,
+        fires: impl FnOnce(&HeldWindow<Acc>) -> bool,
+        load: impl FnOnce(&Self) -> Result<HeldWindow<Acc>, Error>,
+    ) -> Result<Option<Acc>, Error> {
+        let at = match self.keys.get(key.0).position(start) {
+            Ok(at) => at,
+            Err(_) => {
+                // (Rare: a window evicted, or the instance restored.)
+                let window = load(self)?;
+                self.insert_loaded(key, start, window);
+                let Ok(at) = self.keys.get(key.0).position(start) else { return Ok(None) };
+                at
+            }
+        };
+        let held = &mut self.keys.get_mut(key.0).windows[at].1;
+        if !fires(held) || !held.window.as_ref().is_some_and(|(_, fired)| !fired) {
+            held.used = self.clock.now();
+            return Ok(None);
+        }
+        Ok(self.remove_at(key, start, at).map(|(acc, _)| acc))
     }
 
     /// Forgets the slots of the previous call; drops the entries of keys

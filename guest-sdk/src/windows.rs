@@ -532,6 +532,15 @@ impl<A: Aggregate> Windows<A> {
         let start = time + 1 - size;
         let mut store = self.store(ctx.states)?;
         let key = store.key(ctx.key_slot()?, key);
+        if lateness == 0 {
+            // The window's only timer: it fires and leaves, found once.
+            let fires = |held: &HeldWindow<A::Acc>| held.end - 1 == time;
+            let load = |store: &WindowStore<A::Acc>| self.load_window(ctx, store, key, start, time + 1);
+            if let Some(acc) = store.fire(key, start, fires, load)? {
+                results.push(WindowResult { start, end: time + 1, value: self.aggregate.result(&acc) });
+            }
+            return Ok(results);
+        }
         let held = self.held_window(ctx, &mut store, (key, start, time + 1))?;
         let end = held.end;
         if let Some((acc, fired)) = &mut held.window
@@ -539,12 +548,8 @@ impl<A: Aggregate> Windows<A> {
             && !*fired
         {
             results.push(WindowResult { start, end, value: self.aggregate.result(acc) });
-            if lateness == 0 {
-                store.remove(key, start);
-            } else {
-                *fired = true;
-                held.touch();
-            }
+            *fired = true;
+            held.touch();
         }
         if lateness > 0 {
             let expired = time + 1 - lateness - size;
