@@ -189,6 +189,13 @@ impl<Acc: Serialize + DeserializeOwned + 'static> WindowStore<Acc> {
         self.insert(key, start, window);
     }
 
+    /// [`insert_loaded`](Self::insert_loaded) for a window not held, at
+    /// the `place` [`find_mut`](Self::find_mut) gave.
+    pub fn insert_loaded_at(&mut self, key: KeyIndex, place: usize, start: i64, window: HeldWindow<Acc>) {
+        self.remembered(key, start);
+        self.insert_new(key, place, start, window);
+    }
+
     /// `key`'s window at `start` is held again (or known absent): no
     /// longer listed as forgotten.
     fn remembered(&mut self, key: KeyIndex, start: i64) {
@@ -277,6 +284,18 @@ impl<Acc: Serialize + DeserializeOwned + 'static> WindowStore<Acc> {
         Some(held)
     }
 
+    /// [`get_mut`](Self::get_mut), or where the window would go, for
+    /// [`insert_loaded_at`](Self::insert_loaded_at): an opened window is
+    /// not searched for twice.
+    #[inline(always)]
+    pub fn find_mut(&mut self, key: KeyIndex, start: i64) -> Result<&mut HeldWindow<Acc>, usize> {
+        let windows = self.keys.get_mut(key.0);
+        let at = windows.position(start)?;
+        let held = &mut windows.windows[at].1;
+        held.used = self.clock.now();
+        Ok(held)
+    }
+
     #[inline]
     pub fn contains(&self, key: KeyIndex, start: i64) -> bool {
         self.get(key, start).is_some()
@@ -288,22 +307,30 @@ impl<Acc: Serialize + DeserializeOwned + 'static> WindowStore<Acc> {
         windows.position(start).ok().map(|at| &windows.windows[at].1)
     }
 
-    pub fn insert(&mut self, key: KeyIndex, start: i64, mut window: HeldWindow<Acc>) {
-        window.used = self.clock.now();
-        let windows = self.keys.get_mut(key.0);
-        match windows.position(start) {
-            Ok(at) => windows.windows[at].1 = window,
-            Err(at) => {
-                // (`VecDeque::insert` at the back, where windows nearly
-                // always open, still calls out to move no elements.)
-                if at == windows.windows.len() {
-                    windows.windows.push_back((start, window));
-                } else {
-                    windows.windows.insert(at, (start, window));
-                }
-                self.held += 1;
+    pub fn insert(&mut self, key: KeyIndex, start: i64, window: HeldWindow<Acc>) {
+        match self.keys.get(key.0).position(start) {
+            Ok(at) => {
+                let held = &mut self.keys.get_mut(key.0).windows[at].1;
+                *held = window;
+                held.used = self.clock.now();
             }
+            Err(place) => self.insert_new(key, place, start, window),
         }
+    }
+
+    /// Holds a window not held, at `place` in its key's deque (where
+    /// [`find_mut`](Self::find_mut) said it would go).
+    fn insert_new(&mut self, key: KeyIndex, place: usize, start: i64, mut window: HeldWindow<Acc>) {
+        window.used = self.clock.now();
+        let windows = &mut self.keys.get_mut(key.0).windows;
+        // (`VecDeque::insert` at the back, where windows nearly always
+        // open, still calls out to move no elements.)
+        if place == windows.len() {
+            windows.push_back((start, window));
+        } else {
+            windows.insert(place, (start, window));
+        }
+        self.held += 1;
     }
 
     /// Removes the window: from memory at once if the host never had it,

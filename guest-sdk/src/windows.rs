@@ -508,12 +508,12 @@ impl<A: Aggregate> Windows<A> {
         }
         let at = (start, end, watermark);
         // One lookup when the window is held (nearly always).
-        let opened = match store.get_mut(key, start) {
-            Some(held) => self.fold(held, input, at, updated),
-            None => {
+        let opened = match store.find_mut(key, start) {
+            Ok(held) => self.fold(held, input, at, updated),
+            Err(place) => {
                 let mut held = self.load_window(ctx, store, key, start, end)?;
                 let opened = self.fold(&mut held, input, at, updated);
-                store.insert_loaded(key, start, held);
+                store.insert_loaded_at(key, place, start, held);
                 opened
             }
         };
