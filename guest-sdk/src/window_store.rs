@@ -198,9 +198,18 @@ impl<Acc: Serialize + DeserializeOwned + 'static> WindowStore<Acc> {
 
     /// `key`'s window at `start` is held again (or known absent): no
     /// longer listed as forgotten.
+    #[inline]
     fn remembered(&mut self, key: KeyIndex, start: i64) {
+        if self.forgotten.is_some_and(|count| count > 0) {
+            self.unforget(key, start);
+        }
+    }
+
+    /// [`remembered`](Self::remembered) when some windows are listed as
+    /// forgotten (rare: out of line).
+    #[inline(never)]
+    fn unforget(&mut self, key: KeyIndex, start: i64) {
         if let Some(count) = &mut self.forgotten
-            && *count > 0
             && self.keys.get_mut(key.0).unforget(start)
         {
             *count -= 1;

@@ -511,7 +511,12 @@ impl<A: Aggregate> Windows<A> {
         let opened = match store.find_mut(key, start) {
             Ok(held) => self.fold(held, input, at, updated),
             Err(place) => {
-                let mut held = self.load_window(ctx, store, key, start, end)?;
+                // (A new window, nearly always: known absent without a call.)
+                let mut held = if store.may_be_stored(key, start) {
+                    self.load_window(ctx, store, key, start, end)?
+                } else {
+                    HeldWindow::loaded(end, None)
+                };
                 let opened = self.fold(&mut held, input, at, updated);
                 store.insert_loaded_at(key, place, start, held);
                 opened
