@@ -62,6 +62,7 @@ impl Context<'_> {
     /// Registers a timer for the current key; [`crate::Operator::on_timer`]
     /// is called when it fires. There is at most one timer per (key,
     /// timestamp, domain).
+    #[inline]
     pub fn register_timer(&mut self, domain: TimeDomain, timestamp: i64) -> Result<(), Error> {
         let slot = self.key_slot()?;
         self.states.timers.change(slot, timestamp, domain, false);
