@@ -127,7 +127,7 @@ pub(crate) struct EventBuffer {
 }
 
 impl EventBuffer {
-    #[inline]
+    #[inline(always)]
     pub fn push(&mut self, key: impl Encode, value: impl Encode, timestamp: Option<i64>) {
         if self.offsets.is_empty() {
             self.offsets.push(0);
