@@ -30,6 +30,9 @@ struct KeyColumns {
     /// Each event's key slot (valid only if the hashes are valid too): see
     /// [`KeyNumbering`].
     slots: Vec<u32>,
+    /// The event where each slot first appears, by slot (valid with the
+    /// slots): where the operator's host takes a slot's key from.
+    firsts: Vec<u32>,
 }
 
 impl KeyColumns {
@@ -37,7 +40,31 @@ impl KeyColumns {
     fn clear(&mut self) {
         self.hashes.clear();
         self.slots.clear();
+        self.firsts.clear();
     }
+
+    /// Adds event `i`'s slot, and notes `i` as the slot's first event if
+    /// the slot is new (the next one: slots number keys by first
+    /// appearance).
+    #[inline]
+    fn push_slot(&mut self, i: usize, slot: u32) {
+        self.slots.push(slot);
+        if slot as usize == self.firsts.len() {
+            self.firsts.push(i as u32);
+        }
+    }
+}
+
+/// A batch's keys as the key-by exchange numbered them (see
+/// [`RecordBatch::take_key_numbering`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyNumbered {
+    /// Each event's slot.
+    pub slots: Vec<u32>,
+    /// Each event's key hash.
+    pub hashes: Vec<u64>,
+    /// By slot, the event where the slot first appears.
+    pub firsts: Vec<u32>,
 }
 
 /// Equal events; whether their key hashes and slots came along does not
@@ -179,7 +206,7 @@ impl RecordBatch {
                 self.keys.slots.reserve(self.timestamps.capacity());
             }
             let slot = numbering.slot(self, self.len() - 1, hash);
-            self.keys.slots.push(slot);
+            self.keys.push_slot(self.len() - 1, slot);
         }
     }
 
@@ -188,8 +215,12 @@ impl RecordBatch {
     /// whole (`numbering` lends its table).
     pub fn number_keys(&mut self, numbering: &mut KeyNumbering) {
         self.keys.hashes = (0..self.len()).map(|i| crate::state::key_hash(self.key(i))).collect();
-        let slots = (0..self.len()).map(|i| numbering.slot(self, i, self.keys.hashes[i])).collect();
-        self.keys.slots = slots;
+        let mut keys = KeyColumns { hashes: std::mem::take(&mut self.keys.hashes), ..KeyColumns::default() };
+        keys.slots.reserve(self.len());
+        for i in 0..self.len() {
+            keys.push_slot(i, numbering.slot(self, i, keys.hashes[i]));
+        }
+        self.keys = keys;
     }
 
     /// Each event's key slot, if the batch came with them.
@@ -203,12 +234,12 @@ impl RecordBatch {
         Some(std::mem::take(&mut self.keys.slots))
     }
 
-    /// Takes the key hashes out (see [`RecordBatch::key_hashes`]), and
-    /// with them the slots, which are valid only with them.
-    pub fn take_key_hashes(&mut self) -> Option<Vec<u64>> {
-        self.key_hashes()?;
-        self.keys.slots.clear();
-        Some(std::mem::take(&mut self.keys.hashes))
+    /// Takes the key numbering out, if the batch came with it: each
+    /// event's slot and key hash, and each slot's first event.
+    pub fn take_key_numbering(&mut self) -> Option<KeyNumbered> {
+        self.key_slots()?;
+        let KeyColumns { hashes, slots, firsts } = std::mem::take(&mut self.keys);
+        Some(KeyNumbered { slots, hashes, firsts })
     }
 
     /// The key hash of every event, if the batch came with them.
@@ -376,6 +407,16 @@ mod tests {
         assert_eq!(whole.key_slots(), Some(expected));
         assert_eq!(whole.take_key_slots(), Some(expected.to_vec()));
         assert_eq!(whole.key_slots(), None, "taken");
+
+        // Each slot's first event comes along, built either way.
+        let firsts = vec![0, 1, 3, 5];
+        let hashes: Vec<u64> = (0..from.len()).map(|i| crate::state::key_hash(from.key(i))).collect();
+        let numbered = KeyNumbered { slots: expected.to_vec(), hashes, firsts };
+        let mut whole = from.clone();
+        whole.number_keys(&mut numbering);
+        assert_eq!(whole.take_key_numbering(), Some(numbered.clone()));
+        assert_eq!(whole.take_key_numbering(), None, "taken");
+        assert_eq!(built.clone().take_key_numbering(), Some(numbered));
 
         built.push(b"d", b"v", None);
         assert_eq!(built.key_slots(), None, "an event without a slot");

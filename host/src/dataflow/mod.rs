@@ -36,7 +36,7 @@ pub use alignment::{AlignedSource, AlignmentGroup, Gate};
 pub use channel::{Envelope, Message};
 pub use cpu::{MachineTime, machine_time, process_time};
 pub use time::{InputClock, Signal, SplitClock, WatermarkSettings};
-pub use batch::{NO_TIMESTAMP, Record, RecordBatch};
+pub use batch::{KeyNumbered, NO_TIMESTAMP, Record, RecordBatch};
 pub use key_numbering::KeyNumbering;
 pub use native::{NATIVE_PREFIX, native_operator};
 pub use operator::{Emitted, OperatorLogic};

@@ -13,7 +13,7 @@ use super::engine::{LoadedPlugin, PluginEngine};
 use super::error::CallError;
 use super::host_state::PluginState;
 use super::limits::Limits;
-use crate::dataflow::{BATCH_SIZE, NO_TIMESTAMP, RecordBatch};
+use crate::dataflow::{BATCH_SIZE, KeyNumbered, NO_TIMESTAMP, RecordBatch};
 use super::snapshot::{self, InstanceMeta};
 use crate::state::{FiredTimer, KeyGroupRange, KeyedStateBackend, StateSnapshot, TimeDomain};
 
@@ -265,12 +265,9 @@ impl OperatorInstance {
     /// numbered here.
     fn batch_slots(&mut self, batch: &mut RecordBatch) -> (Vec<u32>, u32, Option<Vec<u64>>) {
         let data = self.store.data_mut();
-        if let Some(slots) = batch.key_slots()
-            && data.keys.defer_numbered(slots, data.max_parallelism)
-            && let Some(slots) = batch.take_key_slots()
-            && let Some(hashes) = batch.take_key_hashes()
-        {
+        if let Some(KeyNumbered { slots, hashes, firsts }) = batch.take_key_numbering() {
             // Every slot is below the count of keys, by construction.
+            data.keys.defer_numbered(firsts, data.max_parallelism);
             return (slots, data.keys.len() as u32, Some(hashes));
         }
         let (slots, count) = self.assign_slots((0..batch.len()).map(|i| batch.key(i)), batch.key_hashes());

@@ -42,10 +42,11 @@ const MAP_PREFIX: &str = "map:";
 ///
 /// For a batch whose keys the key-by exchange numbered, the keys are
 /// copied out of the batch only when a state or timer call first asks for
-/// one ([`BatchKeys::defer_numbered`], [`BatchKeys::attach`]): a call that
-/// asks for none — an operator holding its state in the instance, a count
-/// started on empty state — costs a pass over the slots, not a copy of
-/// every key (~60 instructions an event for the count at parallelism 1).
+/// one ([`BatchKeys::defer_numbered`], [`BatchKeys::attach`]), from each
+/// slot's first event, which the exchange noted: a call that asks for
+/// none — an operator holding its state in the instance, a count started
+/// on empty state — costs nothing an event, where copying every key cost
+/// ~60 instructions an event for the count at parallelism 1.
 #[derive(Default)]
 pub struct BatchKeys {
     /// How many distinct keys the call has.
@@ -149,24 +150,14 @@ impl BatchKeys {
     }
 
     /// Takes the numbering of a batch whose keys the key-by exchange
-    /// numbered already (`slots`, one per event): the keys themselves are
-    /// taken when first asked for, from the batch [`attach`](Self::attach)ed
-    /// for the call. `false` (and no keys) if a slot skips ahead of the
-    /// next one, which a numbering by first appearance never does.
-    pub fn defer_numbered(&mut self, slots: &[u32], max_parallelism: u32) -> bool {
+    /// numbered already: `firsts`, by slot, the event where the slot first
+    /// appears. The keys themselves are taken when first asked for, from
+    /// the batch [`attach`](Self::attach)ed for the call.
+    pub fn defer_numbered(&mut self, firsts: Vec<u32>, max_parallelism: u32) {
         self.clear();
         self.max_parallelism = max_parallelism;
-        for (i, &slot) in slots.iter().enumerate() {
-            let next = self.firsts.len() as u32;
-            if slot == next {
-                self.firsts.push(i as u32);
-            } else if slot > next {
-                self.clear();
-                return false;
-            }
-        }
-        self.count = self.firsts.len();
-        true
+        self.count = firsts.len();
+        self.firsts = firsts;
     }
 
     /// The batch numbered by [`defer_numbered`](Self::defer_numbered),
@@ -622,7 +613,7 @@ mod tests {
         // from the batch of the call when first asked for.
         let mut batch = RecordBatch::new();
         many.iter().for_each(|key| batch.push(key.as_bytes(), b"v", None));
-        assert!(keys.defer_numbered(&slots, 128));
+        keys.defer_numbered((0..1000).collect(), 128);
         assert_eq!(keys.len(), 1000);
         let (data, offsets, timestamps) = batch.into_parts();
         let events = EventBatch { data, offsets, timestamps };
@@ -632,9 +623,6 @@ mod tests {
         assert_eq!(keys.get(999).key, b"999");
         keys.detach();
         assert_eq!(keys.get(7).key, b"7", "taken: kept for the rest of the call");
-        let skipping = [0, 2, 1];
-        assert!(!keys.defer_numbered(&skipping, 128));
-        assert_eq!(keys.len(), 0, "slots not in order of first appearance are refused");
     }
 
     #[test]
