@@ -380,12 +380,12 @@ impl<Acc: Serialize + DeserializeOwned + 'static> WindowStore<Acc> {
     ) -> Result<Option<Acc>, Error> {
         let at = match self.keys.get(key.0).position(start) {
             Ok(at) => at,
-            Err(_) => {
-                // (Rare: a window evicted, or the instance restored.)
+            Err(place) => {
+                // (Rare: a window evicted, or the instance restored. Loading
+                // changes nothing here, so `place` stays where it goes.)
                 let window = load(self)?;
-                self.insert_loaded(key, start, window);
-                let Ok(at) = self.keys.get(key.0).position(start) else { return Ok(None) };
-                at
+                self.insert_loaded_at(key, place, start, window);
+                place
             }
         };
         let held = &mut self.keys.get_mut(key.0).windows[at].1;

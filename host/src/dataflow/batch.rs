@@ -214,8 +214,8 @@ impl RecordBatch {
     /// key and numbers the keys, for a batch the key-by exchange passes on
     /// whole (`numbering` lends its table).
     pub fn number_keys(&mut self, numbering: &mut KeyNumbering) {
-        self.keys.hashes = (0..self.len()).map(|i| crate::state::key_hash(self.key(i))).collect();
-        let mut keys = KeyColumns { hashes: std::mem::take(&mut self.keys.hashes), ..KeyColumns::default() };
+        let hashes = (0..self.len()).map(|i| crate::state::key_hash(self.key(i))).collect();
+        let mut keys = KeyColumns { hashes, ..KeyColumns::default() };
         keys.slots.reserve(self.len());
         for i in 0..self.len() {
             keys.push_slot(i, numbering.slot(self, i, keys.hashes[i]));

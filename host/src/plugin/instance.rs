@@ -121,7 +121,7 @@ impl OperatorInstance {
         kind: InputKind,
     ) -> Result<Vec<(String, RecordBatch)>, CallError> {
         let keyed = kind == InputKind::Keyed;
-        let (key_slots, key_count, deferred) = if keyed { self.batch_slots(&mut batch) } else { (Vec::new(), 0, None) };
+        let (key_slots, key_count, numbered) = if keyed { self.batch_slots(&mut batch) } else { (Vec::new(), 0, None) };
         let (data, offsets, timestamps) = batch.into_parts();
         let input_batch = Arc::new(InputBatch {
             input,
@@ -131,8 +131,9 @@ impl OperatorInstance {
             watermark: self.watermark,
             processing_time: now_ms(),
         });
-        if let Some(hashes) = deferred {
-            self.store.data_mut().keys.attach(input_batch.clone(), hashes);
+        if let Some(numbered) = numbered {
+            let data = self.store.data_mut();
+            data.keys.defer(input_batch.clone(), numbered, data.max_parallelism);
         }
         self.begin_call(keyed, kind == InputKind::Broadcast);
         let result = self.bindings.weir_operator_operator().call_process(&mut self.store, &input_batch);
@@ -259,16 +260,15 @@ impl OperatorInstance {
     }
 
     /// The slots of a keyed batch's events and the count of its keys: as
-    /// the key-by exchange numbered them — then with the events' key
-    /// hashes, for the keys to be taken from the batch when first asked for
-    /// ([`BatchKeys::attach`](super::state::BatchKeys::attach)) — or
+    /// the key-by exchange numbered them — then with the rest of its
+    /// numbering, for the keys to be taken from the batch when first asked
+    /// for ([`BatchKeys::defer`](super::state::BatchKeys::defer)) — or
     /// numbered here.
-    fn batch_slots(&mut self, batch: &mut RecordBatch) -> (Vec<u32>, u32, Option<Vec<u64>>) {
-        let data = self.store.data_mut();
-        if let Some(KeyNumbered { slots, hashes, firsts }) = batch.take_key_numbering() {
+    fn batch_slots(&mut self, batch: &mut RecordBatch) -> (Vec<u32>, u32, Option<KeyNumbered>) {
+        if let Some(mut numbered) = batch.take_key_numbering() {
             // Every slot is below the count of keys, by construction.
-            data.keys.defer_numbered(firsts, data.max_parallelism);
-            return (slots, data.keys.len() as u32, Some(hashes));
+            let count = numbered.firsts.len() as u32;
+            return (std::mem::take(&mut numbered.slots), count, Some(numbered));
         }
         let (slots, count) = self.assign_slots((0..batch.len()).map(|i| batch.key(i)), batch.key_hashes());
         (slots, count, None)

@@ -19,6 +19,7 @@ use wasmtime::component::{HasData, Resource, ResourceTable};
 use super::bindings::InputBatch;
 use super::bindings::weir::operator::state::{Host, HostMapState, HostValueState, SlotValues};
 use super::bindings::weir::operator::types::StateError;
+use crate::dataflow::KeyNumbered;
 use crate::state::{HashedKey, KeyGroupRange, KeyedStateBackend, StateError as BackendError, StateId, StateRegistry};
 
 /// The host's representation of a guest's `value-state` resource.
@@ -42,8 +43,8 @@ const MAP_PREFIX: &str = "map:";
 ///
 /// For a batch whose keys the key-by exchange numbered, the keys are
 /// copied out of the batch only when a state or timer call first asks for
-/// one ([`BatchKeys::defer_numbered`], [`BatchKeys::attach`]), from each
-/// slot's first event, which the exchange noted: a call that asks for
+/// one ([`BatchKeys::defer`]), from each slot's first event, which the
+/// exchange noted: a call that asks for
 /// none — an operator holding its state in the instance, a count started
 /// on empty state — costs nothing an event, where copying every key cost
 /// ~60 instructions an event for the count at parallelism 1.
@@ -55,8 +56,6 @@ pub struct BatchKeys {
     table: OnceCell<KeyTable>,
     /// The call's batch, whose keys `table` is made of when first asked for.
     pending: Option<PendingKeys>,
-    /// For a numbered batch, the event where each slot first appears.
-    firsts: Vec<u32>,
     /// The job's number of key groups, of which each key's is its hash's
     /// (found again when asked for, not kept per key).
     max_parallelism: u32,
@@ -105,7 +104,10 @@ impl KeyTable {
 /// A numbered batch during its call: where its keys are taken from.
 struct PendingKeys {
     batch: Arc<InputBatch>,
+    /// Each event's key hash.
     hashes: Vec<u64>,
+    /// By slot, the event where the slot first appears.
+    firsts: Vec<u32>,
 }
 
 impl BatchKeys {
@@ -149,22 +151,17 @@ impl BatchKeys {
         slots
     }
 
-    /// Takes the numbering of a batch whose keys the key-by exchange
-    /// numbered already: `firsts`, by slot, the event where the slot first
-    /// appears. The keys themselves are taken when first asked for, from
-    /// the batch [`attach`](Self::attach)ed for the call.
-    pub fn defer_numbered(&mut self, firsts: Vec<u32>, max_parallelism: u32) {
+    /// Takes as the current keys those of `batch`, which the key-by
+    /// exchange numbered (`numbered`, without the slots, which the batch
+    /// carries), for the length of its call. The keys themselves are taken
+    /// from the batch when first asked for.
+    pub fn defer(&mut self, batch: Arc<InputBatch>, numbered: KeyNumbered, max_parallelism: u32) {
         self.clear();
         self.max_parallelism = max_parallelism;
-        self.count = firsts.len();
-        self.firsts = firsts;
-    }
-
-    /// The batch numbered by [`defer_numbered`](Self::defer_numbered),
-    /// with its events' key hashes, for the length of its call.
-    pub fn attach(&mut self, batch: Arc<InputBatch>, hashes: Vec<u64>) {
+        let KeyNumbered { hashes, firsts, .. } = numbered;
         debug_assert_eq!(hashes.len(), batch.key_slots.len());
-        self.pending = Some(PendingKeys { batch, hashes });
+        self.count = firsts.len();
+        self.pending = Some(PendingKeys { batch, hashes, firsts });
     }
 
     /// The call is over: lets go of its batch. (Its keys, if taken, stay
@@ -177,7 +174,6 @@ impl BatchKeys {
         self.count = 0;
         self.table = OnceCell::new();
         self.pending = None;
-        self.firsts.clear();
     }
 
     pub fn len(&self) -> usize {
@@ -189,13 +185,13 @@ impl BatchKeys {
         self.table().get(slot, self.max_parallelism)
     }
 
-    /// The keys, taken from the attached batch the first time.
+    /// The keys, taken from the deferred batch the first time.
     fn table(&self) -> &KeyTable {
         self.table.get_or_init(|| {
             let mut table = KeyTable::with_capacity(self.count);
-            if let Some(PendingKeys { batch, hashes }) = &self.pending {
+            if let Some(PendingKeys { batch, hashes, firsts }) = &self.pending {
                 let offsets = &batch.events.offsets;
-                for &first in &self.firsts {
+                for &first in firsts {
                     let i = first as usize;
                     table.push(&batch.events.data[offsets[2 * i] as usize..offsets[2 * i + 1] as usize], hashes[i]);
                 }
@@ -613,12 +609,12 @@ mod tests {
         // from the batch of the call when first asked for.
         let mut batch = RecordBatch::new();
         many.iter().for_each(|key| batch.push(key.as_bytes(), b"v", None));
-        keys.defer_numbered((0..1000).collect(), 128);
-        assert_eq!(keys.len(), 1000);
         let (data, offsets, timestamps) = batch.into_parts();
         let events = EventBatch { data, offsets, timestamps };
+        let numbered = KeyNumbered { slots: Vec::new(), hashes: hashes.clone(), firsts: (0..1000).collect() };
         let input = InputBatch { input: 0, events, key_slots: slots, key_count: 1000, watermark: 0, processing_time: 0 };
-        keys.attach(Arc::new(input), hashes.clone());
+        keys.defer(Arc::new(input), numbered, 128);
+        assert_eq!(keys.len(), 1000);
         assert_eq!((keys.get(7).key, keys.get(7).group), (b"7".as_slice(), HashedKey::new(b"7", 128).group));
         assert_eq!(keys.get(999).key, b"999");
         keys.detach();
