@@ -124,14 +124,19 @@ fn parallelism_flag_overrides_the_job_file() {
     let rows: Vec<_> = table.iter().map(subtasks_and_cpu).collect();
     assert_eq!(rows, [("1", "%"), ("3", "%"), ("3", "%"), ("1", "%")].map(|(n, c)| (n.to_owned(), c.to_owned())));
 
-    // At parallelism 1, `tokenize` is chained into the source's thread:
-    // no processor time of its own (CPU "-"); its time is the source's.
+    // At parallelism 1, `tokenize` is chained into the source's thread and
+    // the sink into `count`'s: no processor time of their own (CPU "-");
+    // their time is their upstream's. The output is the same.
     let chained = JobDir::new();
     chained.write("input.txt", &text);
     let run = run_job(&word_count_job(&chained, 1, FILE_SOURCE), &[]);
     let table = final_table(&run.success().stderr());
     assert_eq!((table[1][1].as_str(), table[1][11].as_str()), ("`tokenize`", "-"), "{table:?}");
-    assert_eq!(table[0][12], "%", "{table:?}");
+    assert_eq!((table[3][1].as_str(), table[3][11].as_str()), ("`out`", "-"), "{table:?}");
+    assert_eq!((table[0][12].as_str(), table[2][12].as_str()), ("%", "%"), "{table:?}");
+    let finals: BTreeMap<String, u64> =
+        updates(&chained.read("out/counts.txt")).into_iter().map(|(w, c)| (w, *c.last().unwrap())).collect();
+    assert_eq!(finals, expected);
 }
 
 /// The rows (source, operators, sink), split into cells, of the table of

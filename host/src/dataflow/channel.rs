@@ -5,8 +5,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, SendTimeoutError, Sender, TryRecvError, TrySendError};
+use crossbeam_channel::{RecvTimeoutError, TryRecvError};
 
+use super::inbox::{Inbox, InboxSender, POLL_INTERVAL};
+use super::sink::SinkWriter;
 use super::snapshot::TaskCheckpoint;
 use super::task::{TaskError, TaskMetrics};
 use super::key_numbering::PREFETCH_AHEAD;
@@ -15,9 +17,6 @@ use crate::job::Partitioning;
 use super::operator::{Emitted, OperatorLogic};
 use crate::plugin::{CallError, InputKind};
 use crate::state::{key_group_of_hash, key_hash, subtask_for_key_group};
-
-/// How long a blocked send or receive waits before checking for cancellation.
-const POLL_INTERVAL: Duration = Duration::from_millis(50);
 
 pub enum Message {
     Batch(RecordBatch),
@@ -54,33 +53,12 @@ impl Cancel {
     }
 }
 
-/// Sends, blocking while the receiver is full (backpressure) but giving up
-/// when the job is cancelled or the receiver is gone. Time spent blocked
-/// is counted in `metrics`.
-fn send(target: &Sender<Envelope>, envelope: Envelope, cancel: &Cancel, metrics: &TaskMetrics) -> Result<(), TaskError> {
-    let mut envelope = match target.try_send(envelope) {
-        Ok(()) => return Ok(()),
-        Err(TrySendError::Full(back)) => back,
-        Err(TrySendError::Disconnected(_)) => return Err(TaskError::Stopped),
-    };
-    let blocked = Instant::now();
-    let sent = loop {
-        match target.send_timeout(envelope, POLL_INTERVAL) {
-            Ok(()) => break Ok(()),
-            Err(SendTimeoutError::Timeout(back)) if !cancel.is_cancelled() => envelope = back,
-            Err(_) => break Err(TaskError::Stopped),
-        }
-    };
-    metrics.count_backpressure(blocked.elapsed());
-    sent
-}
-
 /// Receives the next message; before waiting on an empty inbox, flushes the
 /// task's partial output batches so that records never sit idle. Returns
 /// `None` once `wake_at` (ms since the epoch) has come without a message.
 /// The wait on an empty inbox is counted as idle time in `metrics`.
 pub fn receive(
-    inbox: &Receiver<Envelope>,
+    inbox: &Inbox,
     outputs: &mut Outputs,
     cancel: &Cancel,
     wake_at: Option<i64>,
@@ -101,7 +79,7 @@ pub fn receive(
 }
 
 /// Waits on an empty inbox for a message, until `wake_at` or cancellation.
-fn wait_for_message(inbox: &Receiver<Envelope>, cancel: &Cancel, wake_at: Option<i64>) -> Result<Option<Envelope>, TaskError> {
+fn wait_for_message(inbox: &Inbox, cancel: &Cancel, wake_at: Option<i64>) -> Result<Option<Envelope>, TaskError> {
     loop {
         let wait = match wake_at {
             Some(at) => {
@@ -183,13 +161,15 @@ enum Destination {
     /// by full channels is counted.
     Channels {
         partitioning: Partitioning,
-        targets: Vec<Sender<Envelope>>,
+        targets: Vec<InboxSender>,
         buffers: Vec<Gathered>,
         routing: Routing,
         next: usize,
         metrics: Arc<TaskMetrics>,
     },
     Chained(Box<ChainedOperator>),
+    /// A sink subtask run inline (see [`super::sink`]).
+    ChainedSink(Box<SinkWriter>),
 }
 
 /// One consumer of one output of a subtask.
@@ -210,7 +190,7 @@ impl Route {
         input: u32,
         channel: u32,
         partitioning: Partitioning,
-        targets: Vec<Sender<Envelope>>,
+        targets: Vec<InboxSender>,
         max_parallelism: u32,
         metrics: Arc<TaskMetrics>,
     ) -> Self {
@@ -226,6 +206,10 @@ impl Route {
         Route { output, input, channel: 0, destination: Destination::Chained(Box::new(operator)), max_parallelism: 0 }
     }
 
+    pub fn chained_sink(output: String, input: u32, sink: SinkWriter) -> Self {
+        Route { output, input, channel: 0, destination: Destination::ChainedSink(Box::new(sink)), max_parallelism: 0 }
+    }
+
     fn envelope(&self, message: Message) -> Envelope {
         Envelope { input: self.input, channel: self.channel, message }
     }
@@ -235,7 +219,7 @@ impl Route {
     fn signal(&mut self, message: impl Fn() -> Message, cancel: &Cancel) -> Result<(), TaskError> {
         self.flush(cancel)?;
         let Destination::Channels { targets, metrics, .. } = &self.destination else { return Ok(()) };
-        targets.iter().try_for_each(|target| send(target, self.envelope(message()), cancel, metrics))
+        targets.iter().try_for_each(|target| target.send(self.envelope(message()), cancel, metrics))
     }
 
     fn emit(&mut self, batch: RecordBatch, cancel: &Cancel) -> Result<(), TaskError> {
@@ -243,9 +227,10 @@ impl Route {
         let max_parallelism = self.max_parallelism;
         match &mut self.destination {
             Destination::Chained(operator) => operator.process(input, batch, cancel),
+            Destination::ChainedSink(sink) => sink.write(&batch),
             Destination::Channels { partitioning, targets, buffers, routing, next, metrics } => {
-                let send_batch = |target: &Sender<Envelope>, batch| {
-                    send(target, Envelope { input, channel, message: Message::Batch(batch) }, cancel, metrics)
+                let send_batch = |target: &InboxSender, batch| {
+                    target.send(Envelope { input, channel, message: Message::Batch(batch) }, cancel, metrics)
                 };
                 match partitioning {
                     Partitioning::Forward => send_batch(&targets[0], batch),
@@ -280,11 +265,12 @@ impl Route {
         let (input, channel) = (self.input, self.channel);
         match &mut self.destination {
             Destination::Chained(operator) => operator.outputs.flush(cancel),
+            Destination::ChainedSink(_) => Ok(()),
             Destination::Channels { targets, buffers, metrics, .. } => {
                 for (target, buffer) in targets.iter().zip(buffers.iter_mut()) {
                     if !buffer.batch.is_empty() {
                         let message = Message::Batch(buffer.take());
-                        send(target, Envelope { input, channel, message }, cancel, metrics)?;
+                        target.send(Envelope { input, channel, message }, cancel, metrics)?;
                     }
                 }
                 Ok(())
@@ -295,6 +281,7 @@ impl Route {
     fn watermark(&mut self, watermark: i64, cancel: &Cancel) -> Result<(), TaskError> {
         match &mut self.destination {
             Destination::Chained(operator) => operator.watermark(watermark, cancel),
+            Destination::ChainedSink(_) => Ok(()),
             Destination::Channels { .. } => self.signal(|| Message::Watermark(watermark), cancel),
         }
     }
@@ -303,6 +290,7 @@ impl Route {
         match &mut self.destination {
             // A chained operator has this one input: idle input, nothing to do.
             Destination::Chained(operator) => operator.outputs.flush(cancel),
+            Destination::ChainedSink(_) => Ok(()),
             Destination::Channels { .. } => self.signal(|| Message::Idle, cancel),
         }
     }
@@ -310,6 +298,8 @@ impl Route {
     fn barrier(&mut self, n: u64, cancel: &Cancel) -> Result<(), TaskError> {
         match &mut self.destination {
             Destination::Chained(operator) => operator.barrier(n, cancel),
+            // Its one input is aligned by construction.
+            Destination::ChainedSink(sink) => sink.barrier(n, Duration::ZERO),
             Destination::Channels { .. } => self.signal(|| Message::Barrier(n), cancel),
         }
     }
@@ -321,6 +311,7 @@ impl Route {
                 operator.watermark(i64::MAX, cancel)?;
                 operator.outputs.end(cancel)
             }
+            Destination::ChainedSink(sink) => sink.finish(),
             Destination::Channels { .. } => self.signal(|| Message::End, cancel),
         }
     }
@@ -346,11 +337,11 @@ impl Gathered {
 /// target's events in turn.
 fn partition(
     batch: &RecordBatch,
-    targets: &[Sender<Envelope>],
+    targets: &[InboxSender],
     buffers: &mut [Gathered],
     routing: &mut Routing,
     max_parallelism: u32,
-    send_batch: impl Fn(&Sender<Envelope>, RecordBatch) -> Result<(), TaskError>,
+    send_batch: impl Fn(&InboxSender, RecordBatch) -> Result<(), TaskError>,
 ) -> Result<(), TaskError> {
     routing.route(batch, targets.len(), max_parallelism);
     for (target, (sender, buffer)) in targets.iter().zip(buffers.iter_mut()).enumerate() {
@@ -477,9 +468,9 @@ impl Outputs {
         self.routes.iter_mut().try_for_each(|r| r.watermark(watermark, cancel))
     }
 
-    /// Whether operators run chained in this task.
+    /// Whether operators or sinks run chained in this task.
     pub fn has_chained(&self) -> bool {
-        self.routes.iter().any(|r| matches!(r.destination, Destination::Chained(_)))
+        self.routes.iter().any(|r| !matches!(r.destination, Destination::Channels { .. }))
     }
 
     /// Sends checkpoint barrier `n` to every consumer, behind the records
@@ -497,7 +488,7 @@ impl Outputs {
     pub fn tick(&mut self, now: i64, cancel: &Cancel) -> Result<(), TaskError> {
         self.routes.iter_mut().try_for_each(|route| match &mut route.destination {
             Destination::Chained(operator) => operator.tick(now, cancel),
-            Destination::Channels { .. } => Ok(()),
+            Destination::ChainedSink(_) | Destination::Channels { .. } => Ok(()),
         })
     }
 }
@@ -527,7 +518,7 @@ mod tests {
     /// numbering, not left over from the batch before it.
     #[test]
     fn a_single_consumer_gets_each_batch_numbered_afresh() {
-        let (sender, receiver) = crossbeam_channel::unbounded();
+        let (sender, receiver) = crate::dataflow::inbox::unbounded_inbox();
         let route = Route::channels(String::new(), 0, 0, Partitioning::KeyBy, vec![sender], 128, Arc::default());
         let mut outputs = Outputs::new(vec![route]);
         let cancel = Cancel::default();
@@ -575,7 +566,7 @@ mod tests {
     #[test]
     fn a_key_by_exchange_routes_each_event_to_its_key_groups_owner() {
         let (max_parallelism, consumers) = (128, 3);
-        let (senders, receivers): (Vec<_>, Vec<_>) = (0..consumers).map(|_| crossbeam_channel::unbounded()).unzip();
+        let (senders, receivers): (Vec<_>, Vec<_>) = (0..consumers).map(|_| crate::dataflow::inbox::unbounded_inbox()).unzip();
         let route = Route::channels(String::new(), 0, 0, Partitioning::KeyBy, senders, max_parallelism, Arc::default());
         let mut outputs = Outputs::new(vec![route]);
         let cancel = Cancel::default();

@@ -17,9 +17,11 @@ use tracing::{error, info, warn};
 use super::CHANNEL_CAPACITY;
 use super::alignment::JobAlignment;
 use super::figures::{Sampler, node_figures_of_run, records_read, records_written};
-use super::channel::{Cancel, ChainedOperator, Envelope, Outputs, Route};
+use super::channel::{Cancel, ChainedOperator, Outputs, Route};
 use super::native::{NATIVE_PREFIX, native_operator};
 use super::operator::OperatorLogic;
+use super::inbox::{Inbox, InboxSender, inbox};
+use super::sink::SinkWriter;
 use super::snapshot::TaskCheckpoint;
 use super::task::{self, TaskContext, TaskError, TaskMetrics};
 use super::time::WatermarkGenerator;
@@ -27,7 +29,7 @@ use crate::checkpoint::{
     CheckpointHistory, CheckpointSettings, CheckpointStorage, Committer, Coordinator, LatestCheckpoint, Manifest,
     SavepointOrder,
 };
-use crate::connectors::{self, ConnectorError, RestoredSplits, SinkPlace, assign_splits};
+use crate::connectors::{self, ConnectorError, RestoredSplits, Sink, SinkPlace, assign_splits};
 use crate::control::{Counters, NodeInfo, SavepointInfo};
 use crate::savepoint::{JobDescription, NodeDescription, Savepoint, SavepointError};
 use crate::job::{JobGraph, Node, NodeKind, OperatorNode, Partitioning};
@@ -555,6 +557,7 @@ impl RunningJob {
                     let (task, cause) = match result {
                         Ok(()) | Err(TaskError::Stopped) => continue,
                         Err(TaskError::Operator { label, error }) => (label, error.to_string()),
+                        Err(TaskError::Sink { label, error }) => (label, error.to_string()),
                         Err(TaskError::Connector(error)) => (self.subtasks[index].label.clone(), error.to_string()),
                         Err(TaskError::Panicked(message)) => {
                             (self.subtasks[index].label.clone(), format!("Weir panicked (a bug; please report it): {message}"))
@@ -572,7 +575,7 @@ impl RunningJob {
     }
 }
 
-type Inbox = (Sender<Envelope>, Receiver<Envelope>);
+type InboxEnds = (InboxSender, Inbox);
 type TaskBody = Box<dyn FnOnce() -> Result<(), TaskError> + Send>;
 
 /// Sets up a job's tasks.
@@ -582,7 +585,7 @@ struct Builder<'a> {
     plugins: Vec<Option<LoadedPlugin>>,
     /// Whether a node runs chained into its upstream's task.
     chained: Vec<bool>,
-    inboxes: Vec<Vec<Inbox>>,
+    inboxes: Vec<Vec<InboxEnds>>,
     subtasks: Vec<Subtask>,
     cancel: Cancel,
     restore: Option<Restore<'a>>,
@@ -620,7 +623,7 @@ impl<'a> Builder<'a> {
                 if node.inputs.is_empty() || chained[node.id.0] {
                     Vec::new()
                 } else {
-                    (0..node.parallelism).map(|_| bounded(CHANNEL_CAPACITY)).collect()
+                    (0..node.parallelism).map(|_| inbox(CHANNEL_CAPACITY)).collect()
                 }
             })
             .collect();
@@ -687,6 +690,13 @@ impl<'a> Builder<'a> {
         let graph = self.graph;
         let mut routes = Vec::new();
         for (consumer, input, edge) in graph.consumers(node.id) {
+            if self.chained[consumer.id.0] && matches!(consumer.kind, NodeKind::Sink(_)) {
+                let (index, label, metrics) = self.register(consumer, subtask);
+                let checkpoint = self.task_checkpoint(index, consumer, subtask);
+                let sink = SinkWriter::new(label, self.open_sink(consumer, subtask)?, metrics, checkpoint);
+                routes.push(Route::chained_sink(edge.output.clone(), input, sink));
+                continue;
+            }
             if self.chained[consumer.id.0] {
                 let (index, label, metrics) = self.register(consumer, subtask);
                 let instance = self.instantiate(consumer, subtask, &label)?;
@@ -739,6 +749,20 @@ impl<'a> Builder<'a> {
             .map_err(|error: CallError| failed(error.to_string()))
     }
 
+    /// Opens subtask `subtask` of sink `node`.
+    fn open_sink(&self, node: &Node, subtask: u32) -> Result<Box<dyn Sink>, RunError> {
+        let NodeKind::Sink(spec) = &node.kind else { unreachable!("only sinks are opened as sinks") };
+        let hub = self.coordinator.hub();
+        let place = SinkPlace {
+            job: &self.graph.name,
+            subtask,
+            parallelism: node.parallelism,
+            restored: self.restore.map_or(0, |r| r.checkpoint()),
+            checkpoint_dir: hub.dir(),
+        };
+        connectors::open_sink(spec, &place).map_err(|source| RunError::Connector { node: node.describe(), source })
+    }
+
     /// Opens the subtask's connector or instantiates its operator, and
     /// returns the loop to run on its thread.
     fn body(&mut self, node: &Node, subtask: u32, ctx: TaskContext) -> Result<TaskBody, RunError> {
@@ -753,16 +777,8 @@ impl<'a> Builder<'a> {
                 let aligned = self.alignment.source(node, spec, subtask);
                 Box::new(move || task::run_source(ctx, source, watermarks, aligned))
             }
-            NodeKind::Sink(spec) => {
-                let hub = self.coordinator.hub();
-                let place = SinkPlace {
-                    job: &self.graph.name,
-                    subtask,
-                    parallelism: node.parallelism,
-                    restored: self.restore.map_or(0, |r| r.checkpoint()),
-                    checkpoint_dir: hub.dir(),
-                };
-                let sink = connectors::open_sink(spec, &place).map_err(connector_error)?;
+            NodeKind::Sink(_) => {
+                let sink = SinkWriter::new(ctx.label.clone(), self.open_sink(node, subtask)?, ctx.metrics.clone(), ctx.checkpoint.clone());
                 let inbox = inbox();
                 Box::new(move || task::run_sink(ctx, sink, inbox, producers))
             }
@@ -934,11 +950,11 @@ fn work_dir(graph: &JobGraph) -> Result<PathBuf, RunError> {
     Ok(dir)
 }
 
-/// An operator runs in its upstream's task when its only input is a forward
-/// edge from a node whose only consumer it is.
+/// An operator or a sink runs in its upstream's task when its only input is
+/// a forward edge from a node whose only consumer it is.
 fn is_chainable(graph: &JobGraph, node: &Node) -> bool {
     let [edge] = node.inputs.as_slice() else { return false };
-    matches!(node.kind, NodeKind::Operator(_))
+    matches!(node.kind, NodeKind::Operator(_) | NodeKind::Sink(_))
         && edge.partitioning == Partitioning::Forward
         && edge.output.is_empty()
         && graph.consumers(edge.from).count() == 1

@@ -2,10 +2,13 @@
 //! channels.
 //!
 //! Every node of the [`JobGraph`](crate::job::JobGraph) runs as
-//! `parallelism` subtasks, each on its own thread. A subtask's inbox is a
-//! bounded channel of [`RecordBatch`]es, so a slow consumer blocks its
-//! producers: backpressure is the channels filling up, and memory stays
-//! bounded by their capacity. Edges are forward (subtask i → i), rebalance
+//! `parallelism` subtasks, each on its own thread — but for operators and
+//! sinks fed by a forward edge from a node they alone consume, which are
+//! chained into their upstream's thread. A subtask's inbox is a bounded
+//! channel of [`RecordBatch`]es, so a slow consumer blocks its producers:
+//! backpressure is the channels filling up, and memory stays bounded by
+//! their capacity. Producers held back wake when the inbox has drained to
+//! half, not at every batch taken (see `inbox`). Edges are forward (subtask i → i), rebalance
 //! (whole batches round-robin) or key-by (each record to the subtask owning
 //! its key group, re-batched per target — its keys hashed and numbered on
 //! the way, see [`KeyNumbering`] — and flushed when a batch is full or the
@@ -25,9 +28,11 @@ mod channel;
 mod cpu;
 mod executor;
 mod figures;
+mod inbox;
 mod key_numbering;
 mod native;
 mod operator;
+mod sink;
 mod snapshot;
 mod task;
 mod time;

@@ -4,17 +4,17 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::Receiver;
-
 use super::cpu::ThreadCpu;
 use super::channel::{Cancel, Envelope, Message, Outputs, receive};
-use super::snapshot::{SinkPrecommits, TaskCheckpoint};
+use super::inbox::Inbox;
+use super::sink::SinkWriter;
+use super::snapshot::TaskCheckpoint;
 use crate::checkpoint::{Aligned, BarrierAligner};
 use super::operator::Emitted;
 use super::alignment::{AlignedSource, Gate};
 use super::time::{InputClock, Signal, WatermarkGenerator};
 use super::{BATCH_SIZE, RecordBatch};
-use crate::connectors::{ConnectorError, Poll, Sink, Source, SourceSplit};
+use crate::connectors::{ConnectorError, Poll, Source, SourceSplit};
 use crate::control::Counters;
 use super::operator::OperatorLogic;
 use crate::plugin::{CallError, InputKind, now_ms};
@@ -32,6 +32,9 @@ pub enum TaskError {
     /// A call into an operator failed; `label` names the operator subtask
     /// (which may be chained into another task).
     Operator { label: String, error: CallError },
+    /// A sink failed; `label` names the sink subtask (which may be chained
+    /// into another task).
+    Sink { label: String, error: ConnectorError },
     Connector(ConnectorError),
     /// The task's thread panicked: a bug in Weir, not in the job.
     Panicked(String),
@@ -103,7 +106,7 @@ impl TaskContext {
     fn next(
         &mut self,
         aligner: &mut BarrierAligner,
-        inbox: &Receiver<Envelope>,
+        inbox: &Inbox,
         wake_at: Option<i64>,
     ) -> Result<Option<Envelope>, TaskError> {
         match aligner.replayed() {
@@ -230,7 +233,7 @@ fn notify_completed(source: &mut dyn Source, in_flight: &mut Vec<(u64, Vec<Sourc
 pub fn run_operator(
     mut ctx: TaskContext,
     mut instance: Box<dyn OperatorLogic>,
-    inbox: Receiver<Envelope>,
+    inbox: Inbox,
     input_kinds: Vec<InputKind>,
     producers: usize,
 ) -> Result<(), TaskError> {
@@ -293,38 +296,22 @@ fn pass_on(ctx: &mut TaskContext, emitted: Result<Emitted, CallError>) -> Result
 }
 
 /// Writes batches to the sink until every producer has ended.
-pub fn run_sink(
-    mut ctx: TaskContext,
-    mut sink: Box<dyn Sink>,
-    inbox: Receiver<Envelope>,
-    producers: usize,
-) -> Result<(), TaskError> {
+pub fn run_sink(mut ctx: TaskContext, mut sink: SinkWriter, inbox: Inbox, producers: usize) -> Result<(), TaskError> {
     let mut aligner = BarrierAligner::new(producers);
-    let mut precommits = SinkPrecommits::default();
     let mut ended = 0;
     while ended < producers {
         let Some(envelope) = ctx.next(&mut aligner, &inbox, None)? else { continue };
         match aligner.accept(envelope) {
             Some(Aligned::Message(envelope)) => match envelope.message {
-                Message::Batch(batch) => {
-                    ctx.metrics.count_in(batch.len());
-                    sink.write(&batch)?;
-                }
+                Message::Batch(batch) => sink.write(&batch)?,
                 Message::End => ended += 1,
                 Message::Watermark(_) | Message::Idle | Message::Barrier(_) => {}
             },
-            Some(Aligned::Barrier { checkpoint: n, alignment }) => {
-                let commits = sink.precommit(n)?;
-                if let Some(checkpoint) = &ctx.checkpoint {
-                    precommits.ack(checkpoint, n, commits, alignment);
-                }
-            }
+            Some(Aligned::Barrier { checkpoint: n, alignment }) => sink.barrier(n, alignment)?,
             None => {}
         }
     }
-    let commits = sink.finish()?;
-    let committed = precommits.finish(ctx.checkpoint.as_ref(), commits);
-    committed.map_err(|source| TaskError::Connector(ConnectorError::Io { what: ctx.label.clone(), source }))
+    sink.finish()
 }
 
 /// A source stopped for a savepoint idles until the job is cancelled (once
