@@ -690,21 +690,19 @@ impl<'a> Builder<'a> {
         let graph = self.graph;
         let mut routes = Vec::new();
         for (consumer, input, edge) in graph.consumers(node.id) {
-            if self.chained[consumer.id.0] && matches!(consumer.kind, NodeKind::Sink(_)) {
-                let (index, label, metrics) = self.register(consumer, subtask);
-                let checkpoint = self.task_checkpoint(index, consumer, subtask);
-                let sink = SinkWriter::new(label, self.open_sink(consumer, subtask)?, metrics, checkpoint);
-                routes.push(Route::chained_sink(edge.output.clone(), input, sink));
-                continue;
-            }
             if self.chained[consumer.id.0] {
                 let (index, label, metrics) = self.register(consumer, subtask);
-                let instance = self.instantiate(consumer, subtask, &label)?;
-                let outputs = self.outputs(consumer, subtask, &metrics)?;
-                let kind = input_kind(edge.partitioning);
                 let checkpoint = self.task_checkpoint(index, consumer, subtask);
-                let operator = ChainedOperator { label, instance, kind, outputs, metrics, checkpoint };
-                routes.push(Route::chained(edge.output.clone(), input, operator));
+                let output = edge.output.clone();
+                routes.push(if matches!(consumer.kind, NodeKind::Sink(_)) {
+                    let sink = SinkWriter::new(label, self.open_sink(consumer, subtask)?, metrics, checkpoint);
+                    Route::chained_sink(output, input, sink)
+                } else {
+                    let instance = self.instantiate(consumer, subtask, &label)?;
+                    let outputs = self.outputs(consumer, subtask, &metrics)?;
+                    let kind = input_kind(edge.partitioning);
+                    Route::chained(output, input, ChainedOperator { label, instance, kind, outputs, metrics, checkpoint })
+                });
                 continue;
             }
             let all = &self.inboxes[consumer.id.0];
