@@ -6,6 +6,9 @@
 #   scripts/bench-vs-flink.sh [EVENTS]      (default 20000000)
 #   BACKENDS="memory rocksdb" scripts/bench-vs-flink.sh   (default: both)
 #   WEIR_RUNS=5 scripts/bench-vs-flink.sh   (rounds of Weir runs, medians; default 5)
+#   CHECKPOINT_EVENTS=N CHECKPOINT_RUNS=3 scripts/bench-vs-flink.sh
+#       (Weir's checkpoint table: N events, default 10 × EVENTS, so that a
+#       run spans several checkpoints; rounds, default 3)
 #
 # Weir's memory backend is compared with Flink's hashmap backend, RocksDB
 # with RocksDB; both take a checkpoint every second.
@@ -147,6 +150,50 @@ for backend in ${BACKENDS:-memory rocksdb}; do
     done
 done
 
+# Weir with and without checkpoints, at a larger N: the runs above take
+# about a second, so at most one checkpoint completes in them. A round runs
+# each configuration with checkpoints off and every second, side by side,
+# in turned-round order from round to round; "with / without" is the
+# median of the two runs' ratio.
+checkpoint_events="${CHECKPOINT_EVENTS:-$((events * 10))}"
+checkpoint_runs="${CHECKPOINT_RUNS:-3}"
+checkpoint_rows=()
+# The median of figures a run without a completed checkpoint leaves empty.
+or_dash() { local m; m=$(median "$@"); echo "${m:-–}"; }
+# checkpoint_row WORKLOAD BACKEND CONFIG: measures it and adds its row.
+checkpoint_row() {
+    local workload=$1 backend=$2 config=$3 round off on
+    local offs=() ons=() ratios=() counts=() means=() maxes=() sizes=() written=() rss=()
+    local weir=(bin/weir bench "$workload" --events "$checkpoint_events" --backend "$backend" $config)
+    for round in $(seq "$checkpoint_runs"); do
+        if ((round % 2 == 1)); then
+            off=$(WEIR_LOG=warn "${weir[@]}" --checkpoint-interval-ms 0 | rate)
+            weir_steal+=("$(field steal_pct)")
+        fi
+        on=$(WEIR_LOG=warn "${weir[@]}" --checkpoint-interval-ms 1000 | rate)
+        weir_steal+=("$(field steal_pct)")
+        counts+=("$(field checkpoints)") means+=("$(field checkpoint_ms_mean)") maxes+=("$(field checkpoint_ms_max)")
+        sizes+=("$(field checkpoint_mib_mean)") written+=("$(field checkpoint_written_mib_mean)") rss+=("$(field peak_rss_mib)")
+        if ((round % 2 == 0)); then
+            off=$(WEIR_LOG=warn "${weir[@]}" --checkpoint-interval-ms 0 | rate)
+            weir_steal+=("$(field steal_pct)")
+        fi
+        offs+=("$off") ons+=("$on") ratios+=("$(ratio "$on" "$off")")
+    done
+    local label=${config/--parallelism /}
+    label=${label/ --max-drift-ms 1000/, aligned}
+    checkpoint_rows+=("| $workload | $label | $backend | $(median "${offs[@]}") | $(median "${ons[@]}") | $(median "${ratios[@]}") | $(median "${counts[@]}") | $(or_dash "${means[@]}") ($(or_dash "${maxes[@]}")) | $(or_dash "${sizes[@]}") ($(or_dash "${written[@]}")) | $(median "${rss[@]}") |")
+}
+for backend in ${BACKENDS:-memory rocksdb}; do
+    echo "== Weir with and without checkpoints: $backend, N = $checkpoint_events, $checkpoint_runs rounds" >&2
+    checkpoint_row count "$backend" "$P1"
+    checkpoint_row count "$backend" "$P2"
+    checkpoint_row window "$backend" "$P1"
+    # (Unaligned, the second source would run 10 × N / 20 ms ahead and its
+    # windows fill state for the whole run.)
+    checkpoint_row window "$backend" "$ALIGNED"
+done
+
 {
     echo "# Benchmarks"
     echo
@@ -184,6 +231,17 @@ done
     echo "| backend | Weir (Wasm) | Weir (native) | native / Wasm | / unaligned |"
     echo "| --- | --- | --- | --- | --- |"
     printf '%s\n' "${aligned_rows[@]}"
+    echo
+    echo "Weir (Wasm) with and without a checkpoint every second, N = $checkpoint_events (the runs above take about"
+    echo "a second, too short for more than one checkpoint): events per second, medians of $checkpoint_runs rounds, each"
+    echo "running both side by side; \"with / without\" is the median of their ratio. The checkpoints' figures are"
+    echo "the runs' own (\`weir bench\`'s RESULT line): how many completed, their mean duration from trigger to"
+    echo "completion (the longest), their mean size and how much of it each wrote (an incremental checkpoint"
+    echo "writes only what changed), and the peak resident memory of the runs with checkpoints."
+    echo
+    echo "| workload | P | backend | no checkpoints | every 1 s | with / without | checkpoints | duration ms, mean (max) | MiB, size (written) | peak RSS MiB |"
+    echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    printf '%s\n' "${checkpoint_rows[@]}"
 } > docs/benchmarks.md.new
 if [[ -f docs/benchmarks.md ]] && grep -q '^## ' docs/benchmarks.md; then
     # Keep the hand-written notes (from the first `## ` heading on).

@@ -32,7 +32,40 @@ fn smoke(workload: &str, plugin_name: &str, events: &str, backend: &str) {
         // bare metal), from /proc/stat.
         assert!(line.contains(" steal_pct="), "{line}");
         assert!(run.stderr().contains("stolen by the hypervisor: "), "{}", run.stderr());
+        assert!(line.contains(" peak_rss_mib="), "{line}");
     }
+}
+
+/// The value of `name=` in a RESULT line.
+fn field<'l>(line: &'l str, name: &str) -> Option<&'l str> {
+    line.split(' ').find_map(|pair| pair.strip_prefix(name)?.strip_prefix('='))
+}
+
+#[test]
+fn bench_reports_the_checkpoints_its_run_completed() {
+    let dir = plugin("word-count").parent().unwrap().to_str().unwrap().to_owned();
+    // A run of 5 M events takes a tenth of a second or more: checkpoints
+    // triggered every millisecond complete in it.
+    let args = ["bench", "count", "--events", "5000000", "--checkpoint-interval-ms", "1", "--plugin-dir", &dir];
+    let run = weir(&args);
+    run.success();
+    let line = result_line(&run.stdout()).to_owned();
+    let completed: u64 = field(&line, "checkpoints").and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("{line}"));
+    assert!(completed >= 1, "{line}");
+    for name in ["checkpoint_ms_mean", "checkpoint_ms_max", "checkpoint_mib_mean", "checkpoint_written_mib_mean"] {
+        let value: f64 = field(&line, name).and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("no {name} in {line}"));
+        assert!(value >= 0.0, "{line}");
+    }
+    // 100 000 counts are stored: a checkpoint holds some of them.
+    let size: f64 = field(&line, "checkpoint_mib_mean").unwrap().parse().unwrap();
+    assert!(size > 0.0, "{line}");
+    assert!(run.stderr().contains(&format!("checkpoints: {completed} completed")), "{}", run.stderr());
+
+    // Without checkpoints, no checkpoint figures.
+    let run = weir(&["bench", "count", "--events", "20000", "--checkpoint-interval-ms", "0", "--plugin-dir", &dir]);
+    let line = result_line(&run.stdout()).to_owned();
+    assert_eq!(field(&line, "checkpoints"), Some("0"), "{line}");
+    assert_eq!(field(&line, "checkpoint_ms_mean"), None, "{line}");
 }
 
 #[test]

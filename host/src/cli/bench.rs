@@ -116,8 +116,10 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<()> {
     }
     let cpu = cpu.map(|cpu| format!(" cpu_s={cpu:.2}")).unwrap_or_default();
     let steal = machine.map(|m| format!(" steal_pct={:.0}", m.steal_share() * 100.0)).unwrap_or_default();
+    let memory = super::peak_memory_mib().map(|mib| format!(" peak_rss_mib={mib:.1}")).unwrap_or_default();
+    let checkpoint_fields = super::CheckpointMeans::of(&summary.checkpoints).map(|c| c.result_fields()).unwrap_or_default();
     println!(
-        "RESULT workload={workload} backend={backend} par={} events={} seconds={seconds:.2} events_per_s={rate:.0} operator={implementation} checkpoints={}{alignment}{cpu}{steal}",
+        "RESULT workload={workload} backend={backend} par={} events={} seconds={seconds:.2} events_per_s={rate:.0} operator={implementation} checkpoints={}{alignment}{cpu}{steal}{memory}{checkpoint_fields}",
         args.parallelism,
         args.events,
         summary.checkpoints.count()

@@ -93,39 +93,71 @@ pub fn execute(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
-/// The checkpoint figures of a run (means over the figures it kept).
-pub(crate) fn checkpoint_figures(history: &weir::checkpoint::CheckpointHistory) -> String {
-    let checkpoints = history.figures();
-    if checkpoints.is_empty() {
-        return "checkpoints: none completed".into();
+/// What a run's completed checkpoints took: means (and the longest
+/// duration) over the figures its history kept.
+pub(crate) struct CheckpointMeans {
+    completed: u64,
+    /// How many checkpoints the means are over (the history keeps the last few).
+    measured: usize,
+    duration_ms: f64,
+    max_duration_ms: f64,
+    alignment_ms: f64,
+    size_mib: f64,
+    written_mib: f64,
+}
+
+impl CheckpointMeans {
+    /// `None` if no checkpoint completed.
+    pub(crate) fn of(history: &weir::checkpoint::CheckpointHistory) -> Option<Self> {
+        let checkpoints = history.figures();
+        if checkpoints.is_empty() {
+            return None;
+        }
+        let n = checkpoints.len() as f64;
+        let mean = |f: fn(&weir::checkpoint::CheckpointStats) -> f64| checkpoints.iter().map(|(_, s)| f(s)).sum::<f64>() / n;
+        const MIB: f64 = 1048576.0;
+        Some(CheckpointMeans {
+            completed: history.count(),
+            measured: checkpoints.len(),
+            duration_ms: mean(|s| s.duration_ms),
+            max_duration_ms: checkpoints.iter().map(|(_, s)| s.duration_ms).fold(0.0, f64::max),
+            alignment_ms: mean(|s| s.alignment_ms),
+            size_mib: mean(|s| s.size_bytes as f64) / MIB,
+            written_mib: mean(|s| s.written_bytes as f64) / MIB,
+        })
     }
-    let n = checkpoints.len() as f64;
-    let stat = |f: fn(&weir::checkpoint::CheckpointStats) -> f64| {
-        let values: Vec<f64> = checkpoints.iter().map(|(_, s)| f(s)).collect();
-        (values.iter().sum::<f64>() / n, values.iter().cloned().fold(0.0, f64::max))
+
+    /// The figures as `key=value` fields of a `RESULT` line, each after a space.
+    pub(crate) fn result_fields(&self) -> String {
+        format!(
+            " checkpoint_ms_mean={:.1} checkpoint_ms_max={:.1} checkpoint_mib_mean={:.2} checkpoint_written_mib_mean={:.2}",
+            self.duration_ms, self.max_duration_ms, self.size_mib, self.written_mib
+        )
+    }
+}
+
+/// The checkpoint figures of a run, for people.
+pub(crate) fn checkpoint_figures(history: &weir::checkpoint::CheckpointHistory) -> String {
+    let Some(c) = CheckpointMeans::of(history) else {
+        return "checkpoints: none completed".into();
     };
-    let (duration, max_duration) = stat(|s| s.duration_ms);
-    let (alignment, _) = stat(|s| s.alignment_ms);
-    let (size, _) = stat(|s| s.size_bytes as f64);
-    let (written, _) = stat(|s| s.written_bytes as f64);
-    let over = if history.count() > checkpoints.len() as u64 {
-        format!(" (figures of the last {})", checkpoints.len())
-    } else {
-        String::new()
-    };
+    let over = if c.completed > c.measured as u64 { format!(" (figures of the last {})", c.measured) } else { String::new() };
     format!(
-        "checkpoints: {} completed{over}; duration mean {duration:.1} ms (max {max_duration:.1}), alignment mean {alignment:.1} ms, \
+        "checkpoints: {} completed{over}; duration mean {:.1} ms (max {:.1}), alignment mean {:.1} ms, \
          size mean {:.2} MiB, written mean {:.2} MiB",
-        history.count(),
-        size / 1048576.0,
-        written / 1048576.0
+        c.completed, c.duration_ms, c.max_duration_ms, c.alignment_ms, c.size_mib, c.written_mib
     )
 }
 
 /// The process's peak resident memory, from /proc (Linux).
 pub(crate) fn peak_memory() -> Option<String> {
+    peak_memory_mib().map(|mib| format!("{mib:.1} MiB"))
+}
+
+/// The process's peak resident memory in MiB (Linux's `VmHWM`).
+pub(crate) fn peak_memory_mib() -> Option<f64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(format!("{:.1} MiB", kib as f64 / 1024.0))
+    Some(kib as f64 / 1024.0)
 }
