@@ -12,6 +12,15 @@
 //! that find the inbox full wait on its [`Room`] instead, and the consumer
 //! wakes them only once the inbox has drained to half: one wake-up per
 //! half an inbox of batches, and the producer refills it in one go.
+//!
+//! Two rules keep that fair when several producers share an inbox (the
+//! subtasks behind a key-by or a rebalance). A producer does not take the
+//! quick path past producers already waiting: woken, they would otherwise
+//! race a running producer that refills the inbox before they get to it,
+//! and one of them could lose for seconds — and hold back the watermarks
+//! and checkpoint barriers it carries. And the time a producer waits is
+//! counted as it goes, not when its send returns, so the backpressure a
+//! job reports includes sends still waiting.
 
 use std::sync::atomic::{AtomicUsize, Ordering, fence};
 use std::sync::{Arc, Condvar, Mutex};
@@ -64,19 +73,20 @@ impl InboxSender {
     /// when the job is cancelled or the consumer is gone. Time spent
     /// waiting is counted in `metrics`.
     pub fn send(&self, envelope: Envelope, cancel: &Cancel, metrics: &TaskMetrics) -> Result<(), TaskError> {
+        if self.room.waiting.load(Ordering::Relaxed) > 0 {
+            // Behind producers already waiting, not past them.
+            return self.send_when_drained(envelope, cancel, metrics);
+        }
         match self.sender.try_send(envelope) {
             Ok(()) => Ok(()),
-            Err(TrySendError::Full(envelope)) => {
-                let blocked = Instant::now();
-                let sent = self.send_when_drained(envelope, cancel);
-                metrics.count_backpressure(blocked.elapsed());
-                sent
-            }
+            Err(TrySendError::Full(envelope)) => self.send_when_drained(envelope, cancel, metrics),
             Err(TrySendError::Disconnected(_)) => Err(TaskError::Stopped),
         }
     }
 
-    fn send_when_drained(&self, mut envelope: Envelope, cancel: &Cancel) -> Result<(), TaskError> {
+    /// Sends once the inbox has room, waiting on it with the other
+    /// producers; the time waited is counted in `metrics` at each wake-up.
+    fn send_when_drained(&self, mut envelope: Envelope, cancel: &Cancel, metrics: &TaskMetrics) -> Result<(), TaskError> {
         let room = &self.room;
         let mut guard = room.lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         room.waiting.fetch_add(1, Ordering::SeqCst);
@@ -89,10 +99,12 @@ impl InboxSender {
                 Err(TrySendError::Full(back)) if !cancel.is_cancelled() => envelope = back,
                 Err(_) => break Err(TaskError::Stopped),
             }
+            let waited = Instant::now();
             guard = match room.drained.wait_timeout(guard, POLL_INTERVAL) {
                 Ok((guard, _)) => guard,
                 Err(poisoned) => poisoned.into_inner().0,
             };
+            metrics.count_backpressure(waited.elapsed());
         };
         room.waiting.fetch_sub(1, Ordering::SeqCst);
         sent
@@ -163,6 +175,53 @@ mod tests {
         }
         producer.join().unwrap();
         assert!(inbox.try_recv().is_err());
+    }
+
+    /// A producer's time waiting is counted while it still waits, not only
+    /// once its send returns.
+    #[test]
+    fn waiting_counts_as_backpressure_while_it_lasts() {
+        let (sender, inbox) = inbox(1);
+        let (cancel, metrics) = (Cancel::default(), Arc::new(TaskMetrics::default()));
+        sender.send(end(), &cancel, &metrics).unwrap();
+        let waiting = metrics.clone();
+        let producer = std::thread::spawn(move || sender.send(end(), &cancel, &waiting));
+        std::thread::sleep(10 * POLL_INTERVAL);
+        let counted = Duration::from_nanos(metrics.backpressured_ns.load(Ordering::Relaxed));
+        assert!(!producer.is_finished(), "the inbox is full: the producer waits");
+        assert!(counted >= 2 * POLL_INTERVAL, "only {counted:?} counted of a wait of {:?} so far", 10 * POLL_INTERVAL);
+        inbox.try_recv().unwrap();
+        producer.join().unwrap().unwrap();
+    }
+
+    /// A producer that finds others waiting queues behind them rather than
+    /// taking the room they were woken for.
+    #[test]
+    fn a_producer_does_not_pass_producers_already_waiting() {
+        let (sender, inbox) = inbox(2);
+        let (cancel, metrics) = (Cancel::default(), TaskMetrics::default());
+        (0..2).for_each(|_| sender.send(end(), &cancel, &metrics).unwrap());
+        let (waiter, waiter_cancel) = (sender.clone(), cancel.clone());
+        let first = std::thread::spawn(move || waiter.send(end(), &waiter_cancel, &TaskMetrics::default()));
+        while sender.room.waiting.load(Ordering::SeqCst) == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // Room for one while a producer waits, and the room's lock held as
+        // if the waiting one were about to take it: a later send must not
+        // take the room on its quick path.
+        let room = sender.room.clone();
+        let guard = room.lock.lock().unwrap();
+        // (Taken past `Inbox::taken`, which would wake it with this lock.)
+        inbox.receiver.try_recv().unwrap();
+        let late = std::thread::spawn(move || sender.send(end(), &cancel, &metrics));
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(!late.is_finished(), "a later send took the room a waiting producer was woken for");
+        drop(guard);
+        for _ in 0..3 {
+            inbox.recv_timeout(Duration::from_secs(5)).expect("both producers' messages arrive");
+        }
+        first.join().unwrap().unwrap();
+        late.join().unwrap().unwrap();
     }
 
     /// A waiting producer gives up when the job is cancelled.
