@@ -162,22 +162,23 @@ checkpoint_rows=()
 or_dash() { local m; m=$(median "$@"); echo "${m:-–}"; }
 # checkpoint_row WORKLOAD BACKEND CONFIG: measures it and adds its row.
 checkpoint_row() {
-    local workload=$1 backend=$2 config=$3 round off on
+    local workload=$1 backend=$2 config=$3 round interval rate off on
     local offs=() ons=() ratios=() counts=() means=() maxes=() sizes=() written=() rss=()
     local weir=(bin/weir bench "$workload" --events "$checkpoint_events" --backend "$backend" $config)
     for round in $(seq "$checkpoint_runs"); do
-        if ((round % 2 == 1)); then
-            off=$(WEIR_LOG=warn "${weir[@]}" --checkpoint-interval-ms 0 | rate)
+        local intervals=(0 1000)
+        ((round % 2 == 0)) && intervals=(1000 0)
+        for interval in "${intervals[@]}"; do
+            rate=$(WEIR_LOG=warn "${weir[@]}" --checkpoint-interval-ms "$interval" | rate)
             weir_steal+=("$(field steal_pct)")
-        fi
-        on=$(WEIR_LOG=warn "${weir[@]}" --checkpoint-interval-ms 1000 | rate)
-        weir_steal+=("$(field steal_pct)")
-        counts+=("$(field checkpoints)") means+=("$(field checkpoint_ms_mean)") maxes+=("$(field checkpoint_ms_max)")
-        sizes+=("$(field checkpoint_mib_mean)") written+=("$(field checkpoint_written_mib_mean)") rss+=("$(field peak_rss_mib)")
-        if ((round % 2 == 0)); then
-            off=$(WEIR_LOG=warn "${weir[@]}" --checkpoint-interval-ms 0 | rate)
-            weir_steal+=("$(field steal_pct)")
-        fi
+            if ((interval == 0)); then
+                off=$rate
+                continue
+            fi
+            on=$rate
+            counts+=("$(field checkpoints)") means+=("$(field checkpoint_ms_mean)") maxes+=("$(field checkpoint_ms_max)")
+            sizes+=("$(field checkpoint_mib_mean)") written+=("$(field checkpoint_written_mib_mean)") rss+=("$(field peak_rss_mib)")
+        done
         offs+=("$off") ons+=("$on") ratios+=("$(ratio "$on" "$off")")
     done
     local label=${config/--parallelism /}
