@@ -386,8 +386,8 @@ fn rocksdb_holds_millions_of_keys_in_a_small_memory_budget_with_incremental_chec
 name = "many-keys"
 state_backend = "rocksdb"
 checkpoint_dir = "checkpoints"
-checkpoint_interval_ms = 500
-checkpoints_retained = 3
+checkpoint_interval_ms = 250
+checkpoints_retained = 10
 
 [[source]]
 name = "numbers"
@@ -420,16 +420,30 @@ input = "count"
         .map(|d| manifest_json(d))
         .filter(|m: &serde_json::Value| m["finished"] == false)
         .collect();
-    assert!(manifests.len() >= 2, "at least two retained checkpoints with state: {stderr}");
+    assert!(manifests.len() >= 3, "at least three retained checkpoints with state: {stderr}");
     let shared = |m: &serde_json::Value| -> Vec<String> {
         m["tasks"].as_array().unwrap().iter().filter_map(|t| t["keyed"]["shared"].as_array()).flatten().map(|f| f["path"].as_str().unwrap().to_owned()).collect()
     };
-    let (older, newer) = (&manifests[manifests.len() - 2], &manifests[manifests.len() - 1]);
-    let reused = shared(older).iter().filter(|f| shared(newer).contains(f)).count();
-    assert!(reused > 0, "the newer checkpoint references the older one's SST files");
-    let (size, written) = (newer["stats"]["size_bytes"].as_u64().unwrap(), newer["stats"]["written_bytes"].as_u64().unwrap());
-    assert!(written < size, "an incremental checkpoint writes less than its size ({written} of {size} bytes)");
-    for file in shared(newer) {
+    let stat = |m: &serde_json::Value, name: &str| m["stats"][name].as_u64().unwrap();
+    // A compaction rewrites the files it merges (every key group is in
+    // every file here), so a pair of checkpoints with one between them may
+    // share nothing; which pair that is depends on timing. What must hold:
+    // checkpoints reuse the files no compaction touched, and over the run
+    // they write less than they hold.
+    let mut pairs_sharing = 0;
+    for pair in manifests.windows(2) {
+        let (older, newer) = (&pair[0], &pair[1]);
+        let reused = shared(older).iter().filter(|f| shared(newer).contains(f)).count();
+        if reused > 0 {
+            pairs_sharing += 1;
+            let (size, written) = (stat(newer, "size_bytes"), stat(newer, "written_bytes"));
+            assert!(written < size, "a checkpoint that reuses {reused} files writes less than its size ({written} of {size} bytes)");
+        }
+    }
+    assert!(pairs_sharing > 0, "no checkpoint references the one before it's SST files: {stderr}");
+    let (size, written): (u64, u64) = (manifests.iter().map(|m| stat(m, "size_bytes")).sum(), manifests.iter().map(|m| stat(m, "written_bytes")).sum());
+    assert!(written < size, "the checkpoints wrote {written} bytes in all for {size} bytes of checkpoints: not incremental");
+    for file in manifests.iter().flat_map(shared) {
         assert!(dir.path("checkpoints").join(&file).exists(), "{file} is kept while referenced");
     }
 }
