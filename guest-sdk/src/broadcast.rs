@@ -14,7 +14,7 @@ use crate::state::StateStore;
 use crate::{Context, Encode, Error};
 
 /// One broadcast map as the host exposes it.
-pub(crate) trait RawBroadcastMap {
+pub trait RawBroadcastMap {
     fn entries(&self) -> Vec<(Vec<u8>, Vec<u8>)>;
     fn set(&self, key: &[u8], value: &[u8]) -> Result<(), Error>;
     fn remove(&self, key: &[u8]) -> Result<(), Error>;

@@ -172,7 +172,7 @@ impl RawValueState for HostValueState {
     }
 }
 
-fn from_state_error(error: StateError) -> Error {
+pub(crate) fn from_state_error(error: StateError) -> Error {
     Error::State(match error {
         StateError::NoCurrentKeys => "state used outside of process".into(),
         StateError::SlotOutOfRange(slot) => format!("slot {slot} is outside the current batch"),

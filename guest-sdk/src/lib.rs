@@ -41,6 +41,7 @@
 mod broadcast;
 mod codec;
 mod context;
+pub mod embed;
 mod error;
 mod event;
 mod export;

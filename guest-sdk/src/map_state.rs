@@ -15,7 +15,7 @@ use crate::state::{SlotValues, StateStore};
 use crate::{Batch, Context, Encode, Error};
 
 /// One map state as the host exposes it.
-pub(crate) trait RawMapState {
+pub trait RawMapState {
     fn get(&self, slot: u32, sub_key: &[u8]) -> Result<Option<Vec<u8>>, Error>;
     fn get_many(&self, slots: &[u32], sub_keys: &[u8], offsets: &[u32]) -> Result<SlotValues, Error>;
     fn set_many(&self, slots: &[u32], sub_keys: &[u8], offsets: &[u32], values: &SlotValues) -> Result<(), Error>;

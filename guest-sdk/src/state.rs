@@ -22,7 +22,7 @@ use crate::timer::PendingTimers;
 use crate::value_store::{HeldValue, ValueStore};
 use crate::{Context, Error};
 
-pub(crate) use crate::__private::bindings::weir::operator::state::SlotValues;
+pub use crate::__private::bindings::weir::operator::state::SlotValues;
 
 /// Building and reading the host's `slot-values` layout: presence flags, one
 /// flat data buffer, and offsets into it (`n + 1` of them).
@@ -61,8 +61,9 @@ impl SlotValues {
 }
 
 /// Opens value states by name: the host's `value-state` resource in Wasm, an
-/// in-memory map in the test harness.
-pub(crate) trait StateHost {
+/// in-memory map in the test harness, the host's state code directly when
+/// the operator is compiled into the host ([`crate::embed`]).
+pub trait StateHost {
     fn open(&mut self, name: &str) -> Box<dyn RawValueState>;
     fn open_broadcast(&mut self, name: &str) -> Box<dyn RawBroadcastMap>;
     fn update_timers(&mut self, changes: &[TimerChange]) -> Result<(), Error>;
@@ -70,7 +71,7 @@ pub(crate) trait StateHost {
 }
 
 /// One value state as the host exposes it.
-pub(crate) trait RawValueState {
+pub trait RawValueState {
     fn get_many(&self, slots: &[u32]) -> Result<SlotValues, Error>;
     fn set_keyed(&self, keys: &[u8], key_offsets: &[u32], values: &SlotValues) -> Result<(), Error>;
 }

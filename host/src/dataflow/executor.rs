@@ -733,15 +733,15 @@ impl<'a> Builder<'a> {
         };
         let failed = |cause: String| RunError::TaskFailed { task: label.to_owned(), cause };
         let mut state = self.initial_state(node, subtask)?;
+        let empty = state.backend.is_empty().map_err(|e| failed(format!("its keyed state cannot be read: {e}")))?;
+        let config = instance_config(config, limits, node.parallelism, subtask, self.attempt, empty);
         if let Some(name) = native_name(plugin) {
-            return match native_operator(name, state) {
+            return match native_operator(name, state, &config) {
                 Some(operator) => operator.map_err(|e| failed(e.to_string())),
                 None => Err(failed(format!("there is no built-in native operator `{name}`"))),
             };
         }
         let plugin = self.plugins[node.id.0].as_ref().expect("operators have a loaded plugin");
-        let empty = state.backend.is_empty().map_err(|e| failed(format!("its keyed state cannot be read: {e}")))?;
-        let config = instance_config(config, limits, node.parallelism, subtask, self.attempt, empty);
         OperatorInstance::new(self.engine, plugin, *limits, state, &config)
             .map(|instance| Box::new(instance) as Box<dyn OperatorLogic>)
             .map_err(|error: CallError| failed(error.to_string()))

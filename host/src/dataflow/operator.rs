@@ -3,7 +3,7 @@
 //! the host ([`super::native`]).
 
 use super::RecordBatch;
-use crate::plugin::{CallError, CapturedState, InputKind, OperatorInstance};
+use crate::plugin::{CallError, CapturedState, EmbeddedInstance, InputKind, OperatorInstance};
 
 /// Emitted batches, grouped by output name ("" for the main output).
 pub type Emitted = Vec<(String, RecordBatch)>;
@@ -50,5 +50,27 @@ impl OperatorLogic for OperatorInstance {
 
     fn snapshot(&mut self) -> Result<CapturedState, String> {
         OperatorInstance::snapshot(self).map_err(|e| e.to_string())
+    }
+}
+
+impl<T: weir_sdk::Operator> OperatorLogic for EmbeddedInstance<T> {
+    fn process(&mut self, input: u32, batch: RecordBatch, kind: InputKind) -> Result<Emitted, CallError> {
+        EmbeddedInstance::process(self, input, batch, kind)
+    }
+
+    fn advance_watermark(&mut self, watermark: i64) -> Result<Emitted, CallError> {
+        EmbeddedInstance::advance_watermark(self, watermark)
+    }
+
+    fn fire_processing_timers(&mut self, now: i64) -> Result<Emitted, CallError> {
+        EmbeddedInstance::fire_processing_timers(self, now)
+    }
+
+    fn next_processing_timer(&self) -> Option<i64> {
+        EmbeddedInstance::next_processing_timer(self)
+    }
+
+    fn snapshot(&mut self) -> Result<CapturedState, String> {
+        EmbeddedInstance::snapshot(self).map_err(|e| e.to_string())
     }
 }

@@ -1,14 +1,24 @@
 //! The data of a plugin instance's store, with a view per WIT interface.
 
+use std::sync::Arc;
+use std::time::Instant;
+
+use tracing::debug;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
+use super::bindings::weir::operator::types::TimeDomain as WitDomain;
+use super::bindings::{EventBatch, InputBatch, TimerBatch};
 use super::broadcast::{BroadcastMaps, BroadcastView};
+use super::error::CallError;
+use super::instance::{CapturedState, InputKind, now_ms};
 use super::limits::MemoryLimiter;
+use super::snapshot;
 use super::state::{BatchKeys, KeyedStateView};
 use super::timers::TimersView;
-use crate::state::{KeyGroupRange, KeyedStateBackend, StateRegistry, TimerService};
+use crate::dataflow::{KeyNumbered, RecordBatch};
+use crate::state::{FiredTimer, KeyGroupRange, KeyedStateBackend, StateRegistry, TimeDomain, TimerService};
 
 /// How much of a plugin's stderr is kept for error reports.
 const STDERR_CAPACITY: usize = 64 * 1024;
@@ -57,6 +67,109 @@ impl PluginState {
             keyed_call: false,
             broadcast_call: false,
         }
+    }
+
+    /// The call's input: `batch` as the WIT `input-batch`, on `input`, with
+    /// the operator's `watermark`. A keyed batch's distinct keys become the
+    /// slots its state calls may address: as the key-by exchange numbered
+    /// them — the keys then taken from the batch only when first asked for
+    /// ([`BatchKeys::defer`]) — or numbered here.
+    pub fn input_batch(&mut self, input: u32, mut batch: RecordBatch, kind: InputKind, watermark: i64) -> Arc<InputBatch> {
+        let keyed = kind == InputKind::Keyed;
+        let (key_slots, key_count, numbered) = if keyed { self.batch_slots(&mut batch) } else { (Vec::new(), 0, None) };
+        let (data, offsets, timestamps) = batch.into_parts();
+        let input_batch = Arc::new(InputBatch {
+            input,
+            events: EventBatch { data, offsets, timestamps },
+            key_slots,
+            key_count,
+            watermark,
+            processing_time: now_ms(),
+        });
+        if let Some(numbered) = numbered {
+            self.keys.defer(input_batch.clone(), numbered, self.max_parallelism);
+        }
+        input_batch
+    }
+
+    /// The slots of a keyed batch's events, the count of its keys, and the
+    /// exchange's numbering if it came numbered.
+    fn batch_slots(&mut self, batch: &mut RecordBatch) -> (Vec<u32>, u32, Option<KeyNumbered>) {
+        if let Some(mut numbered) = batch.take_key_numbering() {
+            // Every slot is below the count of keys, by construction.
+            let count = numbered.firsts.len() as u32;
+            return (std::mem::take(&mut numbered.slots), count, Some(numbered));
+        }
+        let (slots, count) = self.assign_slots((0..batch.len()).map(|i| batch.key(i)), batch.key_hashes());
+        (slots, count, None)
+    }
+
+    /// Numbers distinct keys in order of first appearance and records them
+    /// as the call's current keys (`hashes`: their key hashes, if known).
+    fn assign_slots<'k>(&mut self, batch_keys: impl ExactSizeIterator<Item = &'k [u8]>, hashes: Option<&[u64]>) -> (Vec<u32>, u32) {
+        let key_slots = self.keys.number(batch_keys, hashes, self.max_parallelism);
+        (key_slots, self.keys.len() as u32)
+    }
+
+    /// The `timer-batch` of `fired` timers, whose keys become the call's.
+    pub fn timer_batch(&mut self, fired: &[FiredTimer], watermark: i64) -> TimerBatch {
+        let (key_slots, key_count) = self.assign_slots(fired.iter().map(|t| t.key.as_slice()), None);
+        let mut data = Vec::new();
+        let mut offsets = vec![0u32];
+        for timer in fired {
+            data.extend_from_slice(&timer.key);
+            offsets.push(data.len() as u32);
+        }
+        let domains = fired
+            .iter()
+            .map(|t| match t.domain {
+                TimeDomain::EventTime => WitDomain::EventTime,
+                TimeDomain::ProcessingTime => WitDomain::ProcessingTime,
+            })
+            .collect();
+        TimerBatch {
+            data,
+            offsets,
+            timestamps: fired.iter().map(|t| t.timestamp).collect(),
+            domains,
+            key_slots,
+            key_count,
+            watermark,
+            processing_time: now_ms(),
+        }
+    }
+
+    /// A call begins: state functions may now address the call's keys (if
+    /// `keyed`), broadcast state is writable (if `broadcast`).
+    pub fn begin_call(&mut self, keyed: bool, broadcast: bool) {
+        self.in_call = true;
+        self.keyed_call = keyed;
+        self.broadcast_call = broadcast;
+    }
+
+    /// The call has returned: no state function may run until the next.
+    pub fn end_call(&mut self) {
+        self.in_call = false;
+        self.keys.detach();
+    }
+
+    /// Captures the instance's state for a checkpoint, once the operator
+    /// has written back what it holds (the snapshot began at `started`).
+    pub fn capture(&mut self, started: Instant) -> Result<CapturedState, CallError> {
+        let flushed = started.elapsed();
+        let meta = snapshot::encode(&self.registry, &self.broadcast, &self.timers);
+        let encoded = started.elapsed();
+        let keyed = self.backend.snapshot().map_err(|e| CallError::Backend(e.to_string()))?;
+        // Where a checkpoint's synchronous part goes: the plugin writing
+        // back what it holds, the timers, the backend's capture.
+        debug!(
+            flush_ms = flushed.as_secs_f64() * 1e3,
+            timers = self.timers.len(),
+            timers_ms = (encoded - flushed).as_secs_f64() * 1e3,
+            backend_ms = (started.elapsed() - encoded).as_secs_f64() * 1e3,
+            "operator state captured"
+        );
+        Ok(CapturedState { meta, keyed })
     }
 
     /// The view the `state` interface is implemented on.

@@ -1,21 +1,18 @@
 //! One sandboxed instance of a plugin, owned by one operator subtask.
 
-use std::sync::Arc;
 use std::time::Instant;
 
-use tracing::debug;
 use wasmtime::{Store, Trap};
 
-use super::bindings::weir::operator::types::TimeDomain as WitDomain;
 use super::bindings::exports::weir::operator::operator::StateKind;
-use super::bindings::{EventBatch, InputBatch, OperatorError, Plugin, TimerBatch};
+use super::bindings::{EventBatch, OperatorError, Plugin};
 use super::engine::{LoadedPlugin, PluginEngine};
 use super::error::CallError;
 use super::host_state::PluginState;
 use super::limits::Limits;
-use crate::dataflow::{BATCH_SIZE, KeyNumbered, NO_TIMESTAMP, RecordBatch};
-use super::snapshot::{self, InstanceMeta};
-use crate::state::{FiredTimer, KeyGroupRange, KeyedStateBackend, StateSnapshot, TimeDomain};
+use crate::dataflow::{BATCH_SIZE, NO_TIMESTAMP, RecordBatch};
+use super::snapshot::InstanceMeta;
+use crate::state::{KeyGroupRange, KeyedStateBackend, StateSnapshot, TimeDomain};
 
 /// How the batches of an input reach the operator, which decides what
 /// state a call may use.
@@ -117,29 +114,13 @@ impl OperatorInstance {
     pub fn process(
         &mut self,
         input: u32,
-        mut batch: RecordBatch,
+        batch: RecordBatch,
         kind: InputKind,
     ) -> Result<Vec<(String, RecordBatch)>, CallError> {
-        let keyed = kind == InputKind::Keyed;
-        let (key_slots, key_count, numbered) = if keyed { self.batch_slots(&mut batch) } else { (Vec::new(), 0, None) };
-        let (data, offsets, timestamps) = batch.into_parts();
-        let input_batch = Arc::new(InputBatch {
-            input,
-            events: EventBatch { data, offsets, timestamps },
-            key_slots,
-            key_count,
-            watermark: self.watermark,
-            processing_time: now_ms(),
-        });
-        if let Some(numbered) = numbered {
-            let data = self.store.data_mut();
-            data.keys.defer(input_batch.clone(), numbered, data.max_parallelism);
-        }
-        self.begin_call(keyed, kind == InputKind::Broadcast);
+        let input_batch = self.store.data_mut().input_batch(input, batch, kind, self.watermark);
+        self.begin_call(kind == InputKind::Keyed, kind == InputKind::Broadcast);
         let result = self.bindings.weir_operator_operator().call_process(&mut self.store, &input_batch);
-        let data = self.store.data_mut();
-        data.in_call = false;
-        data.keys.detach();
+        self.store.data_mut().end_call();
         let outputs = self.returned(result)?;
         Self::collect(outputs)
     }
@@ -173,46 +154,16 @@ impl OperatorInstance {
             if fired.is_empty() {
                 return Ok(emitted);
             }
-            let batch = self.timer_batch(&fired);
+            let batch = self.store.data_mut().timer_batch(&fired, self.watermark);
             self.begin_call(true, false);
             let result = self.bindings.weir_operator_operator().call_on_timer(&mut self.store, &batch);
-            self.store.data_mut().in_call = false;
+            self.store.data_mut().end_call();
             emitted.extend(Self::collect(self.returned(result)?)?);
         }
     }
 
-    fn timer_batch(&mut self, fired: &[FiredTimer]) -> TimerBatch {
-        let (key_slots, key_count) = self.assign_slots(fired.iter().map(|t| t.key.as_slice()), None);
-        let mut data = Vec::new();
-        let mut offsets = vec![0u32];
-        for timer in fired {
-            data.extend_from_slice(&timer.key);
-            offsets.push(data.len() as u32);
-        }
-        let domains = fired
-            .iter()
-            .map(|t| match t.domain {
-                TimeDomain::EventTime => WitDomain::EventTime,
-                TimeDomain::ProcessingTime => WitDomain::ProcessingTime,
-            })
-            .collect();
-        TimerBatch {
-            data,
-            offsets,
-            timestamps: fired.iter().map(|t| t.timestamp).collect(),
-            domains,
-            key_slots,
-            key_count,
-            watermark: self.watermark,
-            processing_time: now_ms(),
-        }
-    }
-
     fn begin_call(&mut self, keyed: bool, broadcast: bool) {
-        let state = self.store.data_mut();
-        state.in_call = true;
-        state.keyed_call = keyed;
-        state.broadcast_call = broadcast;
+        self.store.data_mut().begin_call(keyed, broadcast);
         self.store.set_epoch_deadline(self.limits.deadline_ticks());
     }
 
@@ -233,21 +184,7 @@ impl OperatorInstance {
     pub fn snapshot(&mut self) -> Result<CapturedState, CallError> {
         let started = Instant::now();
         self.flush()?;
-        let flushed = started.elapsed();
-        let data = self.store.data_mut();
-        let meta = snapshot::encode(&data.registry, &data.broadcast, &data.timers);
-        let encoded = started.elapsed();
-        let keyed = data.backend.snapshot().map_err(|e| CallError::Backend(e.to_string()))?;
-        // Where a checkpoint's synchronous part goes: the plugin writing
-        // back what it holds, the timers, the backend's capture.
-        debug!(
-            flush_ms = flushed.as_secs_f64() * 1e3,
-            timers = data.timers.len(),
-            timers_ms = (encoded - flushed).as_secs_f64() * 1e3,
-            backend_ms = (started.elapsed() - encoded).as_secs_f64() * 1e3,
-            "operator state captured"
-        );
-        Ok(CapturedState { meta, keyed })
+        self.store.data_mut().capture(started)
     }
 
     /// Calls the plugin's `flush`: state it keeps between calls goes to
@@ -255,31 +192,8 @@ impl OperatorInstance {
     fn flush(&mut self) -> Result<(), CallError> {
         self.begin_call(false, false);
         let result = self.bindings.weir_operator_operator().call_flush(&mut self.store);
-        self.store.data_mut().in_call = false;
+        self.store.data_mut().end_call();
         self.returned(result)
-    }
-
-    /// The slots of a keyed batch's events and the count of its keys: as
-    /// the key-by exchange numbered them — then with the rest of its
-    /// numbering, for the keys to be taken from the batch when first asked
-    /// for ([`BatchKeys::defer`](super::state::BatchKeys::defer)) — or
-    /// numbered here.
-    fn batch_slots(&mut self, batch: &mut RecordBatch) -> (Vec<u32>, u32, Option<KeyNumbered>) {
-        if let Some(mut numbered) = batch.take_key_numbering() {
-            // Every slot is below the count of keys, by construction.
-            let count = numbered.firsts.len() as u32;
-            return (std::mem::take(&mut numbered.slots), count, Some(numbered));
-        }
-        let (slots, count) = self.assign_slots((0..batch.len()).map(|i| batch.key(i)), batch.key_hashes());
-        (slots, count, None)
-    }
-
-    /// Numbers distinct keys in order of first appearance and records them
-    /// as the call's current keys (`hashes`: their key hashes, if known).
-    fn assign_slots<'k>(&mut self, batch_keys: impl ExactSizeIterator<Item = &'k [u8]>, hashes: Option<&[u64]>) -> (Vec<u32>, u32) {
-        let data = self.store.data_mut();
-        let key_slots = data.keys.number(batch_keys, hashes, data.max_parallelism);
-        (key_slots, data.keys.len() as u32)
     }
 
     /// Asks the plugin whether it can read stored values of its state `name`

@@ -6,6 +6,8 @@
 //! - [`OperatorInstance`] is one sandboxed instance of a plugin, owned by one
 //!   operator subtask: its own store, memory cap, call deadline and keyed
 //!   state backend.
+//! - [`EmbeddedInstance`] runs a Rust SDK operator compiled into the host
+//!   on the same host state code, without Wasm: the benchmark's baseline.
 //! - `bindings` holds the single `bindgen!`; `types`, `state`, `broadcast`
 //!   and `timers` implement one WIT interface each; `host_state` is the store's data with a view per
 //!   interface.
@@ -13,6 +15,7 @@
 mod bindings;
 mod broadcast;
 mod cache;
+mod embedded;
 mod engine;
 mod error;
 mod host_state;
@@ -25,6 +28,7 @@ mod timers;
 mod types;
 
 pub use broadcast::BroadcastMaps;
+pub use embedded::EmbeddedInstance;
 pub use engine::{LoadedPlugin, PluginEngine};
 pub use error::{CallError, PluginError};
 pub use inspect::{Inspection, Item, OPERATOR_EXPORT, WIT_PACKAGE};
