@@ -69,3 +69,33 @@ fn the_native_window_sum_sums_as_the_sensor_window_plugin() {
     // 5 s of event time: 100 keys' sums in each of 5 one-second windows.
     same_outputs("sensor-window", "native:window-sum", "events = 50000\nkeys = 100\nevents_per_ms = 10\nout_of_orderness_ms = 100", 500);
 }
+
+/// The compiled-in plugin reports a misuse as the plugin does: the job
+/// fails, naming the operator and what to change.
+#[test]
+fn the_native_count_on_an_unkeyed_input_fails_as_the_plugin_does() {
+    let dir = JobDir::new();
+    let job = dir.write(
+        "job.toml",
+        r#"
+name = "unkeyed"
+
+[[source]]
+name = "numbers"
+type = "generator"
+events = 100
+
+[[operator]]
+uid = "operator"
+plugin = "native:count"
+inputs = ["numbers"]
+
+[[sink]]
+name = "out"
+type = "discard"
+input = "operator"
+"#,
+    );
+    let failure = run_job(&job, &[]).failure();
+    assert!(failure.contains("operator") && failure.contains("key_by = true"), "{failure}");
+}

@@ -22,7 +22,7 @@ pub fn write_json<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) -> serde_
 /// (a call per field and an escaping pass over each field's name), which
 /// cost more than the numbers themselves: a window operator emits one
 /// result per key and window. Only the value goes through serde. The
-/// SDK's `WindowResult` and the host's native window both write it here.
+/// SDK's `WindowResult` writes it here.
 pub fn write_window_result<T: Serialize + ?Sized>(out: &mut Vec<u8>, start: i64, end: i64, value: &T) -> serde_json::Result<()> {
     extend_small(out, b"{\"start\":");
     write_i64(start, out);

@@ -10,10 +10,8 @@
 //! each of which matters most in a Wasm instance, where a `memcpy` is a call
 //! into the runtime.
 //!
-//! The Rust SDK encodes and decodes events with it, and so do the host's
-//! native operators — the baseline `weir bench --native` measures the cost
-//! of Wasm against — so that the two differ by the boundary and the
-//! compiler only, not by how they format numbers.
+//! The Rust SDK encodes and decodes events with it, and the host its
+//! generator's numbers.
 
 mod copy;
 mod digits;

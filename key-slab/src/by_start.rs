@@ -3,7 +3,7 @@
 //! A window operator looks up one window per event among the key's open
 //! windows. Usually there are one or two; but when one input runs far
 //! ahead in event time, a key holds hundreds, and a bisection per event
-//! is most of the operator's time (a third of the native window's at
+//! is most of the operator's time (a third of a window operator's at
 //! P = 2 before it searched as here). So the likely places are tried
 //! first, in order: the newest window and the oldest (both inline, where
 //! the search is called) — an event falls in one of them nearly always —
@@ -12,9 +12,6 @@
 //! apart in event time: the behind one's windows are the oldest two while
 //! the ahead one's pile up behind them), then around the place the last
 //! search found, and only then bisection.
-//!
-//! The SDK's window store and the host's native window operator both
-//! search this way, so that they differ by the Wasm boundary only.
 
 use std::cell::Cell;
 use std::collections::VecDeque;

@@ -4,11 +4,8 @@
 //! between calls ([`KeySlab`]), the hash it uses ([`hash`]), and how it
 //! finds a key's window among the key's windows ([`position_by_start`]).
 //!
-//! It is a crate of its own so that the host's native operators
-//! (`weir bench --native`, the baseline for the cost of Wasm) hold their
-//! state in the same table, and search it the same way, as the plugins they
-//! are measured against: the two then differ by the Wasm boundary only, not
-//! by their data structures.
+//! It is a crate of its own, free of the SDK's bindings, so that its table
+//! can be tested and measured natively on its own.
 
 mod by_start;
 pub mod hash;

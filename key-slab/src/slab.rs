@@ -1,6 +1,5 @@
 //! Entries by key, held in the instance from call to call: the table under
-//! the SDK's value store and window store, and under the host's native
-//! operators.
+//! the SDK's value store and window store.
 //!
 //! A keyed count finds one key per event in a table of every key it has
 //! seen (100 000 in the reference workload), so the table's memory accesses
