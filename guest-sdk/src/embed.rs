@@ -10,12 +10,16 @@
 //!
 //! Plugin authors do not need this module; it is for hosts.
 
-use crate::event::BatchView;
-use crate::runtime::{Runtime, TimerView};
+use crate::runtime::Runtime;
 use crate::{Config, Error, Operator};
 
 pub use crate::__private::bindings::weir::operator::timers::TimerChange;
-pub use crate::__private::bindings::weir::operator::types::{StateError, TimeDomain};
+pub use crate::__private::bindings::weir::operator::types::StateError;
+/// The WIT `time-domain`, as a [`TimerChange`] carries it.
+pub use crate::__private::bindings::weir::operator::types::TimeDomain as WitTimeDomain;
+pub use crate::event::BatchView as InputBatch;
+pub use crate::runtime::TimerView as TimerBatch;
+pub use crate::timer::TimeDomain;
 pub use crate::broadcast::RawBroadcastMap;
 pub use crate::map_state::RawMapState;
 pub use crate::state::{RawValueState, SlotValues, StateHost};
@@ -23,33 +27,6 @@ pub use crate::state::{RawValueState, SlotValues, StateHost};
 /// One output's events: `(name, (data, offsets, timestamps))`, laid out as
 /// the WIT `event-batch` (`""` is the main output).
 pub type Output = (String, (Vec<u8>, Vec<u32>, Vec<i64>));
-
-/// A batch of events, borrowed column-wise as the WIT `input-batch` lays it
-/// out: event `i`'s key is `data[offsets[2i]..offsets[2i + 1]]`, its value
-/// the next span; `key_slots` numbers a keyed batch's keys by first
-/// appearance (empty for an input that is not keyed).
-#[derive(Debug, Clone, Copy)]
-pub struct InputBatch<'a> {
-    pub input: u32,
-    pub data: &'a [u8],
-    pub offsets: &'a [u32],
-    pub timestamps: &'a [i64],
-    pub key_slots: &'a [u32],
-    pub watermark: i64,
-    pub processing_time: i64,
-}
-
-/// Fired timers, as the WIT `timer-batch` lays them out.
-#[derive(Debug, Clone, Copy)]
-pub struct TimerBatch<'a> {
-    pub data: &'a [u8],
-    pub offsets: &'a [u32],
-    pub timestamps: &'a [i64],
-    pub domains: &'a [TimeDomain],
-    pub key_slots: &'a [u32],
-    pub watermark: i64,
-    pub processing_time: i64,
-}
 
 /// An operator instance run natively: the component export's calls, as
 /// methods.
@@ -68,31 +45,13 @@ impl<T: Operator> Embedded<T> {
 
     /// `process`: runs the operator over `batch`; returns what it emitted.
     pub fn process(&mut self, batch: &InputBatch<'_>) -> Result<Vec<Output>, Error> {
-        let view = BatchView {
-            input: batch.input,
-            data: batch.data,
-            offsets: batch.offsets,
-            timestamps: batch.timestamps,
-            key_slots: batch.key_slots,
-            watermark: batch.watermark,
-            processing_time: batch.processing_time,
-        };
-        let result = self.runtime.process(&view);
+        let result = self.runtime.process(batch);
         self.emitted(result)
     }
 
     /// `on-timer`: runs the operator's `on_timer` for every fired timer.
     pub fn on_timers(&mut self, timers: &TimerBatch<'_>) -> Result<Vec<Output>, Error> {
-        let view = TimerView {
-            data: timers.data,
-            offsets: timers.offsets,
-            timestamps: timers.timestamps,
-            domains: timers.domains.iter().map(|d| crate::timer::TimeDomain::from_wit(*d)).collect(),
-            key_slots: timers.key_slots,
-            watermark: timers.watermark,
-            processing_time: timers.processing_time,
-        };
-        let result = self.runtime.on_timers(&view);
+        let result = self.runtime.on_timers(timers);
         self.emitted(result)
     }
 

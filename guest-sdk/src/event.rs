@@ -62,8 +62,12 @@ impl<'a> Event<'a> {
     }
 }
 
-/// A batch received from the host, borrowed column-wise.
-pub(crate) struct BatchView<'a> {
+/// A batch received from the host, borrowed column-wise as the WIT
+/// `input-batch` lays it out: event `i`'s key is
+/// `data[offsets[2i]..offsets[2i + 1]]`, its value the next span;
+/// `key_slots` numbers a keyed batch's keys by first appearance (empty for
+/// an input that is not keyed).
+pub struct BatchView<'a> {
     pub input: u32,
     pub data: &'a [u8],
     pub offsets: &'a [u32],
@@ -75,12 +79,12 @@ pub(crate) struct BatchView<'a> {
 
 impl<'a> BatchView<'a> {
     #[inline]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.offsets.len().saturating_sub(1) / 2
     }
 
     #[inline]
-    pub fn is_keyed(&self) -> bool {
+    pub(crate) fn is_keyed(&self) -> bool {
         !self.key_slots.is_empty()
     }
 
@@ -89,7 +93,7 @@ impl<'a> BatchView<'a> {
     /// where the next begins, so each reads two offsets, which the
     /// compiler knows are there: no per-event bounds checks on them.
     #[inline(always)]
-    pub fn events(&self) -> impl Iterator<Item = Result<Event<'a>, Error>> + 'a {
+    pub(crate) fn events(&self) -> impl Iterator<Item = Result<Event<'a>, Error>> + 'a {
         let (data, input, timestamps) = (self.data, self.input, self.timestamps);
         let first = self.offsets.first().map_or(0, |&at| at as usize);
         let ends = self.offsets.get(1..1 + 2 * self.len()).unwrap_or_default();

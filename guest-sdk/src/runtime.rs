@@ -7,8 +7,9 @@ use crate::state::{HostStart, StateHost, StateStore};
 use crate::timer::{TimeDomain, Timer};
 use crate::{Error, Operator};
 
-/// Fired timers received from the host, borrowed column-wise.
-pub(crate) struct TimerView<'a> {
+/// Fired timers received from the host, borrowed column-wise as the WIT
+/// `timer-batch` lays them out.
+pub struct TimerView<'a> {
     pub data: &'a [u8],
     pub offsets: &'a [u32],
     pub timestamps: &'a [i64],
@@ -20,13 +21,13 @@ pub(crate) struct TimerView<'a> {
 
 impl<'a> TimerView<'a> {
     /// The keys of the timers, each with its slot.
-    pub fn keys(&self) -> CallKeys<'a> {
+    pub(crate) fn keys(&self) -> CallKeys<'a> {
         CallKeys::of_timers(self.data, self.offsets, self.key_slots)
     }
 
     /// Every timer with its key's slot. The columns must be as long as
     /// each other ([`Runtime::on_timers`] checks).
-    pub fn fired(&'a self) -> impl Iterator<Item = Result<(u32, Timer<'a>), Error>> + 'a {
+    pub(crate) fn fired(&'a self) -> impl Iterator<Item = Result<(u32, Timer<'a>), Error>> + 'a {
         let (timestamps, domains) = (self.timestamps, &self.domains);
         self.keys().iter().zip(timestamps.iter().zip(domains)).map(|(item, (&timestamp, &domain))| {
             let (slot, key) = item?;

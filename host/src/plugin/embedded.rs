@@ -123,12 +123,11 @@ impl<T: Operator> EmbeddedInstance<T> {
                 state.begin_call(true, false);
                 timers
             };
-            let domains: Vec<embed::TimeDomain> = timers.domains.iter().map(|d| guest_domain(*d)).collect();
             let result = self.operator.on_timers(&embed::TimerBatch {
                 data: &timers.data,
                 offsets: &timers.offsets,
                 timestamps: &timers.timestamps,
-                domains: &domains,
+                domains: timers.domains.iter().map(|d| guest_domain(*d)).collect(),
                 key_slots: &timers.key_slots,
                 watermark: timers.watermark,
                 processing_time: timers.processing_time,
@@ -332,10 +331,10 @@ fn guest_error(error: StateError) -> weir_sdk::Error {
     })
 }
 
-fn host_domain(domain: embed::TimeDomain) -> TimeDomain {
+fn host_domain(domain: embed::WitTimeDomain) -> TimeDomain {
     match domain {
-        embed::TimeDomain::EventTime => TimeDomain::EventTime,
-        embed::TimeDomain::ProcessingTime => TimeDomain::ProcessingTime,
+        embed::WitTimeDomain::EventTime => TimeDomain::EventTime,
+        embed::WitTimeDomain::ProcessingTime => TimeDomain::ProcessingTime,
     }
 }
 
