@@ -505,3 +505,32 @@ fn open_windows_and_their_timers_survive_a_stop_and_a_restore_at_another_paralle
     run_job(&job, &["--from-savepoint", savepoint.to_str().unwrap(), "-p", "3"]).success();
     assert_eq!(committed_lines(&dir.path("out"), None), expected);
 }
+
+/// The native baseline (`native:count`, the word-count crate compiled
+/// into the host) keeps its state as the plugin does, so a savepoint of one
+/// restores into the other and the counts go on exactly once.
+fn counts_go_on_across(first: &Path, then: &Path) {
+    let dir = JobDir::new();
+    let (events, keys) = (40_000, 2_000);
+    let job = count_job(&dir, "swapped", events, keys, 10_000, first);
+    let host = Host::start(&job, &[]);
+    host.wait_for_records("swapped", 8_000);
+    let savepoint = dir.path("sp");
+    host.weir(&["savepoint", "swapped", "--stop", "--dir", savepoint.to_str().unwrap()]).success();
+    let (status, stderr) = host.wait();
+    assert!(status.success(), "{stderr}");
+    let text = std::fs::read_to_string(&job).unwrap().replace(&toml_path(first), &toml_path(then));
+    let swapped = dir.write("swapped.toml", &text);
+    run_job(&swapped, &["--from-savepoint", savepoint.to_str().unwrap()]).success();
+    assert_eq!(committed_lines(&dir.path("out"), None), expected_counts(events, keys));
+}
+
+#[test]
+fn a_savepoint_of_the_plugin_restores_into_the_native_baseline() {
+    counts_go_on_across(&plugin("word-count"), Path::new("native:count"));
+}
+
+#[test]
+fn a_savepoint_of_the_native_baseline_restores_into_the_plugin() {
+    counts_go_on_across(Path::new("native:count"), &plugin("word-count"));
+}
