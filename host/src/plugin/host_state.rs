@@ -1,4 +1,8 @@
-//! The data of a plugin instance's store, with a view per WIT interface.
+//! The data of a plugin instance's store, with a view per WIT interface,
+//! and what the host does around each call of the instance (the batch's key
+//! slots, the timers' batch, the call's bounds, the snapshot's capture) —
+//! the same for a Wasm instance ([`super::OperatorInstance`]) and an
+//! operator compiled into the host ([`super::EmbeddedInstance`]).
 
 use std::sync::Arc;
 use std::time::Instant;
