@@ -1,6 +1,6 @@
 //! `weir bench`: the reference workloads of `shared/bench/WORKLOADS.md`,
-//! run through real plugins (or, with `--native`, the same logic compiled
-//! into the host), printing a `RESULT` line like the Flink harness.
+//! run through real plugins (or, with `--native`, the same plugin crates
+//! compiled into the host), printing a `RESULT` line like the Flink harness.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -40,7 +40,8 @@ pub struct BenchArgs {
     /// State backend.
     #[arg(long, value_enum, default_value_t = Backend::Memory)]
     pub backend: Backend,
-    /// Run the operator logic compiled into the host instead of the Wasm plugin.
+    /// Run the same plugin crate compiled into the host (the baseline for
+    /// the cost of Wasm) instead of the Wasm plugin.
     #[arg(long)]
     pub native: bool,
     /// Checkpoint interval in ms (0: no checkpoints). Checkpoints go to a
