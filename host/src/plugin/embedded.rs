@@ -28,7 +28,8 @@ use super::bindings::weir::operator::types::{StateError, TimeDomain};
 use super::broadcast::BroadcastMapHandle;
 use super::error::CallError;
 use super::host_state::PluginState;
-use super::instance::{CapturedState, InitialState, InputKind};
+use super::bindings::OperatorError;
+use super::instance::{CapturedState, InitialState, InputKind, describe_operator_error};
 use super::state::{MapStateHandle, ValueStateHandle};
 use crate::dataflow::{BATCH_SIZE, NO_TIMESTAMP, RecordBatch};
 use crate::state::TimeDomain as HostDomain;
@@ -166,14 +167,14 @@ fn collect(outputs: Vec<embed::Output>) -> Result<Vec<(String, RecordBatch)>, Ca
         .collect()
 }
 
-/// The operator's error as a plugin's is reported.
+/// The operator's error, worded as a plugin's `operator-error` is.
 fn operator_error(error: weir_sdk::Error) -> CallError {
-    CallError::Operator(match error {
-        weir_sdk::Error::InvalidConfig(m) => format!("invalid config: {m}"),
-        weir_sdk::Error::InvalidInput(m) => format!("invalid input: {m}"),
-        weir_sdk::Error::State(m) => format!("state: {m}"),
-        weir_sdk::Error::Other(m) => m,
-    })
+    CallError::Operator(describe_operator_error(match error {
+        weir_sdk::Error::InvalidConfig(m) => OperatorError::InvalidConfig(m),
+        weir_sdk::Error::InvalidInput(m) => OperatorError::InvalidInput(m),
+        weir_sdk::Error::State(m) => OperatorError::State(m),
+        weir_sdk::Error::Other(m) => OperatorError::Other(m),
+    }))
 }
 
 /// The SDK's way into the host state: each function the host's interface

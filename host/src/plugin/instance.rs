@@ -248,7 +248,7 @@ fn classify(
     otherwise(message)
 }
 
-fn describe_operator_error(error: OperatorError) -> String {
+pub(super) fn describe_operator_error(error: OperatorError) -> String {
     match error {
         OperatorError::InvalidConfig(m) => format!("invalid config: {m}"),
         OperatorError::InvalidInput(m) => format!("invalid input: {m}"),
