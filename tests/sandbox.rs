@@ -65,6 +65,24 @@ fn a_plugin_looping_forever_is_interrupted_at_its_deadline() {
     assert!(error.contains("call_timeout_ms"), "says what to change: {error}");
 }
 
+/// `call_timeout_ms = 0` turns the deadline off (the plugin compiled
+/// without its checks, on a second engine): the job runs and says so, and
+/// the memory cap still holds.
+#[test]
+fn a_plugin_without_a_deadline_runs_and_keeps_its_memory_cap() {
+    let dir = JobDir::new();
+    let run = run_job(&faulty_job(&dir, "none", "call_timeout_ms = 0"), &[]);
+    run.success();
+    let out = std::fs::read_to_string(dir.path("out.txt")).unwrap();
+    assert_eq!(out.lines().count(), 100, "{out}");
+    let log = run.stderr();
+    assert!(log.contains("no call deadline") && log.contains("misbehaving-none"), "warns: {log}");
+
+    let dir = JobDir::new();
+    let error = run_job(&faulty_job(&dir, "alloc", "call_timeout_ms = 0\nmemory_limit_mb = 32"), &[]).failure();
+    assert!(error.contains("exceeded its memory cap of 32 MiB"), "{error}");
+}
+
 #[test]
 fn a_plugin_returning_an_error_fails_the_job_with_it() {
     let dir = JobDir::new();

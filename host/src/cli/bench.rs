@@ -53,6 +53,11 @@ pub struct BenchArgs {
     /// default, as in the Flink harness.
     #[arg(long)]
     pub max_drift_ms: Option<u64>,
+    /// The operator's call deadline in ms, as `call_timeout_ms` in a job
+    /// file (default 10000); 0: none, the plugin compiled without the
+    /// checks that enforce one.
+    #[arg(long)]
+    pub call_timeout_ms: Option<u64>,
     /// Where the built plugins are (default: examples/plugins, then the
     /// wasm32-wasip2 release directory of CARGO_TARGET_DIR or target/).
     #[arg(long)]
@@ -178,9 +183,13 @@ fn backend_name(backend: Backend) -> &'static str {
 /// The job file of the benchmark `args` asks for, through `plugin`,
 /// checkpointing (if it does) into `checkpoint_dir`.
 fn job_file(args: &BenchArgs, plugin: &Path, checkpoint_dir: &Path) -> String {
+    let operator = match args.call_timeout_ms {
+        Some(ms) => format!("call_timeout_ms = {ms}"),
+        None => String::new(),
+    };
     let job = match args.workload {
-        Workload::Count => count_job(plugin, args.events),
-        Workload::Window => window_job(plugin, args.events, args.max_drift_ms),
+        Workload::Count => count_job(plugin, args.events, &operator),
+        Workload::Window => window_job(plugin, args.events, args.max_drift_ms, &operator),
     };
     let job = format!("state_backend = \"{}\"\n{job}", backend_name(args.backend));
     match args.checkpoint_interval_ms {
@@ -190,23 +199,24 @@ fn job_file(args: &BenchArgs, plugin: &Path, checkpoint_dir: &Path) -> String {
 }
 
 /// The `count` workload: key = i mod 100000, value = i; keyed count.
-fn count_job(plugin: &Path, events: u64) -> String {
-    bench_job("count", plugin, &format!("events = {events}\nkeys = 100000"))
+fn count_job(plugin: &Path, events: u64, operator: &str) -> String {
+    bench_job("count", plugin, &format!("events = {events}\nkeys = 100000"), operator)
 }
 
 /// The `window` workload: key = i mod 1000, value = i, timestamp = i / 10
 /// ms, watermarks 100 ms behind; per key, sums over 1 s tumbling windows.
-fn window_job(plugin: &Path, events: u64, max_drift_ms: Option<u64>) -> String {
+fn window_job(plugin: &Path, events: u64, max_drift_ms: Option<u64>, operator: &str) -> String {
     let mut generator = format!("events = {events}\nkeys = 1000\nevents_per_ms = 10\nout_of_orderness_ms = 100");
     if let Some(drift) = max_drift_ms {
         generator += &format!("\nwatermark_alignment = {{ max_drift_ms = {drift} }}");
     }
-    bench_job("window", plugin, &generator)
+    bench_job("window", plugin, &generator, operator)
 }
 
 /// A `sequence` generator (with `generator` settings) → the keyed operator
-/// `plugin` → a sink that counts and discards; no restarts.
-fn bench_job(workload: &str, plugin: &Path, generator: &str) -> String {
+/// `plugin` (with `operator` settings) → a sink that counts and discards;
+/// no restarts.
+fn bench_job(workload: &str, plugin: &Path, generator: &str, operator: &str) -> String {
     format!(
         r#"
 name = "bench-{workload}"
@@ -222,6 +232,7 @@ uid = "{workload}"
 plugin = {plugin:?}
 inputs = ["numbers"]
 key_by = true
+{operator}
 
 [[sink]]
 name = "discard"

@@ -581,7 +581,6 @@ type TaskBody = Box<dyn FnOnce() -> Result<(), TaskError> + Send>;
 /// Sets up a job's tasks.
 struct Builder<'a> {
     graph: &'a JobGraph,
-    engine: &'a Arc<PluginEngine>,
     plugins: Vec<Option<LoadedPlugin>>,
     /// Whether a node runs chained into its upstream's task.
     chained: Vec<bool>,
@@ -629,7 +628,6 @@ impl<'a> Builder<'a> {
             .collect();
         Ok(Builder {
             graph,
-            engine,
             plugins,
             chained,
             inboxes,
@@ -742,7 +740,7 @@ impl<'a> Builder<'a> {
             };
         }
         let plugin = self.plugins[node.id.0].as_ref().expect("operators have a loaded plugin");
-        OperatorInstance::new(self.engine, plugin, *limits, state, &config)
+        OperatorInstance::new(plugin, *limits, state, &config)
             .map(|instance| Box::new(instance) as Box<dyn OperatorLogic>)
             .map_err(|error: CallError| failed(error.to_string()))
     }
@@ -966,10 +964,18 @@ fn load_plugins(graph: &JobGraph, engine: &PluginEngine) -> Result<Vec<Option<Lo
         .iter()
         .map(|node| match &node.kind {
             NodeKind::Operator(op) if native_name(&op.plugin).is_some() => Ok(None),
-            NodeKind::Operator(op) => engine
-                .load(&op.plugin)
-                .map(Some)
-                .map_err(|source| RunError::Plugin { uid: node.name.clone(), source }),
+            NodeKind::Operator(op) => {
+                if op.limits.call_timeout.is_none() {
+                    tracing::warn!(
+                        operator = %node.name,
+                        "no call deadline (call_timeout_ms = 0): a call of this plugin that never returns stalls its task"
+                    );
+                }
+                engine
+                    .load_for(&op.plugin, &op.limits)
+                    .map(Some)
+                    .map_err(|source| RunError::Plugin { uid: node.name.clone(), source })
+            }
             _ => Ok(None),
         })
         .collect()

@@ -116,7 +116,7 @@ pub(super) fn check_changed_plugins(
         if recorded.plugin_sha256.as_deref() == Some(plugin.digest.as_str()) {
             continue;
         }
-        check_state(engine, graph, &node.name, &plugin, savepoint).map_err(|reason| {
+        check_state(graph, &node.name, &plugin, savepoint).map_err(|reason| {
             ControlError::Rejected(format!(
                 "plugin {} of operator `{}` cannot take over its state in savepoint {}: {reason}",
                 op.plugin.display(),
@@ -131,7 +131,6 @@ pub(super) fn check_changed_plugins(
 /// Offers every stored value of operator `uid`'s value and map states in
 /// `savepoint` to a fresh instance of `plugin`; returns how many it read.
 pub(super) fn check_state(
-    engine: &PluginEngine,
     graph: &JobGraph,
     uid: &str,
     plugin: &LoadedPlugin,
@@ -145,7 +144,7 @@ pub(super) fn check_state(
     let backend = open_backend(&BackendConfig::new(BackendKind::Memory), &std::env::temp_dir()).map_err(|e| e.to_string())?;
     let state = InitialState { backend, meta: None, max_parallelism: graph.max_parallelism, key_groups: 0..graph.max_parallelism };
     let config = instance_config(&op.config, &op.limits, node.parallelism, 0, 0, true);
-    let mut instance = OperatorInstance::new(engine, plugin, op.limits, state, &config)
+    let mut instance = OperatorInstance::new(plugin, op.limits, state, &config)
         .map_err(|e| format!("it fails to start: {e}"))?;
     let mut values: BTreeMap<(String, bool), Vec<Vec<u8>>> = BTreeMap::new();
     savepoint
@@ -213,7 +212,7 @@ fn check_before_stop(
     let check = manager.take_savepoint(name, check_dir.clone(), false)?;
     let checked = Savepoint::open(&check.dir)
         .map_err(|e| e.to_string())
-        .and_then(|savepoint| check_state(&manager.engine, upgraded, uid, plugin, &savepoint));
+        .and_then(|savepoint| check_state(upgraded, uid, plugin, &savepoint));
     let _ = std::fs::remove_dir_all(&check_dir);
     checked.map_err(|reason| {
         ControlError::Rejected(format!(

@@ -443,7 +443,12 @@ fn operator_node(op: &OperatorSpec, base: &Path) -> Result<OperatorNode, String>
     }
     let limits = Limits {
         memory_bytes: (memory_mb << 20) as usize,
-        call_timeout: op.call_timeout_ms.map(Duration::from_millis).unwrap_or(defaults.call_timeout),
+        // 0: no deadline (a trusted plugin, compiled without the checks).
+        call_timeout: match op.call_timeout_ms {
+            Some(0) => None,
+            Some(ms) => Some(Duration::from_millis(ms)),
+            None => defaults.call_timeout,
+        },
     };
     Ok(OperatorNode { plugin: base.join(&op.plugin), config, limits, key_by: op.key_by })
 }

@@ -84,4 +84,27 @@ mod tests {
         let budgets = crate::state::RocksDbMemory { block_cache_mb: 8, write_buffer_mb: 4, hot_entries_mb: 4 };
         assert_eq!(exactly_once.backend, crate::state::BackendConfig { kind: crate::state::BackendKind::Rocksdb, rocksdb: budgets });
     }
+
+    /// `call_timeout_ms`: absent, the default deadline; 0, none.
+    #[test]
+    fn call_timeout_ms_zero_means_no_deadline() {
+        let timeout = |setting: &str| {
+            let text = format!(
+                "name = \"j\"\n[[source]]\nname = \"gen\"\ntype = \"generator\"\n\
+                 [[operator]]\nuid = \"op\"\nplugin = \"p.wasm\"\ninputs = [\"gen\"]\n{setting}\n\
+                 [[sink]]\nname = \"out\"\ntype = \"discard\"\ninput = \"op\"\n"
+            );
+            let graph = parse(&text, Path::new(""), Overrides::default()).unwrap_or_else(|e| panic!("{e:?}"));
+            let op = graph.nodes.iter().find_map(|node| match &node.kind {
+                graph::NodeKind::Operator(op) => Some(op.limits.call_timeout),
+                _ => None,
+            });
+            op.expect("the operator")
+        };
+        let default = crate::plugin::Limits::default().call_timeout;
+        assert_eq!(timeout(""), default);
+        assert!(default.is_some());
+        assert_eq!(timeout("call_timeout_ms = 250"), Some(std::time::Duration::from_millis(250)));
+        assert_eq!(timeout("call_timeout_ms = 0"), None);
+    }
 }

@@ -19,7 +19,7 @@
 //! key_by = true              # partition inputs by event key
 //! broadcast = ["rules"]      # inputs every subtask receives in full
 //! memory_limit_mb = 256
-//! call_timeout_ms = 10000
+//! call_timeout_ms = 10000     # 0: no deadline (a trusted plugin)
 //! config = { lowercase = true }
 //!
 //! [[sink]]

@@ -6,7 +6,7 @@ use wasmtime::{Store, Trap};
 
 use super::bindings::exports::weir::operator::operator::StateKind;
 use super::bindings::{EventBatch, OperatorError, Plugin};
-use super::engine::{LoadedPlugin, PluginEngine};
+use super::engine::LoadedPlugin;
 use super::error::CallError;
 use super::host_state::PluginState;
 use super::limits::Limits;
@@ -61,7 +61,6 @@ pub struct OperatorInstance {
 impl OperatorInstance {
     /// Instantiates `plugin` on `state` and calls its `init` with `config`.
     pub fn new(
-        engine: &PluginEngine,
         plugin: &LoadedPlugin,
         limits: Limits,
         state: InitialState,
@@ -73,9 +72,9 @@ impl OperatorInstance {
             data.broadcast = meta.broadcast;
             data.timers = meta.timers;
         }
-        let mut store = Store::new(engine.engine(), data);
+        let mut store = Store::new(plugin.pre.engine(), data);
         store.limiter(|state| &mut state.limiter);
-        store.set_epoch_deadline(limits.deadline_ticks());
+        arm_deadline(&mut store, &limits);
         let bindings = match plugin.pre.instantiate(&mut store) {
             Ok(bindings) => bindings,
             Err(error) => return Err(classify(&store, &limits, error, CallError::Instantiate)),
@@ -103,7 +102,7 @@ impl OperatorInstance {
     }
 
     fn init(&mut self, config: &[(String, String)]) -> Result<(), CallError> {
-        self.store.set_epoch_deadline(self.limits.deadline_ticks());
+        arm_deadline(&mut self.store, &self.limits);
         let result = self.bindings.weir_operator_operator().call_init(&mut self.store, config);
         self.returned(result).map(|_| ())
     }
@@ -164,7 +163,7 @@ impl OperatorInstance {
 
     fn begin_call(&mut self, keyed: bool, broadcast: bool) {
         self.store.data_mut().begin_call(keyed, broadcast);
-        self.store.set_epoch_deadline(self.limits.deadline_ticks());
+        arm_deadline(&mut self.store, &self.limits);
     }
 
     fn collect(outputs: Vec<super::bindings::weir::operator::types::OutputBatch>) -> Result<Vec<(String, RecordBatch)>, CallError> {
@@ -206,7 +205,7 @@ impl OperatorInstance {
         data: &[u8],
         offsets: &[u32],
     ) -> Result<Result<(), String>, CallError> {
-        self.store.set_epoch_deadline(self.limits.deadline_ticks());
+        arm_deadline(&mut self.store, &self.limits);
         let kind = if map { StateKind::MapState } else { StateKind::ValueState };
         let result = self.bindings.weir_operator_operator().call_check_state(&mut self.store, name, kind, data, offsets);
         self.returned(result.map(Ok))
@@ -227,6 +226,15 @@ impl OperatorInstance {
     }
 }
 
+/// Sets the deadline of the store's next call. Without one the plugin is
+/// normally compiled without the checks ([`load_for`](super::PluginEngine::load_for)); where
+/// it was compiled with them (a state check before an upgrade), they never
+/// fire.
+fn arm_deadline(store: &mut Store<PluginState>, limits: &Limits) {
+    const NEVER: u64 = u64::MAX >> 1;
+    store.set_epoch_deadline(limits.deadline_ticks().unwrap_or(NEVER));
+}
+
 /// Turns a wasmtime error into the cause a user can act on: memory cap,
 /// deadline, or a trap with what the plugin printed.
 fn classify(
@@ -238,8 +246,8 @@ fn classify(
     if let Some(asked) = store.data().limiter.refused {
         return CallError::MemoryCap { cap_mib: store.data().limiter.cap() >> 20, asked_mib: asked >> 20 };
     }
-    if error.downcast_ref::<Trap>() == Some(&Trap::Interrupt) {
-        return CallError::Deadline { timeout_ms: limits.call_timeout.as_millis() };
+    if let (Some(Trap::Interrupt), Some(timeout)) = (error.downcast_ref::<Trap>(), limits.call_timeout) {
+        return CallError::Deadline { timeout_ms: timeout.as_millis() };
     }
     let message = match error.downcast_ref::<Trap>() {
         Some(trap) => trap.to_string(),

@@ -21,8 +21,10 @@ pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 pub struct Limits {
     /// The most linear memory one instance may have, in bytes.
     pub memory_bytes: usize,
-    /// The longest one call (`init` or `process`) may run.
-    pub call_timeout: Duration,
+    /// The longest one call (`init` or `process`) may run; `None`: no
+    /// deadline (`call_timeout_ms = 0`), the plugin compiled without the
+    /// checks that enforce one.
+    pub call_timeout: Option<Duration>,
 }
 
 impl Limits {
@@ -30,10 +32,11 @@ impl Limits {
     pub const DEFAULT_CALL_TIMEOUT_MS: u64 = 10_000;
 
     /// Ticks of [`EPOCH_TICK`] that cover the call timeout (at least one,
-    /// rounded up, plus one for the tick already under way).
-    pub fn deadline_ticks(&self) -> u64 {
+    /// rounded up, plus one for the tick already under way); `None` without
+    /// a deadline.
+    pub fn deadline_ticks(&self) -> Option<u64> {
         let tick = EPOCH_TICK.as_millis() as u64;
-        (self.call_timeout.as_millis() as u64).div_ceil(tick).max(1) + 1
+        self.call_timeout.map(|timeout| (timeout.as_millis() as u64).div_ceil(tick).max(1) + 1)
     }
 }
 
@@ -41,7 +44,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             memory_bytes: (Self::DEFAULT_MEMORY_MB << 20) as usize,
-            call_timeout: Duration::from_millis(Self::DEFAULT_CALL_TIMEOUT_MS),
+            call_timeout: Some(Duration::from_millis(Self::DEFAULT_CALL_TIMEOUT_MS)),
         }
     }
 }
@@ -117,10 +120,11 @@ mod tests {
 
     #[test]
     fn deadline_ticks_round_up() {
-        let limits = |ms| Limits { memory_bytes: 0, call_timeout: Duration::from_millis(ms) };
-        assert_eq!(limits(0).deadline_ticks(), 2);
-        assert_eq!(limits(10).deadline_ticks(), 2);
-        assert_eq!(limits(11).deadline_ticks(), 3);
-        assert_eq!(limits(1000).deadline_ticks(), 101);
+        let limits = |ms| Limits { memory_bytes: 0, call_timeout: Some(Duration::from_millis(ms)) };
+        assert_eq!(limits(1).deadline_ticks(), Some(2));
+        assert_eq!(limits(10).deadline_ticks(), Some(2));
+        assert_eq!(limits(11).deadline_ticks(), Some(3));
+        assert_eq!(limits(1000).deadline_ticks(), Some(101));
+        assert_eq!(Limits { memory_bytes: 0, call_timeout: None }.deadline_ticks(), None);
     }
 }

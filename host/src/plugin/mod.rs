@@ -1,8 +1,10 @@
 //! Plugins: WebAssembly components implementing the `weir:operator` world.
 //!
 //! - [`PluginEngine`] owns the wasmtime engine (component model, epoch
-//!   interruption, no async machinery), links the host's implementation of
-//!   the WIT imports, and compiles each plugin file once ([`LoadedPlugin`]).
+//!   interruption, no async machinery) — and a second one without epoch
+//!   checks, for operators without a call deadline — links the host's
+//!   implementation of the WIT imports, and compiles each plugin file once
+//!   ([`LoadedPlugin`]).
 //! - [`OperatorInstance`] is one sandboxed instance of a plugin, owned by one
 //!   operator subtask: its own store, memory cap, call deadline and keyed
 //!   state backend.
