@@ -40,7 +40,8 @@ impl std::fmt::Debug for LoadedPlugin {
 /// every function entry and loop header), which enforce the call deadlines.
 /// An operator without a deadline (`call_timeout_ms = 0`, a trusted plugin)
 /// gets its plugin from a second engine, made on first use, that compiles
-/// without them: 4–10 % less processor time on the reference workloads.
+/// without them: 3–4 % fewer instructions, 6–10 % less operator time on
+/// the reference workloads (docs/benchmarks.md).
 pub struct PluginEngine {
     checked: Compiler,
     /// Its creation's error, if it failed.
