@@ -64,11 +64,6 @@ impl PluginEngine {
         Ok(Arc::new(PluginEngine { checked, unchecked: OnceLock::new(), _ticker: ticker }))
     }
 
-    /// The engine of plugins with call deadlines.
-    pub fn engine(&self) -> &Engine {
-        &self.checked.engine
-    }
-
     /// Reads, compiles and checks the plugin at `path`; compiled plugins are
     /// cached by content, so loading the same file again is cheap.
     pub fn load(&self, path: &Path) -> Result<LoadedPlugin, PluginError> {

@@ -121,6 +121,7 @@ mod tests {
     #[test]
     fn deadline_ticks_round_up() {
         let limits = |ms| Limits { memory_bytes: 0, call_timeout: Some(Duration::from_millis(ms)) };
+        assert_eq!(limits(0).deadline_ticks(), Some(2));
         assert_eq!(limits(1).deadline_ticks(), Some(2));
         assert_eq!(limits(10).deadline_ticks(), Some(2));
         assert_eq!(limits(11).deadline_ticks(), Some(3));
