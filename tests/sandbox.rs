@@ -6,6 +6,9 @@
 mod common;
 
 use common::{JobDir, plugin, run_job, toml_path};
+use weir::PluginEngine;
+use weir::plugin::{InitialState, Limits, OperatorInstance};
+use weir::state::MemoryBackend;
 
 fn faulty_job(dir: &JobDir, mode: &str, limits: &str) -> std::path::PathBuf {
     dir.write(
@@ -81,6 +84,30 @@ fn a_plugin_without_a_deadline_runs_and_keeps_its_memory_cap() {
     let dir = JobDir::new();
     let error = run_job(&faulty_job(&dir, "alloc", "call_timeout_ms = 0\nmemory_limit_mb = 32"), &[]).failure();
     assert!(error.contains("exceeded its memory cap of 32 MiB"), "{error}");
+}
+
+/// The engine compiles an operator's plugin with the checks that enforce a
+/// call deadline exactly when the operator has one, and an instance refuses
+/// to hold a deadline its plugin's code could not keep.
+#[test]
+fn only_plugins_under_a_deadline_carry_its_checks() {
+    let engine = PluginEngine::new().unwrap();
+    let path = plugin("faulty");
+    let (deadline, none) = (Limits::default(), Limits { call_timeout: None, ..Limits::default() });
+    assert!(engine.load(&path).unwrap().checks_deadlines(), "the default engine checks");
+    assert!(engine.load_for(&path, &deadline).unwrap().checks_deadlines());
+    let unchecked = engine.load_for(&path, &none).unwrap();
+    assert!(!unchecked.checks_deadlines(), "no deadline, no checks");
+
+    let state = || InitialState {
+        backend: Box::new(MemoryBackend::new()),
+        meta: None,
+        max_parallelism: 128,
+        key_groups: 0..128,
+    };
+    OperatorInstance::new(&unchecked, none, state(), &[]).unwrap();
+    let error = OperatorInstance::new(&unchecked, deadline, state(), &[]).err().expect("a deadline it cannot keep");
+    assert!(error.to_string().contains("compiled without the checks that enforce a call deadline"), "{error}");
 }
 
 #[test]

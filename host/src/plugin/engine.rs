@@ -27,6 +27,15 @@ pub struct LoadedPlugin {
     pub(crate) pre: PluginPre<PluginState>,
 }
 
+impl LoadedPlugin {
+    /// Whether the plugin's compiled code carries wasmtime's epoch checks,
+    /// without which a call deadline cannot interrupt it: read from the
+    /// engine that compiled it.
+    pub fn checks_deadlines(&self) -> bool {
+        self.pre.engine().get_epoch_interruption()
+    }
+}
+
 impl std::fmt::Debug for LoadedPlugin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LoadedPlugin").field("path", &self.path).field("digest", &self.digest).finish()

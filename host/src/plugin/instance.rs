@@ -60,12 +60,22 @@ pub struct OperatorInstance {
 
 impl OperatorInstance {
     /// Instantiates `plugin` on `state` and calls its `init` with `config`.
+    /// A plugin compiled without deadline checks is refused when `limits`
+    /// set a deadline: nothing could interrupt it.
     pub fn new(
         plugin: &LoadedPlugin,
         limits: Limits,
         state: InitialState,
         config: &[(String, String)],
     ) -> Result<Self, CallError> {
+        if let (Some(timeout), false) = (limits.call_timeout, plugin.checks_deadlines()) {
+            return Err(CallError::Instantiate(format!(
+                "{} was compiled without the checks that enforce a call deadline, so its {} ms one could \
+                 not be kept; load it with `PluginEngine::load_for` and the operator's limits",
+                plugin.path.display(),
+                timeout.as_millis()
+            )));
+        }
         let mut data = PluginState::new(limits.memory_bytes, state.backend, state.key_groups, state.max_parallelism);
         if let Some(meta) = state.meta {
             data.registry = meta.registry;
