@@ -198,7 +198,7 @@ fn a_savepoint_resumes_at_its_offsets_at_another_parallelism() {
     // for monitoring only).
     wait_for_group_offsets(&broker, &host, 12_000, Duration::from_secs(20));
     let savepoint = dir.path("savepoint");
-    host.weir(&["savepoint", "kafka-count", "--stop", "--dir", savepoint.to_str().unwrap()]).success();
+    host.stop_with_savepoint("kafka-count", &savepoint);
     let (status, stderr) = host.wait();
     assert!(status.success(), "{stderr}");
     eprintln!("first run's log:\n{stderr}");
@@ -274,7 +274,7 @@ fn a_fresh_start_at_latest_reads_only_what_comes_after() {
     broker.produce("in", events(2_400, 2_400));
     host.wait_for_records("kafka-count", 2_400);
     let savepoint = dir.path("savepoint");
-    host.weir(&["savepoint", "kafka-count", "--stop", "--dir", savepoint.to_str().unwrap()]).success();
+    host.stop_with_savepoint("kafka-count", &savepoint);
     let (status, stderr) = host.wait();
     assert!(status.success(), "{stderr}");
     assert_exact_counts(&committed_counts(&broker), 2_400);
@@ -478,8 +478,8 @@ fn a_fork_writes_its_own_topic_with_its_own_transactional_ids() {
     // Stopping with a savepoint commits everything read.
     let original = dir.path("sp-original");
     let twin = dir.path("sp-twin");
-    host.weir(&["savepoint", "kafka-count", "--stop", "--dir", original.to_str().unwrap()]).success();
-    host.weir(&["savepoint", "twin", "--stop", "--dir", twin.to_str().unwrap()]).success();
+    host.stop_with_savepoint("kafka-count", &original);
+    host.stop_with_savepoint("twin", &twin);
     let (status, stderr) = host.wait();
     assert!(status.success(), "{stderr}");
 

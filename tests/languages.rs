@@ -110,7 +110,7 @@ fn a_savepoint_taken_with_the_rust_operator_restores_into_the_python_and_javascr
         let host = Host::start(&job, &[]);
         host.wait_for_records("counts", 3_000);
         let savepoint = dir.path("sp");
-        host.weir(&["savepoint", "counts", "--stop", "--dir", savepoint.to_str().unwrap()]).success();
+        host.stop_with_savepoint("counts", &savepoint);
         let (status, stderr) = host.wait();
         assert!(status.success(), "{stderr}");
         // The same job, with the other language's operator, from the savepoint.

@@ -97,7 +97,7 @@ fn a_job_stopped_and_restored_at_parallelism_1_4_and_2_counts_exactly_as_an_unin
         }
         host.wait_for_records("rescaled", 5_000 * (round as u64 + 1));
         let savepoint = dir.path(&format!("sp-{round}"));
-        let reply = host.weir(&["savepoint", "rescaled", "--stop", "--dir", savepoint.to_str().unwrap()]).success().stdout();
+        let reply = host.stop_with_savepoint("rescaled", &savepoint);
         assert!(reply.contains("written to"), "{reply}");
         let (status, stderr) = host.wait();
         assert!(status.success(), "{stderr}");
@@ -300,7 +300,7 @@ fn forks_from_one_savepoint_match_the_original_and_differ_with_v2_only_by_its_ru
     let host = Host::start(&job, &[]);
     host.wait_for_records("original", 8_000);
     let savepoint = dir.path("fork-point");
-    host.weir(&["savepoint", "original", "--dir", savepoint.to_str().unwrap()]).success();
+    host.savepoint("original", &savepoint);
     let same = dir.path("alerts-same");
     let reply = host
         .weir(&["fork", savepoint.to_str().unwrap(), "--name", "same", "--sink", &format!("out={}", same.display())])
@@ -375,7 +375,7 @@ fn reprocessing_from_an_older_savepoint_with_new_code_recomputes_the_output_from
     let host = Host::start(&job, &[]);
     host.wait_for_records("fraud", 6_000);
     let savepoint = dir.path("older");
-    host.weir(&["savepoint", "fraud", "--dir", savepoint.to_str().unwrap()]).success();
+    host.savepoint("fraud", &savepoint);
     let (status, stderr) = host.wait();
     assert!(status.success(), "{stderr}");
     assert_eq!(committed_lines(&dir.path("alerts"), None), model_alerts(&input, 0, false));
@@ -397,7 +397,7 @@ fn restores_refuse_savepoints_that_do_not_fit_the_job() {
     let host = Host::start(&job, &[]);
     host.wait_for_records("small", 2_000);
     let savepoint = dir.path("sp");
-    host.weir(&["savepoint", "small", "--stop", "--dir", savepoint.to_str().unwrap()]).success();
+    host.stop_with_savepoint("small", &savepoint);
     host.wait();
     let sp = savepoint.to_str().unwrap();
 
@@ -440,7 +440,7 @@ fn a_savepoint_of_rocksdb_state_restores_into_the_memory_backend_at_another_para
     let host = Host::start(&rocksdb, &[]);
     host.wait_for_records("backends", 8_000);
     let savepoint = dir.path("sp");
-    host.weir(&["savepoint", "backends", "--stop", "--dir", savepoint.to_str().unwrap()]).success();
+    host.stop_with_savepoint("backends", &savepoint);
     let (status, stderr) = host.wait();
     assert!(status.success(), "{stderr}");
     run_job(&job, &["--from-savepoint", savepoint.to_str().unwrap(), "-p", "3"]).success();
@@ -497,7 +497,7 @@ fn open_windows_and_their_timers_survive_a_stop_and_a_restore_at_another_paralle
     let host = Host::start(&job, &[]);
     host.wait_for_records("stopped", 3_000);
     let savepoint = dir.path("sp");
-    host.weir(&["savepoint", "stopped", "--stop", "--dir", savepoint.to_str().unwrap()]).success();
+    host.stop_with_savepoint("stopped", &savepoint);
     let (status, stderr) = host.wait();
     assert!(status.success(), "{stderr}");
     let inspect = weir(&["savepoint", "inspect", savepoint.to_str().unwrap()]).success().stdout();
@@ -516,7 +516,7 @@ fn counts_go_on_across(first: &Path, then: &Path) {
     let host = Host::start(&job, &[]);
     host.wait_for_records("swapped", 8_000);
     let savepoint = dir.path("sp");
-    host.weir(&["savepoint", "swapped", "--stop", "--dir", savepoint.to_str().unwrap()]).success();
+    host.stop_with_savepoint("swapped", &savepoint);
     let (status, stderr) = host.wait();
     assert!(status.success(), "{stderr}");
     let text = std::fs::read_to_string(&job).unwrap().replace(&toml_path(first), &toml_path(then));

@@ -252,6 +252,18 @@ impl Host {
         weir(&args)
     }
 
+    /// Takes a savepoint of job `name` into `dir` (`weir savepoint`); the
+    /// command's reply.
+    pub fn savepoint(&self, name: &str, dir: &Path) -> String {
+        self.weir(&["savepoint", name, "--dir", dir.to_str().expect("a UTF-8 path")]).success().stdout()
+    }
+
+    /// Stops job `name` with a savepoint into `dir` (`weir savepoint
+    /// --stop`); the command's reply.
+    pub fn stop_with_savepoint(&self, name: &str, dir: &Path) -> String {
+        self.weir(&["savepoint", name, "--stop", "--dir", dir.to_str().expect("a UTF-8 path")]).success().stdout()
+    }
+
     /// Records read so far by the job `name` (from `weir jobs`; 0 while
     /// the host is still setting it up).
     pub fn records_read(&self, name: &str) -> u64 {
