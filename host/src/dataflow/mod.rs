@@ -24,6 +24,7 @@
 
 mod alignment;
 mod batch;
+mod builder;
 mod channel;
 mod cpu;
 mod executor;
@@ -45,9 +46,9 @@ pub use batch::{KeyNumbered, NO_TIMESTAMP, Record, RecordBatch};
 pub use key_numbering::KeyNumbering;
 pub use native::{NATIVE_PREFIX, native_operator};
 pub use operator::{Emitted, OperatorLogic};
+pub use builder::instance_config;
 pub use executor::{
-    JobCommand, JobSummary, Progress, Restore, Role, RunError, RunOptions, RunningJob, TaskSummary, instance_config, run_job,
-    run_job_with,
+    JobCommand, JobSummary, Progress, Restore, Role, RunError, RunOptions, RunningJob, TaskSummary, run_job, run_job_with,
     start_job,
 };
 
