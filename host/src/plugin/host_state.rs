@@ -21,7 +21,7 @@ use super::limits::MemoryLimiter;
 use super::snapshot;
 use super::state::{BatchKeys, KeyedStateView};
 use super::timers::TimersView;
-use crate::dataflow::{KeyNumbered, RecordBatch};
+use crate::dataflow::{KeyNumbered, NO_TIMESTAMP, RecordBatch};
 use crate::state::{FiredTimer, KeyGroupRange, KeyedStateBackend, StateRegistry, TimeDomain, TimerService};
 
 /// How much of a plugin's stderr is kept for error reports.
@@ -81,7 +81,13 @@ impl PluginState {
     pub fn input_batch(&mut self, input: u32, mut batch: RecordBatch, kind: InputKind, watermark: i64) -> Arc<InputBatch> {
         let keyed = kind == InputKind::Keyed;
         let (key_slots, key_count, numbered) = if keyed { self.batch_slots(&mut batch) } else { (Vec::new(), 0, None) };
-        let (data, offsets, timestamps) = batch.into_parts();
+        let (data, offsets, mut timestamps) = batch.into_parts();
+        // The contract lets an empty list say that no event has a
+        // timestamp: then eight bytes an event are not copied into the
+        // instance, nor read there.
+        if timestamps.iter().all(|&t| t == NO_TIMESTAMP) {
+            timestamps.clear();
+        }
         let input_batch = Arc::new(InputBatch {
             input,
             events: EventBatch { data, offsets, timestamps },
