@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{JobDir, amplifier_job, plugin, run_job, toml_path, weir_binary};
+use common::{Host, JobDir, amplifier_job, plugin, run_job, toml_path, weir_binary};
 
 /// A keyed count (`plugin`, with `config`) over `events` generated events
 /// with `keys` keys at `rate` events/s, into the transactional file sink.
@@ -173,6 +173,45 @@ fn a_plugin_that_traps_once_is_recovered_from_exactly() {
         assert!(run.stderr().contains("1 restart(s) after failures"), "{}", run.stderr());
         assert_exact_counts(&committed(&dir.path("out")), 60000, 600);
     }
+}
+
+#[test]
+fn a_file_sink_keeps_what_it_wrote_before_a_restart() {
+    let dir = JobDir::new();
+    let restart = "[restart]\nstrategy = \"fixed-delay\"\nmax_attempts = 3\ndelay_ms = 100";
+    let job = count_job(&dir, "memory", &plugin("faulty"), "mode = \"trap-once\", after = 8000", restart);
+    let text = std::fs::read_to_string(&job).unwrap();
+    std::fs::write(&job, text.replace("type = \"files\"\npath = \"out\"", "type = \"file\"\npath = \"out.txt\"")).unwrap();
+    let run = run_job(&job, &[]);
+    run.success();
+    assert!(run.stderr().contains("1 restart(s) after failures"), "{}", run.stderr());
+    // Not transactional: what followed the checkpoint comes twice, but
+    // nothing written before the restart is lost.
+    let mut counts: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+    for line in dir.read("out.txt").lines() {
+        let (key, count) = line.split_once('\t').expect("key<TAB>count");
+        counts.entry(key.parse().unwrap()).or_default().push(count.parse().unwrap());
+    }
+    assert_eq!(counts.len(), 600);
+    for (key, mut seen) in counts {
+        seen.sort_unstable();
+        seen.dedup();
+        assert_eq!(seen, (1..=100).collect::<Vec<u64>>(), "key {key}");
+    }
+}
+
+#[test]
+fn a_second_run_of_a_running_job_is_refused() {
+    let dir = JobDir::new();
+    let job = count_job(&dir, "memory", &plugin("word-count"), "", "");
+    let host = Host::start(&job, &[]);
+    host.wait_for_records("chaos-count", 1000);
+    let error = run_job(&job, &["--api", "127.0.0.1:0"]).failure();
+    assert!(error.contains("is in use by another running job"), "{error}");
+    assert!(error.contains("give this one a checkpoint_dir of its own"), "{error}");
+    let (status, stderr) = host.wait();
+    assert!(status.success(), "{stderr}");
+    assert_exact_counts(&committed(&dir.path("out")), 60000, 600);
 }
 
 #[test]

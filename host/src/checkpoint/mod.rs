@@ -36,4 +36,4 @@ pub use coordinator::{
 pub use commit::{CommitQueue, Committer, PendingCommit};
 pub use history::{CheckpointHistory, KEPT_FIGURES};
 pub use manifest::{CheckpointStats, LatestCheckpoint, Manifest, TaskState};
-pub use storage::{CheckpointStorage, Recovered};
+pub use storage::{CheckpointStorage, Recovered, StorageLock};

@@ -5,6 +5,7 @@
 //!   chk-00000007/_MANIFEST          complete once this exists
 //!   chk-00000007/<node>-<subtask>.* files private to checkpoint 7
 //!   shared/<db>/<file>.sst          RocksDB files shared by checkpoints
+//!   LOCK                            held by the process running the job
 //! ```
 
 use std::collections::HashSet;
@@ -19,6 +20,16 @@ use crate::state::read_verified;
 
 const MANIFEST: &str = "_MANIFEST";
 const PREFIX: &str = "chk-";
+const LOCK: &str = "LOCK";
+
+/// A running job's hold on its checkpoint directory: two jobs recovering
+/// from and writing the same checkpoints (and sinks) would overwrite each
+/// other's output. An advisory lock of the operating system, so a killed
+/// process leaves none behind.
+#[derive(Debug)]
+pub struct StorageLock {
+    _file: File,
+}
 
 /// The result of looking for a checkpoint to recover from.
 #[derive(Debug, Default)]
@@ -43,6 +54,17 @@ impl CheckpointStorage {
 
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// Takes the directory for one running job; `Ok(None)` if another job
+    /// (in this process or another) holds it.
+    pub fn lock(&self) -> std::io::Result<Option<StorageLock>> {
+        let file = File::options().create(true).truncate(false).write(true).open(self.root.join(LOCK))?;
+        match file.try_lock() {
+            Ok(()) => Ok(Some(StorageLock { _file: file })),
+            Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+            Err(std::fs::TryLockError::Error(error)) => Err(error),
+        }
     }
 
     /// The directory name of checkpoint `id`, relative to the root.

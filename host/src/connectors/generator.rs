@@ -78,7 +78,10 @@ impl Generator {
 
     /// A subtask that reads the `restored` splits, in order, each from where
     /// it was, at its splits' share of the rate.
-    pub fn from_splits(config: GeneratorConfig, restored: RestoredSplits) -> Self {
+    pub fn from_splits(config: GeneratorConfig, restored: RestoredSplits) -> Result<Self, ConnectorError> {
+        for split in &restored.splits {
+            check_bounds(config.events, split)?;
+        }
         let mut generator = Generator::new(config, 0, 1);
         let share = restored.splits.len() as f64 / restored.of.max(1) as f64;
         generator.pace = Pace::new(config.rate.map(|rate| rate * share));
@@ -88,7 +91,7 @@ impl Generator {
         generator.end = 0;
         generator.next = 0;
         generator.advance();
-        generator
+        Ok(generator)
     }
 
     /// Moves on to the next queued range once the current one is done.
@@ -179,6 +182,24 @@ impl Generator {
             }
         }
     }
+}
+
+/// A restored range keeps the end it was read with, so a job file that
+/// now bounds the generator differently would be silently ignored — an
+/// unbounded range would never end. Refused instead, saying what to do.
+fn check_bounds(events: Option<u64>, split: &SourceSplit) -> Result<(), ConnectorError> {
+    let problem = match (events, split.end) {
+        (Some(events), None) => format!("sets `events = {events}`, but the generator restored was unbounded"),
+        (None, Some(end)) => format!("sets no `events`, but the generator restored reads up to event {end}"),
+        (Some(events), Some(end)) if end > events => {
+            format!("sets `events = {events}`, but the generator restored reads up to event {end}")
+        }
+        _ => return Ok(()),
+    };
+    Err(ConnectorError::Restore(format!(
+        "the job file {problem}, and a restored generator keeps the bounds it started with: set `events` back, \
+         or start the job afresh (without the savepoint or the old checkpoints)"
+    )))
 }
 
 impl Source for Generator {
@@ -398,11 +419,29 @@ mod tests {
             let mut all = seen.clone();
             for subtask in 0..parallelism {
                 let mine = super::super::assign_splits(splits.clone(), subtask, parallelism);
-                all.extend(drain(&mut Generator::from_splits(config(20), mine)).into_iter().map(|e| e.1));
+                all.extend(drain(&mut Generator::from_splits(config(20), mine).unwrap()).into_iter().map(|e| e.1));
             }
             all.sort_by_key(|v| v.parse::<u64>().unwrap());
             assert_eq!(all, (0..20).map(|i| i.to_string()).collect::<Vec<_>>(), "at parallelism {parallelism}");
         }
+    }
+
+    #[test]
+    fn restored_splits_bounded_otherwise_than_the_job_file_are_refused() {
+        let restore = |events, end| {
+            let restored = RestoredSplits { splits: vec![SourceSplit { id: 0, next: 5, end }], of: 1, known: vec![0] };
+            Generator::from_splits(GeneratorConfig { events, ..config(0) }, restored).err().map(|e| e.to_string())
+        };
+        assert_eq!(restore(Some(20), Some(20)), None);
+        assert_eq!(restore(Some(30), Some(20)), None, "a range that ends before the new limit is read to its end");
+        assert_eq!(restore(None, None), None);
+        let unbounded = restore(Some(20), None).expect("an unbounded range under a limit");
+        assert!(unbounded.contains("sets `events = 20`, but the generator restored was unbounded"), "{unbounded}");
+        assert!(unbounded.contains("set `events` back, or start the job afresh"), "{unbounded}");
+        let bounded = restore(None, Some(20)).expect("a bounded range without a limit");
+        assert!(bounded.contains("sets no `events`"), "{bounded}");
+        let beyond = restore(Some(10), Some(20)).expect("a range beyond the new limit");
+        assert!(beyond.contains("reads up to event 20"), "{beyond}");
     }
 
     #[test]

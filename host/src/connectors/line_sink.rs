@@ -9,12 +9,17 @@ use super::{ConnectorError, Sink};
 use crate::dataflow::{Record, RecordBatch};
 use crate::job::OutputFormat;
 
+/// How long written lines may wait in the buffer: a slow stream shows up
+/// as it comes, and an interrupted run loses at most this much.
+const FLUSH_EVERY: Duration = Duration::from_millis(200);
+
 /// Writes events as lines to stdout or a file.
 pub struct LineSink {
     what: String,
     format: OutputFormat,
     out: Box<dyn Write + Send>,
     line: Vec<u8>,
+    flushed: Instant,
 }
 
 impl LineSink {
@@ -22,18 +27,21 @@ impl LineSink {
         LineSink::new("stdout".into(), format, Box::new(BufWriter::new(std::io::stdout())))
     }
 
-    /// Creates (or truncates) the file at `path`, and its directory.
-    pub fn file(path: &Path, format: OutputFormat) -> Result<Self, ConnectorError> {
+    /// Creates the file at `path`, and its directory: empty for a job that
+    /// starts afresh, appended to by one that resumes (which repeats what
+    /// followed its checkpoint, but loses nothing written before).
+    pub fn file(path: &Path, format: OutputFormat, resumed: bool) -> Result<Self, ConnectorError> {
         let open_error = |source| ConnectorError::Open { path: PathBuf::from(path), source };
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(open_error)?;
         }
-        let file = File::create(path).map_err(open_error)?;
+        let file = File::options().create(true).write(true).append(resumed).truncate(!resumed).open(path);
+        let file = file.map_err(open_error)?;
         Ok(LineSink::new(path.display().to_string(), format, Box::new(BufWriter::with_capacity(1 << 16, file))))
     }
 
     fn new(what: String, format: OutputFormat, out: Box<dyn Write + Send>) -> Self {
-        LineSink { what, format, out, line: Vec::new() }
+        LineSink { what, format, out, line: Vec::new(), flushed: Instant::now() }
     }
 
     fn io_error(&self, source: std::io::Error) -> ConnectorError {
@@ -69,10 +77,15 @@ impl Sink for LineSink {
             format_line(&record, self.format, &mut self.line);
         }
         let result = self.out.write_all(&self.line);
-        result.map_err(|e| self.io_error(e))
+        result.map_err(|e| self.io_error(e))?;
+        if self.flushed.elapsed() >= FLUSH_EVERY {
+            self.flush()?;
+        }
+        Ok(())
     }
 
     fn flush(&mut self) -> Result<(), ConnectorError> {
+        self.flushed = Instant::now();
         let result = self.out.flush();
         result.map_err(|e| self.io_error(e))
     }

@@ -37,6 +37,10 @@ pub enum ConnectorError {
     BadLine { path: PathBuf, line: u64, message: String },
     #[error("{what}: {message}")]
     Kafka { what: String, message: String },
+    /// Restored positions that the source as the job file now describes
+    /// cannot continue from.
+    #[error("{0}")]
+    Restore(String),
     #[error("I/O error on {what}: {source}")]
     Io {
         what: String,
@@ -166,7 +170,7 @@ pub fn open_source(
                 speed: *speed,
             };
             match restored {
-                Some(restored) => Box::new(Generator::from_splits(config, restored)),
+                Some(restored) => Box::new(Generator::from_splits(config, restored)?),
                 None => Box::new(Generator::new(config, subtask, parallelism)),
             }
         }
@@ -192,7 +196,7 @@ pub fn open_sink(spec: &SinkSpec, place: &SinkPlace<'_>) -> Result<Box<dyn Sink>
     let SinkPlace { subtask, parallelism, restored, .. } = *place;
     Ok(match spec {
         SinkSpec::Stdout { format, .. } => Box::new(LineSink::stdout(*format)),
-        SinkSpec::File { path, format, .. } => Box::new(LineSink::file(path, *format)?),
+        SinkSpec::File { path, format, .. } => Box::new(LineSink::file(path, *format, restored > 0)?),
         SinkSpec::Files { path, format, .. } => Box::new(PartFileSink::open(path, subtask, parallelism, *format, restored)?),
         SinkSpec::Discard { rate, .. } => Box::new(DiscardSink::new(*rate)),
         SinkSpec::Kafka(spec) => Box::new(kafka::KafkaSink::open(spec, place)?),

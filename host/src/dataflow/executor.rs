@@ -19,7 +19,7 @@ use super::figures::{Sampler, node_figures_of_run, records_read, records_written
 use super::task::{TaskError, TaskMetrics};
 use crate::checkpoint::{
     CheckpointHistory, CheckpointSettings, CheckpointStorage, Committer, Coordinator, LatestCheckpoint, Manifest,
-    SavepointOrder,
+    SavepointOrder, StorageLock,
 };
 use crate::connectors::ConnectorError;
 use crate::control::{Counters, NodeInfo, SavepointInfo};
@@ -56,6 +56,12 @@ pub enum RunError {
         #[source]
         source: std::io::Error,
     },
+    #[error(
+        "checkpoint directory {} is in use by another running job (is this job running already?); \
+         stop that job first, or give this one a checkpoint_dir of its own",
+        dir.display()
+    )]
+    CheckpointsInUse { dir: PathBuf },
     #[error("cannot restore {task} from checkpoint {checkpoint}: {source}")]
     Restore {
         task: String,
@@ -239,9 +245,12 @@ pub fn run_job_with(graph: &JobGraph, engine: &Arc<PluginEngine>, options: RunOp
     }
     // Checkpoints from before this run (numbered below this) are not ours
     // to recover from when starting from a savepoint.
-    let first_own = match &graph.checkpoints {
-        Some(settings) => open_storage(settings)?.next_id(),
-        None => 0,
+    let (first_own, _lock) = match &graph.checkpoints {
+        Some(settings) => {
+            let storage = open_storage(settings)?;
+            (storage.next_id(), Some(lock_storage(&storage, settings)?))
+        }
+        None => (0, None),
     };
     let commands = options.commands.clone().unwrap_or_else(crossbeam_channel::never);
     let mut restarts = 0;
@@ -553,4 +562,13 @@ fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
 /// The job's checkpoint directory.
 pub(super) fn open_storage(settings: &CheckpointSettings) -> Result<CheckpointStorage, RunError> {
     CheckpointStorage::open(&settings.dir).map_err(|source| RunError::Checkpoints { dir: settings.dir.clone(), source })
+}
+
+/// Holds the job's checkpoint directory for the run (all its restarts).
+fn lock_storage(storage: &CheckpointStorage, settings: &CheckpointSettings) -> Result<StorageLock, RunError> {
+    match storage.lock() {
+        Ok(Some(lock)) => Ok(lock),
+        Ok(None) => Err(RunError::CheckpointsInUse { dir: settings.dir.clone() }),
+        Err(source) => Err(RunError::Checkpoints { dir: settings.dir.clone(), source }),
+    }
 }
