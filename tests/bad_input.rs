@@ -237,6 +237,44 @@ fn duplicate_names_and_bad_parallelism() {
 }
 
 #[test]
+fn source_numbers_a_source_cannot_run_with() {
+    let dir = JobDir::new();
+    for (setting, expected) in [
+        ("rate = 0.0", "source `gen`: `rate = 0` must be a positive number"),
+        ("rate = -5.0", "source `gen`: `rate = -5` must be a positive number"),
+        ("rate = nan", "source `gen`: `rate = NaN` must be a positive number"),
+        ("mode = \"sensors\"\nspeed = 0.0", "source `gen`: `speed = 0` must be a positive number"),
+        ("keys = 0", "source `gen`: `keys` must be at least 1"),
+        ("events_per_ms = 0", "source `gen`: `events_per_ms` must be at least 1"),
+    ] {
+        let job = job_file(&dir, |t| t.replace("events = 10", &format!("events = 10\n{setting}")));
+        let error = run_job(&job, &[]).failure();
+        assert!(error.contains(expected), "{setting}: {error}");
+    }
+}
+
+#[test]
+fn job_names_that_are_not_one_path_component() {
+    let dir = JobDir::new();
+    for name in ["", "..", "../escape", "a/b"] {
+        let job = job_file(&dir, |t| t.replace("name = \"edited\"", &format!("name = {name:?}")));
+        let error = run_job(&job, &[]).failure();
+        assert!(error.contains(&format!("the job name {name:?} must be non-empty")), "{name}: {error}");
+        assert!(error.contains("must not contain `/`"), "{error}");
+    }
+}
+
+#[test]
+fn two_file_sinks_writing_one_path() {
+    let dir = JobDir::new();
+    let sinks = "type = \"file\"\npath = \"out.txt\"\ninput = \"count\"\n\n[[sink]]\nname = \"copy\"\ntype = \"file\"\npath = \"out.txt\"";
+    let job = job_file(&dir, |t| t.replace("type = \"discard\"", sinks));
+    let error = run_job(&job, &[]).failure();
+    assert!(error.contains("sinks `out` and `copy` both write to out.txt"), "{error}");
+    assert!(error.contains("give each its own path"), "{error}");
+}
+
+#[test]
 fn checkpoint_settings_out_of_range_or_without_a_directory() {
     let dir = JobDir::new();
     let job = job_file(&dir, |t| t.replace("name = \"edited\"", "name = \"edited\"\ncheckpoint_timeout_ms = 500"));

@@ -8,16 +8,19 @@ use std::sync::Arc;
 use super::upgrade::with_plugin;
 use super::{JobManager, absolute};
 use crate::control::{ControlError, ControlPlane, ForkInfo, ForkRequest};
-use crate::job::{JobGraph, NodeKind, Overrides, SinkSpec};
+use crate::job::{JobGraph, NodeKind, Overrides, SinkSpec, check_job_name};
 use crate::savepoint::Savepoint;
 
 pub(super) fn fork(manager: &Arc<JobManager>, request: ForkRequest) -> Result<ForkInfo, ControlError> {
+    check_job_name(&request.name).map_err(ControlError::Rejected)?;
     if manager.lock().get(&request.name).is_some_and(|j| j.status.is_active()) {
         return Err(ControlError::Conflict(format!("a job named `{}` is running already; choose another name", request.name)));
     }
-    let (base, savepoint) = match manager.running(&request.from) {
-        Ok((graph, _, _)) => {
-            let dir = manager.default_savepoint_dir(&graph, "fork");
+    let (graph, savepoint) = match manager.running(&request.from) {
+        Ok((base, _, _)) => {
+            // Checked before the savepoint is taken: a refused fork leaves none behind.
+            let graph = forked_graph(manager, base.clone(), &request)?;
+            let dir = manager.default_savepoint_dir(&base, "fork");
             let info = manager.take_savepoint(&request.from, dir, false)?;
             (graph, Savepoint::open(&info.dir).map_err(|e| ControlError::Failed(e.to_string()))?)
         }
@@ -25,11 +28,10 @@ pub(super) fn fork(manager: &Arc<JobManager>, request: ForkRequest) -> Result<Fo
             let savepoint = Savepoint::open(Path::new(&request.from)).map_err(|e| {
                 ControlError::Rejected(format!("`{}` is neither a job of this host nor a savepoint: {e}", request.from))
             })?;
-            (graph_of(&savepoint)?, savepoint)
+            (forked_graph(manager, graph_of(&savepoint)?, &request)?, savepoint)
         }
         Err(other) => return Err(other),
     };
-    let graph = forked_graph(manager, base, &request)?;
     manager.submit(graph.clone(), Some(savepoint.clone()), false)?;
     let info = manager.job(&graph.name)?;
     Ok(ForkInfo { job: info, savepoint: savepoint.dir })
@@ -93,7 +95,7 @@ fn set_sink_path(graph: &mut JobGraph, sink: &str, new_path: &Path) -> Result<()
             Err(ControlError::Rejected(format!("sink `{sink}` writes to Kafka: give it another topic with --topic")))
         }
         Some(_) => Err(ControlError::Rejected(format!("sink `{sink}` has no path to change"))),
-        None => Err(ControlError::Rejected(format!("the job has no sink `{sink}`"))),
+        None => Err(no_such_sink(graph, sink)),
     }
 }
 
@@ -105,8 +107,14 @@ fn set_sink_topic(graph: &mut JobGraph, sink: &str, topic: &str) -> Result<(), C
             Ok(())
         }
         Some(_) => Err(ControlError::Rejected(format!("sink `{sink}` is not a Kafka sink: give it another path with --sink"))),
-        None => Err(ControlError::Rejected(format!("the job has no sink `{sink}`"))),
+        None => Err(no_such_sink(graph, sink)),
     }
+}
+
+fn no_such_sink(graph: &JobGraph, sink: &str) -> ControlError {
+    let sinks: Vec<String> =
+        graph.nodes.iter().filter(|n| matches!(n.kind, NodeKind::Sink(_))).map(|n| format!("`{}`", n.name)).collect();
+    ControlError::Rejected(format!("the job has no sink `{sink}`; its sinks are {}", sinks.join(", ")))
 }
 
 /// A fork's Kafka sinks must not share transactional ids with the job it

@@ -189,6 +189,7 @@ impl JobGraph {
         }
         let parallelism = overrides.parallelism.or(spec.parallelism).unwrap_or(1);
         check_parallelism("the job", parallelism, max_parallelism)?;
+        check_job_name(&spec.name)?;
         check_names(&spec)?;
         check_connectors(&spec)?;
         if spec.sources.is_empty() {
@@ -294,11 +295,21 @@ fn check_connectors(spec: &JobSpec) -> Result<(), String> {
                 source.name()
             ));
         }
+        source.check_numbers()?;
         if let SourceSpec::Kafka(kafka) = source {
             kafka.validate()?;
         }
     }
+    let mut paths = HashMap::new();
     for sink in &spec.sinks {
+        if let SinkSpec::File { name, path, .. } | SinkSpec::Files { name, path, .. } = sink
+            && let Some(other) = paths.insert(path.as_path(), name)
+        {
+            return Err(format!(
+                "sinks `{other}` and `{name}` both write to {}, and would overwrite each other: give each its own path",
+                path.display()
+            ));
+        }
         if let SinkSpec::Kafka(kafka) = sink {
             kafka.validate()?;
             if kafka.delivery == Delivery::ExactlyOnce && spec.checkpoint_dir.is_none() {
@@ -309,6 +320,19 @@ fn check_connectors(spec: &JobSpec) -> Result<(), String> {
                 ));
             }
         }
+    }
+    Ok(())
+}
+
+/// A job's name names its savepoints and a fork's checkpoint directory,
+/// so it must be one plain path component.
+pub fn check_job_name(name: &str) -> Result<(), String> {
+    let plain = !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\\']);
+    if !plain || name.chars().any(char::is_control) {
+        return Err(format!(
+            "the job name {name:?} must be non-empty, must not be `.` or `..`, and must not contain `/`, `\\` \
+             or control characters (it names directories)"
+        ));
     }
     Ok(())
 }

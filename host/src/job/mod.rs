@@ -10,7 +10,7 @@ pub mod spec;
 
 use std::path::{Path, PathBuf};
 
-pub use graph::{Edge, JobGraph, Node, NodeId, NodeKind, OperatorNode, Partitioning};
+pub use graph::{Edge, JobGraph, Node, NodeId, NodeKind, OperatorNode, Partitioning, check_job_name};
 pub use spec::{
     AlignmentSpec, FileFormat, GeneratorMode, JobSpec, OperatorSpec, OutputFormat, RestartSpec, RestartStrategy, SinkSpec, SourceSpec,
 };
@@ -50,9 +50,11 @@ pub fn load(path: &Path, overrides: Overrides) -> Result<JobGraph, JobError> {
 }
 
 /// Why a job text was refused, before the file's path is attached.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum ParseError {
+    #[error("{0}")]
     Syntax(String),
+    #[error("{0}")]
     Invalid(String),
 }
 

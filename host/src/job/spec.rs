@@ -188,6 +188,32 @@ pub enum SourceSpec {
 }
 
 impl SourceSpec {
+    /// Numbers the TOML types allow but the source cannot run with (a
+    /// rate of 0 would never produce an event).
+    pub(crate) fn check_numbers(&self) -> Result<(), String> {
+        let name = self.name();
+        let positive = |field: &str, value: Option<f64>| match value {
+            Some(v) if !(v > 0.0 && v.is_finite()) => {
+                Err(format!("source `{name}`: `{field} = {v}` must be a positive number (or left out: as fast as possible)"))
+            }
+            _ => Ok(()),
+        };
+        let at_least_one = |field: &str, value: Option<u64>| match value {
+            Some(0) => Err(format!("source `{name}`: `{field}` must be at least 1")),
+            _ => Ok(()),
+        };
+        match self {
+            SourceSpec::File { rate, .. } => positive("rate", *rate),
+            SourceSpec::Generator { keys, rate, events_per_ms, speed, .. } => {
+                positive("rate", *rate)?;
+                positive("speed", *speed)?;
+                at_least_one("keys", Some(*keys))?;
+                at_least_one("events_per_ms", *events_per_ms)
+            }
+            SourceSpec::Kafka(_) => Ok(()),
+        }
+    }
+
     pub fn name(&self) -> &str {
         match self {
             SourceSpec::File { name, .. } | SourceSpec::Generator { name, .. } => name,
