@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{JobDir, plugin, run_job, toml_path};
+use common::{Host, JobDir, plugin, run_job, toml_path};
 use weir::PluginEngine;
 use weir::plugin::{InitialState, Limits, OperatorInstance};
 use weir::state::MemoryBackend;
@@ -149,4 +149,16 @@ fn plugins_cannot_reach_files_environment_or_network() {
     assert!(probe("fs").starts_with("denied"), "filesystem: {}", probe("fs"));
     assert_eq!(probe("env"), "0 variables");
     assert!(probe("net").starts_with("denied"), "network: {}", probe("net"));
+}
+
+/// A job stuck in a call without a deadline cannot be cancelled: `weir
+/// cancel` says so after its wait instead of hanging.
+#[test]
+fn cancelling_a_job_stuck_without_a_deadline_says_it_is_stuck() {
+    let dir = JobDir::new();
+    let host = Host::start(&faulty_job(&dir, "loop", "call_timeout_ms = 0"), &[]);
+    host.wait_for_records("faulty", 1);
+    let error = host.weir(&["cancel", "faulty"]).failure();
+    assert!(error.contains("job `faulty` was asked to stop but still runs after 30 s"), "{error}");
+    assert!(error.contains("plugin call without a deadline"), "{error}");
 }

@@ -534,3 +534,30 @@ fn a_savepoint_of_the_plugin_restores_into_the_native_baseline() {
 fn a_savepoint_of_the_native_baseline_restores_into_the_plugin() {
     counts_go_on_across(Path::new("native:count"), &plugin("word-count"));
 }
+
+/// A cancelled job's line in `weir jobs` keeps the figures it had when it
+/// was cancelled, and its uptime stops, while the host runs on (here for
+/// the job it was forked from).
+#[test]
+fn a_cancelled_job_keeps_its_figures() {
+    let dir = JobDir::new();
+    let job = count_job(&dir, "main", 1_000_000, 100, 20000, &plugin("word-count"));
+    let host = Host::start(&job, &[]);
+    host.wait_for_records("main", 1000);
+    let out = dir.path("out-side");
+    host.weir(&["fork", "main", "--name", "side", "--sink", &format!("out={}", out.display())]).success();
+    host.wait_for_records("side", 2000);
+    let reply = host.weir(&["cancel", "side"]).success().stdout();
+    assert!(reply.contains("job `side` cancelled"), "{reply}");
+    let line = |host: &Host| {
+        let jobs = host.weir(&["jobs"]).success().stdout();
+        // Compared cell by cell: the columns' widths follow the other job's figures.
+        let line = jobs.lines().find(|l| l.starts_with("side ")).map(|l| l.split_whitespace().collect::<Vec<_>>());
+        line.unwrap_or_else(|| panic!("no line for the job: {jobs}")).join(" ")
+    };
+    let before = line(&host);
+    assert!(host.records_read("side") >= 2000, "the records it had read: {before}");
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    assert_eq!(line(&host), before, "nothing changes once it is cancelled");
+    host.weir(&["cancel", "main"]).success();
+}

@@ -1035,7 +1035,7 @@ function checkState(name, kind, data, offsets) {
     const what = kind === "map-state" ? "map state" : "value state";
     return (
       `this plugin declares no ${what} \`${name}\` (its stored entries would be lost); keep the state's name, ` +
-      "or drop the state on purpose with --allow-non-restored-state"
+      "or keep declaring the old state beside the new one (its entries are then carried along unused)"
     );
   }
   for (let i = 0; i + 1 < offsets.length; i++) {

@@ -41,7 +41,7 @@ pub(crate) fn check<'a>(name: &str, map: bool, values: impl Iterator<Item = &'a 
     let Some(check) = check else {
         return Err(format!(
             "this plugin declares no {kind} `{name}` (its stored entries would be lost); keep the state's name, \
-             or drop the state on purpose with --allow-non-restored-state"
+             or keep declaring the old state beside the new one (its entries are then carried along unused)"
         ));
     };
     for (i, value) in values.enumerate() {

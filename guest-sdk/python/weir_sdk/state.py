@@ -61,7 +61,7 @@ def check_values(name, is_map, values):
     if (name, is_map) not in _declared:
         raise ValueError(
             f"this plugin declares no {kind} `{name}` (its stored entries would be lost); keep the state's "
-            "name, or drop the state on purpose with --allow-non-restored-state"
+            "name, or keep declaring the old state beside the new one (its entries are then carried along unused)"
         )
     validate = _declared[(name, is_map)]
     for i, raw in enumerate(values):

@@ -78,7 +78,7 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<()> {
     let checkpoint_dir = std::env::temp_dir().join(format!("weir-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&checkpoint_dir);
     let graph = job::parse(&job_file(args, &plugin, &checkpoint_dir), Path::new(""), Overrides { parallelism: Some(args.parallelism) })
-        .map_err(|e| anyhow::anyhow!("benchmark job: {e:?}"))?;
+        .map_err(|e| anyhow::anyhow!("benchmark job: {e}"))?;
     let engine = PluginEngine::new()?;
 
     let implementation = if args.native { "native" } else { "wasm" };

@@ -52,8 +52,9 @@ pub struct SavepointArgs {
     /// The running job to take a savepoint of.
     #[arg(required = true, value_name = "JOB")]
     pub job: Option<String>,
-    /// Where to write it [default: savepoints/sp-JOB-CHECKPOINT beside the
-    /// job's checkpoint directory].
+    /// Where to write it [default: CHECKPOINT_DIR/savepoints/savepoint-JOB-MILLIS,
+    /// or savepoints/ in the host's working directory for a job without
+    /// checkpoints].
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
     /// Stop the job once the savepoint is written.

@@ -33,6 +33,10 @@ use crate::savepoint::Savepoint;
 /// How long a status question may wait for a busy job.
 const STATUS_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// How long a cancelled job may take to stop before `cancel` says it is
+/// stuck (a task in a plugin call without a deadline never returns).
+const CANCEL_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// What became of a job.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum JobStatus {
@@ -68,11 +72,15 @@ struct Job {
     graph: JobGraph,
     status: JobStatus,
     started: Instant,
+    /// When its thread ended, for its uptime.
+    ended: Option<Instant>,
     commands: Sender<JobCommand>,
     /// Bumped by each incarnation, so a thread that ends late does not
     /// overwrite the status of the one that replaced it.
     generation: u64,
     summary: Option<JobSummary>,
+    /// Its figures as `cancel` last saw them: a cancelled run has no summary.
+    cancelled_with: Option<JobInfo>,
 }
 
 /// The jobs of one host process.
@@ -129,9 +137,11 @@ impl JobManager {
                 graph: graph.clone(),
                 status: JobStatus::Running,
                 started: Instant::now(),
+                ended: None,
                 commands,
                 generation,
                 summary: None,
+                cancelled_with: None,
             };
             jobs.insert(name.clone(), job);
             generation
@@ -179,6 +189,7 @@ impl JobManager {
             }
         };
         job.summary = result.ok();
+        job.ended = Some(Instant::now());
         drop(jobs);
         self.changed.notify_all();
     }
@@ -203,6 +214,25 @@ impl JobManager {
                 }
                 Some(job) => return job.status.clone(),
                 None => return JobStatus::Cancelled,
+            }
+        }
+    }
+
+    /// [`wait_ended`](Self::wait_ended) for at most `timeout`: `false` if
+    /// the job still runs then.
+    fn ended_within(&self, name: &str, generation: u64, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut jobs = self.lock();
+        loop {
+            match jobs.get(name) {
+                Some(job) if job.generation == generation && job.summary.is_none() && job.status.is_active() => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return false;
+                    }
+                    jobs = self.changed.wait_timeout(jobs, left).expect("job table lock").0;
+                }
+                _ => return true,
             }
         }
     }
@@ -262,11 +292,15 @@ impl JobManager {
     /// the channel to ask a running one for its progress — to use after the
     /// table's lock is released, so that a busy job holds up no one else.
     fn snapshot(name: &str, job: &Job) -> (JobInfo, Option<Sender<JobCommand>>) {
+        let uptime_s = job.ended.unwrap_or_else(Instant::now).duration_since(job.started).as_secs_f64();
+        if let Some(last) = job.cancelled_with.as_ref().filter(|_| job.status == JobStatus::Cancelled) {
+            return (JobInfo { status: job.status.word().to_owned(), uptime_s, ..last.clone() }, None);
+        }
         let (read, written) = job.summary.as_ref().map_or((0, 0), |s| (s.records_read(), s.records_written()));
         let info = JobInfo {
             name: name.to_owned(),
             status: job.status.word().to_owned(),
-            uptime_s: job.started.elapsed().as_secs_f64(),
+            uptime_s,
             read,
             written,
             operators: operators(&job.graph),
@@ -351,8 +385,17 @@ impl ControlPlane for Arc<JobManager> {
         let (_, commands, generation) = self.running(name)?;
         let last = self.job(name)?;
         let _ = commands.send(JobCommand::Cancel);
-        self.wait_ended(name, generation);
-        // Its figures as they were when it was cancelled.
+        if !self.ended_within(name, generation, CANCEL_TIMEOUT) {
+            return Err(ControlError::Failed(format!(
+                "job `{name}` was asked to stop but still runs after {} s: a task is stuck, most likely in a plugin \
+                 call without a deadline (call_timeout_ms = 0); stop the `weir run` process to end it",
+                CANCEL_TIMEOUT.as_secs()
+            )));
+        }
+        // Its figures as they were when it was cancelled (a cancelled run has no summary).
+        if let Some(job) = self.lock().get_mut(name).filter(|j| j.generation == generation) {
+            job.cancelled_with = Some(last.clone());
+        }
         Ok(JobInfo { status: self.job(name)?.status, ..last })
     }
 

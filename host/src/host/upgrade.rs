@@ -116,16 +116,28 @@ pub(super) fn check_changed_plugins(
         if recorded.plugin_sha256.as_deref() == Some(plugin.digest.as_str()) {
             continue;
         }
-        check_state(graph, &node.name, &plugin, savepoint).map_err(|reason| {
-            ControlError::Rejected(format!(
+        check_state(graph, &node.name, &plugin, savepoint).map_err(|error| match error {
+            StateCheckError::Savepoint(reason) => {
+                ControlError::Rejected(format!("cannot restore from savepoint {}: {reason}", savepoint.dir.display()))
+            }
+            StateCheckError::Plugin(reason) => ControlError::Rejected(format!(
                 "plugin {} of operator `{}` cannot take over its state in savepoint {}: {reason}",
                 op.plugin.display(),
                 node.name,
                 savepoint.dir.display()
-            ))
+            )),
         })?;
     }
     Ok(())
+}
+
+/// Why a plugin's check of a savepoint's state did not pass: the two
+/// call for different fixes.
+pub(super) enum StateCheckError {
+    /// The savepoint could not be read (a corrupt or missing file).
+    Savepoint(String),
+    /// The plugin refused the state, or could not check it.
+    Plugin(String),
 }
 
 /// Offers every stored value of operator `uid`'s value and map states in
@@ -135,17 +147,19 @@ pub(super) fn check_state(
     uid: &str,
     plugin: &LoadedPlugin,
     savepoint: &Savepoint,
-) -> Result<u64, String> {
+) -> Result<u64, StateCheckError> {
+    use StateCheckError::Plugin;
     if savepoint.manifest.operator(uid).is_none() {
         return Ok(0);
     }
     let node = graph.nodes.iter().find(|n| n.name == uid).expect("the uid was checked");
     let NodeKind::Operator(op) = &node.kind else { unreachable!("the uid is an operator's") };
-    let backend = open_backend(&BackendConfig::new(BackendKind::Memory), &std::env::temp_dir()).map_err(|e| e.to_string())?;
+    let backend =
+        open_backend(&BackendConfig::new(BackendKind::Memory), &std::env::temp_dir()).map_err(|e| Plugin(e.to_string()))?;
     let state = InitialState { backend, meta: None, max_parallelism: graph.max_parallelism, key_groups: 0..graph.max_parallelism };
     let config = instance_config(&op.config, &op.limits, node.parallelism, 0, 0, true);
     let mut instance = OperatorInstance::new(plugin, op.limits, state, &config)
-        .map_err(|e| format!("it fails to start: {e}"))?;
+        .map_err(|e| Plugin(format!("it fails to start: {e}")))?;
     let mut values: BTreeMap<(String, bool), Vec<Vec<u8>>> = BTreeMap::new();
     savepoint
         .entries(uid, &mut |entry| {
@@ -153,14 +167,15 @@ pub(super) fn check_state(
                 values.entry((entry.state, entry.kind == StateKind::Map)).or_default().push(entry.value);
             }
         })
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| StateCheckError::Savepoint(e.to_string()))?;
     let mut checked = 0;
     for ((name, map), values) in &values {
         for chunk in values.chunks(CHECK_BATCH) {
             let (data, offsets) = flatten(chunk);
             instance
                 .check_state(name, *map, &data, &offsets)
-                .map_err(|e| format!("its check-state call failed: {e}"))??;
+                .map_err(|e| Plugin(format!("its check-state call failed: {e}")))?
+                .map_err(Plugin)?;
         }
         checked += values.len() as u64;
     }
@@ -211,10 +226,10 @@ fn check_before_stop(
     let check_dir = manager.default_savepoint_dir(graph, "upgrade-check");
     let check = manager.take_savepoint(name, check_dir.clone(), false)?;
     let checked = Savepoint::open(&check.dir)
-        .map_err(|e| e.to_string())
+        .map_err(|e| StateCheckError::Savepoint(e.to_string()))
         .and_then(|savepoint| check_state(upgraded, uid, plugin, &savepoint));
     let _ = std::fs::remove_dir_all(&check_dir);
-    checked.map_err(|reason| {
+    checked.map_err(|(StateCheckError::Savepoint(reason) | StateCheckError::Plugin(reason))| {
         ControlError::Rejected(format!(
             "upgrade refused, job `{name}` runs on unchanged: the new plugin {} cannot take over the state of \
              operator `{uid}`: {reason}",

@@ -254,7 +254,7 @@ fn classify(
     otherwise: impl FnOnce(String) -> CallError,
 ) -> CallError {
     if let Some(asked) = store.data().limiter.refused {
-        return CallError::MemoryCap { cap_mib: store.data().limiter.cap() >> 20, asked_mib: asked >> 20 };
+        return CallError::MemoryCap { cap_mib: store.data().limiter.cap() >> 20, asked_mib: asked.div_ceil(1 << 20) };
     }
     if let (Some(Trap::Interrupt), Some(timeout)) = (error.downcast_ref::<Trap>(), limits.call_timeout) {
         return CallError::Deadline { timeout_ms: timeout.as_millis() };
