@@ -117,7 +117,7 @@ fn a_missing_plugin_path() {
     let error = run_job(&job_with_plugin(&dir, &dir.path("nowhere/op.wasm")), &[]).failure();
     assert!(error.contains("operator `suspect`"), "{error}");
     assert!(error.contains("nowhere/op.wasm"), "{error}");
-    assert!(error.contains("check the `plugin` path"), "{error}");
+    assert!(error.contains("check the path (an operator's `plugin` in the job file"), "{error}");
 }
 
 #[test]

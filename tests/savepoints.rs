@@ -427,6 +427,11 @@ fn restores_refuse_savepoints_that_do_not_fit_the_job() {
     let error = run_job(&job, &["--from-savepoint", sp]).failure();
     assert!(error.contains("checksum") && error.contains("does not match"), "{error}");
     let error = run_job(&job, &["--from-savepoint", dir.path("nowhere").to_str().unwrap()]).failure();
+    assert!(error.contains("is not a Weir savepoint: it does not exist"), "{error}");
+    let error = run_job(&job, &["--from-savepoint", dir.path("checkpoints-small").to_str().unwrap()]).failure();
+    assert!(error.contains("it has no _SAVEPOINT file: it holds checkpoints; see them with `weir checkpoints`"), "{error}");
+    std::fs::create_dir(dir.path("empty")).unwrap();
+    let error = run_job(&job, &["--from-savepoint", dir.path("empty").to_str().unwrap()]).failure();
     assert!(error.contains("is not a Weir savepoint: it has no _SAVEPOINT file"), "{error}");
 }
 

@@ -52,6 +52,13 @@ impl CheckpointStorage {
         Ok(CheckpointStorage { root: root.to_path_buf() })
     }
 
+    /// Whether `dir` is a checkpoint directory or one checkpoint in it (to
+    /// tell a user who took one for a savepoint).
+    pub fn holds_checkpoints(dir: &Path) -> bool {
+        let mut names = std::fs::read_dir(dir).into_iter().flatten().flatten().map(|e| e.file_name());
+        dir.join(MANIFEST).exists() || names.any(|name| name.to_string_lossy().starts_with(PREFIX))
+    }
+
     pub fn root(&self) -> &Path {
         &self.root
     }

@@ -5,7 +5,10 @@ use std::path::PathBuf;
 /// A plugin file cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum PluginError {
-    #[error("cannot read plugin {path}: {source}; check the `plugin` path in the job file")]
+    #[error(
+        "cannot read plugin {path}: {source}; check the path (an operator's `plugin` in the job file, or the one \
+         given on the command line)"
+    )]
     Read {
         path: PathBuf,
         #[source]

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use super::format::{BROADCAST_MAGIC, KEYED_MAGIC};
 use super::write::MAP_PREFIX;
 use super::{KeyedFile, MANIFEST_FILE, OperatorSnapshot, SavepointError, SavepointManifest, StateKind};
+use crate::checkpoint::CheckpointStorage;
 use crate::connectors::{RestoredSplits, assign_splits};
 use crate::job::{JobGraph, NodeKind};
 use crate::plugin::{BroadcastMaps, InitialState, InstanceMeta};
@@ -48,6 +49,10 @@ impl Savepoint {
         let path = dir.join(MANIFEST_FILE);
         let not_one = |reason: String| SavepointError::NotASavepoint { path: dir.to_path_buf(), reason };
         let bytes = std::fs::read(&path).map_err(|error| match error.kind() {
+            std::io::ErrorKind::NotFound if !dir.is_dir() => not_one("it does not exist, or is not a directory".into()),
+            std::io::ErrorKind::NotFound if CheckpointStorage::holds_checkpoints(dir) => {
+                not_one(format!("it has no {MANIFEST_FILE} file: it holds checkpoints; see them with `weir checkpoints`"))
+            }
             std::io::ErrorKind::NotFound => not_one(format!("it has no {MANIFEST_FILE} file")),
             _ => not_one(format!("cannot read {}: {error}", path.display())),
         })?;
