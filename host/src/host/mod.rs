@@ -204,33 +204,24 @@ impl JobManager {
         jobs.iter().map(|(name, job)| (name.clone(), job.status.clone(), job.summary.clone())).collect()
     }
 
-    /// Waits until the current incarnation of `name` has ended.
-    fn wait_ended(&self, name: &str, generation: u64) -> JobStatus {
+    /// Waits until the current incarnation of `name` has ended, for at most
+    /// `timeout` if given: `false` if it still runs then.
+    fn wait_ended(&self, name: &str, generation: u64, timeout: Option<Duration>) -> bool {
+        let deadline = timeout.map(|timeout| Instant::now() + timeout);
         let mut jobs = self.lock();
         loop {
             match jobs.get(name) {
                 Some(job) if job.generation == generation && job.summary.is_none() && job.status.is_active() => {
-                    jobs = self.changed.wait(jobs).expect("job table lock");
-                }
-                Some(job) => return job.status.clone(),
-                None => return JobStatus::Cancelled,
-            }
-        }
-    }
-
-    /// [`wait_ended`](Self::wait_ended) for at most `timeout`: `false` if
-    /// the job still runs then.
-    fn ended_within(&self, name: &str, generation: u64, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        let mut jobs = self.lock();
-        loop {
-            match jobs.get(name) {
-                Some(job) if job.generation == generation && job.summary.is_none() && job.status.is_active() => {
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        return false;
-                    }
-                    jobs = self.changed.wait_timeout(jobs, left).expect("job table lock").0;
+                    jobs = match deadline {
+                        None => self.changed.wait(jobs).expect("job table lock"),
+                        Some(deadline) => {
+                            let left = deadline.saturating_duration_since(Instant::now());
+                            if left.is_zero() {
+                                return false;
+                            }
+                            self.changed.wait_timeout(jobs, left).expect("job table lock").0
+                        }
+                    };
                 }
                 _ => return true,
             }
@@ -376,7 +367,7 @@ impl ControlPlane for Arc<JobManager> {
         };
         let info = self.take_savepoint(name, dir, request.stop)?;
         if request.stop {
-            self.wait_ended(name, generation);
+            self.wait_ended(name, generation, None);
         }
         Ok(info)
     }
@@ -385,7 +376,7 @@ impl ControlPlane for Arc<JobManager> {
         let (_, commands, generation) = self.running(name)?;
         let last = self.job(name)?;
         let _ = commands.send(JobCommand::Cancel);
-        if !self.ended_within(name, generation, CANCEL_TIMEOUT) {
+        if !self.wait_ended(name, generation, Some(CANCEL_TIMEOUT)) {
             return Err(ControlError::Failed(format!(
                 "job `{name}` was asked to stop but still runs after {} s: a task is stuck, most likely in a plugin \
                  call without a deadline (call_timeout_ms = 0); stop the `weir run` process to end it",

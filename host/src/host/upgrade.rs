@@ -60,7 +60,7 @@ pub(super) fn upgrade(manager: &Arc<JobManager>, name: &str, request: UpgradeReq
             return Err(error);
         }
     };
-    manager.wait_ended(name, generation);
+    manager.wait_ended(name, generation, None);
     let opened = Savepoint::open(&savepoint.dir).map_err(failed)?;
     // The state was checked above; its newest writes are by the same plugin.
     if let Err(error) = manager.start(upgraded, Some(opened.clone()), false) {
