@@ -147,15 +147,15 @@ impl<'a> Builder<'a> {
     /// Registers a subtask and builds its context (with its outputs, which
     /// may instantiate chained operators).
     pub(super) fn context(&mut self, node: &Node, subtask: u32) -> Result<(usize, TaskContext), RunError> {
-        let (index, label, metrics) = self.register(node, subtask);
+        let (index, label, metrics) = self.register(node, subtask, TaskMetrics::default());
         let outputs = self.outputs(node, subtask, &metrics)?;
         let checkpoint = self.task_checkpoint(index, node, subtask);
         Ok((index, TaskContext { label, cancel: self.cancel.clone(), metrics, outputs, checkpoint }))
     }
 
-    fn register(&mut self, node: &Node, subtask: u32) -> (usize, String, Arc<TaskMetrics>) {
+    fn register(&mut self, node: &Node, subtask: u32, metrics: TaskMetrics) -> (usize, String, Arc<TaskMetrics>) {
         let label = format!("{} (subtask {} of {})", node.describe(), subtask + 1, node.parallelism);
-        let metrics = Arc::new(TaskMetrics::default());
+        let metrics = Arc::new(metrics);
         let role = Role::of(node);
         self.subtasks.push(Subtask { node: node.describe(), role, subtask, label: label.clone(), metrics: metrics.clone() });
         (self.subtasks.len() - 1, label, metrics)
@@ -167,7 +167,7 @@ impl<'a> Builder<'a> {
         let mut routes = Vec::new();
         for (consumer, input, edge) in graph.consumers(node.id) {
             if self.chained[consumer.id.0] {
-                let (index, label, metrics) = self.register(consumer, subtask);
+                let (index, label, metrics) = self.register(consumer, subtask, TaskMetrics::chained_to(metrics));
                 let checkpoint = self.task_checkpoint(index, consumer, subtask);
                 let output = edge.output.clone();
                 routes.push(if matches!(consumer.kind, NodeKind::Sink(_)) {

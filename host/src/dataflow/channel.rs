@@ -72,14 +72,17 @@ pub fn receive(
         Err(TryRecvError::Empty) => outputs.flush(cancel)?,
         Err(TryRecvError::Disconnected) => return Err(TaskError::Stopped),
     }
-    let idle = Instant::now();
-    let received = wait_for_message(inbox, cancel, wake_at);
-    metrics.count_idle(idle.elapsed());
-    received
+    wait_for_message(inbox, cancel, wake_at, metrics)
 }
 
-/// Waits on an empty inbox for a message, until `wake_at` or cancellation.
-fn wait_for_message(inbox: &Inbox, cancel: &Cancel, wake_at: Option<i64>) -> Result<Option<Envelope>, TaskError> {
+/// Waits on an empty inbox for a message, until `wake_at` or cancellation,
+/// counted as idle as it goes (a long wait shows while it lasts).
+fn wait_for_message(
+    inbox: &Inbox,
+    cancel: &Cancel,
+    wake_at: Option<i64>,
+    metrics: &TaskMetrics,
+) -> Result<Option<Envelope>, TaskError> {
     loop {
         let wait = match wake_at {
             Some(at) => {
@@ -91,7 +94,10 @@ fn wait_for_message(inbox: &Inbox, cancel: &Cancel, wake_at: Option<i64>) -> Res
             }
             None => POLL_INTERVAL,
         };
-        match inbox.recv_timeout(wait) {
+        let waited = Instant::now();
+        let received = inbox.recv_timeout(wait);
+        metrics.count_idle(waited.elapsed());
+        match received {
             Ok(envelope) => return Ok(Some(envelope)),
             Err(RecvTimeoutError::Timeout) if !cancel.is_cancelled() => {}
             Err(_) => return Err(TaskError::Stopped),

@@ -366,6 +366,7 @@ pub fn start_job_from(
                     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body))
                         .unwrap_or_else(|panic| Err(TaskError::Panicked(panic_message(&panic))));
                     metrics.cpu.end();
+                    metrics.finish();
                     let _ = done.send((index, result));
                 })
                 .expect("spawn a task thread")

@@ -1,6 +1,6 @@
 //! The loops of source, operator and sink subtasks.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -59,9 +59,36 @@ pub struct TaskMetrics {
     /// The processor time of the task's thread (for a subtask chained
     /// into another's task, none: its time is that task's).
     pub cpu: ThreadCpu,
+    /// For a subtask chained into another's task, that task's figures: it
+    /// waits for input when that thread does.
+    head: Option<Arc<TaskMetrics>>,
+    /// When its thread ended: a finished subtask is idle from then on.
+    ended: OnceLock<Instant>,
 }
 
 impl TaskMetrics {
+    /// The figures of a subtask run by the thread of the task `upstream`
+    /// belongs to.
+    pub fn chained_to(upstream: &Arc<TaskMetrics>) -> Self {
+        let head = upstream.head.clone().unwrap_or_else(|| upstream.clone());
+        TaskMetrics { head: Some(head), ..TaskMetrics::default() }
+    }
+
+    /// Notes that the task's thread has ended.
+    pub fn finish(&self) {
+        let _ = self.ended.set(Instant::now());
+    }
+
+    /// Time with nothing to do so far, ms: waits for input or a source's
+    /// pace, and all the time since the thread ended.
+    fn idle_ms(&self) -> f64 {
+        if let Some(head) = &self.head {
+            return head.idle_ms();
+        }
+        let since_end = self.ended.get().map_or(Duration::ZERO, Instant::elapsed);
+        (self.idle_ns.load(Ordering::Relaxed) as f64 / 1e6) + since_end.as_secs_f64() * 1e3
+    }
+
     pub fn count_backpressure(&self, waited: Duration) {
         self.backpressured_ns.fetch_add(waited.as_nanos() as u64, Ordering::Relaxed);
     }
@@ -84,7 +111,7 @@ impl TaskMetrics {
             records_in: self.records_in.load(Ordering::Relaxed),
             records_out: self.records_out.load(Ordering::Relaxed),
             backpressured_ms: self.backpressured_ns.load(Ordering::Relaxed) as f64 / 1e6,
-            idle_ms: self.idle_ns.load(Ordering::Relaxed) as f64 / 1e6,
+            idle_ms: self.idle_ms(),
             cpu_ms: self.cpu.time().map(|t| t.as_secs_f64() * 1e3),
         }
     }
@@ -321,4 +348,32 @@ fn wait_for_cancel(cancel: &Cancel) -> Result<(), TaskError> {
         std::thread::sleep(std::time::Duration::from_millis(2));
     }
     Err(TaskError::Stopped)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A subtask chained into another's thread waits when that thread
+    /// does; a task whose thread ended is idle from then on (not "busy"
+    /// because it no longer counts anything).
+    #[test]
+    fn chained_and_finished_subtasks_count_as_idle() {
+        let head = Arc::new(TaskMetrics::default());
+        let chained = Arc::new(TaskMetrics::chained_to(&head));
+        let further = TaskMetrics::chained_to(&chained);
+        head.count_idle(Duration::from_millis(40));
+        assert_eq!(chained.counters().idle_ms, 40.0);
+        assert_eq!(further.counters().idle_ms, 40.0, "the thread's, however deep the chain");
+
+        head.finish();
+        std::thread::sleep(Duration::from_millis(20));
+        let idle = head.counters().idle_ms;
+        assert!(idle >= 60.0, "idle since it ended: {idle}");
+        assert!(further.counters().idle_ms >= 60.0);
+        let unfinished = TaskMetrics::default();
+        unfinished.count_idle(Duration::from_millis(5));
+        std::thread::sleep(Duration::from_millis(10));
+        assert_eq!(unfinished.counters().idle_ms, 5.0);
+    }
 }
