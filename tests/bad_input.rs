@@ -210,6 +210,17 @@ fn a_sink_reading_from_an_input_that_does_not_exist() {
 }
 
 #[test]
+fn an_operator_listing_an_input_twice() {
+    let dir = JobDir::new();
+    let job = job_file(&dir, |t| t.replace("key_by = true", "key_by = true\nbroadcast = [\"gen\"]"));
+    let error = run_job(&job, &[]).failure();
+    assert!(error.contains("operator `count` lists `gen` both in `inputs` and in `broadcast`"), "{error}");
+    let job = job_file(&dir, |t| t.replace("inputs = [\"gen\"]", "inputs = [\"gen\", \"gen\"]"));
+    let error = run_job(&job, &[]).failure();
+    assert!(error.contains("operator `count` lists `gen` twice: list each input once"), "{error}");
+}
+
+#[test]
 fn operators_forming_a_cycle() {
     let dir = JobDir::new();
     let job = job_file(&dir, |t| {

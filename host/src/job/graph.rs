@@ -225,6 +225,7 @@ impl JobGraph {
             if op.inputs.is_empty() {
                 return Err(format!("operator `{}` has no inputs: list at least one in `inputs`", op.uid));
             }
+            check_inputs_once(op)?;
             ids.insert(op.uid.clone(), NodeId(nodes.len()));
             nodes.push(Node {
                 id: NodeId(nodes.len()),
@@ -353,6 +354,20 @@ fn check_names(spec: &JobSpec) -> Result<(), String> {
         }
         if !seen.insert(name) {
             return Err(format!("the name `{name}` is used twice; sources, operators and sinks need distinct names"));
+        }
+    }
+    Ok(())
+}
+
+/// An input listed twice would deliver its events twice — and, once in
+/// `inputs` and once in `broadcast`, both keyed and not.
+fn check_inputs_once(op: &OperatorSpec) -> Result<(), String> {
+    let mut seen = HashSet::new();
+    for input in op.inputs.iter().chain(&op.broadcast) {
+        if !seen.insert(input) {
+            let both = op.inputs.contains(input) && op.broadcast.contains(input);
+            let lists = if both { "both in `inputs` and in `broadcast`" } else { "twice" };
+            return Err(format!("operator `{}` lists `{input}` {lists}: list each input once", op.uid));
         }
     }
     Ok(())
