@@ -324,6 +324,17 @@ input = "in"
     let run = run_job(&write("unreachable", &format!("127.0.0.1:{nobody}"), "in"), &[]);
     let error = run.failure();
     assert!(error.contains("kafka connector `in`") && error.contains("cannot reach the brokers"), "{error}");
+    // The wait is not silent: the client's errors are logged as they come,
+    // well before the job gives up (timestamps of the log lines, seconds
+    // of the day).
+    let log = run.stderr();
+    let at = |needle: &str| {
+        let line = log.lines().find(|l| l.contains(needle)).unwrap_or_else(|| panic!("no `{needle}` in {log}"));
+        let clock = line.get(11..26).unwrap_or_else(|| panic!("a timestamped line: {line}"));
+        let parts: Vec<f64> = clock.split(':').map(|p| p.parse().unwrap()).collect();
+        parts[0] * 3600.0 + parts[1] * 60.0 + parts[2]
+    };
+    assert!(at("job failed") - at("Connection refused") >= 0.5, "logged while waiting: {log}");
 
     let broker = Broker::start();
     let run = run_job(&write("missing", &broker.address(), "nope"), &[]);

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Message, Timestamp};
+use rdkafka::metadata::Metadata;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use tracing::{info, warn};
 
@@ -434,13 +435,38 @@ fn event_time(spec: &KafkaSourceSpec, payload: Option<&[u8]>, timestamp: Timesta
     }
 }
 
+/// How long one metadata request waits before the client's events are
+/// served (and its errors logged) and the request is made again.
+const METADATA_ATTEMPT: Duration = Duration::from_secs(1);
+
+/// The metadata of `topic`, asked for until `timeout_ms` has passed. Asked
+/// once for the whole timeout, the wait was silent: the client reports
+/// that it cannot connect only when it is polled.
+fn topic_metadata(consumer: &BaseConsumer<Context>, spec: &KafkaSourceSpec, topic: &str) -> Result<Metadata, ConnectorError> {
+    let deadline = Instant::now() + spec.timeout();
+    let mut first = true;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match consumer.fetch_metadata(Some(topic), left.min(METADATA_ATTEMPT)) {
+            Ok(metadata) => return Ok(metadata),
+            Err(error) if !left.is_zero() && error.rdkafka_error_code().is_some_and(brokers_unreachable) => {
+                if std::mem::take(&mut first) {
+                    let timeout_ms = spec.timeout().as_millis() as u64;
+                    info!(source = %spec.name, brokers = %spec.brokers, timeout_ms, "waiting for the kafka brokers");
+                }
+                // Serves the client's events: its connection errors are logged.
+                let _ = consumer.poll(Duration::ZERO);
+            }
+            Err(error) => return Err(kafka_error(&spec.name, &spec.brokers, error)),
+        }
+    }
+}
+
 /// Every partition of the source's topics, in (topic, partition) order.
 fn list_partitions(consumer: &BaseConsumer<Context>, spec: &KafkaSourceSpec) -> Result<Vec<(String, i32)>, ConnectorError> {
     let mut all = Vec::new();
     for topic in &spec.topics {
-        let metadata = consumer
-            .fetch_metadata(Some(topic), spec.timeout())
-            .map_err(|error| kafka_error(&spec.name, &spec.brokers, error))?;
+        let metadata = topic_metadata(consumer, spec, topic)?;
         let found = metadata.topics().iter().find(|t| t.name() == topic);
         let missing = || ConnectorError::Kafka {
             what: format!("kafka source `{}`", spec.name),
@@ -484,6 +510,19 @@ pub(super) fn is_fatal(error: &KafkaError) -> bool {
 }
 
 /// A librdkafka error as a connector error that says what to check.
+/// Errors that say the brokers cannot be reached (yet): waited out up to
+/// `timeout_ms`, then reported with a hint.
+fn brokers_unreachable(code: RDKafkaErrorCode) -> bool {
+    matches!(
+        code,
+        RDKafkaErrorCode::BrokerTransportFailure
+            | RDKafkaErrorCode::AllBrokersDown
+            | RDKafkaErrorCode::OperationTimedOut
+            | RDKafkaErrorCode::RequestTimedOut
+            | RDKafkaErrorCode::Resolve
+    )
+}
+
 pub(super) fn kafka_error(name: &str, brokers: &str, error: KafkaError) -> ConnectorError {
     let hint = match error.rdkafka_error_code() {
         Some(RDKafkaErrorCode::Authentication | RDKafkaErrorCode::SaslAuthenticationFailed) => {
@@ -497,13 +536,7 @@ pub(super) fn kafka_error(name: &str, brokers: &str, error: KafkaError) -> Conne
         Some(RDKafkaErrorCode::OffsetOutOfRange) => {
             "an offset to resume from is no longer on the broker (deleted by retention?)"
         }
-        Some(
-            RDKafkaErrorCode::BrokerTransportFailure
-            | RDKafkaErrorCode::AllBrokersDown
-            | RDKafkaErrorCode::OperationTimedOut
-            | RDKafkaErrorCode::RequestTimedOut
-            | RDKafkaErrorCode::Resolve,
-        ) => "cannot reach the brokers: check `brokers` and that the cluster is up",
+        Some(code) if brokers_unreachable(code) => "cannot reach the brokers: check `brokers` and that the cluster is up",
         _ => "",
     };
     let message = if hint.is_empty() {
