@@ -15,6 +15,7 @@ pub mod checkpoint;
 pub mod connectors;
 pub mod control;
 pub mod dataflow;
+pub mod dirs;
 pub mod host;
 pub mod job;
 pub mod plugin;

@@ -48,7 +48,7 @@ pub struct CheckpointStorage {
 
 impl CheckpointStorage {
     pub fn open(root: &Path) -> std::io::Result<Self> {
-        std::fs::create_dir_all(root)?;
+        crate::dirs::create(root)?;
         Ok(CheckpointStorage { root: root.to_path_buf() })
     }
 

@@ -33,7 +33,7 @@ impl LineSink {
     pub fn file(path: &Path, format: OutputFormat, resumed: bool) -> Result<Self, ConnectorError> {
         let open_error = |source| ConnectorError::Open { path: PathBuf::from(path), source };
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(open_error)?;
+            crate::dirs::create(dir).map_err(open_error)?;
         }
         let file = File::options().create(true).write(true).append(resumed).truncate(!resumed).open(path);
         let file = file.map_err(open_error)?;

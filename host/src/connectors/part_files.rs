@@ -47,7 +47,7 @@ impl PartFileSink {
         format: OutputFormat,
         restored: u64,
     ) -> Result<Self, ConnectorError> {
-        std::fs::create_dir_all(dir).map_err(|source| ConnectorError::Open { path: dir.into(), source })?;
+        crate::dirs::create(dir).map_err(|source| ConnectorError::Open { path: dir.into(), source })?;
         let sink = PartFileSink { dir: dir.into(), subtask, format, current: None, line: Vec::new() };
         sink.clean_up(restored, parallelism)?;
         Ok(sink)

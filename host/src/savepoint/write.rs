@@ -84,7 +84,7 @@ pub fn write_savepoint(
             source: std::io::Error::new(std::io::ErrorKind::AlreadyExists, "a savepoint is there already; choose another directory"),
         });
     }
-    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    crate::dirs::create(dir).map_err(io(dir))?;
     let state_error = |source| SavepointError::State { path: dir.to_path_buf(), source };
     let mut operators = Vec::new();
     let mut sources = Vec::new();
