@@ -177,6 +177,11 @@ impl ApiClient {
     fn transport_error(&self, error: ureq::Error) -> ClientError {
         use std::io::ErrorKind;
         let addr = self.addr.clone();
+        // Nothing was sent to an address that does not resolve (ureq says
+        // only "io: failed to lookup address").
+        if let Err(unresolved) = std::net::ToSocketAddrs::to_socket_addrs(addr.as_str()) {
+            return ClientError::BadAddress { addr, cause: unresolved.to_string() };
+        }
         let cause = error.to_string();
         match &error {
             ureq::Error::BadUri(_) | ureq::Error::Http(_) => ClientError::BadAddress { addr, cause },
@@ -232,6 +237,15 @@ mod tests {
     fn names_are_escaped() {
         assert_eq!(percent_encode("word-count_2.v~1"), "word-count_2.v~1");
         assert_eq!(percent_encode("a b/c✓"), "a%20b%2Fc%E2%9C%93");
+    }
+
+    #[test]
+    fn an_address_that_does_not_resolve_is_a_bad_address() {
+        for addr in ["garbage", "no-such-host.invalid:7070"] {
+            let error = ApiClient::new(addr).jobs().unwrap_err();
+            assert!(matches!(error, ClientError::BadAddress { .. }), "{addr}: {error:?}");
+            assert!(error.to_string().contains("(expected e.g. 127.0.0.1:7070)"), "{error}");
+        }
     }
 
     #[test]
