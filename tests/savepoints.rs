@@ -430,6 +430,11 @@ fn restores_refuse_savepoints_that_do_not_fit_the_job() {
     assert!(error.contains("is not a Weir savepoint: it does not exist"), "{error}");
     let error = run_job(&job, &["--from-savepoint", dir.path("checkpoints-small").to_str().unwrap()]).failure();
     assert!(error.contains("it has no _SAVEPOINT file: it holds checkpoints; see them with `weir checkpoints`"), "{error}");
+    let error = weir(&["checkpoints", sp]).failure();
+    assert!(error.contains("is a savepoint, not a checkpoint directory: see it with `weir savepoint inspect"), "{error}");
+    let usage = weir(&["savepoint", "inspect", sp, "--limit", "3"]);
+    assert_eq!(usage.output.status.code(), Some(2), "a usage error: {}", usage.stderr());
+    assert!(usage.stderr().contains("--entries"), "--limit lists entries, so needs --entries: {}", usage.stderr());
     std::fs::create_dir(dir.path("empty")).unwrap();
     let error = run_job(&job, &["--from-savepoint", dir.path("empty").to_str().unwrap()]).failure();
     assert!(error.contains("is not a Weir savepoint: it has no _SAVEPOINT file"), "{error}");

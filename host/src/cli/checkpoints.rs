@@ -5,10 +5,14 @@ use std::path::Path;
 
 use weir::checkpoint::CheckpointStorage;
 use weir::plugin::now_ms;
+use weir::savepoint::MANIFEST_FILE;
 
 pub fn list(dir: &Path) -> anyhow::Result<()> {
     if !dir.is_dir() {
         anyhow::bail!("{} is not a directory; give a job's checkpoint_dir", dir.display());
+    }
+    if dir.join(MANIFEST_FILE).exists() {
+        anyhow::bail!("{0} is a savepoint, not a checkpoint directory: see it with `weir savepoint inspect {0}`", dir.display());
     }
     let storage = CheckpointStorage::open(dir)?;
     let ids = storage.complete_ids();

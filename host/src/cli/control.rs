@@ -74,7 +74,7 @@ pub enum SavepointCommand {
         #[arg(long)]
         entries: bool,
         /// List at most this many entries.
-        #[arg(long, value_name = "N")]
+        #[arg(long, value_name = "N", requires = "entries")]
         limit: Option<usize>,
     },
 }
