@@ -336,6 +336,26 @@ fn a_truncated_checkpoint_is_skipped_for_the_previous_one() {
     );
 }
 
+/// With every checkpoint corrupt, starting over would replace committed
+/// output: the run is refused, and the output is left as it was.
+#[test]
+fn a_directory_of_only_corrupt_checkpoints_is_refused_and_its_output_kept() {
+    let dir = JobDir::new();
+    let job = count_job(&dir, "memory", &plugin("word-count"), "", "");
+    kill_after_checkpoints(&job, &dir.path("checkpoints"), 2);
+    for checkpoint in complete_checkpoints(&dir.path("checkpoints")) {
+        let manifest = checkpoint.join("_MANIFEST");
+        let bytes = std::fs::read(&manifest).unwrap();
+        std::fs::write(&manifest, &bytes[..bytes.len() / 2]).unwrap();
+    }
+    let before = committed(&dir.path("out"));
+    assert!(!before.is_empty(), "the killed run had committed output");
+    let error = run_job(&job, &[]).failure();
+    assert!(error.contains("every checkpoint there is corrupt"), "{error}");
+    assert!(error.contains("move the directory away to start afresh"), "{error}");
+    assert_eq!(committed(&dir.path("out")), before, "the committed output is untouched");
+}
+
 /// The most change files any task of checkpoint `dir` restores on top of
 /// its base snapshot (memory backend).
 fn chained_change_files(dir: &Path) -> usize {

@@ -306,9 +306,23 @@ pub fn run_job_with(graph: &JobGraph, engine: &Arc<PluginEngine>, options: RunOp
 }
 
 /// The newest complete checkpoint of a checkpointing job.
+/// The newest checkpoint that verifies. If there are checkpoints but none
+/// verifies, an error: starting from the beginning would replace the
+/// output they committed, which only the user may decide.
 fn latest_checkpoint(graph: &JobGraph) -> Result<Option<Manifest>, RunError> {
     let Some(settings) = &graph.checkpoints else { return Ok(None) };
-    Ok(open_storage(settings)?.latest().manifest)
+    let recovered = open_storage(settings)?.latest();
+    if recovered.manifest.is_none() && !recovered.skipped.is_empty() {
+        let ids: Vec<String> = recovered.skipped.iter().map(|(id, _)| id.to_string()).collect();
+        let (newest, reason) = &recovered.skipped[0];
+        let message = format!(
+            "every checkpoint there is corrupt ({}; checkpoint {newest}: {reason}), and starting from the beginning \
+             would replace the output they committed: move the directory away to start afresh, or restore a savepoint",
+            ids.join(", ")
+        );
+        return Err(RunError::Checkpoints { dir: settings.dir.clone(), source: std::io::Error::other(message) });
+    }
+    Ok(recovered.manifest)
 }
 
 /// A committer for the job's sinks that has committed the output of the
