@@ -76,7 +76,9 @@ fn scaffolding_says_what_it_cannot_do() {
     let dir = JobDir::new();
     let base = dir.dir.path().to_str().unwrap().to_owned();
     let error = weir(&["plugin", "new", "bad name", "--dir", &base]).failure();
-    assert!(error.contains("must be letters"), "{error}");
+    assert!(error.contains("must start with a letter and be letters"), "{error}");
+    let error = weir(&["plugin", "new", "123", "--dir", &base]).failure();
+    assert!(error.contains("plugin name \"123\" must start with a letter"), "cargo would refuse it: {error}");
     weir(&["plugin", "new", "twice", "--dir", &base]).success();
     let error = weir(&["plugin", "new", "twice", "--dir", &base]).failure();
     assert!(error.contains("already exists"), "{error}");

@@ -14,8 +14,10 @@ pub enum Language {
 
 /// Creates `dir/name`, a plugin project for `language`.
 pub fn new_plugin(language: Language, name: &str, dir: &Path, sdk: Option<&Path>) -> anyhow::Result<()> {
-    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
-        bail!("plugin name {name:?} must be letters, digits, '-' or '_'");
+    // Cargo's rule for package names, which the Rust project's name is.
+    let starts_with_letter = name.starts_with(|c: char| c.is_ascii_alphabetic());
+    if !starts_with_letter || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+        bail!("plugin name {name:?} must start with a letter and be letters, digits, '-' or '_'");
     }
     let project = dir.join(name);
     if project.exists() {

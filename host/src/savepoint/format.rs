@@ -146,7 +146,17 @@ impl SavepointManifest {
     /// Parses and checks a stored manifest.
     pub fn decode(path: &Path, bytes: &[u8]) -> Result<SavepointManifest, String> {
         let json = strip_header(bytes, HEADER, FORMAT_VERSION)?;
-        serde_json::from_slice(json).map_err(|error| format!("{}: {error}", path.display()))
+        let manifest: SavepointManifest =
+            serde_json::from_slice(json).map_err(|error| format!("{}: {error}", path.display()))?;
+        // The checksum guards against damage, not against a hand edit.
+        if !(1..=32768).contains(&manifest.max_parallelism) {
+            return Err(format!(
+                "{}: max_parallelism {} is outside 1..=32768; the manifest was edited by hand?",
+                path.display(),
+                manifest.max_parallelism
+            ));
+        }
+        Ok(manifest)
     }
 }
 
@@ -154,4 +164,30 @@ impl SavepointManifest {
 /// `.` becomes `_`.
 pub(super) fn dir_name(uid: &str) -> String {
     uid.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A manifest whose checksum holds can still have been edited by hand
+    /// into one no job can restore.
+    #[test]
+    fn a_manifest_with_no_key_groups_is_refused() {
+        let mut manifest = SavepointManifest {
+            format: FORMAT_VERSION,
+            job: "j".into(),
+            checkpoint: 1,
+            taken_at_ms: 0,
+            max_parallelism: 128,
+            job_file: None,
+            operators: Vec::new(),
+            sources: Vec::new(),
+        };
+        let path = Path::new("sp/_SAVEPOINT");
+        assert_eq!(SavepointManifest::decode(path, &manifest.encode()), Ok(manifest.clone()));
+        manifest.max_parallelism = 0;
+        let error = SavepointManifest::decode(path, &manifest.encode()).unwrap_err();
+        assert!(error.contains("sp/_SAVEPOINT: max_parallelism 0 is outside 1..=32768"), "{error}");
+    }
 }
