@@ -98,9 +98,13 @@ impl Source for FileSource {
         }
         for _ in 0..self.pace.allowance(max) {
             self.line.clear();
-            let read = self.reader.read_line(&mut self.line).map_err(|source| ConnectorError::Io {
-                what: self.path.display().to_string(),
-                source,
+            let read = self.reader.read_line(&mut self.line).map_err(|source| match source.kind() {
+                std::io::ErrorKind::InvalidData => ConnectorError::BadLine {
+                    path: self.path.clone(),
+                    line: self.line_number + 1,
+                    message: "not UTF-8 text; a file source reads UTF-8 lines".into(),
+                },
+                _ => ConnectorError::Io { what: self.path.display().to_string(), source },
             })?;
             if read == 0 {
                 return Ok(if batch.is_empty() { Poll::Exhausted } else { Poll::Ready });
@@ -155,6 +159,16 @@ mod tests {
         assert!(parse_json_line("{").unwrap_err().contains("not JSON"));
         assert!(parse_json_line(r#"{"vaule":1}"#).unwrap_err().contains("unknown field `vaule`"));
         assert!(parse_json_line(r#"{"timestamp":"x"}"#).unwrap_err().contains("not an integer"));
+    }
+
+    #[test]
+    fn a_line_that_is_not_utf8_is_named_by_its_number() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("in.txt");
+        std::fs::write(&path, b"fine\nbad \xff\xfe\n").unwrap();
+        let mut source = FileSource::open(&path, FileFormat::Text, Some(0)).unwrap();
+        let error = source.poll(&mut RecordBatch::new(), 10).unwrap_err().to_string();
+        assert!(error.ends_with("in.txt:2: not UTF-8 text; a file source reads UTF-8 lines"), "{error}");
     }
 
     #[test]
