@@ -245,6 +245,10 @@ fn duplicate_names_and_bad_parallelism() {
     let job = job_file(&dir, |t| t.replace("name = \"edited\"", "name = \"edited\"\nparallelism = 0"));
     let error = run_job(&job, &[]).failure();
     assert!(error.contains("parallelism 0"), "{error}");
+
+    let flag = run_job(&job_file(&dir, |t| t), &["-p", "0"]);
+    assert_eq!(flag.output.status.code(), Some(2), "a usage error, not the job file's: {}", flag.stderr());
+    assert!(flag.stderr().contains("invalid value '0' for '--parallelism"), "{}", flag.stderr());
 }
 
 #[test]

@@ -35,7 +35,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 20_000_000)]
     pub events: u64,
     /// Parallelism of sources and operators.
-    #[arg(long, short = 'p', default_value_t = 1)]
+    #[arg(long, short = 'p', default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub parallelism: u32,
     /// State backend.
     #[arg(long, value_enum, default_value_t = Backend::Memory)]

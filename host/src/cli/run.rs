@@ -19,7 +19,7 @@ pub struct RunArgs {
     /// The job file.
     job: PathBuf,
     /// Parallelism of every source and operator (overrides the job file).
-    #[arg(long, short = 'p')]
+    #[arg(long, short = 'p', value_parser = clap::value_parser!(u32).range(1..))]
     parallelism: Option<u32>,
     /// Start from this savepoint (state is matched to operators by uid;
     /// key groups are spread over the parallelism the job has now).
