@@ -112,29 +112,5 @@ fn report(summary: &JobSummary, graph: &JobGraph) {
     }
     // Where its time went, node by node, as `weir jobs JOB` shows a running job.
     eprint!("{}", super::control::nodes_table(&summary.nodes(), false));
-    warn_of_silent_side_outputs(summary, graph);
-}
-
-/// A side output is wired by name, and a plugin that never emits to that
-/// name (a typo on either side) leaves its readers with nothing, silently.
-fn warn_of_silent_side_outputs(summary: &JobSummary, graph: &JobGraph) {
-    if summary.records_read() == 0 {
-        return;
-    }
-    for node in &graph.nodes {
-        let received: u64 = summary.tasks.iter().filter(|t| t.node == node.describe()).map(|t| t.counters.records_in).sum();
-        for edge in node.inputs.iter().filter(|e| !e.output.is_empty()) {
-            if received == 0 {
-                let from = &graph.nodes[edge.from.0].name;
-                eprintln!(
-                    "warning: {} received nothing from side output `{}` of operator `{from}`: check that its plugin \
-                     emits to `{}`",
-                    node.describe(),
-                    edge.output,
-                    edge.output
-                );
-            }
-        }
-    }
 }
 
