@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the reference workloads (shared/bench/WORKLOADS.md) on Apache Flink and
+# Runs the reference workloads (docs/workloads.md) on Apache Flink and
 # on Weir (Wasm plugin and native baseline), back to back on this machine,
 # and writes the table to docs/benchmarks.md.
 #

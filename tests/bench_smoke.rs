@@ -94,4 +94,12 @@ fn bench_window_aligns_its_sources_watermarks_on_request() {
 fn bench_names_a_missing_plugin() {
     let error = weir(&["bench", "count", "--events", "10", "--plugin-dir", "/nonexistent"]).failure();
     assert!(error.contains("cannot find the plugin word_count.wasm"), "{error}");
+    assert!(error.contains("give --plugin-dir the directory that holds word_count.wasm"), "{error}");
+}
+
+#[test]
+fn bench_count_refuses_watermark_alignment_it_could_not_apply() {
+    let dir = plugin("word-count").parent().unwrap().to_str().unwrap().to_owned();
+    let error = weir(&["bench", "count", "--events", "10", "--max-drift-ms", "100", "--plugin-dir", &dir]).failure();
+    assert!(error.contains("the count workload's events have none: use it with `window`"), "{error}");
 }

@@ -125,6 +125,18 @@ fn a_plugin_rejecting_its_config_says_why() {
     assert!(error.contains("invalid config: unknown mode \"explode\""), "{error}");
 }
 
+/// `weir.*` keys are the host's: a job file cannot set them (it could fake
+/// a restart attempt or a memory budget).
+#[test]
+fn a_job_file_setting_the_hosts_config_keys_is_refused() {
+    let dir = JobDir::new();
+    let job = faulty_job(&dir, "none", "");
+    let text = std::fs::read_to_string(&job).unwrap().replace("mode = \"none\"", "mode = \"none\", \"weir.attempt\" = \"1\"");
+    std::fs::write(&job, text).unwrap();
+    let error = run_job(&job, &[]).failure();
+    assert!(error.contains("operator `misbehaving-none`: config `weir.attempt`: keys starting with `weir.` are the host's"), "{error}");
+}
+
 /// Plugins built with a Rust SDK from before the host passed `weir.state`
 /// and `weir.memory-limit-mb` call the keys unknown: the host starts them
 /// without those.

@@ -1,4 +1,4 @@
-//! `weir bench`: the reference workloads of `shared/bench/WORKLOADS.md`,
+//! `weir bench`: the reference workloads of `docs/workloads.md`,
 //! run through real plugins (or, with `--native`, the same plugin crates
 //! compiled into the host), printing a `RESULT` line like the Flink harness.
 
@@ -86,6 +86,9 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<()> {
         0 => "off".to_string(),
         ms => format!("every {ms} ms"),
     };
+    if matches!(args.workload, Workload::Count) && args.max_drift_ms.is_some() {
+        anyhow::bail!("--max-drift-ms aligns event time, and the count workload's events have none: use it with `window`");
+    }
     let alignment = args.max_drift_ms.map(|ms| format!(" max_drift_ms={ms}")).unwrap_or_default();
     eprintln!(
         "{workload}: {} events, parallelism {}, backend {backend}, operator {implementation} ({}), checkpoints {checkpoints}{}",
@@ -260,11 +263,13 @@ fn find_plugin(args: &BenchArgs, file: &str) -> anyhow::Result<PathBuf> {
         Some(dir) => vec![dir.join(file)],
         None => vec![Path::new("examples/plugins").join(file), target.join("wasm32-wasip2/release").join(file)],
     };
+    let hint = match &args.plugin_dir {
+        Some(_) => format!("give --plugin-dir the directory that holds {file}"),
+        None => "build the plugins first with scripts/setup.sh, or pass --plugin-dir".to_owned(),
+    };
     candidates.iter().find(|p| p.is_file()).cloned().with_context(|| {
-        format!(
-            "cannot find the plugin {file} (looked at {}); build the plugins first with scripts/setup.sh, or pass --plugin-dir",
-            candidates.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
-        )
+        let looked = candidates.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ");
+        format!("cannot find the plugin {file} (looked at {looked}); {hint}")
     })
 }
 

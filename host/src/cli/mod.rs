@@ -30,7 +30,7 @@ pub enum Command {
         /// The checkpoint directory (`checkpoint_dir` of the job file).
         dir: PathBuf,
     },
-    /// Run a reference workload (shared/bench/WORKLOADS.md) and print its throughput.
+    /// Run a reference workload (docs/workloads.md) and print its throughput.
     Bench(bench::BenchArgs),
     /// Work with plugin files.
     Plugin {

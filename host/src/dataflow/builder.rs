@@ -37,7 +37,8 @@ fn describe(graph: &JobGraph, plugins: &[Option<LoadedPlugin>]) -> JobDescriptio
             NodeKind::Source(_) => Some(NodeDescription::Source { name: node.name.clone(), parallelism: node.parallelism }),
             NodeKind::Operator(op) => Some(NodeDescription::Operator {
                 uid: node.name.clone(),
-                plugin: op.plugin.clone(),
+                // Absolute: a savepoint is read by hosts started elsewhere (`weir fork DIR`).
+                plugin: std::path::absolute(&op.plugin).unwrap_or_else(|_| op.plugin.clone()),
                 digest: plugins[node.id.0].as_ref().map(|p| p.digest.clone()),
                 parallelism: node.parallelism,
             }),

@@ -462,6 +462,13 @@ fn operator_node(op: &OperatorSpec, base: &Path) -> Result<OperatorNode, String>
         .config
         .iter()
         .map(|(key, value)| {
+            if key.starts_with("weir.") {
+                return Err(format!(
+                    "operator `{}`: config `{key}`: keys starting with `weir.` are the host's (it sets them for \
+                     every instance); give the key another name",
+                    op.uid
+                ));
+            }
             let text = match value {
                 toml::Value::String(s) => s.clone(),
                 toml::Value::Integer(_) | toml::Value::Float(_) | toml::Value::Boolean(_) => value.to_string(),
