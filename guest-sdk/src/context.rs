@@ -64,14 +64,14 @@ impl Context<'_> {
     /// timestamp, domain).
     #[inline]
     pub fn register_timer(&mut self, domain: TimeDomain, timestamp: i64) -> Result<(), Error> {
-        let slot = self.key_slot()?;
+        let slot = self.timer_slot()?;
         self.states.timers.change(slot, timestamp, domain, false);
         Ok(())
     }
 
     /// Deletes a timer of the current key, if it is registered.
     pub fn delete_timer(&mut self, domain: TimeDomain, timestamp: i64) -> Result<(), Error> {
-        let slot = self.key_slot()?;
+        let slot = self.timer_slot()?;
         self.states.timers.change(slot, timestamp, domain, true);
         Ok(())
     }
@@ -79,13 +79,13 @@ impl Context<'_> {
     /// The slot of the current event's key, for keyed state.
     #[inline]
     pub(crate) fn key_slot(&self) -> Result<u32, Error> {
-        self.slot.ok_or_else(|| {
-            Error::State(
-                "keyed state used on an input that is not keyed: set `key_by = true` for this \
-                 operator in the job file"
-                    .into(),
-            )
-        })
+        self.slot.ok_or_else(|| not_keyed("keyed state"))
+    }
+
+    /// [`key_slot`](Self::key_slot), for a timer.
+    #[inline]
+    fn timer_slot(&self) -> Result<u32, Error> {
+        self.slot.ok_or_else(|| not_keyed("a timer"))
     }
 }
 
@@ -189,4 +189,12 @@ impl<'a> CallKeys<'a> {
 #[inline(never)]
 fn key_outside_batch(i: usize) -> Error {
     Error::input(format!("key {i} has offsets outside its batch"))
+}
+
+/// `what` (keyed state, a timer) needs the key of the event being processed.
+#[cold]
+fn not_keyed(what: &str) -> Error {
+    Error::State(format!(
+        "{what} used on an input that is not keyed: set `key_by = true` for this operator in the job file"
+    ))
 }

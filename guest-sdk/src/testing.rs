@@ -553,4 +553,22 @@ mod tests {
             assert!(matches!(error, Error::InvalidInput(_)), "{offsets:?} {slots:?}: {error:?}");
         }
     }
+
+    struct Alarm;
+
+    impl Operator for Alarm {
+        fn init(_: &Config) -> Result<Self, Error> {
+            Ok(Alarm)
+        }
+        fn process(&mut self, ctx: &mut Context<'_>, _: &Event<'_>) -> Result<(), Error> {
+            ctx.register_timer(TimeDomain::EventTime, 10)
+        }
+    }
+
+    #[test]
+    fn a_timer_on_an_unkeyed_input_says_it_is_the_timer() {
+        let mut harness = TestHarness::<Alarm>::new(&[]).unwrap();
+        let error = harness.process([TestEvent::unkeyed("x")]).unwrap_err().to_string();
+        assert!(error.contains("a timer used on an input that is not keyed: set `key_by = true`"), "{error}");
+    }
 }
