@@ -402,12 +402,12 @@ fn savepoints_only(work_dir: &std::path::Path) -> CheckpointSettings {
 fn work_dir(graph: &JobGraph) -> Result<PathBuf, RunError> {
     let Some(settings) = &graph.checkpoints else {
         let dir = std::env::temp_dir().join("weir-state");
-        std::fs::create_dir_all(&dir).map_err(|source| RunError::Checkpoints { dir: dir.clone(), source })?;
+        crate::dirs::create(&dir).map_err(|source| RunError::Checkpoints { dir: dir.clone(), source })?;
         return Ok(dir);
     };
     let dir = settings.dir.join(".work");
     let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).map_err(|source| RunError::Checkpoints { dir: dir.clone(), source })?;
+    crate::dirs::create(&dir).map_err(|source| RunError::Checkpoints { dir: dir.clone(), source })?;
     Ok(dir)
 }
 

@@ -379,7 +379,6 @@ pub fn start_job_from(
                     // A panic must still report, or the supervisor would wait forever.
                     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body))
                         .unwrap_or_else(|panic| Err(TaskError::Panicked(panic_message(&panic))));
-                    metrics.cpu.end();
                     metrics.finish();
                     let _ = done.send((index, result));
                 })

@@ -74,8 +74,10 @@ impl TaskMetrics {
         TaskMetrics { head: Some(head), ..TaskMetrics::default() }
     }
 
-    /// Notes that the task's thread has ended.
+    /// Notes, on the task's thread as it ends, its final processor time
+    /// and when it ended.
     pub fn finish(&self) {
+        self.cpu.end();
         let _ = self.ended.set(Instant::now());
     }
 

@@ -10,7 +10,7 @@ use crate::connectors::kafka::Delivery;
 use super::spec::{JobSpec, KafkaSourceSpec, OperatorSpec, RestartSpec, RestartStrategy, SinkSpec, SourceSpec};
 use crate::checkpoint::CheckpointSettings;
 use crate::plugin::Limits;
-use crate::state::{BackendConfig, BackendKind, DEFAULT_MAX_PARALLELISM};
+use crate::state::{BackendConfig, BackendKind, DEFAULT_MAX_PARALLELISM, MAX_PARALLELISM_RANGE};
 
 /// Index of a node in [`JobGraph::nodes`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -184,8 +184,9 @@ impl JobGraph {
 
     pub(super) fn build(spec: JobSpec, base: &Path, overrides: Overrides) -> Result<Self, String> {
         let max_parallelism = spec.max_parallelism.unwrap_or(DEFAULT_MAX_PARALLELISM);
-        if !(1..=32768).contains(&max_parallelism) {
-            return Err(format!("max_parallelism = {max_parallelism} must be between 1 and 32768"));
+        if !MAX_PARALLELISM_RANGE.contains(&max_parallelism) {
+            let (least, most) = MAX_PARALLELISM_RANGE.into_inner();
+            return Err(format!("max_parallelism = {max_parallelism} must be between {least} and {most}"));
         }
         let parallelism = overrides.parallelism.or(spec.parallelism).unwrap_or(1);
         check_parallelism("the job", parallelism, max_parallelism)?;

@@ -149,11 +149,12 @@ impl SavepointManifest {
         let manifest: SavepointManifest =
             serde_json::from_slice(json).map_err(|error| format!("{}: {error}", path.display()))?;
         // The checksum guards against damage, not against a hand edit.
-        if !(1..=32768).contains(&manifest.max_parallelism) {
+        if !crate::state::MAX_PARALLELISM_RANGE.contains(&manifest.max_parallelism) {
             return Err(format!(
-                "{}: max_parallelism {} is outside 1..=32768; the manifest was edited by hand?",
+                "{}: max_parallelism {} is outside {:?}; the manifest was edited by hand?",
                 path.display(),
-                manifest.max_parallelism
+                manifest.max_parallelism,
+                crate::state::MAX_PARALLELISM_RANGE
             ));
         }
         Ok(manifest)

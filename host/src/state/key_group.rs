@@ -16,6 +16,10 @@ use std::ops::Range;
 /// ever be scaled to). Fixed for the life of a job.
 pub const DEFAULT_MAX_PARALLELISM: u32 = 128;
 
+/// The numbers of key groups a job may have (job files and savepoint
+/// manifests are checked against it).
+pub const MAX_PARALLELISM_RANGE: std::ops::RangeInclusive<u32> = 1..=32768;
+
 /// The documented, never-changing hash of a key.
 ///
 /// Every event of a keyed edge is hashed (at the exchange, and again where

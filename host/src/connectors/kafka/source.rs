@@ -509,7 +509,6 @@ pub(super) fn is_fatal(error: &KafkaError) -> bool {
     )
 }
 
-/// A librdkafka error as a connector error that says what to check.
 /// Errors that say the brokers cannot be reached (yet): waited out up to
 /// `timeout_ms`, then reported with a hint.
 fn brokers_unreachable(code: RDKafkaErrorCode) -> bool {
@@ -523,6 +522,7 @@ fn brokers_unreachable(code: RDKafkaErrorCode) -> bool {
     )
 }
 
+/// A librdkafka error as a connector error that says what to check.
 pub(super) fn kafka_error(name: &str, brokers: &str, error: KafkaError) -> ConnectorError {
     let hint = match error.rdkafka_error_code() {
         Some(RDKafkaErrorCode::Authentication | RDKafkaErrorCode::SaslAuthenticationFailed) => {
