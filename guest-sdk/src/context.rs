@@ -193,7 +193,7 @@ fn key_outside_batch(i: usize) -> Error {
 
 /// `what` (keyed state, a timer) needs the key of the event being processed.
 #[cold]
-fn not_keyed(what: &str) -> Error {
+pub(crate) fn not_keyed(what: &str) -> Error {
     Error::State(format!(
         "{what} used on an input that is not keyed: set `key_by = true` for this operator in the job file"
     ))

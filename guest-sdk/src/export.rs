@@ -17,6 +17,7 @@ use crate::timer::TimeDomain;
 use crate::event::BatchView;
 use crate::runtime::Runtime;
 use crate::state::{RawValueState, SlotValues, StateHost};
+use crate::context::not_keyed;
 use crate::{Config, Error, Operator};
 
 /// Implements the exported `operator` interface for `T`; instantiated by
@@ -174,15 +175,11 @@ impl RawValueState for HostValueState {
 
 pub(crate) fn from_state_error(error: StateError) -> Error {
     Error::State(match error {
+        StateError::NotKeyed => return not_keyed("keyed state"),
+        StateError::TimerNotKeyed => return not_keyed("a timer"),
         StateError::NoCurrentKeys => "state used outside of process".into(),
         StateError::SlotOutOfRange(slot) => format!("slot {slot} is outside the current batch"),
-        StateError::NotKeyed => "keyed state used on an input that is not keyed: set `key_by = true` \
-                                 for this operator in the job file"
-            .into(),
         StateError::MalformedWrite(m) => format!("malformed state write: {m}"),
-        StateError::TimerNotKeyed => "timers need a keyed input: set `key_by = true` for this operator in the \
-                                      job file"
-            .into(),
         StateError::NotBroadcastInput => "broadcast state can only be changed while processing an event from a \
                                           broadcast input (listed under `broadcast` in the job file)"
             .into(),
