@@ -8,7 +8,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::windows::{Sums, WINDOW_SINKS, run_windows, window_sums_of, windows};
-use common::{JobDir, plugin, run_job, toml_path};
+use common::{Host, JobDir, plugin, run_job, toml_path};
 use weir::job::{self, Overrides};
 use weir::{PluginEngine, dataflow};
 
@@ -189,6 +189,41 @@ input = "windows"
     running.cancel();
     let _ = running.wait();
     assert!(written >= 15, "windows fired despite the idle source: {written} results");
+}
+
+/// Where event time stands is a figure of every node: `weir jobs JOB`
+/// shows it as a date, `/metrics` per subtask. A user whose windows do not
+/// fire looks there first.
+#[test]
+fn each_nodes_watermark_is_shown_as_event_time_moves() {
+    let dir = JobDir::new();
+    // 4 s of readings replayed at their own pace: subtask 1's half starts 2 s in.
+    let host = Host::start(&sensors_job(&dir, 2, 4, 1.0, "event"), &[]);
+    host.wait_for_records("sensors", 300);
+    let api = weir::control::client::ApiClient::new(&host.api);
+    let watermarks = |node: &str| -> Vec<f64> {
+        let metrics = api.metrics().unwrap();
+        let prefix = format!("weir_node_watermark_seconds{{job=\"sensors\",kind=\"operator\",name=\"{node}\",subtask=");
+        let values = metrics.lines().filter_map(|l| l.strip_prefix(&prefix)).map(|l| l.rsplit_once(' ').unwrap().1.parse().unwrap());
+        values.collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while watermarks("windows").len() < 2 {
+        assert!(Instant::now() < deadline, "no watermark for both subtasks of `windows`: {}", host.stderr());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let first = watermarks("windows");
+    // The sensors' readings start at 1 700 000 000 s, 2023-11-14 22:13:20 UTC.
+    let epoch = 1_700_000_000.0;
+    assert!(first.iter().all(|w| (epoch..epoch + 4.0).contains(w)), "within the readings' 4 s: {first:?}");
+    let detail = host.weir(&["jobs", "sensors"]).success().stdout();
+    let row = detail.lines().find(|l| l.starts_with("operator `windows`")).unwrap_or_else(|| panic!("{detail}"));
+    assert!(detail.contains("WATERMARK") && row.contains("2023-11-14 22:13:2"), "event time as a date: {detail}");
+    std::thread::sleep(Duration::from_millis(1_500));
+    let later = watermarks("windows");
+    assert!(later.len() < 2 || later.iter().sum::<f64>() > first.iter().sum::<f64>(), "event time moved on: {first:?} then {later:?}");
+    let (status, stderr) = host.wait();
+    assert!(status.success(), "{stderr}");
 }
 
 /// A timestamped `sequence` generator: `events` events, key `i mod 10`,

@@ -211,11 +211,12 @@ fn jobs_table(jobs: &[JobInfo]) -> String {
 /// idle), the share of a core their threads got (less than BUSY when
 /// busy threads wait for a core; "-" for an operator chained into another
 /// node's threads), and how far the busiest subtask is above the mean
-/// (skewed keys). The rates are over the last few seconds of a `live`
-/// job, else over its run.
+/// (skewed keys), and where its event time stands (its slowest subtask's
+/// watermark). The rates are over the last few seconds of a `live` job,
+/// else over its run.
 pub(super) fn nodes_table(nodes: &[NodeInfo], live: bool) -> String {
     let Some(first) = nodes.first() else { return String::new() };
-    let header = ["NODE", "SUBTASKS", "IN", "OUT", "IN/S", "OUT/S", "BUSY", "HELD BACK", "CPU", "SKEW"];
+    let header = ["NODE", "SUBTASKS", "IN", "OUT", "IN/S", "OUT/S", "BUSY", "HELD BACK", "CPU", "SKEW", "WATERMARK"];
     let rows = nodes.iter().map(|node| {
         let recent = &node.recent;
         [
@@ -229,9 +230,10 @@ pub(super) fn nodes_table(nodes: &[NodeInfo], live: bool) -> String {
             format!("{:.0} %", recent.backpressured_ms_per_s / 10.0),
             recent.cpu_ms_per_s.map_or_else(|| "-".into(), |ms| format!("{:.0} %", ms / 10.0)),
             format!("{:.2}", node.recent_skew()),
+            node_event_time(node),
         ]
     });
-    let table = table(header, [false, true, true, true, true, true, true, true, true, true], rows);
+    let table = table(header, [false, true, true, true, true, true, true, true, true, true, false], rows);
     let span = duration(first.recent.seconds);
     let span = if live { format!("the last {span}") } else { format!("its run, {span}") };
     format!("\n{table}(IN/S, OUT/S, BUSY, HELD BACK, CPU and SKEW over {span})\n")
@@ -369,6 +371,49 @@ fn duration(seconds: f64) -> String {
     }
 }
 
+/// A node's watermark in a cell; while only some of its subtasks have
+/// none, which (the ones holding its event time back).
+fn node_event_time(node: &NodeInfo) -> String {
+    let without: Vec<String> = node.by_subtask.iter().filter(|s| s.watermark_ms.is_none()).map(|s| s.subtask.to_string()).collect();
+    match without.len() {
+        0 => event_time(node.watermark_ms),
+        n if n == node.by_subtask.len() => "-".into(),
+        1 => format!("- (none from subtask {})", without[0]),
+        _ => format!("- (none from subtasks {})", without.join(", ")),
+    }
+}
+
+/// A watermark in a cell: a date and time (UTC) where it looks like one —
+/// the events carry the clock's milliseconds — else the milliseconds; "end"
+/// once the input has ended, "-" before the first.
+fn event_time(watermark_ms: Option<i64>) -> String {
+    /// 2000-01-01 and 2100-01-01, in ms since 1970.
+    const CLOCK_LIKE: std::ops::Range<i64> = 946_684_800_000..4_102_444_800_000;
+    match watermark_ms {
+        None => "-".into(),
+        Some(i64::MAX) => "end".into(),
+        Some(ms) if CLOCK_LIKE.contains(&ms) => utc(ms),
+        Some(ms) => format!("{ms} ms"),
+    }
+}
+
+/// `ms` since 1970 as `YYYY-MM-DD hh:mm:ss.mmm` (UTC), by the proleptic
+/// Gregorian calendar (Howard Hinnant's `civil_from_days`).
+fn utc(ms: i64) -> String {
+    let (days, ms_of_day) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let day_of_era = z.rem_euclid(146_097);
+    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_index = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
+    let month = if month_index < 10 { month_index + 3 } else { month_index - 9 };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    let (h, m, s, milli) = (ms_of_day / 3_600_000, ms_of_day / 60_000 % 60, ms_of_day / 1000 % 60, ms_of_day % 1000);
+    format!("{year:04}-{month:02}-{day:02} {h:02}:{m:02}:{s:02}.{milli:03}")
+}
+
 fn bytes(n: u64) -> String {
     match n {
         n if n >= 1 << 30 => format!("{:.2} GiB", n as f64 / (1u64 << 30) as f64),
@@ -418,33 +463,42 @@ mod tests {
 
     #[test]
     fn the_nodes_table_of_one_job() {
-        let node = |node: &str, subtasks, records_in, records_out, per_s: [f64; 3]| NodeInfo {
-            node: node.into(),
-            subtasks,
-            counters: Counters {
-                records_in,
-                records_out,
-                backpressured_ms: 1_000.0,
-                idle_ms: 0.0,
-                cpu_ms: (subtasks == 2).then_some(1_000.0),
-            },
-            recent: Recent {
-                seconds: 5.0,
-                records_in_per_s: per_s[0],
-                records_out_per_s: per_s[1],
-                backpressured_ms_per_s: per_s[2],
-                idle_ms_per_s: 100.0,
-                cpu_ms_per_s: (subtasks == 2).then_some(per_s[2] / 2.0),
-            },
-            by_subtask: (0..subtasks)
-                .map(|subtask| SubtaskInfo {
-                    subtask,
-                    counters: Counters { records_in: records_in * u64::from(subtask + 1), ..Counters::default() },
-                    // Skewed now as well: SKEW is over the last interval.
-                    recent: Recent { records_in_per_s: f64::from(subtask + 1), ..Recent::default() },
-                    ..SubtaskInfo::default()
-                })
-                .collect(),
+        let node = |node: &str, subtasks, records_in, records_out, per_s: [f64; 3]| {
+            let watermark_ms = match subtasks {
+                2 if records_in == 0 => Some(1_764_870_000_250),
+                2 => Some(4_000),
+                _ => Some(i64::MAX),
+            };
+            NodeInfo {
+                node: node.into(),
+                subtasks,
+                counters: Counters {
+                    records_in,
+                    records_out,
+                    backpressured_ms: 1_000.0,
+                    idle_ms: 0.0,
+                    cpu_ms: (subtasks == 2).then_some(1_000.0),
+                },
+                recent: Recent {
+                    seconds: 5.0,
+                    records_in_per_s: per_s[0],
+                    records_out_per_s: per_s[1],
+                    backpressured_ms_per_s: per_s[2],
+                    idle_ms_per_s: 100.0,
+                    cpu_ms_per_s: (subtasks == 2).then_some(per_s[2] / 2.0),
+                },
+                by_subtask: (0..subtasks)
+                    .map(|subtask| SubtaskInfo {
+                        subtask,
+                        counters: Counters { records_in: records_in * u64::from(subtask + 1), ..Counters::default() },
+                        // Skewed now as well: SKEW is over the last interval.
+                        recent: Recent { records_in_per_s: f64::from(subtask + 1), ..Recent::default() },
+                        watermark_ms,
+                        ..SubtaskInfo::default()
+                    })
+                    .collect(),
+                watermark_ms,
+            }
         };
         let job = JobInfo {
             name: "counts".into(),
@@ -464,15 +518,29 @@ mod tests {
         assert_eq!(
             nodes_table(&job.nodes, true),
             "\n\
-             NODE              SUBTASKS   IN  OUT  IN/S  OUT/S  BUSY  HELD BACK   CPU  SKEW\n\
-             source `gen`             2    0  500     0    100  15 %       75 %  38 %  1.00\n\
-             operator `count`         2  450  420    90     84  80 %       10 %   5 %  1.33\n\
-             sink `out`               1  400    0    80      0  90 %        0 %     -  1.00\n\
+             NODE              SUBTASKS   IN  OUT  IN/S  OUT/S  BUSY  HELD BACK   CPU  SKEW  WATERMARK\n\
+             source `gen`             2    0  500     0    100  15 %       75 %  38 %  1.00  2025-12-04 17:40:00.250\n\
+             operator `count`         2  450  420    90     84  80 %       10 %   5 %  1.33  4000 ms\n\
+             sink `out`               1  400    0    80      0  90 %        0 %     -  1.00  end\n\
              (IN/S, OUT/S, BUSY, HELD BACK, CPU and SKEW over the last 5.0s)\n"
         );
         let finished = nodes_table(&job.nodes, false);
         assert!(finished.ends_with("(IN/S, OUT/S, BUSY, HELD BACK, CPU and SKEW over its run, 5.0s)\n"), "{finished}");
         assert_eq!(nodes_table(&[], true), "", "a job that has not started has none");
+        let mut waiting = job.nodes[0].clone();
+        (waiting.by_subtask[1].watermark_ms, waiting.watermark_ms) = (None, None);
+        assert!(nodes_table(&[waiting], true).contains("  - (none from subtask 1)\n"), "which subtask holds event time back");
+    }
+
+    #[test]
+    fn watermarks_read_as_times() {
+        assert_eq!(event_time(None), "-");
+        assert_eq!(event_time(Some(i64::MAX)), "end");
+        assert_eq!(event_time(Some(1_500)), "1500 ms", "not the clock's time: shown as it is");
+        assert_eq!(event_time(Some(951_782_400_000)), "2000-02-29 00:00:00.000");
+        assert_eq!(event_time(Some(1_798_761_599_999)), "2026-12-31 23:59:59.999");
+        assert_eq!(utc(0), "1970-01-01 00:00:00.000");
+        assert_eq!(utc(-1), "1969-12-31 23:59:59.999");
     }
 
     #[test]

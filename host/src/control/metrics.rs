@@ -9,6 +9,10 @@
 //! `operator`, `sink`) and `name`, and its records and time held back are
 //! counted per subtask (label `subtask`): `sum by (job, kind, name)` gives
 //! the node's, and one subtask far above the others shows skewed keys.
+//! `weir_node_watermark_seconds` is each subtask's event time: for events
+//! stamped with the clock, `time() - weir_node_watermark_seconds` is how
+//! far event time lags behind, and its `min by (job, kind, name)` is the
+//! time up to which a node's windows can fire.
 
 use std::fmt::Write;
 
@@ -56,25 +60,33 @@ pub fn prometheus(jobs: &[JobInfo]) -> String {
             job.checkpoint.as_ref().map(|c| c.stats.written_bytes as f64)
         }),
         node_family("weir_node_subtasks", "gauge", "The node's parallel subtasks.", jobs, |n| f64::from(n.subtasks)),
-        subtask_family("weir_node_records_in_total", "Records a subtask of the node took in.", jobs, |s| Some(s.records_in as f64)),
-        subtask_family("weir_node_records_out_total", "Records a subtask of the node sent on.", jobs, |s| Some(s.records_out as f64)),
-        subtask_family(
+        subtask_counter("weir_node_records_in_total", "Records a subtask of the node took in.", jobs, |s| Some(s.records_in as f64)),
+        subtask_counter("weir_node_records_out_total", "Records a subtask of the node sent on.", jobs, |s| Some(s.records_out as f64)),
+        subtask_counter(
             "weir_node_backpressured_seconds_total",
             "Time a subtask of the node waited to send into full channels.",
             jobs,
             |s| Some(s.backpressured_ms / 1e3),
         ),
-        subtask_family(
+        subtask_counter(
             "weir_node_idle_seconds_total",
             "Time a subtask of the node had nothing to do (an empty inbox, nothing to read yet).",
             jobs,
             |s| Some(s.idle_ms / 1e3),
         ),
-        subtask_family(
+        subtask_counter(
             "weir_node_cpu_seconds_total",
             "Processor time of a subtask's thread, with the operators chained into it (none for those).",
             jobs,
             |s| s.cpu_ms.map(|ms| ms / 1e3),
+        ),
+        subtask_family(
+            "weir_node_watermark_seconds",
+            "gauge",
+            "A subtask's event time: the watermark it sent (a source) or has from its inputs, in seconds \
+             (none before its first watermark or after its input ended).",
+            jobs,
+            |s| s.watermark_ms.filter(|&ms| ms < i64::MAX).map(|ms| ms as f64 / 1e3),
         ),
     ];
     let mut out = String::new();
@@ -129,12 +141,24 @@ fn node_family(
 
 /// A counter with a sample per subtask of every node of every job (that
 /// has a value).
-fn subtask_family(name: &'static str, help: &'static str, jobs: &[JobInfo], value: impl Fn(&Counters) -> Option<f64>) -> Family {
-    family(name, "counter", help, jobs, |job| {
+fn subtask_counter(name: &'static str, help: &'static str, jobs: &[JobInfo], value: impl Fn(&Counters) -> Option<f64>) -> Family {
+    subtask_family(name, "counter", help, jobs, |s| value(&s.counters))
+}
+
+/// A family with a sample per subtask of every node of every job (that
+/// has a value).
+fn subtask_family(
+    name: &'static str,
+    kind: &'static str,
+    help: &'static str,
+    jobs: &[JobInfo],
+    value: impl Fn(&SubtaskInfo) -> Option<f64>,
+) -> Family {
+    family(name, kind, help, jobs, |job| {
         let mut samples = Vec::new();
         for node in &job.nodes {
             let labels = node_labels(&node.node);
-            let sample = |s: &SubtaskInfo| Some((format!("{labels},subtask=\"{}\"", s.subtask), value(&s.counters)?));
+            let sample = |s: &SubtaskInfo| Some((format!("{labels},subtask=\"{}\"", s.subtask), value(s)?));
             samples.extend(node.by_subtask.iter().filter_map(sample));
         }
         samples
@@ -177,13 +201,16 @@ mod tests {
                         subtask: 0,
                         counters: Counters { records_in: 600, records_out: 590, backpressured_ms: 1_000.0, ..Counters::default() },
                         recent: Recent::default(),
+                        watermark_ms: Some(1_764_870_000_250),
                     },
                     SubtaskInfo {
                         subtask: 1,
                         counters: Counters { records_in: 400, records_out: 400, backpressured_ms: 500.0, idle_ms: 250.0, cpu_ms: Some(1_250.0) },
                         recent: Recent::default(),
+                        watermark_ms: Some(i64::MAX),
                     },
                 ],
+                watermark_ms: Some(1_764_870_000_250),
             }],
             error: None,
         }
@@ -208,12 +235,15 @@ mod tests {
             "weir_node_backpressured_seconds_total{job=\"words\",kind=\"operator\",name=\"count\",subtask=\"1\"} 0.5",
             "weir_node_idle_seconds_total{job=\"words\",kind=\"operator\",name=\"count\",subtask=\"1\"} 0.25",
             "weir_node_cpu_seconds_total{job=\"words\",kind=\"operator\",name=\"count\",subtask=\"1\"} 1.25",
+            "# TYPE weir_node_watermark_seconds gauge",
+            "weir_node_watermark_seconds{job=\"words\",kind=\"operator\",name=\"count\",subtask=\"0\"} 1764870000.25",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
         }
         assert_eq!(text.matches("# TYPE weir_job_uptime_seconds gauge").count(), 1);
         assert!(!text.contains("weir_checkpoint_last_id{job=\"a"), "no checkpoint, no sample:\n{text}");
         assert!(!text.contains("cpu_seconds_total{job=\"words\",kind=\"operator\",name=\"count\",subtask=\"0\"}"), "no time, no sample");
+        assert!(!text.contains("watermark_seconds{job=\"words\",kind=\"operator\",name=\"count\",subtask=\"1\"}"), "an ended input has no time");
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             let (_, value) = line.rsplit_once(' ').expect("name and value");
             assert!(value.parse::<f64>().is_ok(), "{line}");

@@ -44,6 +44,10 @@ pub struct NodeInfo {
     /// The same over the last few seconds, as rates.
     #[serde(default)]
     pub recent: Recent,
+    /// Its event time: the lowest of its subtasks' watermarks, `None`
+    /// while one of them has none (see [`SubtaskInfo::watermark_ms`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watermark_ms: Option<i64>,
     /// Each subtask's part of the totals, by subtask index.
     #[serde(default)]
     pub by_subtask: Vec<SubtaskInfo>,
@@ -121,6 +125,13 @@ pub struct SubtaskInfo {
     /// Its rates over the same interval as its node's.
     #[serde(default)]
     pub recent: Recent,
+    /// Its watermark, ms: for a source the last one it sent, for an
+    /// operator or a sink the lowest of its inputs' (Flink's
+    /// `currentInputWatermark`); `i64::MAX` once its input has ended,
+    /// `None` before the first. Event-time windows and timers fire only
+    /// as it passes them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watermark_ms: Option<i64>,
 }
 
 /// A node's (or subtask's) rates over the last few seconds: between the job's last two
@@ -287,16 +298,18 @@ mod tests {
     #[test]
     fn a_nodes_counters_are_its_own_fields() {
         let counters = Counters { records_in: 5, records_out: 4, backpressured_ms: 1.5, idle_ms: 2.0, cpu_ms: Some(3.0) };
-        let subtask = SubtaskInfo { subtask: 1, counters, recent: Recent::default() };
-        let node = NodeInfo { node: "operator `count`".into(), subtasks: 2, counters, recent: Recent::default(), by_subtask: vec![subtask] };
+        let subtask = SubtaskInfo { subtask: 1, counters, watermark_ms: Some(7_000), ..SubtaskInfo::default() };
+        let node = NodeInfo { node: "operator `count`".into(), subtasks: 2, counters, by_subtask: vec![subtask], ..NodeInfo::default() };
         let json = serde_json::to_value(&node).unwrap();
         for object in [&json, &json["by_subtask"][0]] {
             assert_eq!((object["records_in"].as_u64(), object["cpu_ms"].as_f64()), (Some(5), Some(3.0)), "{object}");
             assert!(object.get("counters").is_none(), "{object}");
         }
+        assert_eq!((json.get("watermark_ms"), json["by_subtask"][0]["watermark_ms"].as_i64()), (None, Some(7_000)));
         assert_eq!(serde_json::from_value::<NodeInfo>(json).unwrap(), node);
         let older = serde_json::json!({"node": "sink `out`", "subtasks": 1, "records_in": 7, "records_out": 0, "backpressured_ms": 0.0});
         let older: NodeInfo = serde_json::from_value(older).unwrap();
         assert_eq!((older.counters.records_in, older.counters.idle_ms, older.counters.cpu_ms), (7, 0.0, None));
+        assert_eq!(older.watermark_ms, None);
     }
 }

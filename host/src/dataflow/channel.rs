@@ -136,6 +136,7 @@ impl ChainedOperator {
 
     /// Advances the operator's watermark (firing its timers), then forwards it.
     pub fn watermark(&mut self, watermark: i64, cancel: &Cancel) -> Result<(), TaskError> {
+        self.metrics.set_watermark(watermark);
         let emitted = self.instance.advance_watermark(watermark);
         self.pass_on(emitted, cancel)?;
         self.outputs.watermark(watermark, cancel)
@@ -287,7 +288,10 @@ impl Route {
     fn watermark(&mut self, watermark: i64, cancel: &Cancel) -> Result<(), TaskError> {
         match &mut self.destination {
             Destination::Chained(operator) => operator.watermark(watermark, cancel),
-            Destination::ChainedSink(_) => Ok(()),
+            Destination::ChainedSink(sink) => {
+                sink.watermark(watermark);
+                Ok(())
+            }
             Destination::Channels { .. } => self.signal(|| Message::Watermark(watermark), cancel),
         }
     }

@@ -103,6 +103,8 @@ pub struct TaskSummary {
     /// Its counters from its start. Processor time is its thread's, with
     /// the operators chained into it: `None` for a chained one.
     pub counters: Counters,
+    /// Its watermark (see [`TaskMetrics::watermark`]).
+    pub watermark_ms: Option<i64>,
 }
 
 /// Figures of a finished job.
@@ -167,7 +169,9 @@ pub(super) struct Subtask {
 impl Subtask {
     /// Its figures so far.
     fn summary(&self) -> TaskSummary {
-        TaskSummary { node: self.node.clone(), role: self.role, subtask: self.subtask, counters: self.metrics.counters() }
+        let metrics = &self.metrics;
+        let (counters, watermark_ms) = (metrics.counters(), metrics.watermark());
+        TaskSummary { node: self.node.clone(), role: self.role, subtask: self.subtask, counters, watermark_ms }
     }
 }
 

@@ -40,12 +40,19 @@ pub(super) fn node_figures(tasks: &[TaskSummary]) -> Vec<NodeInfo> {
         };
         node.subtasks += 1;
         node.counters += task.counters;
-        node.by_subtask.push(SubtaskInfo { subtask: task.subtask, counters: task.counters, recent: Recent::default() });
+        let (subtask, counters, watermark_ms) = (task.subtask, task.counters, task.watermark_ms);
+        node.by_subtask.push(SubtaskInfo { subtask, counters, recent: Recent::default(), watermark_ms });
     }
     for node in &mut nodes {
         node.by_subtask.sort_by_key(|s| s.subtask);
+        node.watermark_ms = lowest_watermark(&node.by_subtask);
     }
     nodes
+}
+
+/// A node's event time: its slowest subtask's, none while one has none.
+fn lowest_watermark(subtasks: &[SubtaskInfo]) -> Option<i64> {
+    subtasks.iter().map(|s| s.watermark_ms).min().flatten()
 }
 
 /// [`node_figures`], each node's rates taken over the whole run, `seconds`
@@ -174,7 +181,7 @@ mod tests {
 
     fn task(node: &str, role: Role, subtask: u32, records_in: u64, records_out: u64, backpressured_ms: f64) -> TaskSummary {
         let counters = Counters { records_in, records_out, backpressured_ms, ..Counters::default() };
-        TaskSummary { node: node.into(), role, subtask, counters }
+        TaskSummary { node: node.into(), role, subtask, counters, watermark_ms: None }
     }
 
     #[test]
@@ -194,6 +201,17 @@ mod tests {
         assert_eq!(parts, [(0, 300), (1, 200)]);
         assert_eq!(nodes[0].skew(), 1.2, "the busier source subtask read 300 of 500");
         assert_eq!(nodes[2].skew(), 1.0, "one subtask is never skewed");
+    }
+
+    #[test]
+    fn a_nodes_watermark_is_its_slowest_subtasks() {
+        let at = |subtask, watermark_ms| TaskSummary { watermark_ms, ..task("operator `w`", Role::Operator, subtask, 0, 0, 0.0) };
+        let nodes = node_figures(&[at(0, Some(5_000)), at(1, Some(2_000)), at(2, Some(i64::MAX))]);
+        assert_eq!(nodes[0].watermark_ms, Some(2_000), "windows fire only as the slowest subtask's time passes them");
+        let subtasks: Vec<Option<i64>> = nodes[0].by_subtask.iter().map(|s| s.watermark_ms).collect();
+        assert_eq!(subtasks, [Some(5_000), Some(2_000), Some(i64::MAX)]);
+        let nodes = node_figures(&[at(0, Some(5_000)), at(1, None)]);
+        assert_eq!(nodes[0].watermark_ms, None, "a subtask without a watermark holds the node's event time back");
     }
 
     #[test]

@@ -38,6 +38,12 @@ impl SinkWriter {
         self.sink.write(batch).map_err(|error| self.failed(error))
     }
 
+    /// Notes the event time its input has reached (it writes records as
+    /// they come; the watermark is only shown).
+    pub fn watermark(&self, watermark: i64) {
+        self.metrics.set_watermark(watermark);
+    }
+
     /// At checkpoint `n`'s barrier (aligned after `alignment`): makes the
     /// output durable and hands what must be committed to the checkpoint.
     pub fn barrier(&mut self, n: u64, alignment: Duration) -> Result<(), TaskError> {
@@ -50,6 +56,7 @@ impl SinkWriter {
 
     /// At the end of input: flushes and commits what is left.
     pub fn finish(&mut self) -> Result<(), TaskError> {
+        self.metrics.set_watermark(i64::MAX);
         let commits = self.sink.finish().map_err(|error| self.failed(error))?;
         let committed = std::mem::take(&mut self.precommits).finish(self.checkpoint.as_ref(), commits);
         committed.map_err(|source| self.failed(ConnectorError::Io { what: self.label.clone(), source }))

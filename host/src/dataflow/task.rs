@@ -1,7 +1,7 @@
 //! The loops of source, operator and sink subtasks.
 
 use std::sync::{Arc, OnceLock};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::cpu::ThreadCpu;
@@ -64,6 +64,19 @@ pub struct TaskMetrics {
     head: Option<Arc<TaskMetrics>>,
     /// When its thread ended: a finished subtask is idle from then on.
     ended: OnceLock<Instant>,
+    /// Where its event time stands (see [`TaskMetrics::watermark`]).
+    watermark: WatermarkGauge,
+}
+
+/// A subtask's latest watermark, for the progress reporter: `i64::MIN`
+/// until it has one.
+#[derive(Debug)]
+struct WatermarkGauge(AtomicI64);
+
+impl Default for WatermarkGauge {
+    fn default() -> Self {
+        WatermarkGauge(AtomicI64::new(i64::MIN))
+    }
 }
 
 impl TaskMetrics {
@@ -105,6 +118,20 @@ impl TaskMetrics {
 
     pub fn count_out(&self, n: usize) {
         self.records_out.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// Notes the subtask's new watermark: the one a source sent, or the
+    /// one an operator or sink has from its inputs (their lowest).
+    pub fn set_watermark(&self, watermark: i64) {
+        self.watermark.0.store(watermark, Ordering::Relaxed);
+    }
+
+    /// The subtask's event time so far, Flink's `currentInputWatermark`
+    /// (`i64::MAX` once its input has ended); `None` before its first
+    /// watermark — as long as that lasts, its event-time windows and
+    /// timers cannot fire.
+    pub fn watermark(&self) -> Option<i64> {
+        Some(self.watermark.0.load(Ordering::Relaxed)).filter(|&w| w != i64::MIN)
     }
 
     /// What it has counted so far.
@@ -213,7 +240,10 @@ pub fn run_source(
             ctx.outputs.emit("", batch, &ctx.cancel)?;
         }
         match signal {
-            Some(Signal::Watermark(watermark)) => ctx.outputs.watermark(watermark, &ctx.cancel)?,
+            Some(Signal::Watermark(watermark)) => {
+                ctx.metrics.set_watermark(watermark);
+                ctx.outputs.watermark(watermark, &ctx.cancel)?
+            }
             Some(Signal::Idle) => ctx.outputs.idle(&ctx.cancel)?,
             None => {}
         }
@@ -226,6 +256,7 @@ pub fn run_source(
             {
                 checkpoint.source_finished(source.splits());
             }
+            ctx.metrics.set_watermark(i64::MAX);
             return ctx.outputs.end(&ctx.cancel);
         }
         // A slow source must not leave records in partly filled batches.
@@ -303,6 +334,7 @@ pub fn run_operator(
             Message::Barrier(_) => None, // The aligner has taken them.
         };
         if let Some(watermark) = advanced {
+            ctx.metrics.set_watermark(watermark);
             let emitted = instance.advance_watermark(watermark);
             pass_on(&mut ctx, emitted)?;
             if watermark < i64::MAX {
@@ -326,18 +358,33 @@ fn pass_on(ctx: &mut TaskContext, emitted: Result<Emitted, CallError>) -> Result
 
 /// Writes batches to the sink until every producer has ended.
 pub fn run_sink(mut ctx: TaskContext, mut sink: SinkWriter, inbox: Inbox, producers: usize) -> Result<(), TaskError> {
+    let mut clock = InputClock::new(producers);
     let mut aligner = BarrierAligner::new(producers);
     let mut ended = 0;
     while ended < producers {
         let Some(envelope) = ctx.next(&mut aligner, &inbox, None)? else { continue };
-        match aligner.accept(envelope) {
+        let advanced = match aligner.accept(envelope) {
             Some(Aligned::Message(envelope)) => match envelope.message {
-                Message::Batch(batch) => sink.write(&batch)?,
-                Message::End => ended += 1,
-                Message::Watermark(_) | Message::Idle | Message::Barrier(_) => {}
+                Message::Batch(batch) => {
+                    sink.write(&batch)?;
+                    None
+                }
+                Message::Watermark(watermark) => clock.watermark(envelope.channel, watermark),
+                Message::Idle => clock.idle(envelope.channel),
+                Message::End => {
+                    ended += 1;
+                    clock.ended(envelope.channel)
+                }
+                Message::Barrier(_) => None,
             },
-            Some(Aligned::Barrier { checkpoint: n, alignment }) => sink.barrier(n, alignment)?,
-            None => {}
+            Some(Aligned::Barrier { checkpoint: n, alignment }) => {
+                sink.barrier(n, alignment)?;
+                None
+            }
+            None => None,
+        };
+        if let Some(watermark) = advanced {
+            sink.watermark(watermark);
         }
     }
     sink.finish()
