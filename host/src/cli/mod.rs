@@ -69,7 +69,8 @@ pub enum PluginCommand {
         /// Where to create the project directory.
         #[arg(long, default_value = ".")]
         dir: PathBuf,
-        /// Path of the weir-sdk crate (default: the one this weir was built from).
+        /// Path of the weir-sdk crate (default: the one in the Weir checkout around the current
+        /// directory, else the one this weir was built from).
         #[arg(long)]
         sdk: Option<PathBuf>,
     },

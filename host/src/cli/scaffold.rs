@@ -24,8 +24,10 @@ pub fn new_plugin(language: Language, name: &str, dir: &Path, sdk: Option<&Path>
         bail!("{} already exists; choose another name or directory", project.display());
     }
     let weir = weir_root(sdk)?;
+    std::fs::create_dir_all(&project).with_context(|| format!("cannot create {}", project.display()))?;
+    let placed = project.canonicalize().with_context(|| format!("cannot resolve {}", project.display()))?;
     let (files, build) = match language {
-        Language::Rust => rust_project(name, &weir.join("guest-sdk")),
+        Language::Rust => rust_project(name, &sdk_path_from(&placed, &weir.join("guest-sdk"))),
         Language::Python => python_project(name, &weir),
         Language::Js => js_project(name, &weir),
     };
@@ -107,12 +109,13 @@ guest-sdk/{sdk}/README.md.
 }
 
 /// The Weir checkout whose SDKs and build scripts a project uses: the
-/// parent of `--sdk` (the guest-sdk directory), else the one this binary
-/// was built from.
+/// parent of `--sdk` (the guest-sdk directory); else the checkout the
+/// command is run in (the current directory or one above it); else the one
+/// this binary was built from.
 fn weir_root(sdk: Option<&Path>) -> anyhow::Result<PathBuf> {
     let sdk = match sdk {
         Some(path) => path.to_path_buf(),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-sdk"),
+        None => checkout_around_current_dir().unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("..")).join("guest-sdk"),
     };
     sdk.join("Cargo.toml")
         .is_file()
@@ -120,6 +123,25 @@ fn weir_root(sdk: Option<&Path>) -> anyhow::Result<PathBuf> {
         .transpose()?
         .and_then(|sdk| sdk.parent().map(Path::to_path_buf))
         .with_context(|| format!("no weir-sdk at {}; pass --sdk PATH to Weir's guest-sdk directory", sdk.display()))
+}
+
+/// The nearest directory from the current one up that holds Weir's SDK.
+fn checkout_around_current_dir() -> Option<PathBuf> {
+    let here = std::env::current_dir().ok()?;
+    let holds_sdk = |dir: &&Path| {
+        let manifest = std::fs::read_to_string(dir.join("guest-sdk/Cargo.toml")).unwrap_or_default();
+        manifest.lines().any(|line| line.replace(' ', "") == "name=\"weir-sdk\"")
+    };
+    here.ancestors().find(holds_sdk).map(Path::to_path_buf)
+}
+
+/// How the project at `project` refers to `sdk`: relative when both are in
+/// one checkout (which then can move), else absolute.
+fn sdk_path_from(project: &Path, sdk: &Path) -> PathBuf {
+    let Some(weir) = sdk.parent() else { return sdk.to_path_buf() };
+    let Ok(inside) = project.strip_prefix(weir) else { return sdk.to_path_buf() };
+    let up: PathBuf = inside.components().map(|_| "..").collect();
+    up.join("guest-sdk")
 }
 
 fn cargo_toml(name: &str, sdk: &Path) -> String {
@@ -257,3 +279,15 @@ class Plugin extends Operator {
 
 export const operator = exportOperator(Plugin);
 "#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_project_inside_the_checkout_refers_to_the_sdk_relatively() {
+        let sdk = Path::new("/src/weir/guest-sdk");
+        assert_eq!(sdk_path_from(Path::new("/src/weir/plugins/my-op"), sdk), Path::new("../../guest-sdk"));
+        assert_eq!(sdk_path_from(Path::new("/home/me/my-op"), sdk), sdk, "elsewhere: the checkout's place");
+    }
+}
