@@ -1,7 +1,7 @@
 //! The file source: text lines or JSON lines, read by one subtask.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -18,7 +18,6 @@ pub struct FileSource {
     format: FileFormat,
     reader: BufReader<File>,
     line: String,
-    line_number: u64,
     offset: u64,
     /// This subtask reads nothing (restored without the file's split).
     done: bool,
@@ -35,7 +34,6 @@ impl FileSource {
             format,
             reader: BufReader::with_capacity(1 << 16, file),
             line: String::new(),
-            line_number: 0,
             offset: 0,
             done: offset.is_none(),
             pace: Pace::new(None),
@@ -60,7 +58,25 @@ impl FileSource {
         Ok(())
     }
 
-    fn push_line(&self, batch: &mut RecordBatch) -> Result<(), ConnectorError> {
+    /// The number (from 1) of the line that starts at byte `start`. Only an
+    /// error names a line, so the newlines before it are counted then: a
+    /// restored source starts mid-file and cannot count them as it reads.
+    fn line_number_at(&self, start: u64) -> u64 {
+        let count = || -> std::io::Result<u64> {
+            let mut before = File::open(&self.path)?.take(start);
+            let (mut buffer, mut newlines) = (vec![0; 1 << 16], 0);
+            loop {
+                match before.read(&mut buffer)? {
+                    0 => return Ok(newlines + 1),
+                    n => newlines += buffer[..n].iter().filter(|&&b| b == b'\n').count() as u64,
+                }
+            }
+        };
+        count().unwrap_or(0)
+    }
+
+    /// Adds the line just read, which started at byte `start`.
+    fn push_line(&self, batch: &mut RecordBatch, start: u64) -> Result<(), ConnectorError> {
         let line = self.line.strip_suffix('\n').unwrap_or(&self.line);
         let line = line.strip_suffix('\r').unwrap_or(line);
         match self.format {
@@ -69,7 +85,7 @@ impl FileSource {
             FileFormat::Json => {
                 let (key, value, timestamp) = parse_json_line(line).map_err(|message| ConnectorError::BadLine {
                     path: self.path.clone(),
-                    line: self.line_number,
+                    line: self.line_number_at(start),
                     message,
                 })?;
                 batch.push(&key, &value, timestamp);
@@ -101,7 +117,7 @@ impl Source for FileSource {
             let read = self.reader.read_line(&mut self.line).map_err(|source| match source.kind() {
                 std::io::ErrorKind::InvalidData => ConnectorError::BadLine {
                     path: self.path.clone(),
-                    line: self.line_number + 1,
+                    line: self.line_number_at(self.offset),
                     message: "not UTF-8 text; a file source reads UTF-8 lines".into(),
                 },
                 _ => ConnectorError::Io { what: self.path.display().to_string(), source },
@@ -109,10 +125,10 @@ impl Source for FileSource {
             if read == 0 {
                 return Ok(if batch.is_empty() { Poll::Exhausted } else { Poll::Ready });
             }
-            self.line_number += 1;
             self.pace.took(1);
+            let start = self.offset;
             self.offset += read as u64;
-            self.push_line(batch)?;
+            self.push_line(batch, start)?;
         }
         Ok(Poll::Ready)
     }
@@ -169,6 +185,18 @@ mod tests {
         let mut source = FileSource::open(&path, FileFormat::Text, Some(0)).unwrap();
         let error = source.poll(&mut RecordBatch::new(), 10).unwrap_err().to_string();
         assert!(error.ends_with("in.txt:2: not UTF-8 text; a file source reads UTF-8 lines"), "{error}");
+    }
+
+    #[test]
+    fn a_bad_line_is_named_by_its_number_in_the_file_after_a_restore_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("in.jsonl");
+        std::fs::write(&path, "{\"value\":1}\n{\"value\":2}\n\n{\"value\":3}\n{oops\n").unwrap();
+        for offset in [0, 12, 25] {
+            let mut source = FileSource::open(&path, FileFormat::Json, Some(offset)).unwrap();
+            let error = source.poll(&mut RecordBatch::new(), 10).unwrap_err().to_string();
+            assert!(error.contains("in.jsonl:5: not JSON"), "from byte {offset}: {error}");
+        }
     }
 
     #[test]
