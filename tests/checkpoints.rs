@@ -356,6 +356,33 @@ fn a_directory_of_only_corrupt_checkpoints_is_refused_and_its_output_kept() {
     assert_eq!(committed(&dir.path("out")), before, "the committed output is untouched");
 }
 
+/// A run from a savepoint owns only the checkpoints it takes: restarted
+/// after a failure before its first one, it restores the savepoint again,
+/// whatever an earlier run left in the directory (here, all corrupt).
+#[test]
+fn a_run_from_a_savepoint_failing_before_its_first_checkpoint_restores_the_savepoint_again() {
+    let dir = JobDir::new();
+    let host = Host::start(&count_job(&dir, "memory", &plugin("word-count"), "", ""), &[]);
+    host.wait_for_records("chaos-count", 10_000);
+    let savepoint = dir.path("savepoint");
+    host.stop_with_savepoint("chaos-count", &savepoint);
+    let (status, stderr) = host.wait();
+    assert!(status.success(), "{stderr}");
+    let earlier = complete_checkpoints(&dir.path("checkpoints"));
+    assert!(!earlier.is_empty(), "the first run left checkpoints");
+    for checkpoint in earlier {
+        std::fs::write(checkpoint.join("_MANIFEST"), b"{").unwrap();
+    }
+    // Traps after 100 events, long before the run's first checkpoint.
+    let restart = "[restart]\nstrategy = \"fixed-delay\"\nmax_attempts = 3\ndelay_ms = 100";
+    let job = count_job(&dir, "memory", &plugin("faulty"), "mode = \"trap-once\", after = 100", restart);
+    let run = run_job(&job, &["--from-savepoint", savepoint.to_str().unwrap()]);
+    run.success();
+    assert!(run.stderr().contains("1 restart(s) after failures"), "{}", run.stderr());
+    assert!(!run.stderr().contains("skipping a corrupt checkpoint"), "the earlier run's are not looked at: {}", run.stderr());
+    assert_exact_counts(&committed(&dir.path("out")), 60000, 600);
+}
+
 /// The most change files any task of checkpoint `dir` restores on top of
 /// its base snapshot (memory backend).
 fn chained_change_files(dir: &Path) -> usize {

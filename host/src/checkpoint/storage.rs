@@ -131,12 +131,12 @@ impl CheckpointStorage {
         Ok(manifest)
     }
 
-    /// The newest checkpoint that verifies, logging every newer one that
-    /// does not and why.
-    pub fn latest(&self) -> Recovered {
+    /// The newest checkpoint numbered `first` or above that verifies,
+    /// logging every newer one that does not and why.
+    pub fn latest_from(&self, first: u64) -> Recovered {
         let mut recovered = Recovered::default();
         // A directory without a manifest never completed: not a checkpoint.
-        for id in self.complete_ids().into_iter().rev() {
+        for id in self.complete_ids().into_iter().rev().take_while(|&id| id >= first) {
             match self.verify(id) {
                 Ok(manifest) => {
                     recovered.manifest = Some(manifest);

@@ -262,7 +262,8 @@ pub fn run_job_with(graph: &JobGraph, engine: &Arc<PluginEngine>, options: RunOp
         // A first start from a savepoint has no checkpoint of its own yet.
         let latest = match (&options.savepoint, restarts) {
             (Some(_), 0) => None,
-            _ => latest_checkpoint(graph)?.filter(|m| options.savepoint.is_none() || m.checkpoint >= first_own),
+            (Some(_), _) => latest_checkpoint(graph, first_own)?,
+            (None, _) => latest_checkpoint(graph, 0)?,
         };
         let restore = match (&latest, &options.savepoint) {
             (Some(manifest), _) => Some(Restore::Checkpoint(manifest)),
@@ -310,12 +311,14 @@ pub fn run_job_with(graph: &JobGraph, engine: &Arc<PluginEngine>, options: RunOp
 }
 
 /// The newest complete checkpoint of a checkpointing job.
-/// The newest checkpoint that verifies. If there are checkpoints but none
-/// verifies, an error: starting from the beginning would replace the
-/// output they committed, which only the user may decide.
-fn latest_checkpoint(graph: &JobGraph) -> Result<Option<Manifest>, RunError> {
+/// The newest checkpoint numbered `first` or above that verifies (below
+/// `first` are an earlier run's, when this one started from a savepoint).
+/// If there are such checkpoints but none verifies, an error: starting
+/// over would replace the output they committed, which only the user may
+/// decide.
+fn latest_checkpoint(graph: &JobGraph, first: u64) -> Result<Option<Manifest>, RunError> {
     let Some(settings) = &graph.checkpoints else { return Ok(None) };
-    let recovered = open_storage(settings)?.latest();
+    let recovered = open_storage(settings)?.latest_from(first);
     if recovered.manifest.is_none() && !recovered.skipped.is_empty() {
         let ids: Vec<String> = recovered.skipped.iter().map(|(id, _)| id.to_string()).collect();
         let (newest, reason) = &recovered.skipped[0];
