@@ -137,6 +137,16 @@ key_by = true
     let first = sums["s"][0];
     assert_eq!(first, (0, 1000, 200.0), "the closed window did not take the late reading");
     assert_eq!(sums["s"].len() as i64, last / 1000 + 1, "one window per second up to the last reading");
+
+    // The late output's name misspelt: its sink gets nothing, and the log
+    // says where the late reading went.
+    std::fs::write(&job, std::fs::read_to_string(&job).unwrap().replace("\"windows.late\"", "\"windows.lat\"")).unwrap();
+    let run = run_job(&job, &[]);
+    run.success();
+    assert_eq!(dir.read("late.txt"), "", "nothing emits to `lat`");
+    let stderr = run.stderr();
+    let warning = stderr.lines().find(|l| l.contains("output nothing reads")).unwrap_or_else(|| panic!("{stderr}"));
+    assert!(warning.contains("output=late") && warning.contains(r#"`input = "windows.late"`"#), "{warning}");
 }
 
 #[test]

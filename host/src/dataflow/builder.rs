@@ -199,7 +199,7 @@ impl<'a> Builder<'a> {
                 metrics.clone(),
             ));
         }
-        Ok(Outputs::new(routes))
+        Ok(Outputs::new(&node.name, routes))
     }
 
     /// Creates an operator instance and runs its `init` (or creates the

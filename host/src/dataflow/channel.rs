@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{RecvTimeoutError, TryRecvError};
+use tracing::warn;
 
 use super::inbox::{Inbox, InboxSender, POLL_INTERVAL};
 use super::sink::SinkWriter;
@@ -442,26 +443,47 @@ impl Routing {
 /// All routes of one subtask.
 #[derive(Default)]
 pub struct Outputs {
+    /// The node whose outputs these are (its name or uid), for messages.
+    node: String,
     routes: Vec<Route>,
+    /// Outputs it emitted to that nothing reads, said once each.
+    unread: Vec<String>,
 }
 
 impl Outputs {
-    pub fn new(routes: Vec<Route>) -> Self {
-        Outputs { routes }
+    pub fn new(node: &str, routes: Vec<Route>) -> Self {
+        Outputs { node: node.to_owned(), routes, unread: Vec::new() }
     }
 
     /// Sends `batch`, emitted on `output`, to every consumer of that output
     /// (moved to the last one, copied to the others). An output nothing
-    /// consumes is not an error: its records are dropped.
+    /// consumes is not an error — a plugin may write to side outputs a job
+    /// does not want — but its records are dropped, and the first time the
+    /// log says so: a sink reading a misspelt output name waits in silence.
     pub fn emit(&mut self, output: &str, batch: RecordBatch, cancel: &Cancel) -> Result<(), TaskError> {
         let mut matching: Vec<&mut Route> = self.routes.iter_mut().filter(|r| r.output == output).collect();
-        if let Some(last) = matching.pop() {
-            for route in matching {
-                route.emit(batch.clone(), cancel)?;
-            }
-            last.emit(batch, cancel)?;
+        let Some(last) = matching.pop() else {
+            self.dropped(output);
+            return Ok(());
+        };
+        for route in matching {
+            route.emit(batch.clone(), cancel)?;
         }
-        Ok(())
+        last.emit(batch, cancel)
+    }
+
+    /// Says, once per output, that what it emits to `output` is dropped.
+    fn dropped(&mut self, output: &str) {
+        if self.unread.iter().any(|o| o == output) {
+            return;
+        }
+        self.unread.push(output.to_owned());
+        let input = if output.is_empty() { self.node.clone() } else { format!("{}.{output}", self.node) };
+        warn!(
+            node = %self.node,
+            output = %output,
+            "records emitted to an output nothing reads are dropped; to keep them, give a sink or an operator `input = {input:?}`"
+        );
     }
 
     pub fn flush(&mut self, cancel: &Cancel) -> Result<(), TaskError> {
@@ -530,7 +552,7 @@ mod tests {
     fn a_single_consumer_gets_each_batch_numbered_afresh() {
         let (sender, receiver) = crate::dataflow::inbox::unbounded_inbox();
         let route = Route::channels(String::new(), 0, 0, Partitioning::KeyBy, vec![sender], 128, Arc::default());
-        let mut outputs = Outputs::new(vec![route]);
+        let mut outputs = Outputs::new("test", vec![route]);
         let cancel = Cancel::default();
         let sent = [keyed_batch(BATCH_SIZE, 1000, 0), keyed_batch(10, 7, 3), keyed_batch(BATCH_SIZE, 300, 5), keyed_batch(3, 2, 0)];
         for batch in &sent {
@@ -578,7 +600,7 @@ mod tests {
         let (max_parallelism, consumers) = (128, 3);
         let (senders, receivers): (Vec<_>, Vec<_>) = (0..consumers).map(|_| crate::dataflow::inbox::unbounded_inbox()).unzip();
         let route = Route::channels(String::new(), 0, 0, Partitioning::KeyBy, senders, max_parallelism, Arc::default());
-        let mut outputs = Outputs::new(vec![route]);
+        let mut outputs = Outputs::new("test", vec![route]);
         let cancel = Cancel::default();
         let sent = [keyed_batch(3, 2, 0), keyed_batch(PREFETCH_AHEAD + 1, 5, 1), keyed_batch(2 * BATCH_SIZE + 5, 5000, 7)];
         for batch in &sent {
