@@ -356,6 +356,44 @@ fn a_directory_of_only_corrupt_checkpoints_is_refused_and_its_output_kept() {
     assert_eq!(committed(&dir.path("out")), before, "the committed output is untouched");
 }
 
+/// A checkpoint restores subtask by subtask: a job resumed from one with
+/// another parallelism, other key groups, a renamed uid or under another
+/// name would hand keys to subtasks that do not own them, and counts would
+/// start again or repeat. Each is refused, naming the change and the way
+/// to make it (a savepoint); the committed output stays as it was, and the
+/// unchanged job then resumes exactly.
+#[test]
+fn resuming_a_changed_job_from_a_checkpoint_is_refused() {
+    let dir = JobDir::new();
+    let job = count_job(&dir, "memory", &plugin("word-count"), "", "");
+    kill_after_checkpoints(&job, &dir.path("checkpoints"), 2);
+    let before = committed(&dir.path("out"));
+    let error = run_job(&job, &["-p", "3"]).failure();
+    assert!(error.contains("cannot resume job `chaos-count` from checkpoint"), "{error}");
+    assert!(error.contains("operator `count` from parallelism 2 to 3") && error.contains("--from-savepoint"), "{error}");
+    let original = std::fs::read_to_string(&job).unwrap();
+    let edited = |edits: &[(&str, &str)]| {
+        let text = edits.iter().fold(original.clone(), |text, (from, to)| {
+            assert!(text.contains(from), "{from}");
+            text.replacen(from, to, 1)
+        });
+        std::fs::write(&job, text).unwrap();
+    };
+    edited(&[("uid = \"count\"", "uid = \"counter\""), ("input = \"count\"", "input = \"counter\"")]);
+    let error = run_job(&job, &[]).failure();
+    assert!(error.contains("state for `count`, which the job no longer has"), "{error}");
+    edited(&[("parallelism = 2", "parallelism = 2\nmax_parallelism = 64")]);
+    let error = run_job(&job, &[]).failure();
+    assert!(error.contains("max_parallelism = 128 and the job now has 64"), "{error}");
+    edited(&[("name = \"chaos-count\"", "name = \"other\"")]);
+    let error = run_job(&job, &[]).failure();
+    assert!(error.contains("it is job `chaos-count`'s, not `other`'s"), "{error}");
+    assert_eq!(committed(&dir.path("out")), before, "the committed output is untouched");
+    std::fs::write(&job, original).unwrap();
+    assert!(run_job(&job, &[]).success().stderr().contains("resumed from checkpoint"));
+    assert_exact_counts(&committed(&dir.path("out")), 60000, 600);
+}
+
 /// A run from a savepoint owns only the checkpoints it takes: restarted
 /// after a failure before its first one, it restores the savepoint again,
 /// whatever an earlier run left in the directory (here, all corrupt).

@@ -130,7 +130,7 @@ fn a_hot_upgrade_mid_stream_loses_and_repeats_nothing() {
     assert!(records_in > 0 && count.contains(" %"), "the operator's records and time held back: {detail}");
     let in_per_s: f64 = count.split_whitespace().nth(5).and_then(|n| n.parse().ok()).unwrap_or(0.0);
     assert!(in_per_s > 0.0 && detail.contains("over the last"), "the operator's recent rate: {detail}");
-    let skew: f64 = count.split_whitespace().last().and_then(|n| n.parse().ok()).unwrap_or(0.0);
+    let skew: f64 = count.split_whitespace().nth(13).and_then(|n| n.parse().ok()).unwrap_or(0.0);
     assert!(detail.contains("SKEW") && (1.0..2.0).contains(&skew), "its busiest subtask against the mean: {detail}");
     let cpu_share: f64 = count.split_whitespace().nth(11).and_then(|n| n.parse().ok()).unwrap_or(-1.0);
     assert!(detail.contains("CPU") && (0.0..=100.0).contains(&cpu_share), "the share of a core its threads got: {detail}");

@@ -25,9 +25,10 @@ pub struct RunArgs {
     /// key groups are spread over the parallelism the job has now).
     #[arg(long, value_name = "DIR")]
     from_savepoint: Option<PathBuf>,
-    /// Restore even though the savepoint has state for operators the job
-    /// no longer has (that state is dropped).
-    #[arg(long, requires = "from_savepoint")]
+    /// Restore even though the savepoint (or the checkpoint the job
+    /// resumes from) has state for operators or sources the job no longer
+    /// has (that state is dropped).
+    #[arg(long)]
     allow_non_restored_state: bool,
     /// Where to serve the control API [default: 127.0.0.1:7070, or any
     /// free port if that one is taken].

@@ -15,7 +15,8 @@ use tracing::{error, info, warn};
 
 use super::builder::Builder;
 use super::channel::Cancel;
-use super::figures::{Sampler, node_figures_of_run, records_read, records_written};
+use super::resume_check::check_resumable;
+use super::figures::{Sampler, node_figures_of_run, records_read, records_written, sinks_watermark};
 use super::task::{TaskError, TaskMetrics};
 use crate::checkpoint::{
     CheckpointHistory, CheckpointSettings, CheckpointStorage, Committer, Coordinator, LatestCheckpoint, Manifest,
@@ -62,6 +63,8 @@ pub enum RunError {
         dir.display()
     )]
     CheckpointsInUse { dir: PathBuf },
+    #[error("cannot resume job `{job}` from checkpoint {checkpoint} in {}: {reason}", dir.display())]
+    NotResumable { job: String, checkpoint: u64, dir: PathBuf, reason: String },
     #[error("cannot restore {task} from checkpoint {checkpoint}: {source}")]
     Restore {
         task: String,
@@ -265,6 +268,14 @@ pub fn run_job_with(graph: &JobGraph, engine: &Arc<PluginEngine>, options: RunOp
             (Some(_), _) => latest_checkpoint(graph, first_own)?,
             (None, _) => latest_checkpoint(graph, 0)?,
         };
+        if let (Some(manifest), Some(settings)) = (&latest, &graph.checkpoints) {
+            check_resumable(graph, manifest, options.allow_non_restored_state).map_err(|reason| RunError::NotResumable {
+                job: graph.name.clone(),
+                checkpoint: manifest.checkpoint,
+                dir: settings.dir.clone(),
+                reason,
+            })?;
+        }
         let restore = match (&latest, &options.savepoint) {
             (Some(manifest), _) => Some(Restore::Checkpoint(manifest)),
             (None, Some(savepoint)) => Some(Restore::Savepoint(savepoint)),
@@ -430,7 +441,8 @@ impl RunningJob {
     }
 
     /// Logs the records read and written so far, the rate over the last
-    /// interval, and the node held back most in it.
+    /// interval, the node held back most in it, how many cores the job
+    /// kept busy and, in event time, how far its sinks' watermark has come.
     fn report_progress(&mut self) {
         let tasks = self.task_summaries();
         let interval = self.sampler.sample(&tasks);
@@ -438,12 +450,19 @@ impl RunningJob {
         let (node, held_ms_per_s) = interval.most_backpressured.unwrap_or_else(|| ("-".into(), 0.0));
         let backpressured_pct = (held_ms_per_s / 10.0).round() as u64;
         let events_per_s = interval.read_per_s as u64;
-        match interval.cores_busy.map(|cores| (cores * 100.0).round() / 100.0) {
-            Some(cores_busy) => {
-                info!(job = %self.name, read, written, events_per_s, most_backpressured = %node, backpressured_pct, cores_busy, "progress")
-            }
-            None => info!(job = %self.name, read, written, events_per_s, most_backpressured = %node, backpressured_pct, "progress"),
-        }
+        let cores_busy = interval.cores_busy.map(|cores| (cores * 100.0).round() / 100.0);
+        let watermark_ms = sinks_watermark(&tasks);
+        info!(
+            job = %self.name,
+            read,
+            written,
+            events_per_s,
+            most_backpressured = %node,
+            backpressured_pct,
+            cores_busy,
+            watermark_ms,
+            "progress"
+        );
     }
 
     /// Records read and written so far, for a status command.

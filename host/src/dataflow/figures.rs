@@ -26,6 +26,14 @@ pub(super) fn records_written(tasks: &[TaskSummary]) -> u64 {
     tasks.iter().filter(|t| t.role == Role::Sink).map(|t| t.counters.records_in).sum()
 }
 
+/// How far the job's event time has come: its sinks' lowest watermark;
+/// none while a sink subtask has none (or in processing time), nor once
+/// every input has ended.
+pub(super) fn sinks_watermark(tasks: &[TaskSummary]) -> Option<i64> {
+    let sinks = tasks.iter().filter(|t| t.role == Role::Sink);
+    sinks.map(|t| t.watermark_ms).min().flatten().filter(|&ms| ms < i64::MAX)
+}
+
 /// The figures of each source, operator and sink, its subtasks' summed, in
 /// the order of `tasks` (without rates: see [`Sampler::nodes`]).
 pub(super) fn node_figures(tasks: &[TaskSummary]) -> Vec<NodeInfo> {
@@ -212,6 +220,10 @@ mod tests {
         assert_eq!(subtasks, [Some(5_000), Some(2_000), Some(i64::MAX)]);
         let nodes = node_figures(&[at(0, Some(5_000)), at(1, None)]);
         assert_eq!(nodes[0].watermark_ms, None, "a subtask without a watermark holds the node's event time back");
+        let sink = |subtask, watermark_ms| TaskSummary { watermark_ms, ..task("sink `s`", Role::Sink, subtask, 0, 0, 0.0) };
+        assert_eq!(sinks_watermark(&[at(0, Some(1)), sink(0, Some(3_000)), sink(1, Some(i64::MAX))]), Some(3_000));
+        assert_eq!(sinks_watermark(&[sink(0, Some(i64::MAX))]), None, "all ended: no time to tell");
+        assert_eq!(sinks_watermark(&[at(0, Some(1)), sink(0, None)]), None);
     }
 
     #[test]
