@@ -110,6 +110,52 @@ fn a_job_stopped_and_restored_at_parallelism_1_4_and_2_counts_exactly_as_an_unin
     assert_eq!(committed_lines(&dir.path("out"), None), expected_counts(events, keys));
 }
 
+/// A stop with a savepoint that cannot be taken leaves the job running, as
+/// in Flink. A directory that cannot take it (one holding a savepoint, the
+/// job's own checkpoint directory) is refused before the sources stop; a
+/// savepoint that fails once they have stopped lets them read on. Either
+/// way the job goes on to count exactly.
+#[test]
+fn a_failed_stop_with_a_savepoint_leaves_the_job_running() {
+    let dir = JobDir::new();
+    let (events, keys) = (60_000, 500);
+    let job = count_job(&dir, "stopping", events, keys, 8_000, &plugin("word-count"));
+    let host = Host::start(&job, &[]);
+    host.wait_for_records("stopping", 5_000);
+    let taken = dir.path("taken");
+    assert!(host.savepoint("stopping", &taken).contains("written to"));
+    let refusals = [(taken, "a savepoint is there already"), (dir.path("checkpoints-stopping"), "among the job's checkpoints")];
+    for (refused, reason) in refusals {
+        let error = host.weir(&["savepoint", "stopping", "--stop", "--dir", refused.to_str().unwrap()]).failure();
+        assert!(error.contains(reason), "{error}");
+        reads_on(&host);
+    }
+    // So deep that it can be made but nothing in it can be named (the
+    // longest path is 4095 bytes): the savepoint fails as it is written,
+    // after the sources stopped at its barrier.
+    let mut deep = dir.path("deep");
+    while deep.as_os_str().len() < 4_090 - 200 {
+        deep.push("d".repeat(200));
+    }
+    deep.push("d".repeat(4_090 - deep.as_os_str().len() - 1));
+    let error = host.weir(&["savepoint", "stopping", "--stop", "--dir", deep.to_str().unwrap()]).failure();
+    assert!(error.contains("savepoint of job `stopping` failed"), "{error}");
+    reads_on(&host);
+    let (status, stderr) = host.wait();
+    assert!(status.success(), "{stderr}");
+    assert_eq!(committed_lines(&dir.path("out"), None), expected_counts(events, keys));
+}
+
+/// Waits until job `stopping` has read more than it has now.
+fn reads_on(host: &Host) {
+    let read = host.records_read("stopping");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while host.records_read("stopping") <= read {
+        assert!(std::time::Instant::now() < deadline, "the job reads on: {}", host.stderr());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 #[test]
 fn a_hot_upgrade_mid_stream_loses_and_repeats_nothing() {
     let dir = JobDir::new();

@@ -1,8 +1,9 @@
 //! Directories the host creates for a job (checkpoints, savepoints, sink
-//! output), with an error that says what is in the way.
+//! output), with an error that says what is in the way; and paths compared
+//! by the place they name, not by their spelling.
 
 use std::io;
-use std::path::Path;
+use std::path::{Component, Path, PathBuf};
 
 /// Creates `dir` and its parents, like `std::fs::create_dir_all`; when a
 /// file stands where a directory must go, the error names that file
@@ -22,9 +23,53 @@ fn file_in_the_way(dir: &Path) -> Option<&Path> {
     dir.ancestors().filter(|path| !path.as_os_str().is_empty()).find(|path| path.exists() && !path.is_dir())
 }
 
+/// The place `path` names, for comparing two paths: absolute, with `.` and
+/// `..` taken out and the links of its longest existing ancestor resolved
+/// (`out/x/../alerts`, `./out/alerts` and a link to `out` are one place).
+pub fn resolved(path: &Path) -> PathBuf {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut lexical = PathBuf::new();
+    for component in absolute.components() {
+        match component {
+            Component::ParentDir => {
+                lexical.pop();
+            }
+            Component::CurDir => {}
+            other => lexical.push(other),
+        }
+    }
+    let mut missing = Vec::new();
+    let mut base = lexical.as_path();
+    loop {
+        if let Ok(real) = base.canonicalize() {
+            return missing.iter().rev().fold(real, |path, part| path.join(part));
+        }
+        match (base.parent(), base.file_name()) {
+            (Some(parent), Some(name)) => {
+                missing.push(name.to_owned());
+                base = parent;
+            }
+            _ => return lexical,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_place_spelt_several_ways_resolves_alike() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real");
+        std::fs::create_dir(&real).unwrap();
+        std::os::unix::fs::symlink(&real, dir.path().join("link")).unwrap();
+        let place = resolved(&real.join("out"));
+        for spelling in ["real/x/../out", "real/./out", "link/out", "real/out/"] {
+            assert_eq!(resolved(&dir.path().join(spelling)), place, "{spelling}");
+        }
+        assert_ne!(resolved(&dir.path().join("real/other")), place);
+    }
 
     #[test]
     fn a_file_in_the_way_is_named() {

@@ -203,7 +203,8 @@ pub fn run_source(
             checkpoint.ack_splits(n, splits);
             if checkpoint.stops_at(n) {
                 ctx.outputs.flush(&ctx.cancel)?;
-                return wait_for_cancel(&ctx.cancel);
+                wait_while_stopped(checkpoint, n, &ctx.cancel)?;
+                tracing::info!(task = %ctx.label, checkpoint = n, "reads again: the stop with a savepoint failed");
             }
         }
         match alignment.as_mut().map_or(Gate::Read, AlignedSource::gate) {
@@ -390,13 +391,18 @@ pub fn run_sink(mut ctx: TaskContext, mut sink: SinkWriter, inbox: Inbox, produc
     sink.finish()
 }
 
-/// A source stopped for a savepoint idles until the job is cancelled (once
-/// the savepoint is complete), so that nothing follows the barrier.
-fn wait_for_cancel(cancel: &Cancel) -> Result<(), TaskError> {
-    while !cancel.is_cancelled() {
+/// A source stopped at barrier `n` for a savepoint idles, so that nothing
+/// follows the barrier, until the job is cancelled (once the savepoint is
+/// complete) — or until the stop is called off because the savepoint
+/// failed, when it returns and the source reads on, as in Flink.
+fn wait_while_stopped(checkpoint: &TaskCheckpoint, n: u64, cancel: &Cancel) -> Result<(), TaskError> {
+    while checkpoint.stops_at(n) {
+        if cancel.is_cancelled() {
+            return Err(TaskError::Stopped);
+        }
         std::thread::sleep(std::time::Duration::from_millis(2));
     }
-    Err(TaskError::Stopped)
+    Ok(())
 }
 
 #[cfg(test)]

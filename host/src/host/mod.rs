@@ -28,7 +28,7 @@ use crate::control::{
 use crate::dataflow::{JobCommand, JobSummary, RunError, RunOptions, run_job_with};
 use crate::job::{JobGraph, NodeKind};
 use crate::plugin::{PluginEngine, now_ms};
-use crate::savepoint::Savepoint;
+use crate::savepoint::{Savepoint, prepare_savepoint_dir};
 
 /// How long a status question may wait for a busy job.
 const STATUS_TIMEOUT: Duration = Duration::from_secs(2);
@@ -243,18 +243,27 @@ impl JobManager {
         Ok((job.graph.clone(), job.commands.clone(), job.generation))
     }
 
-    /// An upgrade given up before the job was stopped: it runs on (unless
-    /// it ended meanwhile).
+    /// An upgrade given up before it stopped the job: the job runs on —
+    /// unless another request's savepoint stopped it meanwhile (which
+    /// [`JobManager::ended`] took for the upgrade's own stop).
     fn abandon_upgrade(&self, name: &str) {
-        if let Some(job) = self.lock().get_mut(name).filter(|j| j.status == JobStatus::Upgrading) {
-            job.status = JobStatus::Running;
-        }
+        let mut jobs = self.lock();
+        let Some(job) = jobs.get_mut(name).filter(|j| j.status == JobStatus::Upgrading) else { return };
+        job.status = match &job.summary {
+            Some(summary) if job.ended.is_some() && summary.stopped_with.is_some() => JobStatus::Stopped,
+            Some(_) if job.ended.is_some() => JobStatus::Finished,
+            _ => JobStatus::Running,
+        };
+        drop(jobs);
+        self.changed.notify_all();
     }
 
     /// Asks job `name` (running, or being upgraded) for a savepoint in
     /// `dir` and waits until it is written.
     fn take_savepoint(&self, name: &str, dir: PathBuf, stop: bool) -> Result<SavepointInfo, ControlError> {
-        let (_, commands, _) = self.active(name, true)?;
+        let (graph, commands, _) = self.active(name, true)?;
+        let checkpoints = graph.checkpoints.as_ref().map(|c| c.dir.as_path());
+        prepare_savepoint_dir(&dir, checkpoints).map_err(|error| ControlError::Rejected(error.to_string()))?;
         let (reply, answer) = bounded(1);
         let order = SavepointOrder { dir, stop, reply, requested: Instant::now() };
         commands
@@ -263,7 +272,7 @@ impl JobManager {
         match answer.recv() {
             Ok(Ok(info)) => Ok(info),
             Ok(Err(reason)) => Err(ControlError::Failed(format!("savepoint of job `{name}` failed: {reason}"))),
-            Err(_) => Err(ControlError::Failed(format!("job `{name}` ended before its savepoint was written"))),
+            Err(_) => Err(ControlError::Conflict(format!("job `{name}` ended before its savepoint was written"))),
         }
     }
 

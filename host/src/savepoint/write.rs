@@ -64,6 +64,32 @@ impl Entries {
     }
 }
 
+/// Makes `dir` ready to take a savepoint, or says why it cannot: it is
+/// named, holds no savepoint yet, can be created, and is not the job's
+/// checkpoint directory `checkpoints` nor inside one of its checkpoints
+/// (its `savepoints/` are fine). Checked before a savepoint is triggered,
+/// so that a bad directory is refused at once, before sources stop.
+pub fn prepare_savepoint_dir(dir: &Path, checkpoints: Option<&Path>) -> Result<(), SavepointError> {
+    let refuse = |reason: String| SavepointError::Io { path: dir.to_path_buf(), source: std::io::Error::other(reason) };
+    if dir.as_os_str().is_empty() {
+        return Err(refuse("no directory named; name one, or leave it out for the default".into()));
+    }
+    if dir.join(MANIFEST_FILE).exists() {
+        return Err(refuse("a savepoint is there already; choose another directory".into()));
+    }
+    if let Some(checkpoints) = checkpoints.and_then(|c| c.canonicalize().ok()) {
+        let place = crate::dirs::resolved(dir);
+        let among_checkpoints = place.strip_prefix(&checkpoints).is_ok_and(|rest| !rest.starts_with("savepoints"));
+        if among_checkpoints {
+            return Err(refuse(format!(
+                "that is among the job's checkpoints in {}; choose a directory outside it (or its savepoints/)",
+                checkpoints.display()
+            )));
+        }
+    }
+    crate::dirs::create(dir).map_err(|source| SavepointError::Io { path: dir.to_path_buf(), source })
+}
+
 /// Writes the state of checkpoint `manifest` (in `checkpoint_root`) as a
 /// savepoint in `dir`, which must not hold one already. `work_dir` is where
 /// a RocksDB checkpoint is opened to be read.
@@ -78,13 +104,7 @@ pub fn write_savepoint(
         let path = path.to_path_buf();
         move |source| SavepointError::Io { path, source }
     };
-    if dir.join(MANIFEST_FILE).exists() {
-        return Err(SavepointError::Io {
-            path: dir.to_path_buf(),
-            source: std::io::Error::new(std::io::ErrorKind::AlreadyExists, "a savepoint is there already; choose another directory"),
-        });
-    }
-    crate::dirs::create(dir).map_err(io(dir))?;
+    prepare_savepoint_dir(dir, None)?;
     let state_error = |source| SavepointError::State { path: dir.to_path_buf(), source };
     let mut operators = Vec::new();
     let mut sources = Vec::new();
