@@ -282,11 +282,15 @@ fn job_names_that_are_not_one_path_component() {
 #[test]
 fn two_file_sinks_writing_one_path() {
     let dir = JobDir::new();
-    let sinks = "type = \"file\"\npath = \"out.txt\"\ninput = \"count\"\n\n[[sink]]\nname = \"copy\"\ntype = \"file\"\npath = \"out.txt\"";
-    let job = job_file(&dir, |t| t.replace("type = \"discard\"", sinks));
-    let error = run_job(&job, &[]).failure();
-    assert!(error.contains("sinks `out` and `copy` both write to out.txt"), "{error}");
-    assert!(error.contains("give each its own path"), "{error}");
+    for other in ["out.txt", "./out.txt", "sub/../out.txt"] {
+        let sinks = format!(
+            "type = \"file\"\npath = \"out.txt\"\ninput = \"count\"\n\n[[sink]]\nname = \"copy\"\ntype = \"file\"\npath = {other:?}"
+        );
+        let job = job_file(&dir, |t| t.replace("type = \"discard\"", &sinks));
+        let error = run_job(&job, &[]).failure();
+        assert!(error.contains(&format!("sinks `out` and `copy` both write to {other}")), "{error}");
+        assert!(error.contains("give each its own path"), "{error}");
+    }
 }
 
 #[test]

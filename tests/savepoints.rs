@@ -368,6 +368,10 @@ fn forks_from_one_savepoint_match_the_original_and_differ_with_v2_only_by_its_ru
     .success();
     let clash = host.weir(&["fork", "original", "--name", "clash"]).failure();
     assert!(clash.contains("would write to") && clash.contains("as job `original` does"), "{clash}");
+    // The same place spelt otherwise is the same place.
+    let spelt = format!("out={}", v2.parent().unwrap().join("x/../alerts-v2").display());
+    let clash = host.weir(&["fork", "original", "--name", "clash", "--sink", &spelt]).failure();
+    assert!(clash.contains("as job `v2` does"), "{clash}");
     let jobs = host.weir(&["jobs"]).success().stdout();
     for name in ["original", "same", "v2"] {
         assert!(jobs.lines().any(|l| l.starts_with(name)), "{jobs}");

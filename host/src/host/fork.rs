@@ -8,6 +8,7 @@ use std::sync::Arc;
 use super::upgrade::with_plugin;
 use super::{JobManager, absolute};
 use crate::control::{ControlError, ControlPlane, ForkInfo, ForkRequest};
+use crate::dirs::resolved;
 use crate::job::{JobGraph, NodeKind, Overrides, SinkSpec, check_job_name};
 use crate::savepoint::Savepoint;
 
@@ -132,18 +133,18 @@ fn own_transactional_ids(graph: &mut JobGraph) {
 }
 
 /// Where a job writes: its sinks' files and Kafka topics, and its
-/// checkpoint directory.
+/// checkpoint directory — each path as the place it names, however spelt.
 fn outputs(graph: &JobGraph) -> Vec<(String, PathBuf)> {
     let sinks = graph.nodes.iter().filter_map(|n| match &n.kind {
         NodeKind::Sink(SinkSpec::File { path, .. } | SinkSpec::Files { path, .. }) => {
-            Some((format!("sink `{}`", n.name), absolute(path)))
+            Some((format!("sink `{}`", n.name), resolved(path)))
         }
         NodeKind::Sink(SinkSpec::Kafka(kafka)) => {
             Some((format!("sink `{}`", n.name), PathBuf::from(format!("kafka://{}/{}", kafka.brokers, kafka.topic))))
         }
         _ => None,
     });
-    let checkpoints = graph.checkpoints.iter().map(|c| ("its checkpoint directory".to_owned(), absolute(&c.dir)));
+    let checkpoints = graph.checkpoints.iter().map(|c| ("its checkpoint directory".to_owned(), resolved(&c.dir)));
     sinks.chain(checkpoints).collect()
 }
 

@@ -304,8 +304,9 @@ fn check_connectors(spec: &JobSpec) -> Result<(), String> {
     }
     let mut paths = HashMap::new();
     for sink in &spec.sinks {
+        // By the place named, however spelt (`x.txt`, `./x.txt`, a link).
         if let SinkSpec::File { name, path, .. } | SinkSpec::Files { name, path, .. } = sink
-            && let Some(other) = paths.insert(path.as_path(), name)
+            && let Some(other) = paths.insert(crate::dirs::resolved(path), name)
         {
             return Err(format!(
                 "sinks `{other}` and `{name}` both write to {}, and would overwrite each other: give each its own path",
