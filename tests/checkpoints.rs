@@ -175,6 +175,56 @@ fn a_plugin_that_traps_once_is_recovered_from_exactly() {
     }
 }
 
+/// Between a failure and its restart the job says it is restarting and
+/// why, at once: `weir jobs`, `/metrics`, and a savepoint refused without
+/// waiting for the restart. Then it runs on and counts exactly; a cancel
+/// during the wait ends the job at once.
+#[test]
+fn a_job_waiting_to_restart_says_so_and_can_be_cancelled_at_once() {
+    let dir = JobDir::new();
+    let restart = "[restart]\nstrategy = \"fixed-delay\"\nmax_attempts = 3\ndelay_ms = 4000";
+    let job = count_job(&dir, "memory", &plugin("faulty"), "mode = \"trap-once\", after = 8000", restart);
+    let host = Host::start(&job, &[]);
+    let restarting = wait_for_status(&host, "restarting");
+    let asked = Instant::now();
+    let jobs = host.weir(&["jobs"]).success().stdout();
+    assert!(jobs.contains("after 1 restart(s); the last failure: ") && jobs.contains("trapped"), "{jobs}");
+    let error = host.weir(&["savepoint", "chaos-count", "--dir", dir.path("sp").to_str().unwrap()]).failure();
+    assert!(error.contains("the job failed and restarts in"), "{error}");
+    let metrics = weir::control::client::ApiClient::new(&host.api).metrics().unwrap();
+    assert!(metrics.contains("weir_job_restarts_total{job=\"chaos-count\"} 1"), "{metrics}");
+    assert!(asked.elapsed() < Duration::from_secs(3), "answered while it waits, not after: {:?}", asked.elapsed());
+    assert!(restarting.elapsed() < Duration::from_secs(4), "asked during the wait");
+    wait_for_status(&host, "running");
+    let (status, stderr) = host.wait();
+    assert!(status.success(), "{stderr}");
+    assert_exact_counts(&committed(&dir.path("out")), 60000, 600);
+
+    let restart = "[restart]\nstrategy = \"fixed-delay\"\nmax_attempts = 3\ndelay_ms = 60000";
+    let job = count_job(&dir, "memory", &plugin("faulty"), "mode = \"always-trap\", after = 100", restart);
+    std::fs::remove_dir_all(dir.path("checkpoints")).unwrap();
+    let host = Host::start(&job, &[]);
+    wait_for_status(&host, "restarting");
+    let asked = Instant::now();
+    let reply = host.weir(&["cancel", "chaos-count"]).success().stdout();
+    assert!(reply.contains("cancelled") && asked.elapsed() < Duration::from_secs(5), "{reply} after {:?}", asked.elapsed());
+    let _ = host.wait();
+}
+
+/// Waits until `weir jobs` shows job `chaos-count` with `status`; when
+/// it first did.
+fn wait_for_status(host: &Host, status: &str) -> Instant {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let jobs = host.weir(&["jobs"]).success().stdout();
+        if jobs.lines().any(|l| l.starts_with("chaos-count") && l.split_whitespace().nth(1) == Some(status)) {
+            return Instant::now();
+        }
+        assert!(Instant::now() < deadline, "job `chaos-count` never {status}: {jobs}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[test]
 fn a_file_sink_keeps_what_it_wrote_before_a_restart() {
     let dir = JobDir::new();

@@ -61,7 +61,8 @@ pub struct SavepointOrder {
 }
 
 impl SavepointOrder {
-    fn fail(self, reason: impl Into<String>) {
+    /// Answers that the savepoint cannot be taken, and why.
+    pub fn fail(self, reason: impl Into<String>) {
         let _ = self.reply.send(Err(reason.into()));
     }
 }

@@ -201,6 +201,9 @@ fn jobs_table(jobs: &[JobInfo]) -> String {
         if let Some(error) = &job.error {
             out += &format!("\njob `{}` {}: {error}\n", job.name, job.status);
         }
+        if let Some(failure) = job.last_failure.as_ref().filter(|_| job.error.is_none()) {
+            out += &format!("\njob `{}` {}, after {} restart(s); the last failure: {failure}\n", job.name, job.status, job.restarts);
+        }
     }
     out
 }
@@ -442,6 +445,8 @@ mod tests {
             checkpoint: None,
             nodes: Vec::new(),
             error: Some("boom".into()),
+            restarts: 0,
+            last_failure: None,
         };
         let stats = CheckpointStats { duration_ms: 41.6, size_bytes: 3 << 20, ..CheckpointStats::default() };
         let checkpointed = JobInfo {
@@ -449,6 +454,8 @@ mod tests {
             status: "running".into(),
             error: None,
             checkpoint: Some(LatestCheckpoint { id: 12, completed: 9, stats }),
+            restarts: 2,
+            last_failure: Some("operator `count` (subtask 1 of 2) failed: trap".into()),
             ..job.clone()
         };
         let table = jobs_table(&[job, checkpointed]);
@@ -457,7 +464,8 @@ mod tests {
             "NAME   STATUS   UPTIME  READ  WRITTEN  CHECKPOINT         OPERATORS\n\
              words  failed    2m05s  1000        7  -                  count=word_count.wasm\n\
              sums   running   2m05s  1000        7  #12 3.0 MiB 42 ms  count=word_count.wasm\n\
-             \njob `words` failed: boom\n"
+             \njob `words` failed: boom\n\
+             \njob `sums` running, after 2 restart(s); the last failure: operator `count` (subtask 1 of 2) failed: trap\n"
         );
     }
 
@@ -514,6 +522,8 @@ mod tests {
                 node("sink `out`", 1, 400, 0, [80.0, 0.0, 0.0]),
             ],
             error: None,
+            restarts: 0,
+            last_failure: None,
         };
         assert_eq!(
             nodes_table(&job.nodes, true),

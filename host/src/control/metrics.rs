@@ -38,6 +38,7 @@ pub fn prometheus(jobs: &[JobInfo]) -> String {
         job_gauge("weir_job_uptime_seconds", "Seconds since the job's current run started.", jobs, |job| Some(job.uptime_s)),
         job_counter("weir_job_records_read_total", "Records its sources have read.", jobs, |job| Some(job.read as f64)),
         job_counter("weir_job_records_written_total", "Records its sinks have received.", jobs, |job| Some(job.written as f64)),
+        job_counter("weir_job_restarts_total", "Restarts after task failures in the job's run.", jobs, |job| Some(f64::from(job.restarts))),
         job_counter("weir_checkpoints_completed_total", "Checkpoints its current run has completed.", jobs, |job| {
             Some(job.checkpoint.as_ref().map_or(0.0, |c| c.completed as f64))
         }),
@@ -213,6 +214,8 @@ mod tests {
                 watermark_ms: Some(1_764_870_000_250),
             }],
             error: None,
+            restarts: 0,
+            last_failure: None,
         }
     }
 
@@ -226,6 +229,7 @@ mod tests {
             "weir_job_records_read_total{job=\"a\\\"b\"} 1000",
             "weir_job_status{job=\"words\",status=\"running\"} 1",
             "weir_checkpoints_completed_total{job=\"words\"} 9",
+            "weir_job_restarts_total{job=\"words\"} 0",
             "weir_checkpoints_completed_total{job=\"a\\\"b\"} 0",
             "weir_checkpoint_last_duration_seconds{job=\"words\"} 0.042",
             "weir_checkpoint_last_size_bytes{job=\"words\"} 4096",

@@ -385,6 +385,8 @@ mod tests {
             checkpoint: None,
             nodes: Vec::new(),
             error: None,
+            restarts: 0,
+            last_failure: None,
         }
     }
 

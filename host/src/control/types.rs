@@ -10,8 +10,8 @@ use crate::checkpoint::LatestCheckpoint;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobInfo {
     pub name: String,
-    /// `running`, `upgrading`, `finished`, `failed`, `cancelled` or `stopped`
-    /// (stopped with a savepoint).
+    /// `running`, `restarting` (after a failure), `upgrading`, `finished`,
+    /// `failed`, `cancelled` or `stopped` (stopped with a savepoint).
     pub status: String,
     /// Seconds since the job (its current incarnation) started.
     pub uptime_s: f64,
@@ -30,6 +30,13 @@ pub struct JobInfo {
     /// Why it failed, when it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Restarts after task failures in this run of the job (the status
+    /// is `restarting` while it waits for the next).
+    #[serde(default)]
+    pub restarts: u32,
+    /// The failure that caused the last restart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_failure: Option<String>,
 }
 
 /// The figures of one source, operator or sink, its subtasks' summed.
@@ -278,6 +285,8 @@ mod tests {
             checkpoint: Some(LatestCheckpoint { id: 7, completed: 6, stats }),
             nodes: Vec::new(),
             error: None,
+            restarts: 0,
+            last_failure: None,
         };
         let json = serde_json::to_value(&job).unwrap();
         assert_eq!(

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender, bounded, select};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded, select};
 use tracing::{error, info, warn};
 
 use super::builder::Builder;
@@ -150,7 +150,7 @@ impl JobSummary {
 
 /// Records read by the sources and written by the sinks so far, and the
 /// newest checkpoint.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Progress {
     pub read: u64,
     pub written: u64,
@@ -158,6 +158,18 @@ pub struct Progress {
     pub checkpoint: Option<LatestCheckpoint>,
     /// Each source, operator and sink so far.
     pub nodes: Vec<NodeInfo>,
+    /// Restarts after task failures so far, and why the last one came.
+    pub restarts: Restarts,
+    /// It failed and waits to restart (its figures are those of no run).
+    pub restarting: bool,
+}
+
+/// A job's restarts after task failures.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Restarts {
+    pub count: u32,
+    /// The failure that caused the last one.
+    pub last_failure: Option<String>,
 }
 
 /// One subtask (run on its own thread or chained into another).
@@ -233,6 +245,7 @@ pub struct RunningJob {
     coordinator: Coordinator,
     restored_from: Option<u64>,
     commands: Receiver<JobCommand>,
+    restarts: Restarts,
 }
 
 /// Runs `graph` to completion (every source exhausted and every record at a
@@ -261,6 +274,7 @@ pub fn run_job_with(graph: &JobGraph, engine: &Arc<PluginEngine>, options: RunOp
     };
     let commands = options.commands.clone().unwrap_or_else(crossbeam_channel::never);
     let mut restarts = 0;
+    let mut last_failure: Option<String> = None;
     loop {
         // A first start from a savepoint has no checkpoint of its own yet.
         let latest = match (&options.savepoint, restarts) {
@@ -293,7 +307,8 @@ pub fn run_job_with(graph: &JobGraph, engine: &Arc<PluginEngine>, options: RunOp
             let name = graph.name.clone();
             return Ok(JobSummary { name, restored_from: Some(manifest.checkpoint), already_finished: true, ..Default::default() });
         }
-        let running = start_job_from(graph, engine, restore, restarts)?.with_commands(commands.clone());
+        let history = Restarts { count: restarts, last_failure: last_failure.clone() };
+        let running = start_job_from(graph, engine, restore, restarts)?.with_commands(commands.clone()).with_restarts(history);
         if let Some(started) = &options.started {
             let _ = started.send(());
         }
@@ -317,11 +332,41 @@ pub fn run_job_with(graph: &JobGraph, engine: &Arc<PluginEngine>, options: RunOp
             return Err(RunError::RestartsExhausted { last: Box::new(failure), restarts: restarts - 1, max_attempts });
         };
         warn!(job = %graph.name, restart = restarts, delay_ms = delay.as_millis() as u64, cause = %failure, "restarting the job");
-        std::thread::sleep(delay);
+        last_failure = Some(failure.to_string());
+        let history = Restarts { count: restarts, last_failure: last_failure.clone() };
+        wait_to_restart(&commands, delay, &history)?;
     }
 }
 
 /// The newest complete checkpoint of a checkpointing job.
+/// Waits `delay` before a restart, answering what the host asks meanwhile:
+/// a cancel ends the job at once, a progress request learns that it is
+/// restarting and why, and a savepoint is refused — there is no running
+/// job to take it of until the restart.
+fn wait_to_restart(commands: &Receiver<JobCommand>, delay: Duration, history: &Restarts) -> Result<(), RunError> {
+    let restart_at = Instant::now() + delay;
+    loop {
+        let left = restart_at.saturating_duration_since(Instant::now());
+        match commands.recv_timeout(left) {
+            Ok(JobCommand::Cancel) => return Err(RunError::Cancelled),
+            Ok(JobCommand::Progress(reply)) => {
+                let progress = Progress { restarts: history.clone(), restarting: true, ..Progress::default() };
+                let _ = reply.send(progress);
+            }
+            Ok(JobCommand::Savepoint(order)) => order.fail(format!(
+                "the job failed and restarts in {:.1} s; ask again once it runs (the failure: {})",
+                left.as_secs_f64(),
+                history.last_failure.as_deref().unwrap_or("unknown")
+            )),
+            Err(RecvTimeoutError::Timeout) => return Ok(()),
+            Err(RecvTimeoutError::Disconnected) => {
+                std::thread::sleep(left);
+                return Ok(());
+            }
+        }
+    }
+}
+
 /// The newest checkpoint numbered `first` or above that verifies (below
 /// `first` are an earlier run's, when this one started from a savepoint).
 /// If there are such checkpoints but none verifies, an error: starting
@@ -416,6 +461,7 @@ pub fn start_job_from(
         coordinator: builder.coordinator,
         restored_from: restore.map(|r| r.checkpoint()),
         commands: crossbeam_channel::never(),
+        restarts: Restarts::default(),
     })
 }
 
@@ -437,6 +483,8 @@ impl RunningJob {
             written: records_written(&tasks),
             checkpoint: self.coordinator.completed().latest(),
             nodes: self.sampler.nodes(&tasks),
+            restarts: self.restarts.clone(),
+            restarting: false,
         }
     }
 
@@ -468,6 +516,12 @@ impl RunningJob {
     /// Records read and written so far, for a status command.
     fn answer_progress(&self, reply: Sender<Progress>) {
         let _ = reply.send(self.progress());
+    }
+
+    /// Reports `restarts` as the job's restarts so far.
+    pub fn with_restarts(mut self, restarts: Restarts) -> Self {
+        self.restarts = restarts;
+        self
     }
 
     /// Takes commands from `commands` while supervising.

@@ -49,7 +49,7 @@ pub use native::{NATIVE_PREFIX, native_operator};
 pub use operator::{Emitted, OperatorLogic};
 pub use builder::instance_config;
 pub use executor::{
-    JobCommand, JobSummary, Progress, Restore, Role, RunError, RunOptions, RunningJob, TaskSummary, run_job, run_job_with,
+    JobCommand, JobSummary, Progress, Restarts, Restore, Role, RunError, RunOptions, RunningJob, TaskSummary, run_job, run_job_with,
     start_job,
 };
 

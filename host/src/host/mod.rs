@@ -310,6 +310,8 @@ impl JobManager {
                 JobStatus::Failed(reason) => Some(reason.clone()),
                 _ => None,
             },
+            restarts: job.summary.as_ref().map_or(0, |s| s.restarts),
+            last_failure: None,
         };
         (info, job.status.is_active().then(|| job.commands.clone()))
     }
@@ -324,10 +326,13 @@ fn with_progress((info, commands): (JobInfo, Option<Sender<JobCommand>>)) -> Job
     });
     match progress {
         Some(progress) => JobInfo {
+            status: if progress.restarting { "restarting".to_owned() } else { info.status },
             read: progress.read,
             written: progress.written,
             checkpoint: progress.checkpoint.or(info.checkpoint),
             nodes: progress.nodes,
+            restarts: progress.restarts.count,
+            last_failure: progress.restarts.last_failure,
             ..info
         },
         None => info,
