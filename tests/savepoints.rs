@@ -110,6 +110,36 @@ fn a_job_stopped_and_restored_at_parallelism_1_4_and_2_counts_exactly_as_an_unin
     assert_eq!(committed_lines(&dir.path("out"), None), expected_counts(events, keys));
 }
 
+/// An upgrade changes the running job, not its job file: restarted from
+/// that file after a crash, the job resumes the upgraded plugin's
+/// checkpoint with the file's plugin — and the log says so.
+#[test]
+fn resuming_an_upgraded_job_from_its_old_job_file_warns_of_the_plugin() {
+    let dir = JobDir::new();
+    let job = count_job(&dir, "upgraded", 40_000, 100, 10_000, &plugin("word-count"));
+    let host = Host::start(&job, &[]);
+    host.wait_for_checkpoint("upgraded");
+    let v2 = plugin("faulty");
+    host.weir(&["upgrade", "upgraded", "--operator", "count", "--plugin", v2.to_str().unwrap()]).success();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !checkpoint_manifests(&dir.path("checkpoints-upgraded")).iter().any(|m| m.contains("faulty.wasm")) {
+        assert!(std::time::Instant::now() < deadline, "no checkpoint of the upgraded job: {}", host.stderr());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    drop(host); // SIGKILL
+    let run = run_job(&job, &[]);
+    run.success();
+    let stderr = run.stderr();
+    let warning = stderr.lines().find(|l| l.contains("resumes with another plugin")).unwrap_or_else(|| panic!("{stderr}"));
+    assert!(warning.contains("faulty.wasm") && warning.contains("word_count.wasm"), "{warning}");
+}
+
+/// The manifests of the complete checkpoints in `dir`.
+fn checkpoint_manifests(dir: &Path) -> Vec<String> {
+    let entries = std::fs::read_dir(dir).into_iter().flatten().flatten();
+    entries.filter_map(|e| std::fs::read_to_string(e.path().join("_MANIFEST")).ok()).collect()
+}
+
 /// A stop with a savepoint that cannot be taken leaves the job running, as
 /// in Flink. A directory that cannot take it (one holding a savepoint, the
 /// job's own checkpoint directory) is refused before the sources stop; a

@@ -464,6 +464,7 @@ impl Coordinator {
             tasks,
             carried: Vec::new(),
             stats: CheckpointStats::default(),
+            plugins: self.job.plugins(),
         }
     }
 

@@ -42,6 +42,19 @@ pub struct Manifest {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub carried: Vec<PendingCommit>,
     pub stats: CheckpointStats,
+    /// The plugin each operator ran (an upgrade changes it while the job
+    /// runs); absent from older checkpoints.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub plugins: Vec<OperatorPlugin>,
+}
+
+/// The plugin file an operator ran, and its SHA-256 digest.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OperatorPlugin {
+    pub uid: String,
+    pub plugin: std::path::PathBuf,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
 }
 
 /// What one subtask snapshotted.

@@ -35,5 +35,5 @@ pub use coordinator::{
 };
 pub use commit::{CommitQueue, Committer, PendingCommit};
 pub use history::{CheckpointHistory, KEPT_FIGURES};
-pub use manifest::{CheckpointStats, LatestCheckpoint, Manifest, TaskState};
+pub use manifest::{CheckpointStats, LatestCheckpoint, Manifest, OperatorPlugin, TaskState};
 pub use storage::{CheckpointStorage, Recovered, StorageLock};

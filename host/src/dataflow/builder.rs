@@ -378,10 +378,34 @@ fn coordinator(
         None => (savepoints_only(work_dir), true),
     };
     let storage = open_storage(&settings)?;
+    if let Some(manifest) = restore {
+        warn_of_other_plugins(manifest, &job);
+    }
     let subtasks = graph.nodes.iter().map(|n| n.parallelism as usize).sum();
     let committer = recovery_committer(graph, restore);
     let coordinator = Coordinator::new(settings, job, storage, subtasks, restore);
     Ok(coordinator.with_work_dir(work_dir, ephemeral).with_committer(committer))
+}
+
+/// Warns of each operator whose plugin is not the one that wrote the
+/// checkpoint it resumes from. Changing the code on a restart is how a
+/// plugin may be upgraded, but it is also what happens when a job upgraded
+/// while it ran (`weir upgrade`) is restarted from its unchanged job file
+/// after a crash: the old code then runs on the new code's state.
+fn warn_of_other_plugins(manifest: &Manifest, job: &JobDescription) {
+    for now in job.plugins() {
+        let Some(then) = manifest.plugins.iter().find(|p| p.uid == now.uid) else { continue };
+        if then.sha256.is_some() && then.sha256 != now.sha256 {
+            tracing::warn!(
+                operator = %now.uid,
+                checkpoint = manifest.checkpoint,
+                checkpointed_with = %then.plugin.display(),
+                resumed_with = %now.plugin.display(),
+                "the operator resumes with another plugin than the one that wrote its checkpoint; if the job was \
+                 upgraded while it ran, name the new plugin in the job file"
+            );
+        }
+    }
 }
 
 /// Checkpoint settings for a job that checkpoints only for savepoints.

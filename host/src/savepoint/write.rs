@@ -9,7 +9,7 @@ use super::{
     FORMAT_VERSION, JobDefinition, KeyGroupIndex, KeyedFile, MANIFEST_FILE, OperatorSnapshot, SavepointError,
     SavepointManifest, SourceSnapshot, StateDescriptor, StateKind,
 };
-use crate::checkpoint::{Manifest, TaskState};
+use crate::checkpoint::{Manifest, OperatorPlugin, TaskState};
 use crate::plugin::{InstanceMeta, decode_meta, now_ms};
 use crate::state::{
     BackendConfig, FileRef, RecordWriter, StateError, TimeDomain, key_group_for, read_verified, visit_snapshot,
@@ -27,6 +27,19 @@ pub struct JobDescription {
     pub backend: BackendConfig,
     pub definition: Option<JobDefinition>,
     pub nodes: Vec<NodeDescription>,
+}
+
+impl JobDescription {
+    /// The plugin each operator runs.
+    pub fn plugins(&self) -> Vec<OperatorPlugin> {
+        let operators = self.nodes.iter().filter_map(|node| match node {
+            NodeDescription::Operator { uid, plugin, digest, .. } => {
+                Some(OperatorPlugin { uid: uid.clone(), plugin: plugin.clone(), sha256: digest.clone() })
+            }
+            NodeDescription::Source { .. } => None,
+        });
+        operators.collect()
+    }
 }
 
 /// A source or operator of the job (sinks keep no state).
