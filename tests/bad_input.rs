@@ -277,6 +277,24 @@ fn job_names_that_are_not_one_path_component() {
         assert!(error.contains(&format!("the job name {name:?} must be non-empty")), "{name}: {error}");
         assert!(error.contains("must not contain `/`"), "{error}");
     }
+    let long = "n".repeat(201);
+    let job = job_file(&dir, |t| t.replace("name = \"edited\"", &format!("name = {long:?}")));
+    assert!(run_job(&job, &[]).failure().contains("the job name is 201 bytes long; at most 200"));
+}
+
+#[test]
+fn a_restart_setting_its_strategy_does_not_use() {
+    let dir = JobDir::new();
+    for (table, field, strategy) in [
+        ("strategy = \"none\"\ndelay_ms = 500", "delay_ms", "none"),
+        ("strategy = \"fixed-delay\"\nmax_delay_ms = 500", "max_delay_ms", "fixed-delay"),
+    ] {
+        let job = job_file(&dir, |t| t.replace("name = \"edited\"", &format!("name = \"edited\"\n[restart]\n{table}\n")));
+        let error = run_job(&job, &[]).failure();
+        assert!(error.contains(&format!("`{field}` does nothing with strategy = \"{strategy}\"")), "{error}");
+    }
+    let backoff = "[restart]\nstrategy = \"exponential-backoff\"\ndelay_ms = 10\nmax_delay_ms = 50\n";
+    run_job(&job_file(&dir, |t| t.replace("name = \"edited\"", &format!("name = \"edited\"\n{backoff}"))), &[]).success();
 }
 
 #[test]

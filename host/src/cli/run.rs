@@ -70,7 +70,8 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
 fn serve(requested: Option<&str>, manager: &Arc<JobManager>) -> anyhow::Result<ApiServer> {
     let plane = Arc::new(manager.clone());
     if let Some(addr) = requested {
-        return ApiServer::start(addr, plane).with_context(|| format!("cannot serve the control API on {addr}"));
+        // Its error names the address and says why.
+        return Ok(ApiServer::start(addr, plane)?);
     }
     ApiServer::start(DEFAULT_API_ADDR, plane.clone())
         .or_else(|_| ApiServer::start("127.0.0.1:0", plane))

@@ -309,7 +309,13 @@ fn parse<T: DeserializeOwned>(body: &[u8], what: &str) -> Result<T, (u16, String
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(error(400, format!("the request needs a JSON {what} body, and it had none")));
     }
-    serde_json::from_slice(body).map_err(|e| error(400, format!("bad {what} body: {e}")))
+    // serde takes a struct from an array of its fields too; the API's
+    // bodies are objects, so `[]` is a mistake, not a request.
+    let value: serde_json::Value = serde_json::from_slice(body).map_err(|e| error(400, format!("bad {what} body: {e}")))?;
+    if !value.is_object() {
+        return Err(error(400, format!("bad {what} body: a JSON object is expected, not {value}")));
+    }
+    serde_json::from_value(value).map_err(|e| error(400, format!("bad {what} body: {e}")))
 }
 
 fn reply<T: Serialize>(result: Result<T, ControlError>) -> (u16, String) {
@@ -613,6 +619,11 @@ mod tests {
         let (status, body) = raw(&server, "POST", "/forks", "");
         assert_eq!(status, 400);
         assert!(error_text(&body).contains("ForkRequest"), "{body}");
+
+        // serde would read `[]` as a struct of its fields' defaults.
+        let (status, body) = raw(&server, "POST", "/jobs/words/savepoint", "[]");
+        assert_eq!(status, 400);
+        assert!(error_text(&body).contains("a JSON object is expected, not []"), "{body}");
 
         let (status, body) = raw(&server, "POST", "/jobs/words/savepoint", "{\"stop\": \"yes\"}");
         assert_eq!(status, 400);

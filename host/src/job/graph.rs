@@ -327,6 +327,9 @@ fn check_connectors(spec: &JobSpec) -> Result<(), String> {
     Ok(())
 }
 
+/// The longest job name, in bytes.
+const MAX_JOB_NAME: usize = 200;
+
 /// A job's name names its savepoints and a fork's checkpoint directory,
 /// so it must be one plain path component.
 pub fn check_job_name(name: &str) -> Result<(), String> {
@@ -336,6 +339,11 @@ pub fn check_job_name(name: &str) -> Result<(), String> {
             "the job name {name:?} must be non-empty, must not be `.` or `..`, and must not contain `/`, `\\` \
              or control characters (it names directories)"
         ));
+    }
+    // Directory names are at most 255 bytes, with room for what is added
+    // to the name (`savepoint-NAME-1764870000000`).
+    if name.len() > MAX_JOB_NAME {
+        return Err(format!("the job name is {} bytes long; at most {MAX_JOB_NAME} (it names directories)", name.len()));
     }
     Ok(())
 }

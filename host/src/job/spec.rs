@@ -83,15 +83,52 @@ pub struct JobSpec {
 
 /// The `[restart]` table: what to do when a task fails.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "RestartTable")]
 pub struct RestartSpec {
     pub strategy: RestartStrategy,
-    #[serde(default = "default_attempts")]
     pub max_attempts: u32,
-    #[serde(default = "default_delay")]
     pub delay_ms: u64,
-    #[serde(default = "default_max_delay")]
     pub max_delay_ms: u64,
+}
+
+/// The `[restart]` table as written: a setting the strategy does not use
+/// is an error, not ignored.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RestartTable {
+    strategy: RestartStrategy,
+    max_attempts: Option<u32>,
+    delay_ms: Option<u64>,
+    max_delay_ms: Option<u64>,
+}
+
+impl TryFrom<RestartTable> for RestartSpec {
+    type Error = String;
+
+    fn try_from(table: RestartTable) -> Result<Self, String> {
+        let set = [
+            ("max_attempts", table.max_attempts.is_some()),
+            ("delay_ms", table.delay_ms.is_some()),
+            ("max_delay_ms", table.max_delay_ms.is_some()),
+        ];
+        let used: &[&str] = match table.strategy {
+            RestartStrategy::None => &[],
+            RestartStrategy::FixedDelay => &["max_attempts", "delay_ms"],
+            RestartStrategy::ExponentialBackoff => &["max_attempts", "delay_ms", "max_delay_ms"],
+        };
+        if let Some((field, _)) = set.iter().find(|(field, set)| *set && !used.contains(field)) {
+            return Err(format!(
+                "`{field}` does nothing with strategy = \"{}\": remove it, or choose a strategy that uses it",
+                table.strategy.word()
+            ));
+        }
+        Ok(RestartSpec {
+            strategy: table.strategy,
+            max_attempts: table.max_attempts.unwrap_or_else(default_attempts),
+            delay_ms: table.delay_ms.unwrap_or_else(default_delay),
+            max_delay_ms: table.max_delay_ms.unwrap_or_else(default_max_delay),
+        })
+    }
 }
 
 /// How failed jobs are restarted.
@@ -104,6 +141,17 @@ pub enum RestartStrategy {
     FixedDelay,
     /// Restart after `delay_ms`, doubling each time up to `max_delay_ms`.
     ExponentialBackoff,
+}
+
+impl RestartStrategy {
+    /// As the job file writes it.
+    fn word(self) -> &'static str {
+        match self {
+            RestartStrategy::None => "none",
+            RestartStrategy::FixedDelay => "fixed-delay",
+            RestartStrategy::ExponentialBackoff => "exponential-backoff",
+        }
+    }
 }
 
 impl RestartSpec {
