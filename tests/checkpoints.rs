@@ -159,6 +159,7 @@ fn output_of_abandoned_checkpoints_is_committed_with_a_later_one() {
     let job = count_job(&dir, "memory", &plugin("word-count"), "", "checkpoint_timeout_ms = 3");
     let stderr = run_with_kills(&job, 2);
     assert!(stderr.contains("checkpoint timed out; abandoning it"), "checkpoints were abandoned: {stderr}");
+    assert!(stderr.contains(" failed (the log says why)"), "and the summary counts them: {stderr}");
     assert_exact_counts(&committed(&dir.path("out")), 60000, 600);
 }
 

@@ -268,7 +268,7 @@ impl Coordinator {
         self.storage.root()
     }
 
-    /// The checkpoints completed so far.
+    /// The checkpoints completed so far (and how many failed).
     pub fn completed(&self) -> &CheckpointHistory {
         &self.completed
     }
@@ -332,6 +332,7 @@ impl Coordinator {
     /// and stopped sources go on.
     fn abandon(&mut self, reason: &str) {
         let Some(flight) = self.in_flight.take() else { return };
+        self.completed.record_failure();
         if let Some(order) = flight.savepoint {
             self.hub.stop_at.store(0, Ordering::Release);
             order.fail(format!("checkpoint {} for the savepoint failed: {reason}", flight.id));
@@ -394,6 +395,7 @@ impl Coordinator {
         };
         if let Err(error) = self.storage.write_manifest(&manifest) {
             warn!(checkpoint = flight.id, %error, "cannot write the checkpoint manifest; the checkpoint failed");
+            self.completed.record_failure();
             if let Some(order) = order {
                 self.hub.stop_at.store(0, Ordering::Release);
                 order.fail(format!("cannot write the manifest of checkpoint {}: {error}", flight.id));

@@ -14,6 +14,9 @@ pub struct CheckpointHistory {
     /// once that many have completed.
     kept: Vec<(u64, CheckpointStats)>,
     count: u64,
+    /// Checkpoints abandoned or failed (timed out, a subtask could not
+    /// snapshot, the manifest could not be written).
+    failed: u64,
 }
 
 impl CheckpointHistory {
@@ -29,6 +32,16 @@ impl CheckpointHistory {
     /// How many completed.
     pub fn count(&self) -> u64 {
         self.count
+    }
+
+    /// A checkpoint was abandoned or failed.
+    pub fn record_failure(&mut self) {
+        self.failed += 1;
+    }
+
+    /// How many were abandoned or failed.
+    pub fn failed(&self) -> u64 {
+        self.failed
     }
 
     /// The figures of the newest (at least [`KEPT_FIGURES`] of them, or

@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use weir::control::client::ApiClient;
-use weir::checkpoint::LatestCheckpoint;
 use weir::control::{DEFAULT_API_ADDR, ForkRequest, JobInfo, NodeInfo, SavepointRequest, UpgradeRequest};
 
 /// Where the host is.
@@ -192,7 +191,7 @@ fn jobs_table(jobs: &[JobInfo]) -> String {
             duration(job.uptime_s),
             job.read.to_string(),
             job.written.to_string(),
-            job.checkpoint.as_ref().map_or_else(|| "-".to_owned(), latest_checkpoint),
+            checkpoint_cell(job),
             operators,
         ]
     });
@@ -266,9 +265,17 @@ fn table<const N: usize>(header: [&str; N], right: [bool; N], rows: impl Iterato
     out
 }
 
-/// A job's newest checkpoint in a cell: number, size, how long it took.
-fn latest_checkpoint(checkpoint: &LatestCheckpoint) -> String {
-    format!("#{} {} {:.0} ms", checkpoint.id, bytes(checkpoint.stats.size_bytes), checkpoint.stats.duration_ms)
+/// A job's newest checkpoint in a cell: number, size, how long it took;
+/// and how many of its run failed, if any did.
+fn checkpoint_cell(job: &JobInfo) -> String {
+    let latest = match &job.checkpoint {
+        Some(c) => format!("#{} {} {:.0} ms", c.id, bytes(c.stats.size_bytes), c.stats.duration_ms),
+        None => "-".to_owned(),
+    };
+    match job.checkpoints_failed {
+        0 => latest,
+        n => format!("{latest} ({n} failed)"),
+    }
 }
 
 pub fn savepoint(args: &SavepointArgs) -> anyhow::Result<()> {
@@ -428,7 +435,7 @@ fn bytes(n: u64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use weir::checkpoint::CheckpointStats;
+    use weir::checkpoint::{CheckpointStats, LatestCheckpoint};
     use weir::control::{Counters, OperatorInfo, Recent, SubtaskInfo};
 
     use super::*;
@@ -447,6 +454,7 @@ mod tests {
             error: Some("boom".into()),
             restarts: 0,
             last_failure: None,
+            checkpoints_failed: 0,
         };
         let stats = CheckpointStats { duration_ms: 41.6, size_bytes: 3 << 20, ..CheckpointStats::default() };
         let checkpointed = JobInfo {
@@ -454,6 +462,7 @@ mod tests {
             status: "running".into(),
             error: None,
             checkpoint: Some(LatestCheckpoint { id: 12, completed: 9, stats }),
+            checkpoints_failed: 3,
             restarts: 2,
             last_failure: Some("operator `count` (subtask 1 of 2) failed: trap".into()),
             ..job.clone()
@@ -461,9 +470,9 @@ mod tests {
         let table = jobs_table(&[job, checkpointed]);
         assert_eq!(
             table,
-            "NAME   STATUS   UPTIME  READ  WRITTEN  CHECKPOINT         OPERATORS\n\
-             words  failed    2m05s  1000        7  -                  count=word_count.wasm\n\
-             sums   running   2m05s  1000        7  #12 3.0 MiB 42 ms  count=word_count.wasm\n\
+            "NAME   STATUS   UPTIME  READ  WRITTEN  CHECKPOINT                    OPERATORS\n\
+             words  failed    2m05s  1000        7  -                             count=word_count.wasm\n\
+             sums   running   2m05s  1000        7  #12 3.0 MiB 42 ms (3 failed)  count=word_count.wasm\n\
              \njob `words` failed: boom\n\
              \njob `sums` running, after 2 restart(s); the last failure: operator `count` (subtask 1 of 2) failed: trap\n"
         );
@@ -524,6 +533,7 @@ mod tests {
             error: None,
             restarts: 0,
             last_failure: None,
+            checkpoints_failed: 0,
         };
         assert_eq!(
             nodes_table(&job.nodes, true),

@@ -139,13 +139,17 @@ impl CheckpointMeans {
 
 /// The checkpoint figures of a run, for people.
 pub(crate) fn checkpoint_figures(history: &weir::checkpoint::CheckpointHistory) -> String {
+    let failed = match history.failed() {
+        0 => String::new(),
+        n => format!("; {n} failed (the log says why)"),
+    };
     let Some(c) = CheckpointMeans::of(history) else {
-        return "checkpoints: none completed".into();
+        return format!("checkpoints: none completed{failed}");
     };
     let over = if c.completed > c.measured as u64 { format!(" (figures of the last {})", c.measured) } else { String::new() };
     format!(
         "checkpoints: {} completed{over}; duration mean {:.1} ms (max {:.1}), alignment mean {:.1} ms, \
-         size mean {:.2} MiB, written mean {:.2} MiB",
+         size mean {:.2} MiB, written mean {:.2} MiB{failed}",
         c.completed, c.duration_ms, c.max_duration_ms, c.alignment_ms, c.size_mib, c.written_mib
     )
 }

@@ -106,10 +106,11 @@ fn report(summary: &JobSummary, graph: &JobGraph) {
         summary.records_written(),
         match summary.restarts {
             0 => String::new(),
-            n => format!(" ({n} restart(s) after failures)"),
+            n => format!(" ({n} restart(s) after failures; the figures are the last run's, from its checkpoint on)"),
         }
     );
-    if summary.checkpoints.count() > 0 && graph.checkpoints.is_some() {
+    let checkpoints = &summary.checkpoints;
+    if (checkpoints.count() > 0 || checkpoints.failed() > 0) && graph.checkpoints.is_some() {
         eprintln!("{}", super::checkpoint_figures(&summary.checkpoints));
     }
     // Where its time went, node by node, as `weir jobs JOB` shows a running job.

@@ -42,6 +42,9 @@ pub fn prometheus(jobs: &[JobInfo]) -> String {
         job_counter("weir_checkpoints_completed_total", "Checkpoints its current run has completed.", jobs, |job| {
             Some(job.checkpoint.as_ref().map_or(0.0, |c| c.completed as f64))
         }),
+        job_counter("weir_checkpoints_failed_total", "Checkpoints its current run abandoned or failed.", jobs, |job| {
+            Some(job.checkpoints_failed as f64)
+        }),
         job_gauge("weir_checkpoint_last_id", "The number of the newest completed checkpoint.", jobs, |job| {
             job.checkpoint.as_ref().map(|c| c.id as f64)
         }),
@@ -216,6 +219,7 @@ mod tests {
             error: None,
             restarts: 0,
             last_failure: None,
+            checkpoints_failed: 0,
         }
     }
 
@@ -230,6 +234,7 @@ mod tests {
             "weir_job_status{job=\"words\",status=\"running\"} 1",
             "weir_checkpoints_completed_total{job=\"words\"} 9",
             "weir_job_restarts_total{job=\"words\"} 0",
+            "weir_checkpoints_failed_total{job=\"words\"} 0",
             "weir_checkpoints_completed_total{job=\"a\\\"b\"} 0",
             "weir_checkpoint_last_duration_seconds{job=\"words\"} 0.042",
             "weir_checkpoint_last_size_bytes{job=\"words\"} 4096",

@@ -393,6 +393,7 @@ mod tests {
             error: None,
             restarts: 0,
             last_failure: None,
+            checkpoints_failed: 0,
         }
     }
 

@@ -24,6 +24,10 @@ pub struct JobInfo {
     /// number, how many the run completed, and its figures.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoint: Option<LatestCheckpoint>,
+    /// Checkpoints of its current (or last) run that were abandoned or
+    /// failed (timed out, a subtask could not snapshot, …; the log says why).
+    #[serde(default)]
+    pub checkpoints_failed: u64,
     /// Each source, operator and sink: records in and out, time held back.
     #[serde(default)]
     pub nodes: Vec<NodeInfo>,
@@ -287,6 +291,7 @@ mod tests {
             error: None,
             restarts: 0,
             last_failure: None,
+            checkpoints_failed: 0,
         };
         let json = serde_json::to_value(&job).unwrap();
         assert_eq!(

@@ -156,6 +156,8 @@ pub struct Progress {
     pub written: u64,
     /// The newest checkpoint completed by the current run.
     pub checkpoint: Option<LatestCheckpoint>,
+    /// Checkpoints of the current run that were abandoned or failed.
+    pub checkpoints_failed: u64,
     /// Each source, operator and sink so far.
     pub nodes: Vec<NodeInfo>,
     /// Restarts after task failures so far, and why the last one came.
@@ -482,6 +484,7 @@ impl RunningJob {
             read: records_read(&tasks),
             written: records_written(&tasks),
             checkpoint: self.coordinator.completed().latest(),
+            checkpoints_failed: self.coordinator.completed().failed(),
             nodes: self.sampler.nodes(&tasks),
             restarts: self.restarts.clone(),
             restarting: false,

@@ -305,6 +305,7 @@ impl JobManager {
             written,
             operators: operators(&job.graph),
             checkpoint: job.summary.as_ref().and_then(|s| s.checkpoints.latest()),
+            checkpoints_failed: job.summary.as_ref().map_or(0, |s| s.checkpoints.failed()),
             nodes: job.summary.as_ref().map(JobSummary::nodes).unwrap_or_default(),
             error: match &job.status {
                 JobStatus::Failed(reason) => Some(reason.clone()),
@@ -330,6 +331,7 @@ fn with_progress((info, commands): (JobInfo, Option<Sender<JobCommand>>)) -> Job
             read: progress.read,
             written: progress.written,
             checkpoint: progress.checkpoint.or(info.checkpoint),
+            checkpoints_failed: progress.checkpoints_failed,
             nodes: progress.nodes,
             restarts: progress.restarts.count,
             last_failure: progress.restarts.last_failure,
