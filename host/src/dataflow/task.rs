@@ -326,13 +326,8 @@ pub fn run_operator(
                 pass_on(&mut ctx, emitted)?;
                 None
             }
-            Message::Watermark(watermark) => clock.watermark(envelope.channel, watermark),
-            Message::Idle => clock.idle(envelope.channel),
-            Message::End => {
-                ended += 1;
-                clock.ended(envelope.channel)
-            }
-            Message::Barrier(_) => None, // The aligner has taken them.
+            // Barriers never come here: the aligner has taken them.
+            other => observe_time(&mut clock, envelope.channel, &other, &mut ended),
         };
         if let Some(watermark) = advanced {
             ctx.metrics.set_watermark(watermark);
@@ -370,13 +365,7 @@ pub fn run_sink(mut ctx: TaskContext, mut sink: SinkWriter, inbox: Inbox, produc
                     sink.write(&batch)?;
                     None
                 }
-                Message::Watermark(watermark) => clock.watermark(envelope.channel, watermark),
-                Message::Idle => clock.idle(envelope.channel),
-                Message::End => {
-                    ended += 1;
-                    clock.ended(envelope.channel)
-                }
-                Message::Barrier(_) => None,
+                other => observe_time(&mut clock, envelope.channel, &other, &mut ended),
             },
             Some(Aligned::Barrier { checkpoint: n, alignment }) => {
                 sink.barrier(n, alignment)?;
@@ -389,6 +378,20 @@ pub fn run_sink(mut ctx: TaskContext, mut sink: SinkWriter, inbox: Inbox, produc
         }
     }
     sink.finish()
+}
+
+/// Moves `clock` by a watermark, idleness or end of input `channel`
+/// (counting ends in `ended`); the subtask's new watermark, if it moved.
+fn observe_time(clock: &mut InputClock, channel: u32, message: &Message, ended: &mut usize) -> Option<i64> {
+    match message {
+        Message::Watermark(watermark) => clock.watermark(channel, *watermark),
+        Message::Idle => clock.idle(channel),
+        Message::End => {
+            *ended += 1;
+            clock.ended(channel)
+        }
+        Message::Batch(_) | Message::Barrier(_) => None,
+    }
 }
 
 /// A source stopped at barrier `n` for a savepoint idles, so that nothing
