@@ -27,6 +27,10 @@ pub(super) fn check_resumable(graph: &JobGraph, manifest: &Manifest, allow_non_r
             manifest.job, graph.name
         ));
     }
+    // A job that had finished restores nothing (it says so and stops).
+    if manifest.finished {
+        return Ok(());
+    }
     if manifest.max_parallelism != graph.max_parallelism {
         return Err(format!(
             "it was taken with max_parallelism = {} and the job now has {}: the number of key groups is fixed \
