@@ -340,7 +340,6 @@ pub fn run_job_with(graph: &JobGraph, engine: &Arc<PluginEngine>, options: RunOp
     }
 }
 
-/// The newest complete checkpoint of a checkpointing job.
 /// Waits `delay` before a restart, answering what the host asks meanwhile:
 /// a cancel ends the job at once, a progress request learns that it is
 /// restarting and why, and a savepoint is refused — there is no running
