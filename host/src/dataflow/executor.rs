@@ -276,7 +276,8 @@ pub fn run_job_with(graph: &JobGraph, engine: &Arc<PluginEngine>, options: RunOp
     };
     let commands = options.commands.clone().unwrap_or_else(crossbeam_channel::never);
     let mut restarts = 0;
-    let mut last_failure: Option<String> = None;
+    // Restarts so far and the last failure, for the host to show.
+    let mut history = Restarts::default();
     loop {
         // A first start from a savepoint has no checkpoint of its own yet.
         let latest = match (&options.savepoint, restarts) {
@@ -309,8 +310,8 @@ pub fn run_job_with(graph: &JobGraph, engine: &Arc<PluginEngine>, options: RunOp
             let name = graph.name.clone();
             return Ok(JobSummary { name, restored_from: Some(manifest.checkpoint), already_finished: true, ..Default::default() });
         }
-        let history = Restarts { count: restarts, last_failure: last_failure.clone() };
-        let running = start_job_from(graph, engine, restore, restarts)?.with_commands(commands.clone()).with_restarts(history);
+        let running =
+            start_job_from(graph, engine, restore, restarts)?.with_commands(commands.clone()).with_restarts(history.clone());
         if let Some(started) = &options.started {
             let _ = started.send(());
         }
@@ -334,8 +335,7 @@ pub fn run_job_with(graph: &JobGraph, engine: &Arc<PluginEngine>, options: RunOp
             return Err(RunError::RestartsExhausted { last: Box::new(failure), restarts: restarts - 1, max_attempts });
         };
         warn!(job = %graph.name, restart = restarts, delay_ms = delay.as_millis() as u64, cause = %failure, "restarting the job");
-        last_failure = Some(failure.to_string());
-        let history = Restarts { count: restarts, last_failure: last_failure.clone() };
+        history = Restarts { count: restarts, last_failure: Some(failure.to_string()) };
         wait_to_restart(&commands, delay, &history)?;
     }
 }

@@ -90,7 +90,7 @@ pub fn prepare_savepoint_dir(dir: &Path, checkpoints: Option<&Path>) -> Result<(
     if dir.join(MANIFEST_FILE).exists() {
         return Err(refuse("a savepoint is there already; choose another directory".into()));
     }
-    if let Some(checkpoints) = checkpoints.and_then(|c| c.canonicalize().ok()) {
+    if let Some(checkpoints) = checkpoints.map(crate::dirs::resolved) {
         let place = crate::dirs::resolved(dir);
         let among_checkpoints = place.strip_prefix(&checkpoints).is_ok_and(|rest| !rest.starts_with("savepoints"));
         if among_checkpoints {
