@@ -21,6 +21,9 @@ use std::time::{Duration, Instant};
 use common::kafka::{Broker, OutputRecord, committed_records};
 use common::windows::{Sums, WINDOW_SINKS, run_windows, window_sums_of, windows};
 use common::{Host, JobDir, plugin, run_job, toml_path, weir_binary};
+use weir::connectors::PartitionBacklog;
+use weir::control::NodeInfo;
+use weir::control::client::ApiClient;
 use weir::job::{self, Overrides};
 use weir::{PluginEngine, dataflow};
 
@@ -634,4 +637,60 @@ key_by = true
     assert_eq!(fired.values().map(Vec::len).sum::<usize>(), expected, "every closed window fired, the quiet partition's too");
     assert_eq!(fired, closed, "with the sums of every reading");
     assert_eq!(std::fs::read_to_string(dir.path("late.txt")).unwrap_or_default(), "", "nothing late");
+}
+
+/// A user whose job falls behind its topic sees by how much, per partition
+/// (`weir jobs JOB`, the API, `/metrics`), falling to 0 as it catches up,
+/// and growing again with new input.
+#[test]
+fn the_consumer_lag_of_each_partition_is_shown_until_the_job_catches_up() {
+    let _serial = one_at_a_time();
+    let broker = broker_with_input(4_800);
+    let dir = JobDir::new();
+    // 1 200 records a second over 2 subtasks: 4 s behind at the start.
+    let job = count_job(&dir, "job", &broker, 2, "rate = 1200", "");
+    let host = Host::start(&job, &[]);
+    let api = ApiClient::new(&host.api);
+
+    let behind = wait_for_backlog(&api, &host, |records| records > 0);
+    let records = behind.backlog_records.unwrap();
+    assert!(records < 4_800, "behind by {records} of 4 800");
+    let partitions: Vec<(u32, PartitionBacklog)> =
+        behind.by_subtask.iter().flat_map(|s| s.backlog.iter().flat_map(|b| b.partitions.clone()).map(|p| (s.subtask, p))).collect();
+    let placed: Vec<(u32, i32)> = partitions.iter().map(|(subtask, p)| (*subtask, p.partition)).collect();
+    assert_eq!(placed, [(0, 0), (0, 2), (1, 1)], "each partition, with the subtask reading it");
+    let ends: i64 = partitions.iter().map(|(_, p)| p.end.unwrap()).sum();
+    assert_eq!(ends, 4_800, "the partitions end where the input does");
+    for (_, p) in &partitions {
+        assert_eq!(p.lag, Some((p.end.unwrap() - p.offset) as u64), "{p:?}");
+    }
+    let shown = host.weir(&["jobs", "kafka-count"]).success().stdout();
+    assert!(shown.contains("\nsource `in`: ") && shown.contains(" records yet to read\n"), "{shown}");
+    assert!(shown.contains("SUBTASK  TOPIC  PARTITION  OFFSET"), "{shown}");
+    let metrics = api.metrics().unwrap();
+    let lag = "weir_kafka_partition_lag_records{job=\"kafka-count\",kind=\"source\",name=\"in\",subtask=\"1\",topic=\"in\",partition=\"1\"}";
+    assert!(metrics.contains(lag) && metrics.contains("weir_source_backlog_records{job=\"kafka-count\""), "{metrics}");
+
+    wait_for_backlog(&api, &host, |records| records == 0);
+    assert_eq!(host.records_read("kafka-count"), 4_800, "caught up: every record read");
+    broker.produce("in", events(4_800, 6_000));
+    wait_for_backlog(&api, &host, |records| records > 0);
+    wait_for_backlog(&api, &host, |records| records == 0);
+    assert_eq!(host.records_read("kafka-count"), 10_800);
+}
+
+/// The source `in` of job `kafka-count` once its backlog is known and
+/// `wanted`.
+fn wait_for_backlog(api: &ApiClient, host: &Host, wanted: impl Fn(u64) -> bool) -> NodeInfo {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let job = api.job("kafka-count").unwrap();
+        if let Some(source) = job.nodes.into_iter().find(|n| n.node == "source `in`")
+            && source.backlog_records.is_some_and(&wanted)
+        {
+            return source;
+        }
+        assert!(Instant::now() < deadline, "no such backlog in 60 s: {}", host.stderr());
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
+use weir::connectors::PartitionBacklog;
 use weir::control::client::ApiClient;
 use weir::control::{DEFAULT_API_ADDR, ForkRequest, JobInfo, NodeInfo, SavepointRequest, UpgradeRequest};
 
@@ -157,7 +158,7 @@ pub fn jobs(args: &JobsArgs) -> anyhow::Result<()> {
     if let Some(name) = &args.job {
         let job = client.job(name)?;
         let live = matches!(job.status.as_str(), "running" | "upgrading");
-        print!("{}{}", jobs_table(std::slice::from_ref(&job)), nodes_table(&job.nodes, live));
+        print!("{}{}{}", jobs_table(std::slice::from_ref(&job)), nodes_table(&job.nodes, live), backlogs(&job.nodes));
         return Ok(());
     }
     let jobs = client.jobs()?;
@@ -239,6 +240,33 @@ pub(super) fn nodes_table(nodes: &[NodeInfo], live: bool) -> String {
     let span = duration(first.recent.seconds);
     let span = if live { format!("the last {span}") } else { format!("its run, {span}") };
     format!("\n{table}(IN/S, OUT/S, BUSY, HELD BACK, CPU and SKEW over {span})\n")
+}
+
+/// What each source has yet to read, where it can tell: its records in
+/// all, then for a Kafka source each partition's offset, end and lag.
+fn backlogs(nodes: &[NodeInfo]) -> String {
+    let mut out = String::new();
+    for node in nodes {
+        let subtasks = node.by_subtask.iter().filter_map(|s| Some((s.subtask, s.backlog.as_ref()?)));
+        let partitions: Vec<(u32, &PartitionBacklog)> = subtasks.flat_map(|(i, b)| b.partitions.iter().map(move |p| (i, p))).collect();
+        let total = match node.backlog_records {
+            Some(records) => format!("{records} records yet to read"),
+            None if !partitions.is_empty() => "records yet to read not known (a partition's end not seen yet)".to_owned(),
+            None => continue,
+        };
+        out += &format!("\n{}: {total}\n", node.node);
+        if partitions.is_empty() {
+            continue;
+        }
+        let header = ["SUBTASK", "TOPIC", "PARTITION", "OFFSET", "END", "LAG"];
+        let known = |n: Option<i64>| n.map_or_else(|| "-".to_owned(), |n| n.to_string());
+        let rows = partitions.iter().map(|(subtask, p)| {
+            let lag = known(p.lag.map(|lag| lag as i64));
+            [subtask.to_string(), p.topic.clone(), p.partition.to_string(), p.offset.to_string(), known(p.end), lag]
+        });
+        out += &table(header, [true, false, true, true, true, true], rows);
+    }
+    out
 }
 
 /// Lines of cells in columns as wide as their widest, right-aligned where
@@ -515,6 +543,7 @@ mod tests {
                     })
                     .collect(),
                 watermark_ms,
+                backlog_records: None,
             }
         };
         let job = JobInfo {
@@ -550,6 +579,47 @@ mod tests {
         let mut waiting = job.nodes[0].clone();
         (waiting.by_subtask[1].watermark_ms, waiting.watermark_ms) = (None, None);
         assert!(nodes_table(&[waiting], true).contains("  - (none from subtask 1)\n"), "which subtask holds event time back");
+    }
+
+    #[test]
+    fn what_sources_have_yet_to_read() {
+        use weir::connectors::Backlog;
+        let subtask = |subtask, backlog| SubtaskInfo { subtask, backlog: Some(backlog), ..SubtaskInfo::default() };
+        let partition = |partition, offset, end| PartitionBacklog::new("orders".into(), partition, offset, end);
+        let kafka = NodeInfo {
+            node: "source `in`".into(),
+            backlog_records: Some(560),
+            by_subtask: vec![
+                subtask(0, Backlog::of_partitions(vec![partition(0, 1200, Some(1700)), partition(2, 90, Some(90))])),
+                subtask(1, Backlog::of_partitions(vec![partition(1, 940, Some(1000))])),
+            ],
+            ..NodeInfo::default()
+        };
+        let generator = NodeInfo {
+            node: "source `gen`".into(),
+            backlog_records: Some(7),
+            by_subtask: vec![subtask(0, Backlog::records(7))],
+            ..NodeInfo::default()
+        };
+        let operator = NodeInfo { node: "operator `count`".into(), by_subtask: vec![SubtaskInfo::default()], ..NodeInfo::default() };
+        assert_eq!(
+            backlogs(&[kafka.clone(), generator, operator.clone()]),
+            "\n\
+             source `in`: 560 records yet to read\n\
+             SUBTASK  TOPIC   PARTITION  OFFSET   END  LAG\n      \
+                   0  orders          0    1200  1700  500\n      \
+                   0  orders          2      90    90    0\n      \
+                   1  orders          1     940  1000   60\n\
+             \n\
+             source `gen`: 7 records yet to read\n"
+        );
+        let mut starting = kafka;
+        starting.backlog_records = None;
+        starting.by_subtask[1] = subtask(1, Backlog::of_partitions(vec![partition(1, 0, None)]));
+        let shown = backlogs(&[starting]);
+        assert!(shown.starts_with("\nsource `in`: records yet to read not known (a partition's end not seen yet)\n"), "{shown}");
+        assert!(shown.ends_with("      1  orders          1       0     -    -\n"), "{shown}");
+        assert_eq!(backlogs(&[operator]), "", "only sources have input to read");
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use super::decimal::DecimalCounter;
-use super::{ConnectorError, Poll, RestoredSplits, Source, SourceSplit};
+use super::{Backlog, ConnectorError, Poll, RestoredSplits, Source, SourceSplit};
 use super::pace::Pace;
 use crate::dataflow::RecordBatch;
 use crate::job::GeneratorMode;
@@ -230,6 +230,15 @@ impl Source for Generator {
     fn resume(&mut self) {
         self.pace.restart();
     }
+
+    /// A bounded generator's events still to produce; an unbounded one has
+    /// no end to be behind.
+    fn backlog(&self) -> Option<Backlog> {
+        self.config.events?;
+        let current = self.end.saturating_sub(self.next);
+        let queued: u64 = self.queued.iter().map(|split| split.end.unwrap_or(split.next).saturating_sub(split.next)).sum();
+        Some(Backlog::records(current + queued))
+    }
 }
 
 /// Event `i`'s timestamp, `i / per_ms`, kept as a quotient and remainder
@@ -424,6 +433,21 @@ mod tests {
             all.sort_by_key(|v| v.parse::<u64>().unwrap());
             assert_eq!(all, (0..20).map(|i| i.to_string()).collect::<Vec<_>>(), "at parallelism {parallelism}");
         }
+    }
+
+    #[test]
+    fn a_bounded_generators_backlog_is_what_is_left_of_its_ranges() {
+        let mut generator = Generator::new(config(20), 1, 2);
+        assert_eq!(generator.backlog(), Some(Backlog::records(10)));
+        generator.poll(&mut RecordBatch::new(), 3).unwrap();
+        assert_eq!(generator.backlog(), Some(Backlog::records(7)));
+        let both = super::super::assign_splits(Generator::new(config(20), 0, 1).splits(), 0, 1);
+        let restored = RestoredSplits { splits: vec![both.splits[0], SourceSplit { id: 30, next: 35, end: Some(40) }], ..both };
+        let mut restored = Generator::from_splits(config(40), restored).unwrap();
+        assert_eq!(restored.backlog(), Some(Backlog::records(25)), "its queued ranges count too");
+        drain(&mut restored);
+        assert_eq!(restored.backlog(), Some(Backlog::records(0)));
+        assert_eq!(Generator::new(GeneratorConfig { events: None, ..config(1) }, 0, 1).backlog(), None, "no end, no backlog");
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! record so that it can rewind exactly. A [`Sink`] subtask writes batches
 //! and is finished once all its inputs have ended.
 
+mod backlog;
 mod decimal;
 mod file_source;
 mod generator;
@@ -15,6 +16,7 @@ mod part_files;
 
 use std::path::PathBuf;
 
+pub use backlog::{Backlog, PartitionBacklog};
 pub use file_source::FileSource;
 pub use generator::Generator;
 pub use line_sink::{DiscardSink, LineSink};
@@ -77,6 +79,10 @@ pub trait Source: Send {
     /// `splits`, is complete.
     fn checkpoint_complete(&mut self, checkpoint: u64, splits: &[SourceSplit]) {
         let _ = (checkpoint, splits);
+    }
+    /// How much input it has yet to read, where it can tell (see [`Backlog`]).
+    fn backlog(&self) -> Option<Backlog> {
+        None
     }
 }
 

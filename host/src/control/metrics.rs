@@ -13,6 +13,9 @@
 //! stamped with the clock, `time() - weir_node_watermark_seconds` is how
 //! far event time lags behind, and its `min by (job, kind, name)` is the
 //! time up to which a node's windows can fire.
+//! `weir_source_backlog_records` is what a source has yet to read, and
+//! `weir_kafka_partition_lag_records` the same per Kafka partition (the
+//! consumer lag): growing, the job does not keep up with its input.
 
 use std::fmt::Write;
 
@@ -92,6 +95,21 @@ pub fn prometheus(jobs: &[JobInfo]) -> String {
             jobs,
             |s| s.watermark_ms.filter(|&ms| ms < i64::MAX).map(|ms| ms as f64 / 1e3),
         ),
+        subtask_family(
+            "weir_source_backlog_records",
+            "gauge",
+            "Records a source subtask has yet to read, where it can tell (a Kafka source's consumer lag, \
+             a bounded generator's events left).",
+            jobs,
+            |s| s.backlog.as_ref()?.records.map(|n| n as f64),
+        ),
+        family(
+            "weir_kafka_partition_lag_records",
+            "gauge",
+            "Records of a Kafka partition after the source's offset, up to the partition's end as its client last saw it.",
+            jobs,
+            partition_lags,
+        ),
     ];
     let mut out = String::new();
     for family in families.iter().filter(|f| !f.samples.is_empty()) {
@@ -169,6 +187,23 @@ fn subtask_family(
     })
 }
 
+/// The lag of every Kafka partition a job's sources read, labelled by
+/// source, subtask, topic and partition.
+fn partition_lags(job: &JobInfo) -> Vec<(String, f64)> {
+    let mut samples = Vec::new();
+    for node in &job.nodes {
+        let labels = node_labels(&node.node);
+        for subtask in &node.by_subtask {
+            for p in subtask.backlog.iter().flat_map(|b| &b.partitions) {
+                let Some(lag) = p.lag else { continue };
+                let labels = format!("{labels},subtask=\"{}\",topic=\"{}\",partition=\"{}\"", subtask.subtask, escape(&p.topic), p.partition);
+                samples.push((labels, lag as f64));
+            }
+        }
+    }
+    samples
+}
+
 /// `kind="operator",name="count"` for the node "operator `count`".
 fn node_labels(node: &str) -> String {
     let (kind, name) = node.split_once(' ').unwrap_or(("node", node));
@@ -184,6 +219,7 @@ fn escape(value: &str) -> String {
 mod tests {
     use super::*;
     use crate::checkpoint::{CheckpointStats, LatestCheckpoint};
+    use crate::connectors::{Backlog, PartitionBacklog};
     use crate::control::Recent;
 
     fn job(name: &str, checkpoint: Option<LatestCheckpoint>) -> JobInfo {
@@ -206,21 +242,33 @@ mod tests {
                         counters: Counters { records_in: 600, records_out: 590, backpressured_ms: 1_000.0, ..Counters::default() },
                         recent: Recent::default(),
                         watermark_ms: Some(1_764_870_000_250),
+                        backlog: None,
                     },
                     SubtaskInfo {
                         subtask: 1,
                         counters: Counters { records_in: 400, records_out: 400, backpressured_ms: 500.0, idle_ms: 250.0, cpu_ms: Some(1_250.0) },
                         recent: Recent::default(),
                         watermark_ms: Some(i64::MAX),
+                        backlog: None,
                     },
                 ],
                 watermark_ms: Some(1_764_870_000_250),
-            }],
+                backlog_records: None,
+            }, kafka_source()],
             error: None,
             restarts: 0,
             last_failure: None,
             checkpoints_failed: 0,
         }
+    }
+
+    /// A Kafka source of two subtasks, the second's partition not fetched yet.
+    fn kafka_source() -> NodeInfo {
+        let subtask = |subtask, partition, end| {
+            let partitions = vec![PartitionBacklog::new("orders".into(), partition, 40, end)];
+            SubtaskInfo { subtask, backlog: Some(Backlog::of_partitions(partitions)), ..SubtaskInfo::default() }
+        };
+        NodeInfo { node: "source `in`".into(), subtasks: 2, by_subtask: vec![subtask(0, 0, Some(100)), subtask(1, 1, None)], ..NodeInfo::default() }
     }
 
     #[test]
@@ -246,6 +294,9 @@ mod tests {
             "weir_node_cpu_seconds_total{job=\"words\",kind=\"operator\",name=\"count\",subtask=\"1\"} 1.25",
             "# TYPE weir_node_watermark_seconds gauge",
             "weir_node_watermark_seconds{job=\"words\",kind=\"operator\",name=\"count\",subtask=\"0\"} 1764870000.25",
+            "# TYPE weir_source_backlog_records gauge",
+            "weir_source_backlog_records{job=\"words\",kind=\"source\",name=\"in\",subtask=\"0\"} 60",
+            "weir_kafka_partition_lag_records{job=\"words\",kind=\"source\",name=\"in\",subtask=\"0\",topic=\"orders\",partition=\"0\"} 60",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
         }
@@ -253,6 +304,9 @@ mod tests {
         assert!(!text.contains("weir_checkpoint_last_id{job=\"a"), "no checkpoint, no sample:\n{text}");
         assert!(!text.contains("cpu_seconds_total{job=\"words\",kind=\"operator\",name=\"count\",subtask=\"0\"}"), "no time, no sample");
         assert!(!text.contains("watermark_seconds{job=\"words\",kind=\"operator\",name=\"count\",subtask=\"1\"}"), "an ended input has no time");
+        assert!(!text.contains("backlog_records{job=\"words\",kind=\"source\",name=\"in\",subtask=\"1\"}"), "no end seen, no backlog");
+        assert!(!text.contains("partition=\"1\""), "nor lag");
+        assert!(!text.contains("backlog_records{job=\"words\",kind=\"operator\""), "an operator reads no input of its own");
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             let (_, value) = line.rsplit_once(' ').expect("name and value");
             assert!(value.parse::<f64>().is_ok(), "{line}");

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::checkpoint::LatestCheckpoint;
+use crate::connectors::Backlog;
 
 /// A job the host runs (or ran).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -59,6 +60,11 @@ pub struct NodeInfo {
     /// while one of them has none (see [`SubtaskInfo::watermark_ms`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub watermark_ms: Option<i64>,
+    /// A source's records yet to read (Flink's `pendingRecords`; for Kafka
+    /// the consumer lag): its subtasks' backlogs summed, `None` while one
+    /// of them cannot tell (see [`SubtaskInfo::backlog`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backlog_records: Option<u64>,
     /// Each subtask's part of the totals, by subtask index.
     #[serde(default)]
     pub by_subtask: Vec<SubtaskInfo>,
@@ -143,6 +149,10 @@ pub struct SubtaskInfo {
     /// as it passes them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub watermark_ms: Option<i64>,
+    /// A source subtask's input yet to read: a bounded generator's events
+    /// left, a Kafka source's lag per partition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backlog: Option<Backlog>,
 }
 
 /// A node's (or subtask's) rates over the last few seconds: between the job's last two

@@ -22,7 +22,7 @@ use crate::checkpoint::{
     CheckpointHistory, CheckpointSettings, CheckpointStorage, Committer, Coordinator, LatestCheckpoint, Manifest,
     SavepointOrder, StorageLock,
 };
-use crate::connectors::ConnectorError;
+use crate::connectors::{Backlog, ConnectorError};
 use crate::control::{Counters, NodeInfo, SavepointInfo};
 use crate::job::{JobGraph, Node, NodeKind};
 use crate::plugin::{PluginEngine, PluginError};
@@ -108,6 +108,8 @@ pub struct TaskSummary {
     pub counters: Counters,
     /// Its watermark (see [`TaskMetrics::watermark`]).
     pub watermark_ms: Option<i64>,
+    /// A source subtask's input yet to read, where it can tell.
+    pub backlog: Option<Backlog>,
 }
 
 /// Figures of a finished job.
@@ -187,8 +189,8 @@ impl Subtask {
     /// Its figures so far.
     fn summary(&self) -> TaskSummary {
         let metrics = &self.metrics;
-        let (counters, watermark_ms) = (metrics.counters(), metrics.watermark());
-        TaskSummary { node: self.node.clone(), role: self.role, subtask: self.subtask, counters, watermark_ms }
+        let (counters, watermark_ms, backlog) = (metrics.counters(), metrics.watermark(), metrics.backlog());
+        TaskSummary { node: self.node.clone(), role: self.role, subtask: self.subtask, counters, watermark_ms, backlog }
     }
 }
 

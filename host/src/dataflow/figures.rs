@@ -48,14 +48,21 @@ pub(super) fn node_figures(tasks: &[TaskSummary]) -> Vec<NodeInfo> {
         };
         node.subtasks += 1;
         node.counters += task.counters;
-        let (subtask, counters, watermark_ms) = (task.subtask, task.counters, task.watermark_ms);
-        node.by_subtask.push(SubtaskInfo { subtask, counters, recent: Recent::default(), watermark_ms });
+        let (subtask, counters, watermark_ms, backlog) = (task.subtask, task.counters, task.watermark_ms, task.backlog.clone());
+        node.by_subtask.push(SubtaskInfo { subtask, counters, recent: Recent::default(), watermark_ms, backlog });
     }
     for node in &mut nodes {
         node.by_subtask.sort_by_key(|s| s.subtask);
         node.watermark_ms = lowest_watermark(&node.by_subtask);
+        node.backlog_records = backlog_records(&node.by_subtask);
     }
     nodes
+}
+
+/// A source's records yet to read: its subtasks' backlogs summed, once
+/// every one of them knows its own.
+fn backlog_records(subtasks: &[SubtaskInfo]) -> Option<u64> {
+    subtasks.iter().map(|s| s.backlog.as_ref()?.records).sum()
 }
 
 /// A node's event time: its slowest subtask's, none while one has none.
@@ -189,7 +196,7 @@ mod tests {
 
     fn task(node: &str, role: Role, subtask: u32, records_in: u64, records_out: u64, backpressured_ms: f64) -> TaskSummary {
         let counters = Counters { records_in, records_out, backpressured_ms, ..Counters::default() };
-        TaskSummary { node: node.into(), role, subtask, counters, watermark_ms: None }
+        TaskSummary { node: node.into(), role, subtask, counters, watermark_ms: None, backlog: None }
     }
 
     #[test]

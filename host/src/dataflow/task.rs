@@ -1,6 +1,6 @@
 //! The loops of source, operator and sink subtasks.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -14,7 +14,7 @@ use super::operator::Emitted;
 use super::alignment::{AlignedSource, Gate};
 use super::time::{InputClock, Signal, WatermarkGenerator};
 use super::{BATCH_SIZE, RecordBatch};
-use crate::connectors::{ConnectorError, Poll, Source, SourceSplit};
+use crate::connectors::{Backlog, ConnectorError, Poll, Source, SourceSplit};
 use crate::control::Counters;
 use super::operator::OperatorLogic;
 use crate::plugin::{CallError, InputKind, now_ms};
@@ -66,6 +66,8 @@ pub struct TaskMetrics {
     ended: OnceLock<Instant>,
     /// Where its event time stands (see [`TaskMetrics::watermark`]).
     watermark: WatermarkGauge,
+    /// A source's input yet to read, as it last said (see [`Backlog`]).
+    backlog: Mutex<Option<Backlog>>,
 }
 
 /// A subtask's latest watermark, for the progress reporter: `i64::MIN`
@@ -132,6 +134,16 @@ impl TaskMetrics {
     /// timers cannot fire.
     pub fn watermark(&self) -> Option<i64> {
         Some(self.watermark.0.load(Ordering::Relaxed)).filter(|&w| w != i64::MIN)
+    }
+
+    /// Notes a source subtask's backlog.
+    pub fn set_backlog(&self, backlog: Option<Backlog>) {
+        *self.backlog.lock().expect("backlog") = backlog;
+    }
+
+    /// A source subtask's backlog, as it last noted it.
+    pub fn backlog(&self) -> Option<Backlog> {
+        self.backlog.lock().expect("backlog").clone()
     }
 
     /// What it has counted so far.
@@ -258,11 +270,13 @@ pub fn run_source(
                 checkpoint.source_finished(source.splits());
             }
             ctx.metrics.set_watermark(i64::MAX);
+            ctx.metrics.set_backlog(source.backlog());
             return ctx.outputs.end(&ctx.cancel);
         }
         // A slow source must not leave records in partly filled batches.
         if last_flush.elapsed() >= SOURCE_FLUSH_INTERVAL {
             flush_partial(&mut ctx, &mut last_flush)?;
+            ctx.metrics.set_backlog(source.backlog());
         }
     }
 }

@@ -6,7 +6,8 @@
 //! - [`source`]: partitions assigned by Weir (no consumer-group
 //!   rebalancing), restored at their recorded offsets at any parallelism;
 //!   watermarks per partition; offsets committed to the group after each
-//!   completed checkpoint, for monitoring only.
+//!   completed checkpoint, for monitoring only; its backlog per partition
+//!   from the ends its client last fetched ([`lag`]).
 //! - [`sink`] and [`commit`]: each epoch between barriers is logged locally,
 //!   made durable by the checkpoint, and written to Kafka in one
 //!   transaction once the checkpoint completes — idempotently, thanks to a
@@ -18,6 +19,7 @@
 mod closing;
 mod commit;
 mod config;
+mod lag;
 mod send;
 mod sink;
 mod source;

@@ -21,8 +21,9 @@ use tracing::{info, warn};
 
 use super::closing::GroupConsumer;
 use super::config::{KafkaSourceSpec, StartPosition, TimestampSource};
+use super::lag::last_seen_end;
 use crate::connectors::pace::Pace;
-use crate::connectors::{ConnectorError, Poll, RestoredSplits, Source, SourceSplit};
+use crate::connectors::{Backlog, ConnectorError, PartitionBacklog, Poll, RestoredSplits, Source, SourceSplit};
 use crate::dataflow::{RecordBatch, Signal, SplitClock};
 
 /// How long one poll waits for records when none are buffered.
@@ -397,6 +398,31 @@ impl Source for KafkaSource {
         if let Err(error) = self.consumer.commit(&offsets, CommitMode::Async) {
             warn!(source = %self.spec.name, checkpoint, %error, "cannot commit offsets to the consumer group");
         }
+    }
+
+    /// Each partition's lag: from where the subtask stands to the end the
+    /// client last saw (for a bounded source, at most its own end).
+    fn backlog(&self) -> Option<Backlog> {
+        // Past the transaction markers the consumer skipped, which are not
+        // records to read (a topic written transactionally ends in one).
+        let positions = self.consumer.position().ok();
+        let partitions = self
+            .partitions
+            .iter()
+            .map(|p| {
+                let position = positions.as_ref().and_then(|list| list.find_partition(&p.topic, p.partition));
+                let position = match position.map(|e| e.offset()) {
+                    Some(Offset::Offset(offset)) => offset.max(p.next),
+                    _ => p.next,
+                };
+                let end = match (last_seen_end(&self.consumer, &p.topic, p.partition), p.end) {
+                    (Some(seen), Some(bound)) => Some(seen.min(bound)),
+                    (seen, bound) => seen.or(bound),
+                };
+                PartitionBacklog::new(p.topic.clone(), p.partition, position, end)
+            })
+            .collect();
+        Some(Backlog::of_partitions(partitions))
     }
 }
 
