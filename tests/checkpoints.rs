@@ -411,17 +411,14 @@ fn a_directory_of_only_corrupt_checkpoints_is_refused_and_its_output_kept() {
 /// another parallelism, other key groups, a renamed uid or under another
 /// name would hand keys to subtasks that do not own them, and counts would
 /// start again or repeat. Each is refused, naming the change and the way
-/// to make it (a savepoint); the committed output stays as it was, and the
-/// unchanged job then resumes exactly.
+/// to make it; the committed output stays as it was, and the unchanged job
+/// then resumes exactly.
 #[test]
 fn resuming_a_changed_job_from_a_checkpoint_is_refused() {
     let dir = JobDir::new();
     let job = count_job(&dir, "memory", &plugin("word-count"), "", "");
     kill_after_checkpoints(&job, &dir.path("checkpoints"), 2);
     let before = committed(&dir.path("out"));
-    let error = run_job(&job, &["-p", "3"]).failure();
-    assert!(error.contains("cannot resume job `chaos-count` from checkpoint"), "{error}");
-    assert!(error.contains("operator `count` from parallelism 2 to 3") && error.contains("--from-savepoint"), "{error}");
     let original = std::fs::read_to_string(&job).unwrap();
     let edited = |edits: &[(&str, &str)]| {
         let text = edits.iter().fold(original.clone(), |text, (from, to)| {
@@ -432,6 +429,7 @@ fn resuming_a_changed_job_from_a_checkpoint_is_refused() {
     };
     edited(&[("uid = \"count\"", "uid = \"counter\""), ("input = \"count\"", "input = \"counter\"")]);
     let error = run_job(&job, &[]).failure();
+    assert!(error.contains("cannot resume job `chaos-count` from checkpoint"), "{error}");
     assert!(error.contains("state for `count`, which the job no longer has"), "{error}");
     edited(&[("parallelism = 2", "parallelism = 2\nmax_parallelism = 64")]);
     let error = run_job(&job, &[]).failure();
@@ -443,6 +441,38 @@ fn resuming_a_changed_job_from_a_checkpoint_is_refused() {
     std::fs::write(&job, original).unwrap();
     assert!(run_job(&job, &[]).success().stderr().contains("resumed from checkpoint"));
     assert_exact_counts(&committed(&dir.path("out")), 60000, 600);
+}
+
+/// A job killed at one parallelism resumes from its checkpoint at another,
+/// as after a crash a user gives it more subtasks or fewer (`weir run JOB
+/// -p N`, or the job file's `parallelism`): the checkpoint's state is
+/// redistributed by key group, and the counts come out exact through a
+/// kill at each parallelism — 2, then 3, then 1 to the end — with either
+/// backend. The redistributed copy is gone afterwards.
+#[test]
+fn a_checkpoint_resumes_at_another_parallelism_with_every_count_exact() {
+    for backend in ["memory", "rocksdb"] {
+        let dir = JobDir::new();
+        let job = count_job(&dir, backend, &plugin("word-count"), "", "");
+        let checkpoints = dir.path("checkpoints");
+        kill_after_checkpoints(&job, &checkpoints, 2);
+        let at_parallelism = |p: u32| {
+            let text = std::fs::read_to_string(&job).unwrap();
+            let (before, after) = text.split_once("parallelism = ").unwrap();
+            let rest = after.split_once('\n').unwrap().1;
+            std::fs::write(&job, format!("{before}parallelism = {p}\n{rest}")).unwrap();
+        };
+        at_parallelism(3);
+        kill_after_checkpoints(&job, &checkpoints, complete_checkpoints(&checkpoints).len() + 2);
+        let latest = complete_checkpoints(&checkpoints).pop().unwrap();
+        let subtasks = manifest_json(&latest)["tasks"].as_array().unwrap().iter().filter(|t| t["node"] == "count").count();
+        assert_eq!(subtasks, 3, "{backend}: the second run checkpointed at parallelism 3");
+        at_parallelism(1);
+        let run = run_job(&job, &[]);
+        assert!(run.success().stderr().contains("resumed from checkpoint"), "{}", run.stderr());
+        assert_exact_counts(&committed(&dir.path("out")), 60000, 600);
+        assert!(!checkpoints.join(".rescale").exists() && !checkpoints.join(".rescale-work").exists(), "{backend}");
+    }
 }
 
 /// A run from a savepoint owns only the checkpoints it takes: restarted

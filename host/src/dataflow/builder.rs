@@ -84,10 +84,7 @@ impl<'a> Builder<'a> {
     ) -> Result<Self, RunError> {
         let plugins = load_plugins(graph, engine)?;
         let work_dir = work_dir(graph)?;
-        let restored_checkpoint = match restore {
-            Some(Restore::Checkpoint(manifest)) => Some(manifest),
-            _ => None,
-        };
+        let restored_checkpoint = restore.and_then(|r| r.resumed_checkpoint());
         let coordinator = coordinator(graph, describe(graph, &plugins), restored_checkpoint, &work_dir)?;
         let states = match restore {
             Some(_) => preload_states(graph, restore, &work_dir),
@@ -134,7 +131,9 @@ impl<'a> Builder<'a> {
                 let has_state = manifest.tasks.iter().any(|t| t.node == node.name);
                 has_state.then(|| assign_splits(manifest.source_splits(&node.name), subtask, node.parallelism))
             }
-            Restore::Savepoint(savepoint) => savepoint.source_splits(&node.name, subtask, node.parallelism),
+            Restore::Savepoint(savepoint) | Restore::Rescaled { state: savepoint, .. } => {
+                savepoint.source_splits(&node.name, subtask, node.parallelism)
+            }
         }
     }
 
@@ -301,7 +300,7 @@ fn load_state(
     subtask: u32,
 ) -> Result<InitialState, RunError> {
     let manifest = match restore {
-        Some(Restore::Savepoint(savepoint)) => {
+        Some(Restore::Savepoint(savepoint) | Restore::Rescaled { state: savepoint, .. }) => {
             let state =
                 savepoint.operator_state(&node.name, subtask, node.parallelism, &graph.backend, work_dir)?;
             if let Some(state) = state {

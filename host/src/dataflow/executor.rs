@@ -15,6 +15,7 @@ use tracing::{error, info, warn};
 
 use super::builder::Builder;
 use super::channel::Cancel;
+use super::rescale::Rescaled;
 use super::resume_check::check_resumable;
 use super::figures::{Sampler, node_figures_of_run, records_read, records_written, sinks_watermark};
 use super::task::{TaskError, TaskMetrics};
@@ -74,6 +75,13 @@ pub enum RunError {
     },
     #[error("cannot restore from savepoint: {0}")]
     Savepoint(#[from] SavepointError),
+    #[error("cannot redistribute checkpoint {checkpoint} in {} to the job's new parallelism: {source}", dir.display())]
+    Rescale {
+        checkpoint: u64,
+        dir: PathBuf,
+        #[source]
+        source: SavepointError,
+    },
     #[error("{last}\n(gave up after {restarts} restart(s); the job's [restart] table allows {max_attempts})")]
     RestartsExhausted { last: Box<RunError>, restarts: u32, max_attempts: u32 },
 }
@@ -209,15 +217,28 @@ pub enum JobCommand {
 pub enum Restore<'a> {
     Checkpoint(&'a Manifest),
     Savepoint(&'a Savepoint),
+    /// A checkpoint taken at another parallelism: its sources' splits and
+    /// operators' state from `state`, the checkpoint written as a
+    /// savepoint (see [`super::rescale`]); the rest from the checkpoint.
+    Rescaled { checkpoint: &'a Manifest, state: &'a Savepoint },
 }
 
-impl Restore<'_> {
+impl<'a> Restore<'a> {
     /// The checkpoint the state was taken at (a savepoint's in the job it
     /// came from), which transactional sinks clean up to.
     pub(super) fn checkpoint(&self) -> u64 {
         match self {
-            Restore::Checkpoint(manifest) => manifest.checkpoint,
+            Restore::Checkpoint(manifest) | Restore::Rescaled { checkpoint: manifest, .. } => manifest.checkpoint,
             Restore::Savepoint(savepoint) => savepoint.manifest.checkpoint,
+        }
+    }
+
+    /// The checkpoint resumed, if it is one: its output is committed again
+    /// and the new checkpoints are numbered after it.
+    pub(super) fn resumed_checkpoint(&self) -> Option<&'a Manifest> {
+        match *self {
+            Restore::Checkpoint(manifest) | Restore::Rescaled { checkpoint: manifest, .. } => Some(manifest),
+            Restore::Savepoint(_) => None,
         }
     }
 }
@@ -287,18 +308,20 @@ pub fn run_job_with(graph: &JobGraph, engine: &Arc<PluginEngine>, options: RunOp
             (Some(_), _) => latest_checkpoint(graph, first_own)?,
             (None, _) => latest_checkpoint(graph, 0)?,
         };
+        let mut rescaled = None;
         if let (Some(manifest), Some(settings)) = (&latest, &graph.checkpoints) {
-            check_resumable(graph, manifest, options.allow_non_restored_state).map_err(|reason| RunError::NotResumable {
-                job: graph.name.clone(),
-                checkpoint: manifest.checkpoint,
-                dir: settings.dir.clone(),
-                reason,
+            let changes = check_resumable(graph, manifest, options.allow_non_restored_state).map_err(|reason| {
+                RunError::NotResumable { job: graph.name.clone(), checkpoint: manifest.checkpoint, dir: settings.dir.clone(), reason }
             })?;
+            if !changes.is_empty() {
+                rescaled = Some(Rescaled::write(graph, manifest, &changes)?);
+            }
         }
-        let restore = match (&latest, &options.savepoint) {
-            (Some(manifest), _) => Some(Restore::Checkpoint(manifest)),
-            (None, Some(savepoint)) => Some(Restore::Savepoint(savepoint)),
-            (None, None) => None,
+        let restore = match (&latest, &rescaled, &options.savepoint) {
+            (Some(checkpoint), Some(rescaled), _) => Some(Restore::Rescaled { checkpoint, state: &rescaled.savepoint }),
+            (Some(manifest), None, _) => Some(Restore::Checkpoint(manifest)),
+            (None, _, Some(savepoint)) => Some(Restore::Savepoint(savepoint)),
+            (None, _, None) => None,
         };
         if let Some(manifest) = latest.as_ref().filter(|m| m.finished) {
             info!(job = %graph.name, checkpoint = manifest.checkpoint, "the job had already finished; nothing to do");
@@ -314,6 +337,10 @@ pub fn run_job_with(graph: &JobGraph, engine: &Arc<PluginEngine>, options: RunOp
         }
         let running =
             start_job_from(graph, engine, restore, restarts)?.with_commands(commands.clone()).with_restarts(history.clone());
+        // Its operators have loaded their state: the redistributed copy has served.
+        if let Some(rescaled) = &rescaled {
+            rescaled.discard();
+        }
         if let Some(started) = &options.started {
             let _ = started.send(());
         }
@@ -419,7 +446,9 @@ pub fn start_job_from(
     restore: Option<Restore<'_>>,
     attempt: u32,
 ) -> Result<RunningJob, RunError> {
-    if let (Some(Restore::Checkpoint(manifest)), Some(settings)) = (restore, &graph.checkpoints) {
+    if let (Some(restore), Some(settings)) = (restore, &graph.checkpoints)
+        && let Some(manifest) = restore.resumed_checkpoint()
+    {
         info!(job = %graph.name, checkpoint = manifest.checkpoint, dir = %settings.dir.display(), "resuming from checkpoint");
     }
     let mut builder = Builder::new(graph, engine, restore, attempt)?;

@@ -33,6 +33,7 @@ mod inbox;
 mod key_numbering;
 mod native;
 mod operator;
+mod rescale;
 mod resume_check;
 mod sink;
 mod snapshot;

@@ -2,25 +2,21 @@
 //!
 //! A checkpoint holds each subtask's own state — an operator subtask's key
 //! groups, a source subtask's splits — as they were at the parallelism it
-//! was taken at, and resuming hands it back subtask by subtask. So the job
-//! must still be the one that took it: the same name, the same key groups
-//! (`max_parallelism`), the same parallelism for every source and operator
-//! with state, and every such node still there under its name or uid.
-//! Restored into a changed job, state would reach subtasks that do not own
-//! its keys, and counts would start again or repeat without a word. A
-//! savepoint redistributes state by key group: it is the way to make these
-//! changes, as in Flink.
+//! was taken at. So the job must still be the one that took it: the same
+//! name, the same key groups (`max_parallelism`), and every node with state
+//! still there under its name or uid. Its parallelism may have changed
+//! (`weir run JOB -p 4` after a crash): then the state is redistributed by
+//! key group on the way in ([`super::rescale`]), as Flink restores a
+//! retained checkpoint at another parallelism.
 
 use crate::checkpoint::Manifest;
 use crate::job::{JobGraph, NodeKind};
 
-/// What to do instead, said after every refusal.
-const HOW_TO_CHANGE: &str = "to change the job, resume it unchanged, stop it with a savepoint (`weir savepoint JOB --stop`), \
-     and start the changed job from that (`weir run JOB_FILE --from-savepoint DIR`), which redistributes state by key group";
-
 /// `Err` with the reason if `graph` cannot resume from `manifest`; state
 /// of nodes the job no longer has is dropped only if `allow_non_restored`.
-pub(super) fn check_resumable(graph: &JobGraph, manifest: &Manifest, allow_non_restored: bool) -> Result<(), String> {
+/// `Ok` lists the sources and operators whose parallelism changed ("operator
+/// `count` from parallelism 2 to 3"), whose state must be redistributed.
+pub(super) fn check_resumable(graph: &JobGraph, manifest: &Manifest, allow_non_restored: bool) -> Result<Vec<String>, String> {
     if manifest.job != graph.name {
         return Err(format!(
             "it is job `{}`'s, not `{}`'s; give each job a checkpoint_dir of its own (or the job its old name)",
@@ -29,7 +25,7 @@ pub(super) fn check_resumable(graph: &JobGraph, manifest: &Manifest, allow_non_r
     }
     // A job that had finished restores nothing (it says so and stops).
     if manifest.finished {
-        return Ok(());
+        return Ok(Vec::new());
     }
     if manifest.max_parallelism != graph.max_parallelism {
         return Err(format!(
@@ -50,9 +46,6 @@ pub(super) fn check_resumable(graph: &JobGraph, manifest: &Manifest, allow_non_r
             Some(_) => {}
         }
     }
-    if !changed.is_empty() {
-        return Err(format!("the job changed {}; a checkpoint restores subtask by subtask. {HOW_TO_CHANGE}", changed.join(", ")));
-    }
     if !dropped.is_empty() && !allow_non_restored {
         return Err(format!(
             "it has state for {}, which the job no longer has (state is matched by operator uid and source name); \
@@ -60,7 +53,7 @@ pub(super) fn check_resumable(graph: &JobGraph, manifest: &Manifest, allow_non_r
             dropped.join(", ")
         ));
     }
-    Ok(())
+    Ok(changed)
 }
 
 /// The sources and operators with state in `manifest`, each with its

@@ -1,0 +1,108 @@
+//! Resuming from a checkpoint at another parallelism.
+//!
+//! A checkpoint's state is laid out by the subtasks that took it: each
+//! operator subtask's key groups in its backend's own files, each source
+//! subtask's splits. A job resumed with more or fewer subtasks (after a
+//! crash, `weir run JOB -p 4`) needs it laid out again by key group, which
+//! is what a savepoint is. So the checkpoint is written as one — the same
+//! code that writes `weir savepoint`'s, reading every subtask's state
+//! whatever backend wrote it — into `.rescale` in the checkpoint
+//! directory, and the job's subtasks take their key groups from that. The
+//! rest of the resume is the checkpoint's: its output is committed (again)
+//! first, and sinks roll back to it. Operator states are loaded before any
+//! task starts, so the copy is removed as soon as the job has started.
+
+use std::path::Path;
+
+use tracing::info;
+
+use super::executor::RunError;
+use crate::checkpoint::Manifest;
+use crate::job::{JobGraph, NodeKind};
+use crate::savepoint::{JobDescription, NodeDescription, Savepoint, SavepointError, write_savepoint};
+
+/// The checkpoint `manifest` of `graph`'s job, written as a savepoint in
+/// its checkpoint directory (removed when dropped).
+pub(super) struct Rescaled {
+    pub savepoint: Savepoint,
+}
+
+impl Rescaled {
+    /// Writes the state of `manifest` laid out by key group; `changes` name
+    /// the nodes whose parallelism changed, for the log.
+    pub(super) fn write(graph: &JobGraph, manifest: &Manifest, changes: &[String]) -> Result<Rescaled, RunError> {
+        let Some(settings) = &graph.checkpoints else { unreachable!("a checkpoint is resumed only with a checkpoint_dir") };
+        let error = |source| RunError::Rescale { checkpoint: manifest.checkpoint, dir: settings.dir.clone(), source };
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| error(SavepointError::Io { path, source })
+        };
+        info!(job = %graph.name, checkpoint = manifest.checkpoint, changed = %changes.join(", "), "redistributing the checkpoint's state by key group");
+        let (dir, work) = (settings.dir.join(".rescale"), settings.dir.join(".rescale-work"));
+        for stale in [&dir, &work] {
+            remove(stale).map_err(io(stale))?;
+        }
+        crate::dirs::create(&work).map_err(io(&work))?;
+        let layout = checkpoint_layout(graph, manifest);
+        let written = write_savepoint(manifest, &settings.dir, &layout, &dir, &work);
+        let _ = remove(&work);
+        written.map_err(error)?;
+        let savepoint = Savepoint::open(&dir).map_err(error)?;
+        Ok(Rescaled { savepoint })
+    }
+
+    /// Removes the copy, once the job's operators have loaded their state.
+    pub(super) fn discard(&self) {
+        if let Err(error) = remove(&self.savepoint.dir) {
+            tracing::warn!(dir = %self.savepoint.dir.display(), %error, "cannot remove the redistributed copy of a checkpoint");
+        }
+    }
+}
+
+impl Drop for Rescaled {
+    fn drop(&mut self) {
+        self.discard();
+    }
+}
+
+/// Removes `dir` and everything in it, if it is there.
+fn remove(dir: &Path) -> std::io::Result<()> {
+    match std::fs::remove_dir_all(dir) {
+        Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(error),
+        _ => Ok(()),
+    }
+}
+
+/// The sources and operators of `graph` that `manifest` has tasks of, at
+/// the parallelism the checkpoint was taken at, running the plugins that
+/// took it: what its state is read as.
+fn checkpoint_layout(graph: &JobGraph, manifest: &Manifest) -> JobDescription {
+    let parallelism = |name: &str| manifest.tasks.iter().filter(|t| t.node == name).map(|t| t.subtask + 1).max();
+    let nodes = graph
+        .nodes
+        .iter()
+        .filter_map(|node| {
+            let parallelism = parallelism(&node.name)?;
+            match &node.kind {
+                NodeKind::Source(_) => Some(NodeDescription::Source { name: node.name.clone(), parallelism }),
+                NodeKind::Operator(op) => {
+                    let ran = manifest.plugins.iter().find(|p| p.uid == node.name);
+                    Some(NodeDescription::Operator {
+                        uid: node.name.clone(),
+                        plugin: ran.map_or_else(|| op.plugin.clone(), |p| p.plugin.clone()),
+                        digest: ran.and_then(|p| p.sha256.clone()),
+                        parallelism,
+                    })
+                }
+                NodeKind::Sink(_) => None,
+            }
+        })
+        .collect();
+    JobDescription {
+        name: graph.name.clone(),
+        max_parallelism: manifest.max_parallelism,
+        backend: graph.backend,
+        definition: None,
+        nodes,
+    }
+}
