@@ -279,11 +279,23 @@ fn a_plugin_that_always_traps_exhausts_the_restart_attempts() {
 
 /// Starts the job and kills it once at least `n` checkpoints are complete.
 fn kill_after_checkpoints(job: &Path, checkpoints: &Path, n: usize) {
+    kill_once(job, &format!("{n} checkpoints"), || complete_checkpoints(checkpoints).len() >= n);
+}
+
+/// Runs `job` and SIGKILLs it once it has completed checkpoint `id` or a
+/// later one (older ones may be gone by then: only a few are retained).
+fn kill_after_checkpoint(job: &Path, checkpoints: &Path, id: u64) {
+    let newest = || complete_checkpoints(checkpoints).last().map_or(0, |dir| checkpoint_id(dir));
+    kill_once(job, &format!("checkpoint {id}"), || newest() >= id);
+}
+
+/// Runs `job` and SIGKILLs it once `done` says so; `what` names the wait.
+fn kill_once(job: &Path, what: &str, done: impl Fn() -> bool) {
     let mut child = spawn(job);
     let started = Instant::now();
-    while complete_checkpoints(checkpoints).len() < n {
-        assert!(started.elapsed() < Duration::from_secs(30), "no checkpoints were taken");
-        assert!(child.try_wait().unwrap().is_none(), "the job ended before {n} checkpoints");
+    while !done() {
+        assert!(started.elapsed() < Duration::from_secs(30), "no {what} in 30 s");
+        assert!(child.try_wait().unwrap().is_none(), "the job ended before {what}");
         std::thread::sleep(Duration::from_millis(20));
     }
     child.kill().unwrap();
@@ -463,7 +475,8 @@ fn a_checkpoint_resumes_at_another_parallelism_with_every_count_exact() {
             std::fs::write(&job, format!("{before}parallelism = {p}\n{rest}")).unwrap();
         };
         at_parallelism(3);
-        kill_after_checkpoints(&job, &checkpoints, complete_checkpoints(&checkpoints).len() + 2);
+        let resumed = checkpoint_id(complete_checkpoints(&checkpoints).last().unwrap());
+        kill_after_checkpoint(&job, &checkpoints, resumed + 2);
         let latest = complete_checkpoints(&checkpoints).pop().unwrap();
         let subtasks = manifest_json(&latest)["tasks"].as_array().unwrap().iter().filter(|t| t["node"] == "count").count();
         assert_eq!(subtasks, 3, "{backend}: the second run checkpointed at parallelism 3");
