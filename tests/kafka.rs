@@ -142,11 +142,20 @@ fn broker_with_input(events_in: u64) -> Broker {
 /// SIGKILLs `job` at `kills` moments 0.4–1.2 s after each start, then lets
 /// it run to the end.
 fn run_with_kills(job: &Path, kills: u64) -> String {
+    run_with_kills_at(job, &vec![None; kills as usize + 1])
+}
+
+/// [`run_with_kills`], each run at the parallelism `runs` gives it (`None`:
+/// the job file's), the last to the end.
+fn run_with_kills_at(job: &Path, runs: &[Option<u32>]) -> String {
     let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
     eprintln!("kill schedule seed: {seed}");
-    for kill in 0..kills {
+    let parallelism = |p: Option<u32>| p.map(|p| vec!["-p".to_owned(), p.to_string()]).unwrap_or_default();
+    let (last, killed) = runs.split_last().expect("at least the last run");
+    for (kill, &p) in (0..).zip(killed) {
         let mut child = Command::new(weir_binary())
             .args(["run", job.to_str().unwrap()])
+            .args(parallelism(p))
             .env("WEIR_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -158,7 +167,8 @@ fn run_with_kills(job: &Path, kills: u64) -> String {
         child.kill().unwrap();
         child.wait().unwrap();
     }
-    let run = run_job(job, &[]);
+    let last = parallelism(*last);
+    let run = run_job(job, &last.iter().map(String::as_str).collect::<Vec<_>>());
     run.success();
     run.stderr()
 }
@@ -171,6 +181,21 @@ fn sigkill_and_restart_commit_every_count_exactly_once_to_the_output_topic() {
     let dir = JobDir::new();
     let job = count_job(&dir, "job", &broker, 2, "bounded = true\nrate = 6000", "");
     let stderr = run_with_kills(&job, 4);
+    assert!(stderr.contains("resumed from checkpoint"), "the last run resumes: {stderr}");
+    assert_exact_counts(&committed_counts(&broker), 30_000);
+}
+
+/// Killed at one parallelism and resumed from its checkpoint at another —
+/// 2, 3, 1, then 4 to the end, with 3 partitions — the job commits every
+/// count once: sources' partitions dealt out again, state redistributed by
+/// key group, and the sink subtasks that are gone cleaned up after.
+#[test]
+fn killed_and_resumed_at_other_parallelisms_every_count_is_committed_once() {
+    let _serial = one_at_a_time();
+    let broker = broker_with_input(30_000);
+    let dir = JobDir::new();
+    let job = count_job(&dir, "job", &broker, 2, "bounded = true\nrate = 6000", "");
+    let stderr = run_with_kills_at(&job, &[None, Some(3), Some(1), Some(4)]);
     assert!(stderr.contains("resumed from checkpoint"), "the last run resumes: {stderr}");
     assert_exact_counts(&committed_counts(&broker), 30_000);
 }
