@@ -249,10 +249,12 @@ fn backlogs(nodes: &[NodeInfo]) -> String {
     for node in nodes {
         let subtasks = node.by_subtask.iter().filter_map(|s| Some((s.subtask, s.backlog.as_ref()?)));
         let partitions: Vec<(u32, &PartitionBacklog)> = subtasks.flat_map(|(i, b)| b.partitions.iter().map(move |p| (i, p))).collect();
-        let total = match node.backlog_records {
-            Some(records) => format!("{records} records yet to read"),
-            None if !partitions.is_empty() => "records yet to read not known (a partition's end not seen yet)".to_owned(),
-            None => continue,
+        let bytes: Option<u64> = node.by_subtask.iter().map(|s| s.backlog.as_ref()?.bytes).sum();
+        let total = match (node.backlog_records, bytes) {
+            (Some(records), _) => format!("{records} records yet to read"),
+            (None, _) if !partitions.is_empty() => "records yet to read not known (a partition's end not seen yet)".to_owned(),
+            (None, Some(bytes)) => format!("{} yet to read", self::bytes(bytes)),
+            (None, None) => continue,
         };
         out += &format!("\n{}: {total}\n", node.node);
         if partitions.is_empty() {
@@ -601,9 +603,10 @@ mod tests {
             by_subtask: vec![subtask(0, Backlog::records(7))],
             ..NodeInfo::default()
         };
+        let file = NodeInfo { node: "source `lines`".into(), by_subtask: vec![subtask(0, Backlog::bytes(3 << 20))], ..NodeInfo::default() };
         let operator = NodeInfo { node: "operator `count`".into(), by_subtask: vec![SubtaskInfo::default()], ..NodeInfo::default() };
         assert_eq!(
-            backlogs(&[kafka.clone(), generator, operator.clone()]),
+            backlogs(&[kafka.clone(), generator, file, operator.clone()]),
             "\n\
              source `in`: 560 records yet to read\n\
              SUBTASK  TOPIC   PARTITION  OFFSET   END  LAG\n      \
@@ -611,7 +614,9 @@ mod tests {
                    0  orders          2      90    90    0\n      \
                    1  orders          1     940  1000   60\n\
              \n\
-             source `gen`: 7 records yet to read\n"
+             source `gen`: 7 records yet to read\n\
+             \n\
+             source `lines`: 3.0 MiB yet to read\n"
         );
         let mut starting = kafka;
         starting.backlog_records = None;

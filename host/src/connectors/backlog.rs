@@ -3,8 +3,9 @@
 //! A source that can tell says how many records wait for it (Flink's
 //! `pendingRecords`): a bounded generator what is left of its ranges, a
 //! Kafka source, per partition, the records between its next offset and
-//! the partition's end as its client last saw it (the consumer lag). A
-//! backlog that keeps growing says the job does not keep up with its input.
+//! the partition's end as its client last saw it (the consumer lag). A file
+//! source knows bytes, not records (Flink's `pendingBytes`). A backlog that
+//! keeps growing says the job does not keep up with its input.
 
 use serde::{Deserialize, Serialize};
 
@@ -15,6 +16,9 @@ pub struct Backlog {
     /// partitions is not known yet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub records: Option<u64>,
+    /// Bytes it has yet to read, for a source that counts bytes (a file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
     /// For a Kafka source, each partition it reads.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub partitions: Vec<PartitionBacklog>,
@@ -49,12 +53,17 @@ impl Backlog {
     /// every one is known.
     pub fn of_partitions(partitions: Vec<PartitionBacklog>) -> Self {
         let records = partitions.iter().map(|p| p.lag).sum();
-        Backlog { records, partitions }
+        Backlog { records, partitions, ..Backlog::default() }
     }
 
     /// `records` left to read, of a source without partitions.
     pub fn records(records: u64) -> Self {
-        Backlog { records: Some(records), partitions: Vec::new() }
+        Backlog { records: Some(records), ..Backlog::default() }
+    }
+
+    /// `bytes` left to read, of a source that cannot count its records.
+    pub fn bytes(bytes: u64) -> Self {
+        Backlog { bytes: Some(bytes), ..Backlog::default() }
     }
 }
 

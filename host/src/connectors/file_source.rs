@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::pace::Pace;
-use super::{ConnectorError, Poll, Source, SourceSplit};
+use super::{Backlog, ConnectorError, Poll, Source, SourceSplit};
 use crate::dataflow::RecordBatch;
 use crate::job::FileFormat;
 
@@ -106,6 +106,12 @@ impl Source for FileSource {
 
     fn resume(&mut self) {
         self.pace.restart();
+    }
+
+    /// The bytes after its position, in the file as it is now.
+    fn backlog(&self) -> Option<Backlog> {
+        let size = if self.done { self.offset } else { self.reader.get_ref().metadata().ok()?.len() };
+        Some(Backlog::bytes(size.saturating_sub(self.offset)))
     }
 
     fn poll(&mut self, batch: &mut RecordBatch, max: usize) -> Result<Poll, ConnectorError> {
@@ -212,7 +218,9 @@ mod tests {
         assert_eq!(source.poll(&mut RecordBatch::new(), 2).unwrap(), Poll::Exhausted);
         let values: Vec<&[u8]> = batch.iter().map(|r| r.value).collect();
         assert_eq!(values, [&b"one"[..], b"two", b"three"]);
+        assert_eq!(source.backlog(), Some(Backlog::bytes(0)), "read to the end");
         let mut resumed = FileSource::open(&path, FileFormat::Text, Some(9)).unwrap();
+        assert_eq!(resumed.backlog(), Some(Backlog::bytes(5)), "from byte 9 of 14");
         let mut rest = RecordBatch::new();
         resumed.poll(&mut rest, 10).unwrap();
         assert_eq!(rest.iter().map(|r| r.value).collect::<Vec<_>>(), [&b"three"[..]]);

@@ -103,6 +103,13 @@ pub fn prometheus(jobs: &[JobInfo]) -> String {
             jobs,
             |s| s.backlog.as_ref()?.records.map(|n| n as f64),
         ),
+        subtask_family(
+            "weir_source_backlog_bytes",
+            "gauge",
+            "Bytes a source subtask has yet to read, where it counts bytes (a file source).",
+            jobs,
+            |s| s.backlog.as_ref()?.bytes.map(|n| n as f64),
+        ),
         family(
             "weir_kafka_partition_lag_records",
             "gauge",
@@ -254,7 +261,7 @@ mod tests {
                 ],
                 watermark_ms: Some(1_764_870_000_250),
                 backlog_records: None,
-            }, kafka_source()],
+            }, kafka_source(), file_source()],
             error: None,
             restarts: 0,
             last_failure: None,
@@ -269,6 +276,11 @@ mod tests {
             SubtaskInfo { subtask, backlog: Some(Backlog::of_partitions(partitions)), ..SubtaskInfo::default() }
         };
         NodeInfo { node: "source `in`".into(), subtasks: 2, by_subtask: vec![subtask(0, 0, Some(100)), subtask(1, 1, None)], ..NodeInfo::default() }
+    }
+
+    fn file_source() -> NodeInfo {
+        let subtask = SubtaskInfo { backlog: Some(Backlog::bytes(4096)), ..SubtaskInfo::default() };
+        NodeInfo { node: "source `lines`".into(), subtasks: 1, by_subtask: vec![subtask], ..NodeInfo::default() }
     }
 
     #[test]
@@ -297,6 +309,7 @@ mod tests {
             "# TYPE weir_source_backlog_records gauge",
             "weir_source_backlog_records{job=\"words\",kind=\"source\",name=\"in\",subtask=\"0\"} 60",
             "weir_kafka_partition_lag_records{job=\"words\",kind=\"source\",name=\"in\",subtask=\"0\",topic=\"orders\",partition=\"0\"} 60",
+            "weir_source_backlog_bytes{job=\"words\",kind=\"source\",name=\"lines\",subtask=\"0\"} 4096",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
         }
@@ -307,6 +320,7 @@ mod tests {
         assert!(!text.contains("backlog_records{job=\"words\",kind=\"source\",name=\"in\",subtask=\"1\"}"), "no end seen, no backlog");
         assert!(!text.contains("partition=\"1\""), "nor lag");
         assert!(!text.contains("backlog_records{job=\"words\",kind=\"operator\""), "an operator reads no input of its own");
+        assert!(!text.contains("backlog_records{job=\"words\",kind=\"source\",name=\"lines\""), "a file's records are not counted");
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             let (_, value) = line.rsplit_once(' ').expect("name and value");
             assert!(value.parse::<f64>().is_ok(), "{line}");

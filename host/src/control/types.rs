@@ -150,7 +150,7 @@ pub struct SubtaskInfo {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub watermark_ms: Option<i64>,
     /// A source subtask's input yet to read: a bounded generator's events
-    /// left, a Kafka source's lag per partition.
+    /// left, a file source's bytes, a Kafka source's lag per partition.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backlog: Option<Backlog>,
 }
