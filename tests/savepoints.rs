@@ -342,6 +342,32 @@ fn the_fraud_detector_v1_to_v2_upgrade_carries_every_open_session_over() {
     assert_eq!(committed_lines(&dir.path("alerts"), None), expected);
 }
 
+/// A fork lives in the host that started it, but not only there: it has a
+/// job file of its own, and once that host is killed, `weir run` of the
+/// file resumes the fork from its checkpoints — its output exactly what
+/// the original (resumed from its own job file) writes after the fork point.
+#[test]
+fn a_fork_resumes_from_its_own_job_file_after_its_host_is_killed() {
+    let dir = JobDir::new();
+    dir.write("events.jsonl", &fraud_events(300, 40_000));
+    let job = fraud_job(&dir, "original", "fraud-detector", 5_000, "alerts-original");
+    let host = Host::start(&job, &[]);
+    host.wait_for_records("original", 8_000);
+    let same = dir.path("alerts-same");
+    let reply = host.weir(&["fork", "original", "--name", "same", "--sink", &format!("out={}", same.display())]).success().stdout();
+    let job_file = dir.path("same").join("job.toml");
+    assert!(reply.contains(&format!("weir run {}", job_file.display())), "{reply}");
+    let savepoint = reply.split("(savepoint ").nth(1).and_then(|rest| rest.split(')').next()).map(PathBuf::from).unwrap();
+    host.wait_for_checkpoint("same");
+    drop(host); // SIGKILL: both jobs stop mid-stream.
+    let resumed = run_job(&job_file, &[]);
+    assert!(resumed.success().stderr().contains("job `same` resumed from checkpoint"), "{}", resumed.stderr());
+    run_job(&job, &[]).success();
+    let original_after = committed_lines(&dir.path("alerts-original"), Some(savepoint_checkpoint(&savepoint)));
+    assert!(!original_after.is_empty());
+    assert_eq!(committed_lines(&same, None), original_after, "the fork, resumed, as the original from the fork point on");
+}
+
 #[test]
 fn rejected_upgrades_leave_the_running_job_running() {
     let dir = JobDir::new();

@@ -396,6 +396,9 @@ pub fn fork(args: &ForkArgs) -> anyhow::Result<()> {
         info.job.status
     );
     print!("{}", jobs_table(std::slice::from_ref(&info.job)));
+    if let Some(file) = &info.job_file {
+        println!("its job file, to resume it after this host has stopped: weir run {}", file.display());
+    }
     Ok(())
 }
 

@@ -273,6 +273,11 @@ pub struct ForkRequest {
 pub struct ForkInfo {
     pub job: JobInfo,
     pub savepoint: PathBuf,
+    /// The fork's own job file (in its checkpoint directory): `weir run`
+    /// it to resume the fork after this host has stopped. `None` for a
+    /// fork without checkpoints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_file: Option<PathBuf>,
 }
 
 /// An error reply: `{"error": "..."}` with an HTTP status.

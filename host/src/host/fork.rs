@@ -1,10 +1,12 @@
 //! Fork: a second job from the same snapshot as a running job (a savepoint
 //! is taken first) or from a savepoint directory, with other plugins and
-//! sinks, running beside the first.
+//! sinks, running beside the first — with a job file of its own, to resume
+//! it after the host has stopped ([`super::fork_file`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::fork_file::write_fork_file;
 use super::upgrade::with_plugin;
 use super::{JobManager, absolute};
 use crate::control::{ControlError, ControlPlane, ForkInfo, ForkRequest};
@@ -17,7 +19,7 @@ pub(super) fn fork(manager: &Arc<JobManager>, request: ForkRequest) -> Result<Fo
     if manager.lock().get(&request.name).is_some_and(|j| j.status.is_active()) {
         return Err(ControlError::Conflict(format!("a job named `{}` is running already; choose another name", request.name)));
     }
-    let (graph, savepoint) = match manager.running(&request.from) {
+    let (mut graph, savepoint) = match manager.running(&request.from) {
         Ok((base, _, _)) => {
             // Checked before the savepoint is taken: a refused fork leaves none behind.
             let graph = forked_graph(manager, base.clone(), &request)?;
@@ -33,9 +35,15 @@ pub(super) fn fork(manager: &Arc<JobManager>, request: ForkRequest) -> Result<Fo
         }
         Err(other) => return Err(other),
     };
-    manager.submit(graph.clone(), Some(savepoint.clone()), false)?;
+    let job_file = write_fork_file(&mut graph, &savepoint.dir)?;
+    if let Err(refused) = manager.submit(graph.clone(), Some(savepoint.clone()), false) {
+        if let Some(file) = &job_file {
+            let _ = std::fs::remove_file(file);
+        }
+        return Err(refused);
+    }
     let info = manager.job(&graph.name)?;
-    Ok(ForkInfo { job: info, savepoint: savepoint.dir })
+    Ok(ForkInfo { job: info, savepoint: savepoint.dir, job_file })
 }
 
 /// The job a savepoint was taken from, as its job file describes it, with

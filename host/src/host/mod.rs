@@ -10,6 +10,7 @@
 //! savepoint beside the first.
 
 mod fork;
+mod fork_file;
 mod upgrade;
 
 use std::collections::BTreeMap;

@@ -1,0 +1,97 @@
+//! A fork's own job file, so that it outlives the host that started it.
+//!
+//! A fork exists only in the host that runs it: its name, plugins, sinks
+//! and checkpoint directory came with the request, not from a file. If the
+//! host stops, the original job resumes from its job file, and the fork
+//! would be lost with the events it had committed — unless it has a job
+//! file of its own. So the host writes one, `job.toml` in the fork's
+//! checkpoint directory: the original's job file with the fork's name,
+//! checkpoint directory, plugins, sink paths, topics and transactional ids,
+//! and every path made absolute (the file no longer sits beside the one
+//! its relative paths were relative to). `weir run DIR/job.toml` then
+//! resumes the fork from its newest checkpoint, as for any job.
+
+use std::path::{Path, PathBuf};
+
+use toml::{Table, Value};
+
+use super::absolute;
+use crate::control::ControlError;
+use crate::job::{JobGraph, Node, NodeKind, SinkSpec, SourceSpec};
+use crate::savepoint::JobDefinition;
+
+/// The name of a fork's job file in its checkpoint directory.
+const FILE_NAME: &str = "job.toml";
+
+/// Writes the job file of `fork`, started from `savepoint` (see the module
+/// docs), and makes it the graph's definition; `None` for a fork without a
+/// checkpoint directory (nothing to resume from) or whose original had no
+/// job file.
+pub(super) fn write_fork_file(fork: &mut JobGraph, savepoint: &Path) -> Result<Option<PathBuf>, ControlError> {
+    let (Some(settings), Some(original)) = (&fork.checkpoints, &fork.definition) else { return Ok(None) };
+    let failed = |what: String| ControlError::Failed(format!("cannot write the job file of fork `{}`: {what}", fork.name));
+    let mut table: Table = original.text.parse().map_err(|e| failed(format!("its original's job file does not parse: {e}")))?;
+    let forked_from = table.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
+    table.insert("name".into(), Value::String(fork.name.clone()));
+    table.insert("checkpoint_dir".into(), path_value(&settings.dir));
+    for (key, field) in [("source", "name"), ("operator", "uid"), ("sink", "name")] {
+        let Some(Value::Array(entries)) = table.get_mut(key) else { continue };
+        for entry in entries.iter_mut().filter_map(Value::as_table_mut) {
+            let node = entry.get(field).and_then(Value::as_str).and_then(|name| fork.nodes.iter().find(|n| n.name == name));
+            if let Some(node) = node {
+                as_forked(entry, node);
+            }
+        }
+    }
+    let text = format!(
+        "# The job file of fork `{}`, written by the Weir host that started it from job `{}` ({}).\n\
+         # `weir run` it to resume the fork from its newest checkpoint; before its first,\n\
+         # `weir run` it with `--from-savepoint {}`.\n\n{}",
+        fork.name,
+        forked_from,
+        original.path.display(),
+        savepoint.display(),
+        toml::to_string(&table).map_err(|e| failed(e.to_string()))?
+    );
+    let path = absolute(&settings.dir.join(FILE_NAME));
+    write(&path, &text).map_err(|e| failed(format!("{}: {e}", path.display())))?;
+    fork.definition = Some(JobDefinition { path: path.clone(), text });
+    Ok(Some(path))
+}
+
+/// Sets what the fork changed, and its paths made absolute, in the job
+/// file's table of `node`.
+fn as_forked(entry: &mut Table, node: &Node) {
+    match &node.kind {
+        NodeKind::Source(SourceSpec::File { path, .. }) => {
+            entry.insert("path".into(), path_value(path));
+        }
+        NodeKind::Operator(operator) => {
+            entry.insert("plugin".into(), path_value(&operator.plugin));
+        }
+        NodeKind::Sink(SinkSpec::File { path, .. } | SinkSpec::Files { path, .. }) => {
+            entry.insert("path".into(), path_value(path));
+        }
+        NodeKind::Sink(SinkSpec::Kafka(kafka)) => {
+            entry.insert("topic".into(), Value::String(kafka.topic.clone()));
+            if let Some(prefix) = &kafka.transactional_id_prefix {
+                entry.insert("transactional_id_prefix".into(), Value::String(prefix.clone()));
+            }
+        }
+        _ => {}
+    }
+}
+
+fn path_value(path: &Path) -> Value {
+    Value::String(absolute(path).to_string_lossy().into_owned())
+}
+
+/// Writes `text` to `path` whole: to a temporary name, then renamed.
+fn write(path: &Path, text: &str) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        crate::dirs::create(dir)?;
+    }
+    let tmp = path.with_extension("toml.tmp");
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)
+}
