@@ -110,28 +110,56 @@ fn a_job_stopped_and_restored_at_parallelism_1_4_and_2_counts_exactly_as_an_unin
     assert_eq!(committed_lines(&dir.path("out"), None), expected_counts(events, keys));
 }
 
-/// An upgrade changes the running job, not its job file: restarted from
-/// that file after a crash, the job resumes the upgraded plugin's
-/// checkpoint with the file's plugin — and the log says so.
+/// An upgrade changes the running job, not its job file. Restarted from
+/// that file, unchanged, after the host was killed, the job resumes with
+/// the plugin it was upgraded to; from the file edited since, with the
+/// file's plugin — and the log says that it differs from the checkpoint's.
 #[test]
-fn resuming_an_upgraded_job_from_its_old_job_file_warns_of_the_plugin() {
+fn an_upgraded_job_restarted_from_its_unchanged_job_file_keeps_its_new_plugin() {
     let dir = JobDir::new();
-    let job = count_job(&dir, "upgraded", 40_000, 100, 10_000, &plugin("word-count"));
+    let job = count_job(&dir, "upgraded", 60_000, 100, 10_000, &plugin("word-count"));
+    let checkpoints = dir.path("checkpoints-upgraded");
     let host = Host::start(&job, &[]);
     host.wait_for_checkpoint("upgraded");
     let v2 = plugin("faulty");
     host.weir(&["upgrade", "upgraded", "--operator", "count", "--plugin", v2.to_str().unwrap()]).success();
+    wait_for_checkpoint_of(&checkpoints, &host, "faulty.wasm");
+    drop(host); // SIGKILL
+
+    let host = Host::start(&job, &[]);
+    let jobs = host.weir(&["jobs"]).success().stdout();
+    assert!(jobs.contains("count=faulty.wasm"), "resumed with the upgrade: {jobs}");
+    let resumed = newest_checkpoint(&checkpoints);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !checkpoint_manifests(&dir.path("checkpoints-upgraded")).iter().any(|m| m.contains("faulty.wasm")) {
-        assert!(std::time::Instant::now() < deadline, "no checkpoint of the upgraded job: {}", host.stderr());
+    while newest_checkpoint(&checkpoints) <= resumed {
+        assert!(std::time::Instant::now() < deadline, "no checkpoint of the resumed job: {}", host.stderr());
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+    assert!(!host.stderr().contains("resumes with another plugin"), "{}", host.stderr());
     drop(host); // SIGKILL
+
+    let edited = std::fs::read_to_string(&job).unwrap();
+    std::fs::write(&job, format!("# edited\n{edited}")).unwrap();
     let run = run_job(&job, &[]);
     run.success();
     let stderr = run.stderr();
     let warning = stderr.lines().find(|l| l.contains("resumes with another plugin")).unwrap_or_else(|| panic!("{stderr}"));
     assert!(warning.contains("faulty.wasm") && warning.contains("word_count.wasm"), "{warning}");
+}
+
+/// The number of the newest complete checkpoint in `dir` (0: none).
+fn newest_checkpoint(dir: &Path) -> u64 {
+    let entries = std::fs::read_dir(dir).into_iter().flatten().flatten().filter(|e| e.path().join("_MANIFEST").exists());
+    entries.filter_map(|e| e.file_name().to_str()?.strip_prefix("chk-")?.parse().ok()).max().unwrap_or(0)
+}
+
+/// Waits until a complete checkpoint in `dir` records `plugin`.
+fn wait_for_checkpoint_of(dir: &Path, host: &Host, plugin: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !checkpoint_manifests(dir).iter().any(|m| m.contains(plugin)) {
+        assert!(std::time::Instant::now() < deadline, "no checkpoint with {plugin}: {}", host.stderr());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 /// The manifests of the complete checkpoints in `dir`.

@@ -467,6 +467,7 @@ impl Coordinator {
             carried: Vec::new(),
             stats: CheckpointStats::default(),
             plugins: self.job.plugins(),
+            job_file_sha256: self.job.definition.as_ref().map(|d| crate::plugin::sha256_hex(d.text.as_bytes())),
         }
     }
 

@@ -46,6 +46,11 @@ pub struct Manifest {
     /// runs); absent from older checkpoints.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub plugins: Vec<OperatorPlugin>,
+    /// The SHA-256 of the job file the run was started from (an upgrade
+    /// changes the plugins, not this): a restart from the same file after
+    /// a crash resumes the plugins the run had been upgraded to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_file_sha256: Option<String>,
 }
 
 /// The plugin file an operator ran, and its SHA-256 digest.

@@ -37,7 +37,11 @@ pub struct RunArgs {
 }
 
 pub fn run(args: &RunArgs) -> anyhow::Result<()> {
-    let graph = job::load(&args.job, Overrides { parallelism: args.parallelism })?;
+    let mut graph = job::load(&args.job, Overrides { parallelism: args.parallelism })?;
+    // Resuming from its checkpoints, the job keeps the plugins it was upgraded to.
+    if args.from_savepoint.is_none() {
+        weir::dataflow::carry_upgrades(&mut graph);
+    }
     let savepoint = match &args.from_savepoint {
         Some(dir) => Some(Savepoint::open(dir)?),
         None => None,

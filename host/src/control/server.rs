@@ -450,7 +450,7 @@ mod tests {
                 return Err(ControlError::Conflict("there is already a job `words`".into()));
             }
             self.record(format!("fork {} {} {:?} {:?}", request.from, request.name, request.operators, request.sinks));
-            Ok(ForkInfo { job: job(&request.name, "running"), savepoint: "/sp/fork".into() })
+            Ok(ForkInfo { job: job(&request.name, "running"), savepoint: "/sp/fork".into(), job_file: None })
         }
     }
 

@@ -389,8 +389,9 @@ fn coordinator(
 /// Warns of each operator whose plugin is not the one that wrote the
 /// checkpoint it resumes from. Changing the code on a restart is how a
 /// plugin may be upgraded, but it is also what happens when a job upgraded
-/// while it ran (`weir upgrade`) is restarted from its unchanged job file
-/// after a crash: the old code then runs on the new code's state.
+/// while it ran (`weir upgrade`) is restarted from a job file edited since
+/// (an unchanged one resumes the upgrades: `super::upgrades`): the file's
+/// code then runs on the upgraded code's state.
 fn warn_of_other_plugins(manifest: &Manifest, job: &JobDescription) {
     for now in job.plugins() {
         let Some(then) = manifest.plugins.iter().find(|p| p.uid == now.uid) else { continue };

@@ -39,6 +39,7 @@ mod sink;
 mod snapshot;
 mod task;
 mod time;
+mod upgrades;
 
 pub use alignment::{AlignedSource, AlignmentGroup, Gate};
 pub use channel::{Envelope, Message};
@@ -49,6 +50,7 @@ pub use key_numbering::KeyNumbering;
 pub use native::{NATIVE_PREFIX, native_operator};
 pub use operator::{Emitted, OperatorLogic};
 pub use builder::instance_config;
+pub use upgrades::{CarriedUpgrade, carry_upgrades};
 pub use executor::{
     JobCommand, JobSummary, Progress, Restarts, Restore, Role, RunError, RunOptions, RunningJob, TaskSummary, run_job, run_job_with,
     start_job,

@@ -138,7 +138,7 @@ impl Compiler {
 
     fn load(&self, path: &Path) -> Result<LoadedPlugin, PluginError> {
         let bytes = std::fs::read(path).map_err(|source| PluginError::Read { path: path.into(), source })?;
-        let digest = hex(&Sha256::digest(&bytes));
+        let digest = sha256_hex(&bytes);
         if let Some(loaded) = self.cache.lock().expect("plugin cache lock").get(&digest) {
             return Ok(LoadedPlugin { path: path.into(), ..loaded.clone() });
         }
@@ -149,7 +149,7 @@ impl Compiler {
 
     fn inspect(&self, path: &Path) -> Result<(Inspection, Result<LoadedPlugin, PluginError>), PluginError> {
         let bytes = std::fs::read(path).map_err(|source| PluginError::Read { path: path.into(), source })?;
-        let digest = hex(&Sha256::digest(&bytes));
+        let digest = sha256_hex(&bytes);
         self.analyse(path, &bytes, digest)
     }
 
@@ -198,6 +198,8 @@ fn internal(message: String) -> PluginError {
     PluginError::Invalid { path: PathBuf::from("<host>"), message }
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+/// The SHA-256 digest of `bytes` in hex, as plugins and job files are named
+/// in manifests.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }

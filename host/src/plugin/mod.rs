@@ -31,7 +31,7 @@ mod types;
 
 pub use broadcast::BroadcastMaps;
 pub use embedded::EmbeddedInstance;
-pub use engine::{LoadedPlugin, PluginEngine};
+pub use engine::{LoadedPlugin, PluginEngine, sha256_hex};
 pub use error::{CallError, PluginError};
 pub use inspect::{Inspection, Item, OPERATOR_EXPORT, WIT_PACKAGE};
 pub use instance::{CapturedState, InitialState, InputKind, OperatorInstance, now_ms};
