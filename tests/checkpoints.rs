@@ -419,12 +419,13 @@ fn a_directory_of_only_corrupt_checkpoints_is_refused_and_its_output_kept() {
     assert_eq!(committed(&dir.path("out")), before, "the committed output is untouched");
 }
 
-/// A checkpoint restores subtask by subtask: a job resumed from one with
-/// another parallelism, other key groups, a renamed uid or under another
-/// name would hand keys to subtasks that do not own them, and counts would
+/// A checkpoint restores by key group: a job resumed from one with other
+/// key groups, a renamed uid or under another name would hand keys to
+/// subtasks that do not own them, and counts would
 /// start again or repeat. Each is refused, naming the change and the way
-/// to make it; the committed output stays as it was, and the unchanged job
-/// then resumes exactly.
+/// to make it; the committed output stays as it was, and the job then
+/// resumes exactly — with its source at another parallelism, whose splits
+/// are dealt out again.
 #[test]
 fn resuming_a_changed_job_from_a_checkpoint_is_refused() {
     let dir = JobDir::new();
@@ -450,7 +451,8 @@ fn resuming_a_changed_job_from_a_checkpoint_is_refused() {
     let error = run_job(&job, &[]).failure();
     assert!(error.contains("it is job `chaos-count`'s, not `other`'s"), "{error}");
     assert_eq!(committed(&dir.path("out")), before, "the committed output is untouched");
-    std::fs::write(&job, original).unwrap();
+    // Only the source's parallelism changed: its splits are dealt out again.
+    std::fs::write(&job, original.replacen("type = \"generator\"", "type = \"generator\"\nparallelism = 3", 1)).unwrap();
     assert!(run_job(&job, &[]).success().stderr().contains("resumed from checkpoint"));
     assert_exact_counts(&committed(&dir.path("out")), 60000, 600);
 }

@@ -5,16 +5,17 @@
 //! was taken at. So the job must still be the one that took it: the same
 //! name, the same key groups (`max_parallelism`), and every node with state
 //! still there under its name or uid. Its parallelism may have changed
-//! (`weir run JOB -p 4` after a crash): then the state is redistributed by
-//! key group on the way in ([`super::rescale`]), as Flink restores a
-//! retained checkpoint at another parallelism.
+//! (`weir run JOB -p 4` after a crash): a source's splits are dealt out
+//! again to any number of subtasks, and an operator's keyed state is
+//! redistributed by key group on the way in ([`super::rescale`]), as Flink
+//! restores a retained checkpoint at another parallelism.
 
 use crate::checkpoint::Manifest;
 use crate::job::{JobGraph, NodeKind};
 
 /// `Err` with the reason if `graph` cannot resume from `manifest`; state
 /// of nodes the job no longer has is dropped only if `allow_non_restored`.
-/// `Ok` lists the sources and operators whose parallelism changed ("operator
+/// `Ok` lists the operators with state whose parallelism changed ("operator
 /// `count` from parallelism 2 to 3"), whose state must be redistributed.
 pub(super) fn check_resumable(graph: &JobGraph, manifest: &Manifest, allow_non_restored: bool) -> Result<Vec<String>, String> {
     if manifest.job != graph.name {
@@ -40,7 +41,7 @@ pub(super) fn check_resumable(graph: &JobGraph, manifest: &Manifest, allow_non_r
         let node = graph.nodes.iter().find(|n| n.name == name && !matches!(n.kind, NodeKind::Sink(_)));
         match node {
             None => dropped.push(format!("`{name}`")),
-            Some(node) if node.parallelism != subtasks => {
+            Some(node) if node.parallelism != subtasks && matches!(node.kind, NodeKind::Operator(_)) => {
                 changed.push(format!("{} from parallelism {subtasks} to {}", node.describe(), node.parallelism))
             }
             Some(_) => {}
