@@ -314,7 +314,7 @@ pub fn run_job_with(graph: &JobGraph, engine: &Arc<PluginEngine>, options: RunOp
                 RunError::NotResumable { job: graph.name.clone(), checkpoint: manifest.checkpoint, dir: settings.dir.clone(), reason }
             })?;
             if !changes.is_empty() {
-                rescaled = Some(Rescaled::write(graph, manifest, &changes)?);
+                rescaled = Some(Rescaled::write(graph, &settings.dir, manifest, &changes)?);
             }
         }
         let restore = match (&latest, &rescaled, &options.savepoint) {

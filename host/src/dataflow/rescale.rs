@@ -1,10 +1,11 @@
 //! Resuming from a checkpoint at another parallelism.
 //!
-//! A checkpoint's state is laid out by the subtasks that took it: each
-//! operator subtask's key groups in its backend's own files, each source
-//! subtask's splits. A job resumed with more or fewer subtasks (after a
-//! crash, `weir run JOB -p 4`) needs it laid out again by key group, which
-//! is what a savepoint is. So the checkpoint is written as one — the same
+//! A checkpoint's keyed state is laid out by the subtasks that took it:
+//! each operator subtask's key groups in its backend's own files. An
+//! operator resumed with more or fewer subtasks (after a crash, `weir run
+//! JOB -p 4`) needs it laid out again by key group, which is what a
+//! savepoint is. (A source's splits are dealt out again as they are.) So
+//! the checkpoint is written as one — the same
 //! code that writes `weir savepoint`'s, reading every subtask's state
 //! whatever backend wrote it — into `.rescale` in the checkpoint
 //! directory, and the job's subtasks take their key groups from that. The
@@ -28,23 +29,23 @@ pub(super) struct Rescaled {
 }
 
 impl Rescaled {
-    /// Writes the state of `manifest` laid out by key group; `changes` name
-    /// the nodes whose parallelism changed, for the log.
-    pub(super) fn write(graph: &JobGraph, manifest: &Manifest, changes: &[String]) -> Result<Rescaled, RunError> {
-        let Some(settings) = &graph.checkpoints else { unreachable!("a checkpoint is resumed only with a checkpoint_dir") };
-        let error = |source| RunError::Rescale { checkpoint: manifest.checkpoint, dir: settings.dir.clone(), source };
+    /// Writes the state of `manifest`, in `graph`'s checkpoint directory
+    /// `root`, laid out by key group; `changes` name the operators whose
+    /// parallelism changed, for the log.
+    pub(super) fn write(graph: &JobGraph, root: &Path, manifest: &Manifest, changes: &[String]) -> Result<Rescaled, RunError> {
+        let error = |source| RunError::Rescale { checkpoint: manifest.checkpoint, dir: root.to_path_buf(), source };
         let io = |path: &Path| {
             let path = path.to_path_buf();
             move |source| error(SavepointError::Io { path, source })
         };
         info!(job = %graph.name, checkpoint = manifest.checkpoint, changed = %changes.join(", "), "redistributing the checkpoint's state by key group");
-        let (dir, work) = (settings.dir.join(".rescale"), settings.dir.join(".rescale-work"));
+        let (dir, work) = (root.join(".rescale"), root.join(".rescale-work"));
         for stale in [&dir, &work] {
             remove(stale).map_err(io(stale))?;
         }
         crate::dirs::create(&work).map_err(io(&work))?;
         let layout = checkpoint_layout(graph, manifest);
-        let written = write_savepoint(manifest, &settings.dir, &layout, &dir, &work);
+        let written = write_savepoint(manifest, root, &layout, &dir, &work);
         let _ = remove(&work);
         written.map_err(error)?;
         let savepoint = Savepoint::open(&dir).map_err(error)?;
