@@ -110,7 +110,7 @@ pub fn prometheus(jobs: &[JobInfo]) -> String {
             jobs,
             |s| s.backlog.as_ref()?.bytes.map(|n| n as f64),
         ),
-        family(
+        subtask_samples(
             "weir_kafka_partition_lag_records",
             "gauge",
             "Records of a Kafka partition after the source's offset, up to the partition's end as its client last saw it.",
@@ -183,32 +183,41 @@ fn subtask_family(
     jobs: &[JobInfo],
     value: impl Fn(&SubtaskInfo) -> Option<f64>,
 ) -> Family {
+    subtask_samples(name, kind, help, jobs, |s| value(s).map(|v| (String::new(), v)).into_iter().collect())
+}
+
+/// A family with the samples `samples` gives for each subtask of every
+/// node of every job, each with the labels it gives besides the subtask's.
+fn subtask_samples(
+    name: &'static str,
+    kind: &'static str,
+    help: &'static str,
+    jobs: &[JobInfo],
+    samples: impl Fn(&SubtaskInfo) -> Vec<(String, f64)>,
+) -> Family {
     family(name, kind, help, jobs, |job| {
-        let mut samples = Vec::new();
+        let mut all = Vec::new();
         for node in &job.nodes {
             let labels = node_labels(&node.node);
-            let sample = |s: &SubtaskInfo| Some((format!("{labels},subtask=\"{}\"", s.subtask), value(s)?));
-            samples.extend(node.by_subtask.iter().filter_map(sample));
+            for subtask in &node.by_subtask {
+                let labels = format!("{labels},subtask=\"{}\"", subtask.subtask);
+                all.extend(samples(subtask).into_iter().map(|(more, value)| match more.is_empty() {
+                    true => (labels.clone(), value),
+                    false => (format!("{labels},{more}"), value),
+                }));
+            }
         }
-        samples
+        all
     })
 }
 
-/// The lag of every Kafka partition a job's sources read, labelled by
-/// source, subtask, topic and partition.
-fn partition_lags(job: &JobInfo) -> Vec<(String, f64)> {
-    let mut samples = Vec::new();
-    for node in &job.nodes {
-        let labels = node_labels(&node.node);
-        for subtask in &node.by_subtask {
-            for p in subtask.backlog.iter().flat_map(|b| &b.partitions) {
-                let Some(lag) = p.lag else { continue };
-                let labels = format!("{labels},subtask=\"{}\",topic=\"{}\",partition=\"{}\"", subtask.subtask, escape(&p.topic), p.partition);
-                samples.push((labels, lag as f64));
-            }
-        }
-    }
-    samples
+/// The lag of each Kafka partition a source subtask reads, labelled by
+/// topic and partition.
+fn partition_lags(subtask: &SubtaskInfo) -> Vec<(String, f64)> {
+    let partitions = subtask.backlog.iter().flat_map(|b| &b.partitions);
+    partitions
+        .filter_map(|p| Some((format!("topic=\"{}\",partition=\"{}\"", escape(&p.topic), p.partition), p.lag? as f64)))
+        .collect()
 }
 
 /// `kind="operator",name="count"` for the node "operator `count`".

@@ -401,8 +401,8 @@ fn warn_of_other_plugins(manifest: &Manifest, job: &JobDescription) {
                 checkpoint = manifest.checkpoint,
                 checkpointed_with = %then.plugin.display(),
                 resumed_with = %now.plugin.display(),
-                "the operator resumes with another plugin than the one that wrote its checkpoint; if the job was \
-                 upgraded while it ran, name the new plugin in the job file"
+                "the operator resumes with another plugin than the one that wrote its checkpoint: the job file's, \
+                 edited since that checkpoint's run began (or the plugin it was upgraded to is gone or changed)"
             );
         }
     }

@@ -5,10 +5,10 @@
 //! operator resumed with more or fewer subtasks (after a crash, `weir run
 //! JOB -p 4`) needs it laid out again by key group, which is what a
 //! savepoint is. (A source's splits are dealt out again as they are.) So
-//! the checkpoint is written as one — the same
-//! code that writes `weir savepoint`'s, reading every subtask's state
-//! whatever backend wrote it — into `.rescale` in the checkpoint
-//! directory, and the job's subtasks take their key groups from that. The
+//! the checkpoint is written as one — by the code that writes `weir
+//! savepoint`'s, reading every subtask's state whatever backend wrote it —
+//! into `.rescale` in the checkpoint directory, and the job's subtasks
+//! take their key groups from that. The
 //! rest of the resume is the checkpoint's: its output is committed (again)
 //! first, and sinks roll back to it. Operator states are loaded before any
 //! task starts, so the copy is removed as soon as the job has started.
