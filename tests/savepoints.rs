@@ -111,9 +111,10 @@ fn a_job_stopped_and_restored_at_parallelism_1_4_and_2_counts_exactly_as_an_unin
 }
 
 /// An upgrade changes the running job, not its job file. Restarted from
-/// that file, unchanged, after the host was killed, the job resumes with
-/// the plugin it was upgraded to; from the file edited since, with the
-/// file's plugin — and the log says that it differs from the checkpoint's.
+/// that file after the host was killed, the job resumes with the plugin it
+/// was upgraded to — also once a comment is added to the file; from the
+/// file naming another plugin, with that one — and the log says that it
+/// differs from the checkpoint's.
 #[test]
 fn an_upgraded_job_restarted_from_its_unchanged_job_file_keeps_its_new_plugin() {
     let dir = JobDir::new();
@@ -138,13 +139,25 @@ fn an_upgraded_job_restarted_from_its_unchanged_job_file_keeps_its_new_plugin() 
     assert!(!host.stderr().contains("resumes with another plugin"), "{}", host.stderr());
     drop(host); // SIGKILL
 
-    let edited = std::fs::read_to_string(&job).unwrap();
-    std::fs::write(&job, format!("# edited\n{edited}")).unwrap();
+    // A comment changes no plugin: the upgrade is still carried.
+    let text = std::fs::read_to_string(&job).unwrap();
+    std::fs::write(&job, format!("# edited\n{text}")).unwrap();
+    let host = Host::start(&job, &[]);
+    let jobs = host.weir(&["jobs"]).success().stdout();
+    assert!(jobs.contains("count=faulty.wasm"), "a comment added, still the upgrade: {jobs}");
+    drop(host); // SIGKILL
+
+    // The file naming another plugin is the user's word.
+    let v1 = dir.path("word_count_v1.wasm");
+    std::fs::copy(plugin("word-count"), &v1).unwrap();
+    let edited = text.replace(&toml_path(&plugin("word-count")), &toml_path(&v1));
+    assert_ne!(edited, text);
+    std::fs::write(&job, edited).unwrap();
     let run = run_job(&job, &[]);
     run.success();
     let stderr = run.stderr();
     let warning = stderr.lines().find(|l| l.contains("resumes with another plugin")).unwrap_or_else(|| panic!("{stderr}"));
-    assert!(warning.contains("faulty.wasm") && warning.contains("word_count.wasm"), "{warning}");
+    assert!(warning.contains("faulty.wasm") && warning.contains("word_count_v1.wasm"), "{warning}");
 }
 
 /// The number of the newest complete checkpoint in `dir` (0: none).
@@ -379,12 +392,16 @@ fn a_fork_resumes_from_its_own_job_file_after_its_host_is_killed() {
     let dir = JobDir::new();
     dir.write("events.jsonl", &fraud_events(300, 40_000));
     let job = fraud_job(&dir, "original", "fraud-detector", 5_000, "alerts-original");
-    let host = Host::start(&job, &[]);
+    // The file says 2; the fork runs, and resumes, as the host ran the job.
+    let host = Host::start(&job, &["--parallelism", "3"]);
     host.wait_for_records("original", 8_000);
     let same = dir.path("alerts-same");
     let reply = host.weir(&["fork", "original", "--name", "same", "--sink", &format!("out={}", same.display())]).success().stdout();
     let job_file = dir.path("same").join("job.toml");
     assert!(reply.contains(&format!("weir run {}", job_file.display())), "{reply}");
+    let forked: toml::Table = std::fs::read_to_string(&job_file).unwrap().parse().unwrap();
+    let detector = &forked["operator"][0];
+    assert_eq!((detector["uid"].as_str(), detector["parallelism"].as_integer()), (Some("detector"), Some(3)), "{forked}");
     let savepoint = reply.split("(savepoint ").nth(1).and_then(|rest| rest.split(')').next()).map(PathBuf::from).unwrap();
     host.wait_for_checkpoint("same");
     drop(host); // SIGKILL: both jobs stop mid-stream.

@@ -23,11 +23,17 @@ fn file_in_the_way(dir: &Path) -> Option<&Path> {
     dir.ancestors().filter(|path| !path.as_os_str().is_empty()).find(|path| path.exists() && !path.is_dir())
 }
 
+/// `path` made absolute against the working directory (as it is, if that
+/// cannot be read).
+pub fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
 /// The place `path` names, for comparing two paths: absolute, with `.` and
 /// `..` taken out and the links of its longest existing ancestor resolved
 /// (`out/x/../alerts`, `./out/alerts` and a link to `out` are one place).
 pub fn resolved(path: &Path) -> PathBuf {
-    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let absolute = absolute(path);
     let mut lexical = PathBuf::new();
     for component in absolute.components() {
         match component {

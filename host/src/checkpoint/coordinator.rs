@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender, unbounded};
 use tracing::{info, warn};
 
-use super::{CheckpointHistory, CheckpointStats, CheckpointStorage, CommitQueue, Committer, Manifest, TaskState};
+use super::{CheckpointHistory, CheckpointStats, CheckpointStorage, CommitQueue, Committer, Manifest, OperatorPlugin, TaskState};
 use crate::control::SavepointInfo;
 use crate::plugin::now_ms;
 use crate::savepoint::{JobDescription, write_savepoint};
@@ -143,6 +143,8 @@ impl InFlight {
 pub struct Coordinator {
     settings: CheckpointSettings,
     job: JobDescription,
+    /// What the job file names, for the manifests (see there).
+    job_file_plugins: Vec<OperatorPlugin>,
     /// Where a RocksDB checkpoint is opened to be rewritten as a savepoint.
     work_dir: PathBuf,
     /// Savepoints asked for and not yet started.
@@ -200,6 +202,7 @@ impl Coordinator {
         Coordinator {
             next_id: storage.next_id(),
             settings,
+            job_file_plugins: job.definition.as_ref().map(crate::job::named_plugins).unwrap_or_default(),
             job,
             work_dir: std::env::temp_dir(),
             orders: VecDeque::new(),
@@ -467,7 +470,7 @@ impl Coordinator {
             carried: Vec::new(),
             stats: CheckpointStats::default(),
             plugins: self.job.plugins(),
-            job_file_sha256: self.job.definition.as_ref().map(|d| crate::plugin::sha256_hex(d.text.as_bytes())),
+            job_file_plugins: self.job_file_plugins.clone(),
         }
     }
 

@@ -46,11 +46,12 @@ pub struct Manifest {
     /// runs); absent from older checkpoints.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub plugins: Vec<OperatorPlugin>,
-    /// The SHA-256 of the job file the run was started from (an upgrade
-    /// changes the plugins, not this): a restart from the same file after
-    /// a crash resumes the plugins the run had been upgraded to.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub job_file_sha256: Option<String>,
+    /// The plugin each operator's entry in the job file named when the run
+    /// began (an upgrade changes `plugins`, not these): a restart from a
+    /// job file that still names them resumes the plugins the run had been
+    /// upgraded to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub job_file_plugins: Vec<OperatorPlugin>,
 }
 
 /// The plugin file an operator ran, and its SHA-256 digest.

@@ -38,7 +38,7 @@ fn describe(graph: &JobGraph, plugins: &[Option<LoadedPlugin>]) -> JobDescriptio
             NodeKind::Operator(op) => Some(NodeDescription::Operator {
                 uid: node.name.clone(),
                 // Absolute: a savepoint is read by hosts started elsewhere (`weir fork DIR`).
-                plugin: std::path::absolute(&op.plugin).unwrap_or_else(|_| op.plugin.clone()),
+                plugin: crate::dirs::absolute(&op.plugin),
                 digest: plugins[node.id.0].as_ref().map(|p| p.digest.clone()),
                 parallelism: node.parallelism,
             }),
@@ -401,8 +401,8 @@ fn warn_of_other_plugins(manifest: &Manifest, job: &JobDescription) {
                 checkpoint = manifest.checkpoint,
                 checkpointed_with = %then.plugin.display(),
                 resumed_with = %now.plugin.display(),
-                "the operator resumes with another plugin than the one that wrote its checkpoint: the job file's, \
-                 edited since that checkpoint's run began (or the plugin it was upgraded to is gone or changed)"
+                "the operator resumes with another plugin than the one that wrote its checkpoint: the one the job file \
+                 names now (or the job file's, as the plugin it was upgraded to is gone or changed)"
             );
         }
     }

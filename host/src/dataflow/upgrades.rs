@@ -3,19 +3,22 @@
 //! `weir upgrade` changes the running job, not its job file. Started again
 //! from that file after the host stopped or was killed, the job would
 //! resume the upgraded plugin's state with the file's old plugin. So before
-//! the job starts, the manifest of its newest checkpoint is read: if the
-//! job file is still the one that run was started from (the manifest
-//! records its SHA-256) and the run ran other plugins than the file names,
-//! those were upgrades, and the job resumes with them — provided their
-//! files are still there, unchanged. A job file edited since is the user's
-//! word: its plugins run (the builder warns where they differ from the
-//! checkpoint's), which is how a plugin is changed across a restart.
+//! the job starts, the manifest of its newest checkpoint is read: it
+//! records the plugin each operator ran and the one the job file named
+//! when that run began. Where the file still names that one and the run
+//! ran another, the operator was upgraded while it ran, and it resumes
+//! with its upgrade — provided that file is still there, unchanged. An
+//! operator whose plugin the file names differently now is the user's
+//! word: the file's plugin runs (the builder warns where it differs from
+//! the checkpoint's), which is how a plugin is changed across a restart.
+//! Other edits of the file — a comment, a rate — change nothing of this.
 
 use std::path::{Path, PathBuf};
 
 use tracing::{info, warn};
 
 use crate::checkpoint::{CheckpointStorage, OperatorPlugin};
+use crate::dirs::resolved;
 use crate::job::{JobGraph, NodeKind};
 use crate::plugin::sha256_hex;
 
@@ -28,18 +31,22 @@ pub struct CarriedUpgrade {
     pub instead_of: PathBuf,
 }
 
+/// What a checkpoint's run ran, and what its job file named then.
+struct RunPlugins<'a> {
+    ran: &'a [OperatorPlugin],
+    named: &'a [OperatorPlugin],
+}
+
 /// Sets `graph`'s operators to the plugins their newest checkpoint's run
-/// was upgraded to, where the job file is unchanged since that run began
-/// (see the module docs); returns those it set.
+/// was upgraded to, where the job file still names the plugins that run
+/// began with (see the module docs); returns those it set.
 pub fn carry_upgrades(graph: &mut JobGraph) -> Vec<CarriedUpgrade> {
-    let (Some(settings), Some(definition)) = (&graph.checkpoints, &graph.definition) else { return Vec::new() };
+    let Some(settings) = &graph.checkpoints else { return Vec::new() };
     let storage = CheckpointStorage::open(&settings.dir);
     let newest = storage.ok().and_then(|s| s.complete_ids().last().and_then(|&id| s.manifest(id).ok()));
     let Some(manifest) = newest.filter(|m| !m.finished) else { return Vec::new() };
-    if manifest.job_file_sha256.as_deref() != Some(sha256_hex(definition.text.as_bytes()).as_str()) {
-        return Vec::new();
-    }
-    let carried = upgrades(graph, &manifest.plugins, &|path| std::fs::read(path).ok().map(|bytes| sha256_hex(&bytes)));
+    let run = RunPlugins { ran: &manifest.plugins, named: &manifest.job_file_plugins };
+    let carried = upgrades(graph, &run, &|path| std::fs::read(path).ok().map(|bytes| sha256_hex(&bytes)));
     for upgrade in &carried {
         set_plugin(graph, &upgrade.uid, &upgrade.plugin);
         info!(
@@ -54,17 +61,23 @@ pub fn carry_upgrades(graph: &mut JobGraph) -> Vec<CarriedUpgrade> {
     carried
 }
 
-/// The operators of `graph` whose plugin (by digest, `digest_of` a file)
-/// is not the one a checkpoint's run `ran`, where that one's file is there
-/// with the digest the checkpoint recorded.
-fn upgrades(graph: &JobGraph, ran: &[OperatorPlugin], digest_of: &dyn Fn(&Path) -> Option<String>) -> Vec<CarriedUpgrade> {
+/// The operators of `graph` that `run` upgraded: the job file names the
+/// plugin it named when the run began, the run ran another (by digest,
+/// `digest_of` a file), and that one's file is there with the digest the
+/// checkpoint recorded.
+fn upgrades(graph: &JobGraph, run: &RunPlugins<'_>, digest_of: &dyn Fn(&Path) -> Option<String>) -> Vec<CarriedUpgrade> {
     let mut carried = Vec::new();
     for node in &graph.nodes {
         let NodeKind::Operator(operator) = &node.kind else { continue };
-        let Some(ran) = ran.iter().find(|p| p.uid == node.name) else { continue };
+        let Some(ran) = run.ran.iter().find(|p| p.uid == node.name) else { continue };
         let Some(recorded) = &ran.sha256 else { continue };
-        if digest_of(&operator.plugin).as_ref() == Some(recorded) {
-            continue;
+        let named = resolved(&operator.plugin);
+        let named_then = run.named.iter().find(|p| p.uid == node.name).map(|p| resolved(&p.plugin));
+        if named_then.as_ref() != Some(&named) {
+            continue; // The file names another plugin now: its word.
+        }
+        if resolved(&ran.plugin) == named || digest_of(&named).as_ref() == Some(recorded) {
+            continue; // The file's plugin ran (or one just like it): no upgrade.
         }
         if digest_of(&ran.plugin).as_ref() != Some(recorded) {
             warn!(
@@ -92,15 +105,17 @@ mod tests {
     use super::*;
     use crate::job::{Overrides, parse};
 
-    fn graph() -> JobGraph {
-        let text = "name = \"j\"\n[[source]]\nname = \"in\"\ntype = \"generator\"\n\
-                    [[operator]]\nuid = \"count\"\nplugin = \"v1.wasm\"\ninputs = [\"in\"]\n\
-                    [[sink]]\nname = \"out\"\ntype = \"stdout\"\ninput = \"count\"\n";
-        parse(text, Path::new("/jobs"), Overrides::default()).unwrap()
+    fn graph(plugin: &str) -> JobGraph {
+        let text = format!(
+            "name = \"j\"\n[[source]]\nname = \"in\"\ntype = \"generator\"\n\
+             [[operator]]\nuid = \"count\"\nplugin = \"{plugin}\"\ninputs = [\"in\"]\n\
+             [[sink]]\nname = \"out\"\ntype = \"stdout\"\ninput = \"count\"\n"
+        );
+        parse(&text, Path::new("/jobs"), Overrides::default()).unwrap()
     }
 
-    fn ran(plugin: &str, sha256: &str) -> Vec<OperatorPlugin> {
-        vec![OperatorPlugin { uid: "count".into(), plugin: plugin.into(), sha256: Some(sha256.into()) }]
+    fn plugin(path: &str, sha256: Option<&str>) -> Vec<OperatorPlugin> {
+        vec![OperatorPlugin { uid: "count".into(), plugin: path.into(), sha256: sha256.map(Into::into) }]
     }
 
     /// Digests of the files there are: v1 and v2 as built, v3 rebuilt since.
@@ -113,15 +128,25 @@ mod tests {
         }
     }
 
+    /// What the operators of `graph` resume with after a run that began
+    /// with the job file naming v1 and ran `ran` (digest `sha256`).
+    fn carried(graph: &JobGraph, ran: &str, sha256: &str) -> Vec<CarriedUpgrade> {
+        let (ran, named) = (plugin(ran, Some(sha256)), plugin("/jobs/v1.wasm", None));
+        upgrades(graph, &RunPlugins { ran: &ran, named: &named }, &digest_of)
+    }
+
     #[test]
-    fn an_operator_resumes_with_the_plugin_it_was_upgraded_to_if_that_is_still_there() {
-        let graph = graph();
-        let carried = upgrades(&graph, &ran("/jobs/v2.wasm", "two"), &digest_of);
+    fn an_operator_resumes_with_the_plugin_it_was_upgraded_to_if_the_job_file_still_names_the_old_one() {
+        let file = graph("v1.wasm");
         let expected = CarriedUpgrade { uid: "count".into(), plugin: "/jobs/v2.wasm".into(), instead_of: "/jobs/v1.wasm".into() };
-        assert_eq!(carried, [expected]);
-        assert_eq!(upgrades(&graph, &ran("/jobs/v1.wasm", "one"), &digest_of), [], "not upgraded");
-        assert_eq!(upgrades(&graph, &ran("/elsewhere/v1.wasm", "one"), &digest_of), [], "the same plugin by digest");
-        assert_eq!(upgrades(&graph, &ran("/jobs/v3.wasm", "three"), &digest_of), [], "changed since: the job file's runs");
-        assert_eq!(upgrades(&graph, &ran("/gone.wasm", "four"), &digest_of), [], "gone: the job file's runs");
+        assert_eq!(carried(&file, "/jobs/v2.wasm", "two"), [expected]);
+        assert_eq!(carried(&file, "/jobs/v1.wasm", "one"), [], "not upgraded");
+        assert_eq!(carried(&file, "/jobs/v1.wasm", "one, before a rebuild"), [], "the file's plugin, rebuilt: not upgraded");
+        assert_eq!(carried(&file, "/elsewhere/v1.wasm", "one"), [], "the same plugin by digest");
+        assert_eq!(carried(&file, "/jobs/v3.wasm", "three"), [], "changed since: the job file's runs");
+        assert_eq!(carried(&file, "/gone.wasm", "four"), [], "gone: the job file's runs");
+        assert_eq!(carried(&graph("v3.wasm"), "/jobs/v2.wasm", "two"), [], "the file names another plugin now: its word");
+        let (ran, named) = (plugin("/jobs/v2.wasm", Some("two")), Vec::new());
+        assert_eq!(upgrades(&file, &RunPlugins { ran: &ran, named: &named }, &digest_of), [], "what the file named is unknown");
     }
 }

@@ -34,12 +34,14 @@ pub(super) fn write_fork_file(fork: &mut JobGraph, savepoint: &Path) -> Result<O
     let forked_from = table.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
     table.insert("name".into(), Value::String(fork.name.clone()));
     table.insert("checkpoint_dir".into(), path_value(&settings.dir));
+    let file_parallelism = table.get("parallelism").and_then(Value::as_integer).unwrap_or(1);
     for (key, field) in [("source", "name"), ("operator", "uid"), ("sink", "name")] {
         let Some(Value::Array(entries)) = table.get_mut(key) else { continue };
         for entry in entries.iter_mut().filter_map(Value::as_table_mut) {
             let node = entry.get(field).and_then(Value::as_str).and_then(|name| fork.nodes.iter().find(|n| n.name == name));
             if let Some(node) = node {
                 as_forked(entry, node);
+                keep_parallelism(entry, node, file_parallelism);
             }
         }
     }
@@ -79,6 +81,23 @@ fn as_forked(entry: &mut Table, node: &Node) {
             }
         }
         _ => {}
+    }
+}
+
+/// Writes `node`'s parallelism into its table where the file would give it
+/// another — the original host's `--parallelism`, which the fork runs with
+/// — so that the fork resumes as it ran, without a copy of its state by
+/// key group.
+fn keep_parallelism(entry: &mut Table, node: &Node, file_parallelism: i64) {
+    let runs_in_parallel = matches!(
+        node.kind,
+        NodeKind::Source(SourceSpec::Generator { .. } | SourceSpec::Kafka(_))
+            | NodeKind::Operator(_)
+            | NodeKind::Sink(SinkSpec::Kafka(_))
+    );
+    let named = entry.get("parallelism").and_then(Value::as_integer).unwrap_or(file_parallelism);
+    if runs_in_parallel && named != i64::from(node.parallelism) {
+        entry.insert("parallelism".into(), Value::Integer(node.parallelism.into()));
     }
 }
 

@@ -14,7 +14,7 @@ mod fork_file;
 mod upgrade;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -22,6 +22,7 @@ use crossbeam_channel::{Sender, bounded, unbounded};
 use tracing::{error, info};
 
 use crate::checkpoint::SavepointOrder;
+use crate::dirs::absolute;
 use crate::control::{
     ControlError, ControlPlane, ForkInfo, ForkRequest, JobInfo, OperatorInfo, SavepointInfo, SavepointRequest,
     UpgradeInfo, UpgradeRequest,
@@ -286,7 +287,7 @@ impl JobManager {
             None => PathBuf::from("savepoints"),
         };
         let dir = root.join(format!("{label}-{}-{}", graph.name, now_ms()));
-        std::path::absolute(&dir).unwrap_or(dir)
+        absolute(&dir)
     }
 
     /// What the table knows of a job (figures of its end, if it ended), and
@@ -354,11 +355,6 @@ fn operators(graph: &JobGraph) -> Vec<OperatorInfo> {
             _ => None,
         })
         .collect()
-}
-
-/// `path` made absolute against the host's working directory.
-fn absolute(path: &Path) -> PathBuf {
-    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
 impl ControlPlane for Arc<JobManager> {

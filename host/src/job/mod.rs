@@ -10,6 +10,9 @@ pub mod spec;
 
 use std::path::{Path, PathBuf};
 
+use crate::checkpoint::OperatorPlugin;
+use crate::savepoint::JobDefinition;
+
 pub use graph::{Edge, JobGraph, Node, NodeId, NodeKind, OperatorNode, Partitioning, check_job_name};
 pub use spec::{
     AlignmentSpec, FileFormat, GeneratorMode, JobSpec, OperatorSpec, OutputFormat, RestartSpec, RestartStrategy, SinkSpec, SourceSpec,
@@ -44,9 +47,24 @@ pub fn load(path: &Path, overrides: Overrides) -> Result<JobGraph, JobError> {
         ParseError::Syntax(message) => JobError::Parse { path: path.into(), message },
         ParseError::Invalid(message) => JobError::Invalid { path: path.into(), message },
     })?;
-    let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let path = crate::dirs::absolute(path);
     graph.definition = Some(crate::savepoint::JobDefinition { path, text });
     Ok(graph)
+}
+
+/// The plugin each operator of the job file `definition` names, its path
+/// made absolute — what the file says, whatever the job was upgraded to
+/// since it was loaded; empty if the text no longer parses.
+pub fn named_plugins(definition: &JobDefinition) -> Vec<OperatorPlugin> {
+    let base = definition.path.parent().unwrap_or(Path::new(""));
+    let Ok(graph) = parse(&definition.text, base, Overrides::default()) else { return Vec::new() };
+    let operators = graph.nodes.into_iter().filter_map(|node| match node.kind {
+        NodeKind::Operator(operator) => {
+            Some(OperatorPlugin { uid: node.name, plugin: crate::dirs::absolute(&operator.plugin), sha256: None })
+        }
+        _ => None,
+    });
+    operators.collect()
 }
 
 /// Why a job text was refused, before the file's path is attached.
