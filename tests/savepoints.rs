@@ -110,6 +110,47 @@ fn a_job_stopped_and_restored_at_parallelism_1_4_and_2_counts_exactly_as_an_unin
     assert_eq!(committed_lines(&dir.path("out"), None), expected_counts(events, keys));
 }
 
+/// A files sink names its parts by checkpoint, so a job restored from a
+/// savepoint numbers its checkpoints after the savepoint's — also with no
+/// checkpoints of its own to number after: a job without `checkpoint_dir`
+/// (it takes savepoints only), or one whose checkpoint directory was
+/// deleted. Stopped and restored twice, every part committed stays.
+#[test]
+fn restored_from_savepoints_without_its_checkpoints_a_job_overwrites_no_committed_part() {
+    for checkpoint_dir in ["none", "deleted"] {
+        let dir = JobDir::new();
+        let (events, keys) = (40_000, 100);
+        let job = count_job(&dir, "renumbered", events, keys, 10_000, &plugin("word-count"));
+        if checkpoint_dir == "none" {
+            let text = std::fs::read_to_string(&job).unwrap();
+            let kept: Vec<&str> = text.lines().filter(|line| !line.starts_with("checkpoint_")).collect();
+            std::fs::write(&job, kept.join("\n")).unwrap();
+        }
+        let mut restore_from: Option<PathBuf> = None;
+        for round in 0..3u64 {
+            let from = restore_from.as_ref().map(|d| d.to_str().unwrap().to_owned());
+            let extra: Vec<&str> = from.iter().flat_map(|from| ["--from-savepoint", from.as_str()]).collect();
+            let host = Host::start(&job, &extra);
+            if round == 2 {
+                let (status, stderr) = host.wait();
+                assert!(status.success(), "{stderr}");
+                break;
+            }
+            host.wait_for_records("renumbered", 5_000 * (round + 1));
+            let savepoint = dir.path(&format!("sp-{round}"));
+            host.stop_with_savepoint("renumbered", &savepoint);
+            assert!(host.wait().0.success());
+            if round > 0 {
+                let previous = savepoint_checkpoint(restore_from.as_ref().unwrap());
+                assert!(savepoint_checkpoint(&savepoint) > previous, "{checkpoint_dir}: numbered after the savepoint restored");
+            }
+            let _ = std::fs::remove_dir_all(dir.path("checkpoints-renumbered"));
+            restore_from = Some(savepoint);
+        }
+        assert_eq!(committed_lines(&dir.path("out"), None), expected_counts(events, keys), "checkpoint directory {checkpoint_dir}");
+    }
+}
+
 /// An upgrade changes the running job, not its job file. Restarted from
 /// that file after the host was killed, the job resumes with the plugin it
 /// was upgraded to — also once a comment is added to the file; from the

@@ -231,6 +231,16 @@ impl Coordinator {
         self
     }
 
+    /// Numbers the checkpoints after `checkpoint`, the one the job restores
+    /// from, if the directory's own numbers are lower: a job restored from
+    /// a savepoint may have no checkpoints of its own, and a files sink
+    /// names its committed parts by checkpoint — taking a number again
+    /// would overwrite them.
+    pub fn numbered_after(mut self, checkpoint: u64) -> Self {
+        self.next_id = self.next_id.max(checkpoint + 1);
+        self
+    }
+
     /// Rewrites savepoints from `work_dir`; with `ephemeral`, the checkpoint
     /// directory is removed when the coordinator is dropped.
     pub fn with_work_dir(mut self, work_dir: &Path, ephemeral: bool) -> Self {

@@ -85,7 +85,8 @@ impl<'a> Builder<'a> {
         let plugins = load_plugins(graph, engine)?;
         let work_dir = work_dir(graph)?;
         let restored_checkpoint = restore.and_then(|r| r.resumed_checkpoint());
-        let coordinator = coordinator(graph, describe(graph, &plugins), restored_checkpoint, &work_dir)?;
+        let coordinator = coordinator(graph, describe(graph, &plugins), restored_checkpoint, &work_dir)?
+            .numbered_after(restore.map_or(0, |r| r.checkpoint()));
         let states = match restore {
             Some(_) => preload_states(graph, restore, &work_dir),
             None => PreloadedStates::default(),
