@@ -151,6 +151,27 @@ fn restored_from_savepoints_without_its_checkpoints_a_job_overwrites_no_committe
     }
 }
 
+/// A restored generator keeps the bounds it started with: a job file that
+/// now asks for more events is refused, saying so, rather than run to the
+/// old end as if the new number had been read.
+#[test]
+fn restoring_a_generator_with_more_events_than_it_started_with_is_refused() {
+    let dir = JobDir::new();
+    let job = count_job(&dir, "bounded", 20_000, 100, 10_000, &plugin("word-count"));
+    let host = Host::start(&job, &[]);
+    host.wait_for_records("bounded", 5_000);
+    let savepoint = dir.path("sp");
+    host.stop_with_savepoint("bounded", &savepoint);
+    assert!(host.wait().0.success());
+    let text = std::fs::read_to_string(&job).unwrap();
+    std::fs::write(&job, text.replace("events = 20000", "events = 30000")).unwrap();
+    let error = run_job(&job, &["--from-savepoint", savepoint.to_str().unwrap()]).failure();
+    assert!(error.contains("sets `events = 30000`, but the generator restored was started with `events = 20000`"), "{error}");
+    std::fs::write(&job, text).unwrap();
+    run_job(&job, &["--from-savepoint", savepoint.to_str().unwrap()]).success();
+    assert_eq!(committed_lines(&dir.path("out"), None), expected_counts(20_000, 100));
+}
+
 /// An upgrade changes the running job, not its job file. Restarted from
 /// that file after the host was killed, the job resumes with the plugin it
 /// was upgraded to — also once a comment is added to the file; from the

@@ -79,6 +79,11 @@ impl Generator {
     /// A subtask that reads the `restored` splits, in order, each from where
     /// it was, at its splits' share of the rate.
     pub fn from_splits(config: GeneratorConfig, restored: RestoredSplits) -> Result<Self, ConnectorError> {
+        if let (Some(events), Some(last_end)) = (config.events, restored.last_end)
+            && events != last_end
+        {
+            return Err(bounds_refused(format!("sets `events = {events}`, but the generator restored was started with `events = {last_end}`")));
+        }
         for split in &restored.splits {
             check_bounds(config.events, split)?;
         }
@@ -186,7 +191,8 @@ impl Generator {
 
 /// A restored range keeps the end it was read with, so a job file that
 /// now bounds the generator differently would be silently ignored — an
-/// unbounded range would never end. Refused instead, saying what to do.
+/// unbounded range would never end, a larger `events` never be reached.
+/// Refused instead, saying what to do.
 fn check_bounds(events: Option<u64>, split: &SourceSplit) -> Result<(), ConnectorError> {
     let problem = match (events, split.end) {
         (Some(events), None) => format!("sets `events = {events}`, but the generator restored was unbounded"),
@@ -196,10 +202,14 @@ fn check_bounds(events: Option<u64>, split: &SourceSplit) -> Result<(), Connecto
         }
         _ => return Ok(()),
     };
-    Err(ConnectorError::Restore(format!(
+    Err(bounds_refused(problem))
+}
+
+fn bounds_refused(problem: String) -> ConnectorError {
+    ConnectorError::Restore(format!(
         "the job file {problem}, and a restored generator keeps the bounds it started with: set `events` back, \
          or start the job afresh (without the savepoint or the old checkpoints)"
-    )))
+    ))
 }
 
 impl Source for Generator {
@@ -208,7 +218,11 @@ impl Source for Generator {
         // An unbounded generator's ranges are spaces of 2^48 numbers: endless.
         let end = self.config.events.map(|_| self.end);
         let current = SourceSplit { id: self.range, next: self.next, end };
-        let current = (self.next < self.end).then_some(current);
+        // A bounded range read to its end stays while nothing follows it
+        // here: the range that ends at `events` is read last, so the
+        // source's snapshot always holds that end (`RestoredSplits::last_end`).
+        let done_last = end.is_some() && self.end > self.range && self.queued.is_empty();
+        let current = (self.next < self.end || done_last).then_some(current);
         current.into_iter().chain(self.queued.iter().rev().copied()).collect()
     }
 
@@ -442,7 +456,11 @@ mod tests {
         generator.poll(&mut RecordBatch::new(), 3).unwrap();
         assert_eq!(generator.backlog(), Some(Backlog::records(7)));
         let both = super::super::assign_splits(Generator::new(config(20), 0, 1).splits(), 0, 1);
-        let restored = RestoredSplits { splits: vec![both.splits[0], SourceSplit { id: 30, next: 35, end: Some(40) }], ..both };
+        let restored = RestoredSplits {
+            splits: vec![both.splits[0], SourceSplit { id: 30, next: 35, end: Some(40) }],
+            last_end: Some(40),
+            ..both
+        };
         let mut restored = Generator::from_splits(config(40), restored).unwrap();
         assert_eq!(restored.backlog(), Some(Backlog::records(25)), "its queued ranges count too");
         drain(&mut restored);
@@ -453,11 +471,12 @@ mod tests {
     #[test]
     fn restored_splits_bounded_otherwise_than_the_job_file_are_refused() {
         let restore = |events, end| {
-            let restored = RestoredSplits { splits: vec![SourceSplit { id: 0, next: 5, end }], of: 1, known: vec![0] };
+            let restored = super::super::assign_splits(vec![SourceSplit { id: 0, next: 5, end }], 0, 1);
             Generator::from_splits(GeneratorConfig { events, ..config(0) }, restored).err().map(|e| e.to_string())
         };
         assert_eq!(restore(Some(20), Some(20)), None);
-        assert_eq!(restore(Some(30), Some(20)), None, "a range that ends before the new limit is read to its end");
+        let grown = restore(Some(30), Some(20)).expect("a limit beyond the generator's events");
+        assert!(grown.contains("sets `events = 30`, but the generator restored was started with `events = 20`"), "{grown}");
         assert_eq!(restore(None, None), None);
         let unbounded = restore(Some(20), None).expect("an unbounded range under a limit");
         assert!(unbounded.contains("sets `events = 20`, but the generator restored was unbounded"), "{unbounded}");
@@ -465,7 +484,20 @@ mod tests {
         let bounded = restore(None, Some(20)).expect("a bounded range without a limit");
         assert!(bounded.contains("sets no `events`"), "{bounded}");
         let beyond = restore(Some(10), Some(20)).expect("a range beyond the new limit");
-        assert!(beyond.contains("reads up to event 20"), "{beyond}");
+        assert!(beyond.contains("started with `events = 20`"), "{beyond}");
+        // The range that ends at `events` stays in the snapshot once read to
+        // its end, so a limit raised after it is refused too.
+        let mut last = Generator::new(config(20), 1, 2);
+        drain(&mut last);
+        assert_eq!(last.splits(), [SourceSplit { id: 10, next: 20, end: Some(20) }]);
+        let mut first = Generator::new(config(20), 0, 2);
+        drain(&mut first);
+        assert_eq!(first.splits(), [SourceSplit { id: 0, next: 10, end: Some(10) }]);
+        let both = super::super::assign_splits([first.splits(), last.splits()].concat(), 0, 1);
+        assert_eq!(both.last_end, Some(20));
+        assert!(Generator::from_splits(config(20), both.clone()).is_ok());
+        assert!(Generator::from_splits(config(30), both).is_err(), "a limit raised after the source ended");
+        assert_eq!(Generator::new(config(1), 0, 2).splits(), [], "an empty range is none");
     }
 
     #[test]

@@ -111,6 +111,9 @@ pub struct RestoredSplits {
     /// The ids of all the source's splits (any subtask's): a source whose
     /// splits can appear later (new Kafka partitions) starts those afresh.
     pub known: Vec<u64>,
+    /// The furthest end of the source's splits, if they all end: a bounded
+    /// generator's `events` when the snapshot was taken.
+    pub last_end: Option<u64>,
 }
 
 /// The restored splits of `subtask` of `parallelism`: split `k` of all the
@@ -119,9 +122,11 @@ pub fn assign_splits(mut all: Vec<SourceSplit>, subtask: u32, parallelism: u32) 
     all.sort_by_key(|split| split.id);
     let of = all.len();
     let known = all.iter().map(|split| split.id).collect();
+    let ends: Option<Vec<u64>> = all.iter().map(|split| split.end).collect();
+    let last_end = ends.and_then(|ends| ends.into_iter().max());
     let splits =
         all.into_iter().enumerate().filter(|(k, _)| *k as u32 % parallelism == subtask).map(|(_, split)| split).collect();
-    RestoredSplits { splits, of, known }
+    RestoredSplits { splits, of, known, last_end }
 }
 
 /// One subtask of a sink.
