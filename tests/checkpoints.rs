@@ -417,6 +417,20 @@ fn a_directory_of_only_corrupt_checkpoints_is_refused_and_its_output_kept() {
     assert!(error.contains("every checkpoint there is corrupt"), "{error}");
     assert!(error.contains("move the directory away to start afresh"), "{error}");
     assert_eq!(committed(&dir.path("out")), before, "the committed output is untouched");
+
+    // `weir checkpoints` lists them as corrupt, an unfinished one as
+    // incomplete, and fails: there is nothing to resume from.
+    let checkpoints = dir.path("checkpoints");
+    std::fs::create_dir(checkpoints.join("chk-00000999")).unwrap();
+    let listing = common::weir(&["checkpoints", checkpoints.to_str().unwrap()]);
+    let error = listing.failure();
+    assert!(error.contains("verifies: the job has none to resume from"), "{error}");
+    let stdout = listing.stdout();
+    assert!(stdout.lines().filter(|l| l.contains("CORRUPT")).count() >= 2, "{stdout}");
+    assert!(stdout.lines().any(|l| l.trim_start().starts_with("999  incomplete")), "{stdout}");
+    let one = checkpoints.join("chk-00000999");
+    let error = common::weir(&["checkpoints", one.to_str().unwrap()]).failure();
+    assert!(error.contains(&format!("is one checkpoint; give the directory that holds it: `weir checkpoints {}`", checkpoints.display())), "{error}");
 }
 
 /// A checkpoint restores by key group: a job resumed from one with other

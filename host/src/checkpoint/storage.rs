@@ -80,7 +80,8 @@ impl CheckpointStorage {
     }
 
     /// Ids of every checkpoint directory, complete or not, ascending.
-    fn ids(&self) -> Vec<u64> {
+    /// Every checkpoint directory's id, complete or not, in order.
+    pub fn ids(&self) -> Vec<u64> {
         let mut ids: Vec<u64> = std::fs::read_dir(&self.root)
             .into_iter()
             .flatten()
@@ -93,7 +94,18 @@ impl CheckpointStorage {
 
     /// Ids of the checkpoints with a manifest (not necessarily valid), ascending.
     pub fn complete_ids(&self) -> Vec<u64> {
-        self.ids().into_iter().filter(|&id| self.manifest_path(id).exists()).collect()
+        self.ids().into_iter().filter(|&id| self.is_complete(id)).collect()
+    }
+
+    /// Whether checkpoint `id` has its manifest.
+    pub fn is_complete(&self, id: u64) -> bool {
+        self.manifest_path(id).exists()
+    }
+
+    /// Whether `dir` is one checkpoint of a checkpoint directory.
+    pub fn is_one_checkpoint(dir: &Path) -> bool {
+        let named = dir.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_prefix(PREFIX)).is_some_and(|id| id.parse::<u64>().is_ok());
+        named || dir.join(MANIFEST).exists()
     }
 
     /// An id no checkpoint directory has used.

@@ -626,6 +626,14 @@ mod tests {
         assert_eq!(status, 400);
         assert!(error_text(&body).contains("a JSON object is expected, not []"), "{body}");
 
+        // A misspelt field is refused, not taken for its default (as in job files).
+        let (status, body) = raw(&server, "POST", "/jobs/words/savepoint", "{\"dri\": \"/sp/x\"}");
+        assert_eq!(status, 400);
+        assert!(error_text(&body).contains("unknown field `dri`, expected `dir` or `stop`"), "{body}");
+        let (status, body) = raw(&server, "POST", "/jobs/words/upgrade", "{\"operator\": \"count\", \"plugin\": \"v2.wasm\", \"savepoint_dri\": \"/x\"}");
+        assert_eq!(status, 400);
+        assert!(error_text(&body).contains("unknown field `savepoint_dri`"), "{body}");
+
         let (status, body) = raw(&server, "POST", "/jobs/words/savepoint", "{\"stop\": \"yes\"}");
         assert_eq!(status, 400);
         assert!(error_text(&body).contains("SavepointRequest"), "{body}");

@@ -194,6 +194,7 @@ pub struct OperatorInfo {
 
 /// `POST /jobs/{name}/savepoint`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SavepointRequest {
     /// Where to write it (default: `savepoints/sp-<job>-<checkpoint>` beside
     /// the job's checkpoint directory, or in the host's working directory).
@@ -220,6 +221,7 @@ pub struct SavepointInfo {
 
 /// `POST /jobs/{name}/upgrade`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct UpgradeRequest {
     /// The operator to swap the plugin of.
     pub operator: String,
@@ -248,6 +250,7 @@ pub struct UpgradeInfo {
 /// `POST /forks`: start a second job from a running job (a
 /// savepoint is taken first) or from a savepoint directory.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ForkRequest {
     /// A running job's name, or a savepoint directory.
     pub from: String,
