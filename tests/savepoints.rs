@@ -257,7 +257,14 @@ fn a_failed_stop_with_a_savepoint_leaves_the_job_running() {
     host.wait_for_records("stopping", 5_000);
     let taken = dir.path("taken");
     assert!(host.savepoint("stopping", &taken).contains("written to"));
-    let refusals = [(taken, "a savepoint is there already"), (dir.path("checkpoints-stopping"), "among the job's checkpoints")];
+    let occupied = dir.path("plugins");
+    std::fs::create_dir(&occupied).unwrap();
+    std::fs::write(occupied.join("op.wasm"), "not a savepoint").unwrap();
+    let refusals = [
+        (taken, "a savepoint is there already"),
+        (dir.path("checkpoints-stopping"), "among the job's checkpoints"),
+        (occupied, "it holds other files, and a savepoint needs a directory of its own"),
+    ];
     for (refused, reason) in refusals {
         let error = host.weir(&["savepoint", "stopping", "--stop", "--dir", refused.to_str().unwrap()]).failure();
         assert!(error.contains(reason), "{error}");

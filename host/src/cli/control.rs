@@ -157,7 +157,8 @@ pub fn jobs(args: &JobsArgs) -> anyhow::Result<()> {
     let client = args.api.client();
     if let Some(name) = &args.job {
         let job = client.job(name)?;
-        let live = matches!(job.status.as_str(), "running" | "upgrading");
+        // A cancelled job shows the figures it had last, over its last seconds.
+        let live = matches!(job.status.as_str(), "running" | "upgrading" | "restarting" | "cancelled");
         print!("{}{}{}", jobs_table(std::slice::from_ref(&job)), nodes_table(&job.nodes, live), backlogs(&job.nodes));
         return Ok(());
     }

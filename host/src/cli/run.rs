@@ -30,8 +30,8 @@ pub struct RunArgs {
     /// has (that state is dropped).
     #[arg(long)]
     allow_non_restored_state: bool,
-    /// Where to serve the control API [default: 127.0.0.1:7070, or any
-    /// free port if that one is taken].
+    /// Where to serve the control API [default: $WEIR_API, else
+    /// 127.0.0.1:7070, or any free port if that one is taken].
     #[arg(long, value_name = "ADDR")]
     api: Option<String>,
 }
@@ -48,9 +48,12 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     };
     let engine = PluginEngine::new()?;
     let manager = JobManager::new(engine);
-    let server = serve(args.api.as_deref(), &manager)?;
-    eprintln!("weir: control API on http://{0} (for weir jobs/savepoint/upgrade/fork: --api {0})", server.addr());
+    // The address the other commands use too, so that they find this host.
+    let api = args.api.clone().or_else(|| std::env::var("WEIR_API").ok());
+    let server = serve(api.as_deref(), &manager)?;
     manager.submit(graph.clone(), savepoint, args.allow_non_restored_state).map_err(anyhow::Error::msg)?;
+    // Announced once the job is accepted (a refused one has no API to offer).
+    eprintln!("weir: control API on http://{0} (for weir jobs/savepoint/upgrade/fork: --api {0})", server.addr());
     let ended = manager.wait_all();
     drop(server);
     let mut failed = Vec::new();

@@ -35,7 +35,7 @@ struct Family {
 /// Every job's metrics, each family once with all jobs' samples.
 pub fn prometheus(jobs: &[JobInfo]) -> String {
     let families = [
-        family("weir_job_status", "gauge", "1 for the job's status (running, upgrading, finished, failed, cancelled, stopped).", jobs, |job| {
+        family("weir_job_status", "gauge", "1 for the job's status (running, restarting, upgrading, finished, failed, cancelled, stopped).", jobs, |job| {
             vec![(format!("status=\"{}\"", escape(&job.status)), 1.0)]
         }),
         job_gauge("weir_job_uptime_seconds", "Seconds since the job's current run started.", jobs, |job| Some(job.uptime_s)),

@@ -78,7 +78,8 @@ impl Entries {
 }
 
 /// Makes `dir` ready to take a savepoint, or says why it cannot: it is
-/// named, holds no savepoint yet, can be created, and is not the job's
+/// named, new or empty (a savepoint's files among others' would be hard
+/// to tell apart, or to delete), can be created, and is not the job's
 /// checkpoint directory `checkpoints` nor inside one of its checkpoints
 /// (its `savepoints/` are fine). Checked before a savepoint is triggered,
 /// so that a bad directory is refused at once, before sources stop.
@@ -99,6 +100,9 @@ pub fn prepare_savepoint_dir(dir: &Path, checkpoints: Option<&Path>) -> Result<(
                 checkpoints.display()
             )));
         }
+    }
+    if std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_some()) {
+        return Err(refuse("it holds other files, and a savepoint needs a directory of its own; choose a new or empty one".into()));
     }
     crate::dirs::create(dir).map_err(|source| SavepointError::Io { path: dir.to_path_buf(), source })
 }
