@@ -6,6 +6,7 @@
 //! of the job file is wrong and how to fix it.
 
 mod graph;
+mod pinpoint;
 pub mod spec;
 
 use std::path::{Path, PathBuf};
@@ -78,7 +79,7 @@ pub enum ParseError {
 
 /// Parses and validates job text; relative paths are taken from `base`.
 pub fn parse(text: &str, base: &Path, overrides: Overrides) -> Result<JobGraph, ParseError> {
-    let spec: JobSpec = toml::from_str(text).map_err(|e| ParseError::Syntax(e.to_string().trim_end().to_owned()))?;
+    let spec: JobSpec = toml::from_str(text).map_err(|e| ParseError::Syntax(pinpoint::describe(text, &e)))?;
     JobGraph::build(spec, base, overrides).map_err(ParseError::Invalid)
 }
 
