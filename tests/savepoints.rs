@@ -61,6 +61,18 @@ fn expected_counts(events: u64, keys: u64) -> Vec<String> {
     lines
 }
 
+/// Runs `job` (named `name`) until it has read `records`, then stops it
+/// with a savepoint; the savepoint's directory.
+fn stopped_with_savepoint(dir: &JobDir, job: &Path, name: &str, records: u64) -> PathBuf {
+    let host = Host::start(job, &[]);
+    host.wait_for_records(name, records);
+    let savepoint = dir.path("sp");
+    host.stop_with_savepoint(name, &savepoint);
+    let (status, stderr) = host.wait();
+    assert!(status.success(), "{stderr}");
+    savepoint
+}
+
 /// The checkpoint a savepoint was taken at, and its manifest as JSON.
 fn savepoint_manifest(dir: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(dir.join("_SAVEPOINT")).expect("read the savepoint manifest");
@@ -158,11 +170,7 @@ fn restored_from_savepoints_without_its_checkpoints_a_job_overwrites_no_committe
 fn restoring_a_generator_with_more_events_than_it_started_with_is_refused() {
     let dir = JobDir::new();
     let job = count_job(&dir, "bounded", 20_000, 100, 10_000, &plugin("word-count"));
-    let host = Host::start(&job, &[]);
-    host.wait_for_records("bounded", 5_000);
-    let savepoint = dir.path("sp");
-    host.stop_with_savepoint("bounded", &savepoint);
-    assert!(host.wait().0.success());
+    let savepoint = stopped_with_savepoint(&dir, &job, "bounded", 5_000);
     let text = std::fs::read_to_string(&job).unwrap();
     std::fs::write(&job, text.replace("events = 20000", "events = 30000")).unwrap();
     let error = run_job(&job, &["--from-savepoint", savepoint.to_str().unwrap()]).failure();
@@ -614,11 +622,7 @@ fn reprocessing_from_an_older_savepoint_with_new_code_recomputes_the_output_from
 fn restores_refuse_savepoints_that_do_not_fit_the_job() {
     let dir = JobDir::new();
     let job = count_job(&dir, "small", 20_000, 100, 10_000, &plugin("word-count"));
-    let host = Host::start(&job, &[]);
-    host.wait_for_records("small", 2_000);
-    let savepoint = dir.path("sp");
-    host.stop_with_savepoint("small", &savepoint);
-    host.wait();
+    let savepoint = stopped_with_savepoint(&dir, &job, "small", 2_000);
     let sp = savepoint.to_str().unwrap();
 
     let text = std::fs::read_to_string(&job).unwrap();
