@@ -258,20 +258,32 @@ fn the_job_rides_out_a_broker_outage_without_losing_or_repeating_output() {
     assert_exact_counts(&committed_counts(&broker), 18_000);
 }
 
+/// Brokers away longer than `timeout_ms` fail the job; with restarts
+/// allowed, each restart that cannot reach them is one of its attempts —
+/// the strategy gives up after them all, not after the first.
 #[test]
 fn brokers_away_longer_than_the_timeout_fail_the_job_with_a_clear_error() {
     let _serial = one_at_a_time();
     let broker = broker_with_input(2_400);
-    let dir = JobDir::new();
-    let job = count_job(&dir, "job", &broker, 1, "timeout_ms = 2000", "timeout_ms = 2000");
-    let job_text = std::fs::read_to_string(&job).unwrap();
-    std::fs::write(&job, job_text.replace("checkpoint_interval_ms = 150", "checkpoint_interval_ms = 150\n[restart]\nstrategy = \"none\"")).unwrap();
-    let host = Host::start(&job, &[]);
-    host.wait_for_records("kafka-count", 2_400);
-    broker.proxy.down();
-    let (status, stderr) = host.wait();
-    assert!(!status.success(), "the job fails: {stderr}");
-    assert!(stderr.contains("kafka source `in`: the brokers at") && stderr.contains("have been unreachable for"), "{stderr}");
+    for (restart, failure) in [
+        ("strategy = \"none\"", "have been unreachable for"),
+        ("strategy = \"fixed-delay\"\nmax_attempts = 2\ndelay_ms = 100", "gave up after 2 restart(s)"),
+    ] {
+        let dir = JobDir::new();
+        let job = count_job(&dir, "job", &broker, 1, "timeout_ms = 2000", "timeout_ms = 2000");
+        let text = std::fs::read_to_string(&job).unwrap();
+        let text = text.replace("checkpoint_interval_ms = 150", &format!("checkpoint_interval_ms = 150\n[restart]\n{restart}"));
+        std::fs::write(&job, text).unwrap();
+        let host = Host::start(&job, &[]);
+        host.wait_for_records("kafka-count", 2_400);
+        broker.proxy.down();
+        let (status, stderr) = host.wait();
+        assert!(!status.success(), "the job fails: {stderr}");
+        assert!(stderr.contains("kafka source `in`: the brokers at") && stderr.contains("have been unreachable for"), "{stderr}");
+        let error = stderr.lines().skip_while(|line| !line.starts_with("error: ")).collect::<Vec<_>>().join("\n");
+        assert!(error.contains(failure), "{restart}: {error}");
+        broker.proxy.up();
+    }
 }
 
 #[test]
@@ -363,6 +375,35 @@ input = "in"
         parts[0] * 3600.0 + parts[1] * 60.0 + parts[2]
     };
     assert!(at("job failed") - at("Connection refused") >= 0.5, "logged while waiting: {log}");
+
+    // The exactly-once sink talks to the brokers only to commit a
+    // checkpoint's transaction (and retries that); it checks them at start.
+    let sink_job = dir.write(
+        "unreachable-sink.toml",
+        &format!(
+            r#"
+name = "unreachable-sink"
+checkpoint_dir = "checkpoints"
+[restart]
+strategy = "none"
+
+[[source]]
+name = "in"
+type = "generator"
+rate = 100
+
+[[sink]]
+name = "out"
+type = "kafka"
+input = "in"
+brokers = "127.0.0.1:{nobody}"
+topic = "out"
+timeout_ms = 2000
+"#
+        ),
+    );
+    let error = run_job(&sink_job, &[]).failure();
+    assert!(error.contains("kafka connector `out`") && error.contains("cannot reach the brokers"), "{error}");
 
     let broker = Broker::start();
     let run = run_job(&write("missing", &broker.address(), "nope"), &[]);

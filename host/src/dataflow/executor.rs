@@ -335,8 +335,18 @@ pub fn run_job_with(graph: &JobGraph, engine: &Arc<PluginEngine>, options: RunOp
             let name = graph.name.clone();
             return Ok(JobSummary { name, restored_from: Some(manifest.checkpoint), already_finished: true, ..Default::default() });
         }
-        let running =
-            start_job_from(graph, engine, restore, restarts)?.with_commands(commands.clone()).with_restarts(history.clone());
+        let running = match start_job_from(graph, engine, restore, restarts) {
+            Ok(running) => running.with_commands(commands.clone()).with_restarts(history.clone()),
+            // A restart that cannot start — its connectors' brokers still
+            // away — is a failed attempt like one that fails later, so that
+            // the restart strategy, not the first retry, decides.
+            Err(failure @ RunError::Connector { .. }) if restarts > 0 => {
+                restarts += 1;
+                history = restart_after(graph, &commands, failure, restarts)?;
+                continue;
+            }
+            Err(other) => return Err(other),
+        };
         // Its operators have loaded their state: the redistributed copy has served.
         if let Some(rescaled) = &rescaled {
             rescaled.discard();
@@ -356,17 +366,24 @@ pub fn run_job_with(graph: &JobGraph, engine: &Arc<PluginEngine>, options: RunOp
             Err(other) => return Err(other),
         };
         restarts += 1;
-        let Some(delay) = graph.restart.delay_before(restarts) else {
-            if restarts == 1 {
-                return Err(failure);
-            }
-            let max_attempts = graph.restart.max_attempts;
-            return Err(RunError::RestartsExhausted { last: Box::new(failure), restarts: restarts - 1, max_attempts });
-        };
-        warn!(job = %graph.name, restart = restarts, delay_ms = delay.as_millis() as u64, cause = %failure, "restarting the job");
-        history = Restarts { count: restarts, last_failure: Some(failure.to_string()) };
-        wait_to_restart(&commands, delay, &history)?;
+        history = restart_after(graph, &commands, failure, restarts)?;
     }
+}
+
+/// Decides by the job's restart strategy whether restart number `restarts`
+/// follows `failure`, and waits for it; what the host is told meanwhile.
+fn restart_after(graph: &JobGraph, commands: &Receiver<JobCommand>, failure: RunError, restarts: u32) -> Result<Restarts, RunError> {
+    let Some(delay) = graph.restart.delay_before(restarts) else {
+        if restarts == 1 {
+            return Err(failure);
+        }
+        let max_attempts = graph.restart.max_attempts;
+        return Err(RunError::RestartsExhausted { last: Box::new(failure), restarts: restarts - 1, max_attempts });
+    };
+    warn!(job = %graph.name, restart = restarts, delay_ms = delay.as_millis() as u64, cause = %failure, "restarting the job");
+    let history = Restarts { count: restarts, last_failure: Some(failure.to_string()) };
+    wait_to_restart(commands, delay, &history)?;
+    Ok(history)
 }
 
 /// Waits `delay` before a restart, answering what the host asks meanwhile:

@@ -18,7 +18,7 @@ use tracing::warn;
 use super::commit::KafkaCommit;
 use super::config::{Delivery, KafkaSinkSpec};
 use super::send::{self, SendError};
-use super::source::kafka_error;
+use super::source::{Connector, kafka_error, wait_for_metadata};
 use super::wal::WalWriter;
 use crate::checkpoint::{FINAL_CHECKPOINT, PendingCommit};
 use crate::connectors::{ConnectorError, Sink, SinkPlace};
@@ -37,7 +37,10 @@ impl KafkaSink {
     /// Opens a subtask of the sink where `place` says.
     pub fn open(spec: &KafkaSinkSpec, place: &SinkPlace<'_>) -> Result<Self, ConnectorError> {
         Ok(match spec.delivery {
-            Delivery::ExactlyOnce => KafkaSink::ExactlyOnce(LoggedSink::open(spec, place)?),
+            Delivery::ExactlyOnce => {
+                check_brokers(spec)?;
+                KafkaSink::ExactlyOnce(LoggedSink::open(spec, place)?)
+            }
             Delivery::AtLeastOnce => KafkaSink::AtLeastOnce(DirectSink::open(spec)?),
         })
     }
@@ -66,6 +69,20 @@ impl Sink for KafkaSink {
     fn finish(&mut self) -> Result<Vec<PendingCommit>, ConnectorError> {
         self.inner().finish()
     }
+}
+
+/// Fails unless the brokers answer within `timeout_ms`. The exactly-once
+/// sink talks to them only when a checkpoint's transaction is committed,
+/// and a commit that fails is retried, not fatal (the output is in the
+/// log) — so without this, brokers that are wrong or down from the start
+/// would leave a job that looks healthy, commits nothing and fills its
+/// logs. At each start, so a restart during an outage counts as a failed
+/// attempt.
+fn check_brokers(spec: &KafkaSinkSpec) -> Result<(), ConnectorError> {
+    let producer: BaseProducer =
+        spec.client_config(None).create().map_err(|error| kafka_error(&spec.name, &spec.brokers, error))?;
+    let connector = Connector { name: &spec.name, brokers: &spec.brokers, timeout: spec.timeout() };
+    wait_for_metadata(producer.client(), || producer.poll(Duration::ZERO), &connector, &spec.topic).map(drop)
 }
 
 /// Exactly-once: logs each epoch for its transaction.

@@ -16,6 +16,7 @@ use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Message, Timestamp};
 use rdkafka::metadata::Metadata;
+use rdkafka::client::Client;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use tracing::{info, warn};
 
@@ -469,21 +470,42 @@ const METADATA_ATTEMPT: Duration = Duration::from_secs(1);
 /// once for the whole timeout, the wait was silent: the client reports
 /// that it cannot connect only when it is polled.
 fn topic_metadata(consumer: &BaseConsumer<Context>, spec: &KafkaSourceSpec, topic: &str) -> Result<Metadata, ConnectorError> {
-    let deadline = Instant::now() + spec.timeout();
+    let connector = Connector { name: &spec.name, brokers: &spec.brokers, timeout: spec.timeout() };
+    wait_for_metadata(consumer.client(), || drop(consumer.poll(Duration::ZERO)), &connector, topic)
+}
+
+/// A Kafka connector's name, brokers and `timeout_ms`, for waiting on the
+/// brokers and saying what failed.
+pub(super) struct Connector<'a> {
+    pub name: &'a str,
+    pub brokers: &'a str,
+    pub timeout: Duration,
+}
+
+/// The metadata of `topic` through `client`, asked for until the
+/// connector's timeout has passed while the brokers cannot be reached;
+/// `serve` serves the client's events between attempts, so that its
+/// connection errors are logged.
+pub(super) fn wait_for_metadata<C: ClientContext>(
+    client: &Client<C>,
+    serve: impl Fn(),
+    connector: &Connector<'_>,
+    topic: &str,
+) -> Result<Metadata, ConnectorError> {
+    let deadline = Instant::now() + connector.timeout;
     let mut first = true;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        match consumer.fetch_metadata(Some(topic), left.min(METADATA_ATTEMPT)) {
+        match client.fetch_metadata(Some(topic), left.min(METADATA_ATTEMPT)) {
             Ok(metadata) => return Ok(metadata),
             Err(error) if !left.is_zero() && error.rdkafka_error_code().is_some_and(brokers_unreachable) => {
                 if std::mem::take(&mut first) {
-                    let timeout_ms = spec.timeout().as_millis() as u64;
-                    info!(source = %spec.name, brokers = %spec.brokers, timeout_ms, "waiting for the kafka brokers");
+                    let timeout_ms = connector.timeout.as_millis() as u64;
+                    info!(connector = %connector.name, brokers = %connector.brokers, timeout_ms, "waiting for the kafka brokers");
                 }
-                // Serves the client's events: its connection errors are logged.
-                let _ = consumer.poll(Duration::ZERO);
+                serve();
             }
-            Err(error) => return Err(kafka_error(&spec.name, &spec.brokers, error)),
+            Err(error) => return Err(kafka_error(connector.name, connector.brokers, error)),
         }
     }
 }
