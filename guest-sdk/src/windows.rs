@@ -579,7 +579,10 @@ impl<A: Aggregate> Windows<A> {
         // A merged session may reach further windows: repeat until none overlaps.
         while let Some(index) = open.iter().position(|w| overlaps(w, window.start, window.end)) {
             let other = open.swap_remove(index);
-            self.delete_timers(ctx, other.end)?;
+            // Its timers stay: there is one timer per key and time, which
+            // another window set of the operator, or the operator itself,
+            // may have registered too. When they fire, no session ends
+            // there any more, and `on_timer` passes them by.
             window.start = window.start.min(other.start);
             window.end = window.end.max(other.end);
             window.fired |= other.fired;
@@ -594,14 +597,6 @@ impl<A: Aggregate> Windows<A> {
         ctx.register_timer(self.domain, end - 1)?;
         if self.allowed_lateness > 0 && self.domain == TimeDomain::EventTime {
             ctx.register_timer(self.domain, end - 1 + self.allowed_lateness)?;
-        }
-        Ok(())
-    }
-
-    fn delete_timers(&self, ctx: &mut Context<'_>, end: i64) -> Result<(), Error> {
-        ctx.delete_timer(self.domain, end - 1)?;
-        if self.allowed_lateness > 0 && self.domain == TimeDomain::EventTime {
-            ctx.delete_timer(self.domain, end - 1 + self.allowed_lateness)?;
         }
         Ok(())
     }
@@ -769,6 +764,54 @@ mod tests {
         h.process([event("a", 100.0, 120)]).unwrap();
         assert!(h.advance_watermark(200).unwrap().is_empty(), "the first session no longer ends at 150");
         assert_eq!(results(&h.advance_watermark(299).unwrap()), vec![row("a", 0, 300, 112.0)]);
+    }
+
+    /// A session sum (to the side output `session`) and a tumbling sum of
+    /// the same events, side by side in one operator.
+    struct SessionsAndTumbling {
+        sessions: Windows<Sum>,
+        tumbling: Windows<Sum>,
+    }
+
+    impl Operator for SessionsAndTumbling {
+        fn init(_: &Config) -> Result<Self, Error> {
+            Ok(SessionsAndTumbling { sessions: Windows::session("s", 1000, Sum), tumbling: Windows::tumbling("t", 1000, Sum) })
+        }
+
+        fn process(&mut self, ctx: &mut Context<'_>, event: &Event<'_>) -> Result<(), Error> {
+            let value: f64 = event.value_as()?;
+            for result in self.sessions.add(ctx, event, value)? {
+                ctx.emit_to("session", event.key(), Json(result));
+            }
+            for result in self.tumbling.add(ctx, event, value)? {
+                ctx.emit(event.key(), Json(result));
+            }
+            Ok(())
+        }
+
+        fn on_timer(&mut self, ctx: &mut Context<'_>, timer: &Timer<'_>) -> Result<(), Error> {
+            for result in self.sessions.on_timer(ctx, timer)? {
+                ctx.emit_to("session", timer.key(), Json(result));
+            }
+            for result in self.tumbling.on_timer(ctx, timer)? {
+                ctx.emit(timer.key(), Json(result));
+            }
+            Ok(())
+        }
+    }
+
+    /// Sessions that merge leave the timers of the sessions merged away:
+    /// the tumbling window [0, 1000) needs the timer at 999 that the first
+    /// session [0, 1000) had too.
+    #[test]
+    fn merged_sessions_leave_the_timers_other_windows_share() {
+        let mut h = TestHarness::<SessionsAndTumbling>::new(&[]).unwrap();
+        h.process([event("a", 1.0, 0)]).unwrap();
+        h.process([event("a", 2.0, 300)]).unwrap();
+        let fired = h.advance_watermark(10_000).unwrap();
+        assert_eq!(results(&fired), vec![row("a", 0, 1000, 3.0)], "the tumbling window fired");
+        let sessions: Vec<String> = fired.iter().filter(|e| e.output == "session").map(|e| e.value_str()).collect();
+        assert_eq!(sessions, ["{\"start\":0,\"end\":1300,\"value\":3.0}"]);
     }
 
     #[test]
