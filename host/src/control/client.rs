@@ -165,6 +165,10 @@ impl ApiClient {
             return Ok((status, text));
         }
         let message = match serde_json::from_str::<ErrorReply>(&text) {
+            // The job may run in another host: say which one was asked.
+            Ok(reply) if status == 404 => {
+                format!("{} (asked the host at {}; pass --api or set WEIR_API to ask another)", reply.error, self.addr)
+            }
             Ok(reply) => reply.error,
             // Not the control API's error (another server on that port?):
             // say what came back.

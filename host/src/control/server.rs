@@ -555,7 +555,8 @@ mod tests {
 
         let missing = client.job("nope").unwrap_err();
         assert_eq!(missing.status(), Some(404));
-        assert_eq!(missing.to_string(), "there is no job `nope` in this host");
+        let asked = format!("asked the host at http://{}/; pass --api or set WEIR_API to ask another", server.addr());
+        assert_eq!(missing.to_string(), format!("there is no job `nope` in this host ({asked})"));
         assert_eq!(client.cancel("nope").unwrap_err().status(), Some(404));
 
         let rejected = client
