@@ -286,6 +286,27 @@ fn brokers_away_longer_than_the_timeout_fail_the_job_with_a_clear_error() {
     }
 }
 
+/// A broker that hangs — connections taken, nothing answered — causes no
+/// connection errors, only requests that time out; it fails the job after
+/// `timeout_ms` as brokers that are gone do.
+#[test]
+fn a_hung_broker_fails_the_job_after_the_timeout() {
+    let _serial = one_at_a_time();
+    let broker = broker_with_input(2_400);
+    let dir = JobDir::new();
+    let job = count_job(&dir, "job", &broker, 1, "timeout_ms = 2000", "timeout_ms = 2000");
+    let text = std::fs::read_to_string(&job).unwrap();
+    let text = text.replace("checkpoint_interval_ms = 150", "checkpoint_interval_ms = 150\n[restart]\nstrategy = \"none\"");
+    std::fs::write(&job, text).unwrap();
+    let host = Host::start(&job, &[]);
+    host.wait_for_records("kafka-count", 2_400);
+    broker.proxy.freeze();
+    let (status, stderr) = host.wait();
+    broker.proxy.thaw();
+    assert!(!status.success(), "the job fails: {stderr}");
+    assert!(stderr.contains("kafka source `in`: the brokers at") && stderr.contains("have been unreachable for"), "{stderr}");
+}
+
 #[test]
 fn a_fresh_start_by_timestamp_skips_older_records() {
     let _serial = one_at_a_time();

@@ -3,7 +3,7 @@
 //! broker away and bring it back, and clients to fill and read topics.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::io::ErrorKind;
+use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -272,6 +272,9 @@ pub fn committed_records(records: Vec<OutputRecord>) -> (Vec<OutputRecord>, usiz
 pub struct Proxy {
     pub port: u16,
     up: Arc<AtomicBool>,
+    /// While set, connections are taken but nothing is passed on: a hung
+    /// broker, or a network that drops packets.
+    frozen: Arc<AtomicBool>,
     connections: Arc<Mutex<Connections>>,
 }
 
@@ -288,10 +291,21 @@ struct Connections {
 impl Proxy {
     fn start(port: u16, target: u16) -> Proxy {
         let up = Arc::new(AtomicBool::new(true));
+        let frozen = Arc::new(AtomicBool::new(false));
         let connections = Arc::new(Mutex::new(Connections::default()));
-        let (flag, open) = (up.clone(), connections.clone());
-        std::thread::spawn(move || accept_loop(port, target, flag, open));
-        Proxy { port, up, connections }
+        let (flag, ice, open) = (up.clone(), frozen.clone(), connections.clone());
+        std::thread::spawn(move || accept_loop(port, target, flag, ice, open));
+        Proxy { port, up, frozen, connections }
+    }
+
+    /// The broker hangs: connections stay open, and are still taken, but
+    /// nothing passes until `thaw`.
+    pub fn freeze(&self) {
+        self.frozen.store(true, Ordering::SeqCst);
+    }
+
+    pub fn thaw(&self) {
+        self.frozen.store(false, Ordering::SeqCst);
     }
 
     /// The broker becomes unreachable: connections refused and cut.
@@ -311,7 +325,7 @@ impl Proxy {
     }
 }
 
-fn accept_loop(port: u16, target: u16, up: Arc<AtomicBool>, connections: Arc<Mutex<Connections>>) {
+fn accept_loop(port: u16, target: u16, up: Arc<AtomicBool>, frozen: Arc<AtomicBool>, connections: Arc<Mutex<Connections>>) {
     loop {
         // While down, the port is closed: connecting is refused.
         while !up.load(Ordering::SeqCst) {
@@ -336,8 +350,8 @@ fn accept_loop(port: u16, target: u16, up: Arc<AtomicBool>, connections: Arc<Mut
                     let id = registry.next;
                     registry.next += 1;
                     registry.open.insert(id, [client.try_clone().unwrap(), server.try_clone().unwrap()]);
-                    pipe(client.try_clone().unwrap(), server.try_clone().unwrap(), id, connections.clone());
-                    pipe(server, client, id, connections.clone());
+                    pipe(client.try_clone().unwrap(), server.try_clone().unwrap(), id, frozen.clone(), connections.clone());
+                    pipe(server, client, id, frozen.clone(), connections.clone());
                 }
                 Err(error) if error.kind() == ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(5)),
                 Err(_) => break,
@@ -346,11 +360,24 @@ fn accept_loop(port: u16, target: u16, up: Arc<AtomicBool>, connections: Arc<Mut
     }
 }
 
-/// Copies one direction of connection `id` until either side closes, then
-/// closes both and takes the connection out of the registry.
-fn pipe(mut from: TcpStream, mut to: TcpStream, id: u64, connections: Arc<Mutex<Connections>>) {
+/// Copies one direction of connection `id` until either side closes (and
+/// holds what it read while the proxy is frozen), then closes both and
+/// takes the connection out of the registry.
+fn pipe(mut from: TcpStream, mut to: TcpStream, id: u64, frozen: Arc<AtomicBool>, connections: Arc<Mutex<Connections>>) {
     std::thread::spawn(move || {
-        let _ = std::io::copy(&mut from, &mut to);
+        let mut buffer = vec![0; 64 << 10];
+        loop {
+            let read = match from.read(&mut buffer) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            while frozen.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if to.write_all(&buffer[..read]).is_err() {
+                break;
+            }
+        }
         let _ = to.shutdown(Shutdown::Both);
         let _ = from.shutdown(Shutdown::Both);
         connections.lock().unwrap().open.remove(&id);

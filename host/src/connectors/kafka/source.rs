@@ -17,6 +17,7 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Message, Timestamp};
 use rdkafka::metadata::Metadata;
 use rdkafka::client::Client;
+use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use tracing::{info, warn};
 
@@ -67,6 +68,25 @@ impl ClientContext for Context {
     fn error(&self, error: KafkaError, reason: &str) {
         warn!(%error, reason, "kafka client error");
         self.errors.record(error, reason);
+    }
+
+    /// Logs as librdkafka's clients do by default — and takes requests
+    /// that timed out for an error: a broker that accepts connections but
+    /// does not answer (hung, or behind a network that drops packets)
+    /// causes no connection errors, only these, and would otherwise never
+    /// count as unreachable.
+    fn log(&self, level: RDKafkaLogLevel, facility: &str, message: &str) {
+        if facility == "REQTMOUT" {
+            self.errors.record(KafkaError::Global(RDKafkaErrorCode::RequestTimedOut), message);
+        }
+        match level {
+            RDKafkaLogLevel::Emerg | RDKafkaLogLevel::Alert | RDKafkaLogLevel::Critical | RDKafkaLogLevel::Error => {
+                tracing::error!(target: "librdkafka", "librdkafka: {facility} {message}")
+            }
+            RDKafkaLogLevel::Warning => warn!(target: "librdkafka", "librdkafka: {facility} {message}"),
+            RDKafkaLogLevel::Notice | RDKafkaLogLevel::Info => info!(target: "librdkafka", "librdkafka: {facility} {message}"),
+            RDKafkaLogLevel::Debug => tracing::debug!(target: "librdkafka", "librdkafka: {facility} {message}"),
+        }
     }
 }
 
