@@ -13,15 +13,17 @@
 # Weir's memory backend is compared with Flink's hashmap backend, RocksDB
 # with RocksDB; both take a checkpoint every second.
 #
-# Needs the shared/ directory beside the repository (Flink harness) and the
-# plugins built (scripts/setup.sh). Workloads Weir cannot run yet are listed
-# as such rather than skipped silently.
+# Needs the shared/ directory beside the repository (Flink harness). It runs
+# scripts/setup.sh first, so that the host and the plugins in
+# examples/plugins/ (which `weir bench` takes) are built from this tree, not
+# left from an older build. Workloads Weir cannot run yet are listed as such
+# rather than skipped silently.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 events="${1:-20000000}"
 runs="${WEIR_RUNS:-5}"
 flink=../shared/bench/flink/run.sh
-[[ -x bin/weir ]] || scripts/setup.sh
+scripts/setup.sh
 [[ -f $flink ]] || { echo "no Flink harness at $flink" >&2; exit 2; }
 
 # Keeps the RESULT line on stderr (the log) and in $last, and prints its
