@@ -86,6 +86,15 @@ impl Encode for i64 {
     }
 }
 
+/// So that a bare integer literal (Rust's `i32` when nothing else says)
+/// encodes: `ctx.emit(key, 1)`, `TestEvent::new("a", 1)`.
+impl Encode for i32 {
+    #[inline]
+    fn encode(&self, out: &mut Vec<u8>) {
+        write_i64(i64::from(*self), out);
+    }
+}
+
 impl Encode for f64 {
     fn encode(&self, out: &mut Vec<u8>) {
         use std::io::Write;
@@ -167,6 +176,8 @@ mod tests {
         assert_eq!(encoded(-42i64), "-42");
         assert_eq!(encoded(i64::MIN), "-9223372036854775808");
         assert_eq!(encoded(1.5f64), "1.5");
+        assert_eq!(encoded(1), "1", "a bare literal");
+        assert_eq!(encoded(i32::MIN), "-2147483648");
     }
 
     #[test]
