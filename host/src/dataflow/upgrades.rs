@@ -48,7 +48,9 @@ pub fn carry_upgrades(graph: &mut JobGraph) -> Vec<CarriedUpgrade> {
     let run = RunPlugins { ran: &manifest.plugins, named: &manifest.job_file_plugins };
     let carried = upgrades(graph, &run, &|path| std::fs::read(path).ok().map(|bytes| sha256_hex(&bytes)));
     for upgrade in &carried {
-        set_plugin(graph, &upgrade.uid, &upgrade.plugin);
+        if let Some(operator) = graph.operator_mut(&upgrade.uid) {
+            operator.plugin = upgrade.plugin.clone();
+        }
         info!(
             job = %graph.name,
             operator = %upgrade.uid,
@@ -90,14 +92,6 @@ fn upgrades(graph: &JobGraph, run: &RunPlugins<'_>, digest_of: &dyn Fn(&Path) ->
         carried.push(CarriedUpgrade { uid: node.name.clone(), plugin: ran.plugin.clone(), instead_of: operator.plugin.clone() });
     }
     carried
-}
-
-fn set_plugin(graph: &mut JobGraph, uid: &str, plugin: &Path) {
-    for node in graph.nodes.iter_mut().filter(|n| n.name == uid) {
-        if let NodeKind::Operator(operator) = &mut node.kind {
-            operator.plugin = plugin.to_path_buf();
-        }
-    }
 }
 
 #[cfg(test)]

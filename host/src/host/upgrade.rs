@@ -79,10 +79,9 @@ pub(super) fn upgrade(manager: &Arc<JobManager>, name: &str, request: UpgradeReq
 /// `graph` with operator `uid` running `plugin`.
 pub(super) fn with_plugin(graph: &JobGraph, uid: &str, plugin: &std::path::Path) -> Result<JobGraph, ControlError> {
     let mut graph = graph.clone();
-    let node = graph.nodes.iter_mut().find(|n| n.name == *uid);
-    match node.map(|n| &mut n.kind) {
-        Some(NodeKind::Operator(op)) => op.plugin = plugin.to_path_buf(),
-        _ => {
+    match graph.operator_mut(uid) {
+        Some(operator) => operator.plugin = plugin.to_path_buf(),
+        None => {
             let uids: Vec<&str> = graph
                 .nodes
                 .iter()

@@ -174,6 +174,14 @@ impl JobGraph {
         &self.nodes[id.0]
     }
 
+    /// The operator with uid `uid`, to change (its plugin, for an upgrade).
+    pub fn operator_mut(&mut self, uid: &str) -> Option<&mut OperatorNode> {
+        self.nodes.iter_mut().find(|n| n.name == uid).and_then(|node| match &mut node.kind {
+            NodeKind::Operator(operator) => Some(operator),
+            _ => None,
+        })
+    }
+
     /// The nodes reading from `id`, with the index of that input among
     /// their inputs.
     pub fn consumers(&self, id: NodeId) -> impl Iterator<Item = (&Node, u32, &Edge)> {
