@@ -23,6 +23,21 @@ fn file_in_the_way(dir: &Path) -> Option<&Path> {
     dir.ancestors().filter(|path| !path.as_os_str().is_empty()).find(|path| path.exists() && !path.is_dir())
 }
 
+/// Writes `bytes` to `path` whole and durably: to a temporary file beside
+/// it, synced, renamed into place, and the directory synced — so that after
+/// a crash `path` holds either its old content or all of the new.
+pub fn write_durably(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    let mut temporary = path.as_os_str().to_owned();
+    temporary.push(".tmp");
+    let mut file = std::fs::File::create(&temporary)?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    std::fs::rename(&temporary, path)?;
+    let dir = path.parent().filter(|dir| !dir.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::File::open(dir)?.sync_all()
+}
+
 /// `path` made absolute against the working directory (as it is, if that
 /// cannot be read).
 pub fn absolute(path: &Path) -> PathBuf {

@@ -10,7 +10,6 @@
 
 use std::collections::HashSet;
 use std::fs::File;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use tracing::{info, warn};
@@ -80,7 +79,6 @@ impl CheckpointStorage {
     }
 
     /// Ids of every checkpoint directory, complete or not, ascending.
-    /// Every checkpoint directory's id, complete or not, in order.
     pub fn ids(&self) -> Vec<u64> {
         let mut ids: Vec<u64> = std::fs::read_dir(&self.root)
             .into_iter()
@@ -104,7 +102,8 @@ impl CheckpointStorage {
 
     /// Whether `dir` is one checkpoint of a checkpoint directory.
     pub fn is_one_checkpoint(dir: &Path) -> bool {
-        let named = dir.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_prefix(PREFIX)).is_some_and(|id| id.parse::<u64>().is_ok());
+        let name = dir.file_name().and_then(|name| name.to_str()).unwrap_or_default();
+        let named = name.strip_prefix(PREFIX).is_some_and(|id| id.parse::<u64>().is_ok());
         named || dir.join(MANIFEST).exists()
     }
 
@@ -122,13 +121,7 @@ impl CheckpointStorage {
     pub fn write_manifest(&self, manifest: &Manifest) -> std::io::Result<()> {
         let dir = self.root.join(Self::dir_name(manifest.checkpoint));
         std::fs::create_dir_all(&dir)?;
-        let temporary = dir.join(format!("{MANIFEST}.tmp"));
-        let mut file = File::create(&temporary)?;
-        file.write_all(&manifest.encode())?;
-        file.sync_all()?;
-        std::fs::rename(&temporary, dir.join(MANIFEST))?;
-        File::open(&dir)?.sync_all()?;
-        Ok(())
+        crate::dirs::write_durably(&dir.join(MANIFEST), &manifest.encode())
     }
 
     /// Reads and verifies checkpoint `id`: its manifest and every file it

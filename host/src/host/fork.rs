@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use super::fork_file::write_fork_file;
 use super::upgrade::with_plugin;
-use super::{JobManager, absolute};
+use super::JobManager;
 use crate::control::{ControlError, ControlPlane, ForkInfo, ForkRequest};
-use crate::dirs::resolved;
+use crate::dirs::{absolute, resolved};
 use crate::job::{JobGraph, NodeKind, Overrides, SinkSpec, check_job_name};
 use crate::savepoint::Savepoint;
 

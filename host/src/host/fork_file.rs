@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use toml::{Table, Value};
 
-use super::absolute;
+use crate::dirs::absolute;
 use crate::control::ControlError;
 use crate::job::{JobGraph, Node, NodeKind, SinkSpec, SourceSpec};
 use crate::savepoint::JobDefinition;
@@ -105,12 +105,11 @@ fn path_value(path: &Path) -> Value {
     Value::String(absolute(path).to_string_lossy().into_owned())
 }
 
-/// Writes `text` to `path` whole: to a temporary name, then renamed.
+/// Writes `text` to `path`, whole and durably (the file is what outlives a
+/// crash of the host).
 fn write(path: &Path, text: &str) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
         crate::dirs::create(dir)?;
     }
-    let tmp = path.with_extension("toml.tmp");
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, path)
+    crate::dirs::write_durably(path, text.as_bytes())
 }

@@ -22,12 +22,12 @@ use crossbeam_channel::{Sender, bounded, unbounded};
 use tracing::{error, info};
 
 use crate::checkpoint::SavepointOrder;
-use crate::dirs::absolute;
 use crate::control::{
     ControlError, ControlPlane, ForkInfo, ForkRequest, JobInfo, OperatorInfo, SavepointInfo, SavepointRequest,
     UpgradeInfo, UpgradeRequest,
 };
 use crate::dataflow::{JobCommand, JobSummary, RunError, RunOptions, run_job_with};
+use crate::dirs::absolute;
 use crate::job::{JobGraph, NodeKind};
 use crate::plugin::{PluginEngine, now_ms};
 use crate::savepoint::{Savepoint, prepare_savepoint_dir};

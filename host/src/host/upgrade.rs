@@ -16,9 +16,10 @@ use std::time::Instant;
 
 use tracing::{info, warn};
 
-use super::{JobManager, JobStatus, absolute};
+use super::{JobManager, JobStatus};
 use crate::control::{ControlError, UpgradeInfo, UpgradeRequest};
 use crate::dataflow::instance_config;
+use crate::dirs::absolute;
 use crate::job::{JobGraph, NodeKind};
 use crate::dataflow::NATIVE_PREFIX;
 use crate::plugin::{InitialState, LoadedPlugin, OperatorInstance, PluginEngine};

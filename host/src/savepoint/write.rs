@@ -172,21 +172,11 @@ pub fn write_savepoint(
         operators,
         sources,
     };
-    write_manifest(dir, &savepoint).map_err(io(dir))?;
+    crate::dirs::write_durably(&dir.join(MANIFEST_FILE), &savepoint.encode()).map_err(io(dir))?;
     info!(job = %job.name, checkpoint = manifest.checkpoint, dir = %dir.display(), "savepoint written");
     Ok(savepoint)
 }
 
-/// Writes the manifest atomically: to a temporary name, synced, renamed.
-fn write_manifest(dir: &Path, savepoint: &SavepointManifest) -> std::io::Result<()> {
-    use std::io::Write;
-    let tmp = dir.join(format!("{MANIFEST_FILE}.tmp"));
-    let mut file = std::fs::File::create(&tmp)?;
-    file.write_all(&savepoint.encode())?;
-    file.sync_all()?;
-    std::fs::rename(&tmp, dir.join(MANIFEST_FILE))?;
-    std::fs::File::open(dir)?.sync_all()
-}
 
 /// A subtask's non-keyed state: its state names, broadcast maps, timers.
 fn read_meta(task: &TaskState, checkpoint_root: &Path) -> Result<InstanceMeta, StateError> {

@@ -195,9 +195,7 @@ fn lineage(dir: &Path) -> std::io::Result<String> {
             use sha2::Digest;
             let seed = format!("{}-{:?}-{:?}", std::process::id(), std::time::SystemTime::now(), dir);
             let id: String = sha2::Sha256::digest(seed.as_bytes())[..16].iter().map(|b| format!("{b:02x}")).collect();
-            let temporary = dir.join("LINEAGE.tmp");
-            std::fs::write(&temporary, &id)?;
-            std::fs::rename(&temporary, &path)?;
+            crate::dirs::write_durably(&path, id.as_bytes())?;
             Ok(id)
         }
         Err(error) => Err(error),
