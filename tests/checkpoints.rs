@@ -204,6 +204,7 @@ fn a_job_waiting_to_restart_says_so_and_can_be_cancelled_at_once() {
     let restart = "[restart]\nstrategy = \"fixed-delay\"\nmax_attempts = 3\ndelay_ms = 60000";
     let job = count_job(&dir, "memory", &plugin("faulty"), "mode = \"always-trap\", after = 100", restart);
     std::fs::remove_dir_all(dir.path("checkpoints")).unwrap();
+    std::fs::remove_dir_all(dir.path("out")).unwrap();
     let host = Host::start(&job, &[]);
     wait_for_status(&host, "restarting");
     let asked = Instant::now();
@@ -399,8 +400,9 @@ fn a_truncated_checkpoint_is_skipped_for_the_previous_one() {
     );
 }
 
-/// With every checkpoint corrupt, starting over would replace committed
-/// output: the run is refused, and the output is left as it was.
+/// With every checkpoint corrupt, or with none left, starting over would
+/// replace committed output: the run is refused, and the output is left as
+/// it was.
 #[test]
 fn a_directory_of_only_corrupt_checkpoints_is_refused_and_its_output_kept() {
     let dir = JobDir::new();
@@ -431,6 +433,21 @@ fn a_directory_of_only_corrupt_checkpoints_is_refused_and_its_output_kept() {
     let one = checkpoints.join("chk-00000999");
     let error = common::weir(&["checkpoints", one.to_str().unwrap()]).failure();
     assert!(error.contains(&format!("is one checkpoint; give the directory that holds it: `weir checkpoints {}`", checkpoints.display())), "{error}");
+
+    // With the manifests gone too there is nothing that looks like a
+    // checkpoint, and the run would start from the beginning: the sink's
+    // committed parts are kept, and the run refused, until the user moves
+    // them away — then it starts afresh, to exact counts.
+    for checkpoint in std::fs::read_dir(&checkpoints).unwrap() {
+        let _ = std::fs::remove_file(checkpoint.unwrap().path().join("_MANIFEST"));
+    }
+    let error = run_job(&job, &[]).failure();
+    assert!(error.contains("holds the committed output of an earlier run"), "{error}");
+    assert!(error.contains("to start afresh"), "{error}");
+    assert_eq!(committed(&dir.path("out")), before, "the committed output is untouched");
+    std::fs::rename(dir.path("out"), dir.path("out-before")).unwrap();
+    run_job(&job, &[]).success();
+    assert_exact_counts(&committed(&dir.path("out")), 60000, 600);
 }
 
 /// A checkpoint restores by key group: a job resumed from one with other

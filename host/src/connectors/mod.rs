@@ -35,6 +35,13 @@ pub enum ConnectorError {
         #[source]
         source: std::io::Error,
     },
+    #[error(
+        "{path} holds the committed output of an earlier run ({parts} committed part file(s), such as {example}), \
+         and this run starts from the beginning, with no checkpoint to resume from: it would write that output \
+         again. Resume the run that wrote it (from its checkpoint directory or a savepoint), or move {path} away \
+         to start afresh"
+    )]
+    CommittedOutput { path: PathBuf, parts: usize, example: String },
     #[error("{path}:{line}: {message}")]
     BadLine { path: PathBuf, line: u64, message: String },
     #[error("{what}: {message}")]

@@ -14,7 +14,10 @@
 //! for a job resuming from checkpoint `k` deletes what no complete
 //! checkpoint covers: in-progress and pending files, and parts of
 //! checkpoints after `k` (only there if a newer checkpoint was corrupt) —
-//! their records will be produced again from `k`.
+//! their records will be produced again from `k`. A job starting afresh
+//! refuses a directory that holds committed parts: it would produce their
+//! records again, and deleting them would lose output that a checkpoint
+//! committed (the user decides, by resuming or by moving them away).
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -48,6 +51,9 @@ impl PartFileSink {
         restored: u64,
     ) -> Result<Self, ConnectorError> {
         crate::dirs::create(dir).map_err(|source| ConnectorError::Open { path: dir.into(), source })?;
+        if restored == 0 {
+            refuse_committed_parts(dir)?;
+        }
         let sink = PartFileSink { dir: dir.into(), subtask, format, current: None, line: Vec::new() };
         sink.clean_up(restored, parallelism)?;
         Ok(sink)
@@ -97,6 +103,21 @@ impl PartFileSink {
         let pending = self.dir.join(format!(".part-{}-{label}.pending", self.subtask));
         std::fs::rename(self.in_progress(), &pending).map_err(|e| self.io_error(e))?;
         Ok(Some(PendingCommit::Rename { from: pending, to: self.dir.join(format!("part-{}-{label}", self.subtask)) }))
+    }
+}
+
+/// Fails if `dir` holds committed parts (of any subtask), naming one.
+fn refuse_committed_parts(dir: &Path) -> Result<(), ConnectorError> {
+    let entries = std::fs::read_dir(dir).map_err(|source| ConnectorError::Open { path: dir.into(), source })?;
+    let mut committed: Vec<String> = entries
+        .flatten()
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| matches!(parse_part_name(name), Some((_, Some(_)))))
+        .collect();
+    committed.sort();
+    match committed.last() {
+        None => Ok(()),
+        Some(example) => Err(ConnectorError::CommittedOutput { path: dir.into(), parts: committed.len(), example: example.clone() }),
     }
 }
 
@@ -173,6 +194,21 @@ mod tests {
         drop(sink);
         PartFileSink::open(dir.path(), 0, 1, OutputFormat::Value, 1).unwrap();
         assert_eq!(dir_names(dir.path()), ["part-0-00000001"]);
+    }
+
+    #[test]
+    fn a_fresh_start_refuses_committed_parts_and_keeps_them() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(".part-1.inprogress"), "x\n").unwrap();
+        std::fs::write(dir.path().join("notes.txt"), "x\n").unwrap();
+        PartFileSink::open(dir.path(), 0, 2, OutputFormat::Value, 0).unwrap();
+        std::fs::write(dir.path().join("part-1-00000003"), "x\n").unwrap();
+        let error = PartFileSink::open(dir.path(), 0, 2, OutputFormat::Value, 0).err().unwrap().to_string();
+        assert!(error.contains("1 committed part file(s), such as part-1-00000003") && error.contains("move"), "{error}");
+        std::fs::write(dir.path().join("part-0-final"), "x\n").unwrap();
+        let error = PartFileSink::open(dir.path(), 1, 2, OutputFormat::Value, 0).err().unwrap().to_string();
+        assert!(error.contains("2 committed part file(s)"), "{error}");
+        assert_eq!(dir_names(dir.path()), [".part-1.inprogress", "notes.txt", "part-0-final", "part-1-00000003"]);
     }
 
     #[test]
