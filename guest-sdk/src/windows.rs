@@ -193,7 +193,20 @@ pub struct Windows<A: Aggregate> {
 
 impl<A: Aggregate> Windows<A> {
     /// Windows of `kind` whose accumulators live in the value state `name`.
+    ///
+    /// # Panics
+    /// If a size, slide or gap of `kind` is not above 0: such windows hold
+    /// nothing, and a plugin configured with one should fail at its start,
+    /// naming the setting, rather than at its first event.
     pub fn new(name: &str, kind: WindowKind, aggregate: A) -> Self {
+        let lengths: &[(&str, i64)] = match &kind {
+            WindowKind::Tumbling { size } => &[("size", *size)],
+            WindowKind::Sliding { size, slide } => &[("size", *size), ("slide", *slide)],
+            WindowKind::Session { gap } => &[("gap", *gap)],
+        };
+        for (what, ms) in lengths {
+            assert!(*ms > 0, "windows `{name}`: the {what} must be above 0 ms, not {ms} ({kind:?})");
+        }
         Windows {
             kind,
             domain: TimeDomain::EventTime,
@@ -208,14 +221,27 @@ impl<A: Aggregate> Windows<A> {
         }
     }
 
+    /// Tumbling windows of `size` ms.
+    ///
+    /// # Panics
+    /// If `size` is not above 0 (from `init`, the host reports the message).
     pub fn tumbling(name: &str, size: i64, aggregate: A) -> Self {
         Self::new(name, WindowKind::Tumbling { size }, aggregate)
     }
 
+    /// Windows of `size` ms starting every `slide` ms (with `slide` above
+    /// `size`, events between two windows are in none).
+    ///
+    /// # Panics
+    /// If `size` or `slide` is not above 0.
     pub fn sliding(name: &str, size: i64, slide: i64, aggregate: A) -> Self {
         Self::new(name, WindowKind::Sliding { size, slide }, aggregate)
     }
 
+    /// Session windows closed after `gap` ms without an event.
+    ///
+    /// # Panics
+    /// If `gap` is not above 0.
     pub fn session(name: &str, gap: i64, aggregate: A) -> Self {
         Self::new(name, WindowKind::Session { gap }, aggregate)
     }
@@ -415,8 +441,12 @@ impl<A: Aggregate> Windows<A> {
         let mut updated = WindowResults::new();
         let mut placed = false;
         for (start, end) in self.assign(timestamp) {
-            if self.domain == TimeDomain::EventTime && end - 1 + self.allowed_lateness <= watermark {
-                continue; // Its window is gone.
+            // An event whose own window is gone still joins an open
+            // session it overlaps (which it then extends back), as in
+            // Flink: lateness is judged on the merged window.
+            let joins_open = || open.iter().any(|w| w.start < end && start < w.end && !self.gone(w.end, watermark));
+            if self.gone(end, watermark) && !joins_open() {
+                continue;
             }
             placed = true;
             let mut window = OpenWindow { start, end, acc: self.aggregate.create(), fired: false };
@@ -432,9 +462,7 @@ impl<A: Aggregate> Windows<A> {
             }
         }
         if !placed {
-            if let Some(output) = &self.late_output {
-                ctx.emit_to(output, event.key(), event.value());
-            }
+            self.send_late(ctx, event);
             return Ok(updated);
         }
         self.state.set(ctx, &open)?;
@@ -484,10 +512,27 @@ impl<A: Aggregate> Windows<A> {
                 placed
             }
         };
-        if !placed && let Some(output) = &self.late_output {
-            ctx.emit_to(output, event.key(), event.value());
+        // An event in no window (between hopping windows) is not late:
+        // it is dropped, as it would be in time.
+        if !placed && self.gone(timestamp.saturating_add(1), watermark) {
+            self.send_late(ctx, event);
         }
         Ok(updated)
+    }
+
+    /// Whether a window ending at `end` is gone: the watermark passed its
+    /// end and its allowed lateness (never, by the wall clock).
+    #[inline(always)]
+    fn gone(&self, end: i64, watermark: i64) -> bool {
+        self.domain == TimeDomain::EventTime && end - 1 + self.allowed_lateness <= watermark
+    }
+
+    /// An event too late for every window it falls in: to the late output,
+    /// if there is one, or dropped.
+    fn send_late(&self, ctx: &mut Context<'_>, event: &Event<'_>) {
+        if let Some(output) = &self.late_output {
+            ctx.emit_to(output, event.key(), event.value());
+        }
     }
 
     /// Folds `input` into `key`'s window `[start, end)` and registers its
@@ -503,7 +548,7 @@ impl<A: Aggregate> Windows<A> {
         (start, end, watermark): (i64, i64, i64),
         updated: &mut WindowResults<A::Output>,
     ) -> Result<bool, Error> {
-        if self.domain == TimeDomain::EventTime && end - 1 + self.allowed_lateness <= watermark {
+        if self.gone(end, watermark) {
             return Ok(false);
         }
         let at = (start, end, watermark);
@@ -656,6 +701,7 @@ mod tests {
         fn init(config: &Config) -> Result<Self, Error> {
             let windows = match config.get("kind").unwrap_or("tumbling") {
                 "sliding" => Windows::sliding("w", 1000, 500, Sum),
+                "hopping" => Windows::sliding("w", 200, 500, Sum),
                 "session" => Windows::session("w", 100, Sum),
                 _ => Windows::tumbling("w", 1000, Sum),
             };
@@ -764,6 +810,48 @@ mod tests {
         h.process([event("a", 100.0, 120)]).unwrap();
         assert!(h.advance_watermark(200).unwrap().is_empty(), "the first session no longer ends at 150");
         assert_eq!(results(&h.advance_watermark(299).unwrap()), vec![row("a", 0, 300, 112.0)]);
+    }
+
+    /// An event whose own session would be late joins the open session it
+    /// overlaps, extending it back (Flink judges the merged window); one
+    /// that overlaps none goes to the late output.
+    #[test]
+    fn a_late_event_extends_the_open_session_it_overlaps() {
+        let mut h = harness(&[("kind", "session")]);
+        h.process([event("a", 1.0, 400), event("b", 10.0, 450)]).unwrap();
+        assert!(h.advance_watermark(449).unwrap().is_empty());
+        // [250, 350) is gone (349 ≤ 449) but overlaps a's open [400, 500).
+        let late = h.process([event("a", 100.0, 350), event("b", 5.0, 200)]).unwrap();
+        assert_eq!(late.iter().map(|e| (e.output.as_str(), e.key_str())).collect::<Vec<_>>(), [("late", "b".to_owned())]);
+        let fired = h.advance_watermark(10_000).unwrap();
+        assert_eq!(results(&fired), vec![row("a", 350, 500, 101.0), row("b", 450, 550, 10.0)]);
+    }
+
+    /// With the slide above the size, an event between two windows is in
+    /// none: dropped, not sent to the late output as if it were late.
+    #[test]
+    fn an_event_between_hopping_windows_is_not_late() {
+        let mut h = harness(&[("kind", "hopping")]);
+        let emitted = h.process([event("a", 1.0, 100), event("a", 2.0, 300), event("a", 4.0, 550)]).unwrap();
+        assert!(emitted.is_empty(), "{emitted:?}");
+        let fired = h.advance_watermark(10_000).unwrap();
+        assert_eq!(results(&fired), vec![row("a", 0, 200, 1.0), row("a", 500, 700, 4.0)]);
+        // Behind the watermark, in a window or between two, an event is late.
+        let late = h.process([event("a", 8.0, 150), event("a", 16.0, 300)]).unwrap();
+        assert_eq!(late.iter().map(|e| (e.output.as_str(), e.value_str())).collect::<Vec<_>>(), [("late", "8".into()), ("late", "16".into())]);
+    }
+
+    /// A size, slide or gap of 0 or less is refused when the windows are
+    /// built (a plugin's `init`), naming it.
+    #[test]
+    fn windows_without_length_are_refused_when_built() {
+        let message = |build: fn()| {
+            let panic = std::panic::catch_unwind(build).unwrap_err();
+            panic.downcast_ref::<String>().cloned().unwrap()
+        };
+        assert!(message(|| drop(Windows::tumbling("t", 0, Sum))).contains("windows `t`: the size must be above 0 ms, not 0"));
+        assert!(message(|| drop(Windows::sliding("s", 1000, -5, Sum))).contains("the slide must be above 0 ms, not -5"));
+        assert!(message(|| drop(Windows::session("g", -1, Count))).contains("the gap must be above 0 ms"));
     }
 
     /// A session sum (to the side output `session`) and a tumbling sum of
