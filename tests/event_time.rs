@@ -149,13 +149,34 @@ key_by = true
     assert!(warning.contains("output=late") && warning.contains(r#"`input = "windows.late"`"#), "{warning}");
 }
 
+/// An idle source does not hold event time back, whether it feeds the
+/// windows directly or through other operators: one chained to it (in its
+/// thread) and one behind an exchange, each idle because its input is.
 #[test]
 fn an_idle_source_does_not_stall_event_time() {
-    let dir = JobDir::new();
-    let job = dir.write(
-        "job.toml",
-        &format!(
-            r#"
+    let through_operators = format!(
+        r#"
+[[operator]]
+uid = "pass"
+plugin = {faulty}
+inputs = ["quiet"]
+config = {{ mode = "none" }}
+
+[[operator]]
+uid = "amplify"
+plugin = {amplifier}
+inputs = ["pass"]
+key_by = true
+"#,
+        faulty = toml_path(&plugin("faulty")),
+        amplifier = toml_path(&plugin("amplifier"))
+    );
+    for (quiet_input, operators) in [("quiet", String::new()), ("amplify", through_operators)] {
+        let dir = JobDir::new();
+        let job = dir.write(
+            "job.toml",
+            &format!(
+                r#"
 name = "idle"
 
 [[source]]
@@ -173,11 +194,11 @@ name = "quiet"
 type = "generator"
 rate = 0.001
 idle_timeout_ms = 200
-
+{operators}
 [[operator]]
 uid = "windows"
 plugin = {plugin}
-inputs = ["sensors", "quiet"]
+inputs = ["sensors", "{quiet_input}"]
 key_by = true
 
 [[sink]]
@@ -185,20 +206,21 @@ name = "sums"
 type = "discard"
 input = "windows"
 "#,
-            plugin = toml_path(&plugin("sensor-window"))
-        ),
-    );
-    let graph = job::load(&job, Overrides::default()).unwrap();
-    let running = dataflow::start_job(&graph, &PluginEngine::new().unwrap()).unwrap();
-    let started = Instant::now();
-    // 10 s of data: windows must close while the quiet source is still open.
-    while running.progress().written < 3 * 5 && started.elapsed() < Duration::from_secs(20) {
-        std::thread::sleep(Duration::from_millis(50));
+                plugin = toml_path(&plugin("sensor-window"))
+            ),
+        );
+        let graph = job::load(&job, Overrides::default()).unwrap();
+        let running = dataflow::start_job(&graph, &PluginEngine::new().unwrap()).unwrap();
+        let started = Instant::now();
+        // 10 s of data: windows must close while the quiet source is still open.
+        while running.progress().written < 3 * 5 && started.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let written = running.progress().written;
+        running.cancel();
+        let _ = running.wait();
+        assert!(written >= 15, "windows fired despite the idle source (read through `{quiet_input}`): {written} results");
     }
-    let written = running.progress().written;
-    running.cancel();
-    let _ = running.wait();
-    assert!(written >= 15, "windows fired despite the idle source: {written} results");
 }
 
 /// Where event time stands is a figure of every node: `weir jobs JOB`

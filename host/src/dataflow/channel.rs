@@ -143,6 +143,13 @@ impl ChainedOperator {
         self.outputs.watermark(watermark, cancel)
     }
 
+    /// Its one input is idle, so it is: passes on what it holds and says so.
+    /// (Its input's next watermark, which it forwards, says it is not.)
+    fn idle(&mut self, cancel: &Cancel) -> Result<(), TaskError> {
+        self.outputs.flush(cancel)?;
+        self.outputs.idle(cancel)
+    }
+
     /// Fires the processing-time timers due at `now`, here and further down
     /// the chain.
     fn tick(&mut self, now: i64, cancel: &Cancel) -> Result<(), TaskError> {
@@ -299,8 +306,8 @@ impl Route {
 
     fn idle(&mut self, cancel: &Cancel) -> Result<(), TaskError> {
         match &mut self.destination {
-            // A chained operator has this one input: idle input, nothing to do.
-            Destination::Chained(operator) => operator.outputs.flush(cancel),
+            // A chained operator has this one input: it is idle too.
+            Destination::Chained(operator) => operator.idle(cancel),
             Destination::ChainedSink(_) => Ok(()),
             Destination::Channels { .. } => self.signal(|| Message::Idle, cancel),
         }

@@ -315,6 +315,8 @@ pub fn run_operator(
     let mut clock = InputClock::new(producers);
     let mut aligner = BarrierAligner::new(producers);
     let mut ended = 0;
+    // Whether the consumers were told this subtask is idle.
+    let mut told_idle = false;
     while ended < producers {
         let Some(envelope) = ctx.next(&mut aligner, &inbox, instance.next_processing_timer())? else {
             let emitted = instance.fire_processing_timers(now_ms());
@@ -349,6 +351,16 @@ pub fn run_operator(
             pass_on(&mut ctx, emitted)?;
             if watermark < i64::MAX {
                 ctx.outputs.watermark(watermark, &ctx.cancel)?;
+            }
+        }
+        if clock.is_idle() != told_idle {
+            told_idle = !told_idle;
+            let current = clock.current();
+            if told_idle {
+                ctx.outputs.idle(&ctx.cancel)?;
+            } else if advanced.is_none() && current < i64::MAX {
+                // Active again below its watermark: the watermark says so.
+                ctx.outputs.watermark(current, &ctx.cancel)?;
             }
         }
         ctx.outputs.tick(now_ms(), &ctx.cancel)?;

@@ -9,7 +9,11 @@
 //! An operator subtask receives watermarks on each of its channels (one per
 //! producer feeding it) and its own watermark is the minimum over the
 //! channels that are not idle; an ended channel counts as the end of time.
-//! The watermark only ever moves forward.
+//! The watermark only ever moves forward. When all its channels are idle
+//! the subtask tells its consumers it is idle in turn, and with the next
+//! watermark that it is not, as Flink passes idleness through operators:
+//! otherwise a step between an idle source and a join would hold the join's
+//! event time back as if the source were not idle.
 
 use std::time::{Duration, Instant};
 
@@ -60,6 +64,12 @@ impl InputClock {
 
     pub fn current(&self) -> i64 {
         self.current
+    }
+
+    /// Whether the subtask is idle: its channels are idle but for those
+    /// that ended, so nothing it receives holds back event time.
+    pub fn is_idle(&self) -> bool {
+        self.channels.contains(&ChannelTime::Idle) && !self.channels.iter().any(|c| matches!(c, ChannelTime::At(_)))
     }
 
     fn advance(&mut self) -> Option<i64> {
@@ -252,6 +262,23 @@ mod tests {
         assert_eq!(clock.watermark(2, 30), Some(20));
         assert_eq!(clock.ended(1), Some(30));
         assert_eq!(clock.ended(2), Some(i64::MAX), "all ended: the end of time");
+    }
+
+    #[test]
+    fn a_subtask_is_idle_while_every_channel_not_ended_is() {
+        let mut clock = InputClock::new(3);
+        clock.idle(0);
+        clock.idle(1);
+        assert!(!clock.is_idle(), "channel 2 has not been heard from: it holds event time back");
+        clock.idle(2);
+        assert!(clock.is_idle());
+        clock.watermark(1, 5);
+        assert!(!clock.is_idle(), "a channel that sends a watermark is active again");
+        clock.ended(1);
+        assert!(clock.is_idle(), "the others idle, the ended one holds nothing back");
+        let mut ended = InputClock::new(1);
+        ended.ended(0);
+        assert!(!ended.is_idle(), "ended, not idle");
     }
 
     #[test]
