@@ -108,11 +108,11 @@ function stateErrorMessage(thrown) {
     case "slot-out-of-range":
       return `slot ${e.val} is outside the current batch`;
     case "not-keyed":
-      return "keyed state used on an input that is not keyed: set `key_by = true` for this operator in the job file";
+      return "keyed state used on an event without a key: set `key_by = true` for this operator in the job file, or, for an event of a broadcast input, keep what it carries in broadcast state";
     case "malformed-write":
       return `malformed state write: ${e.val}`;
     case "timer-not-keyed":
-      return "timers need a keyed input: set `key_by = true` for this operator in the job file";
+      return "timers need an event with a key: set `key_by = true` for this operator in the job file, or, for an event of a broadcast input, keep what it carries in broadcast state";
     case "not-broadcast-input":
       return "broadcast state can only be changed while processing an event from a broadcast input (listed under `broadcast` in the job file)";
     default:
@@ -810,7 +810,7 @@ class StateStore {
 // The context of one event or timer
 
 const NOT_KEYED_MESSAGE =
-  "keyed state used on an input that is not keyed: set `key_by = true` for this operator in the job file";
+  "keyed state used on an event without a key: set `key_by = true` for this operator in the job file, or, for an event of a broadcast input, keep what it carries in broadcast state";
 
 /**
  * What an operator can do while it processes one event or timer: emit

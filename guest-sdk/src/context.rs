@@ -195,6 +195,8 @@ fn key_outside_batch(i: usize) -> Error {
 #[cold]
 pub(crate) fn not_keyed(what: &str) -> Error {
     Error::State(format!(
-        "{what} used on an input that is not keyed: set `key_by = true` for this operator in the job file"
+        "{what} used on an event without a key: either the operator's inputs are not keyed (set `key_by = true` \
+         for it in the job file), or the event came from a broadcast input (listed under `broadcast`), whose events \
+         go to every subtask without a key (keep what they carry in broadcast state)"
     ))
 }

@@ -569,6 +569,8 @@ mod tests {
     fn a_timer_on_an_unkeyed_input_says_it_is_the_timer() {
         let mut harness = TestHarness::<Alarm>::new(&[]).unwrap();
         let error = harness.process([TestEvent::unkeyed("x")]).unwrap_err().to_string();
-        assert!(error.contains("a timer used on an input that is not keyed: set `key_by = true`"), "{error}");
+        assert!(error.contains("a timer used on an event without a key: either the operator's inputs are not keyed (set `key_by = true`"), "{error}");
+        let error = harness.process_broadcast(1, [TestEvent::unkeyed("x")]).unwrap_err().to_string();
+        assert!(error.contains("or the event came from a broadcast input"), "{error}");
     }
 }

@@ -24,7 +24,7 @@ except ImportError:  # pragma: no cover - native Python
 
 
 _NOT_KEYED = (
-    "keyed state used on an input that is not keyed: set `key_by = true` for this operator in the job file"
+    "keyed state used on an event without a key: set `key_by = true` for this operator in the job file, or, for an event of a broadcast input, keep what it carries in broadcast state"
 )
 
 
@@ -40,7 +40,7 @@ def state_error_message(error):
     if name == "MalformedWrite":
         return f"malformed state write: {error.value}"
     if name == "TimerNotKeyed":
-        return "timers need a keyed input: set `key_by = true` for this operator in the job file"
+        return "timers need an event with a key: set `key_by = true` for this operator in the job file, or, for an event of a broadcast input, keep what it carries in broadcast state"
     if name == "NotBroadcastInput":
         return (
             "broadcast state can only be changed while processing an event from a broadcast input "

@@ -25,9 +25,9 @@ from .errors import StateError
 __all__ = ["ValueState", "MapState", "BroadcastState"]
 
 _NOT_KEYED = (
-    "keyed state used on an input that is not keyed: set `key_by = true` for this operator in the job file"
+    "keyed state used on an event without a key: set `key_by = true` for this operator in the job file, or, for an event of a broadcast input, keep what it carries in broadcast state"
 )
-_TIMER_NOT_KEYED = "timers need a keyed input: set `key_by = true` for this operator in the job file"
+_TIMER_NOT_KEYED = "timers need an event with a key: set `key_by = true` for this operator in the job file, or, for an event of a broadcast input, keep what it carries in broadcast state"
 
 
 class _Sentinel:
