@@ -181,7 +181,7 @@ fn a_job_file_with_an_unknown_field() {
 }
 
 #[test]
-fn watermark_alignment_on_a_source_without_event_time() {
+fn watermark_settings_on_a_source_without_event_time() {
     let dir = JobDir::new();
     let aligned = "events = 10\nwatermark_alignment = { max_drift_ms = 1000 }";
     let job = job_file(&dir, |t| t.replace("events = 10", aligned));
@@ -190,6 +190,12 @@ fn watermark_alignment_on_a_source_without_event_time() {
     assert!(error.contains("events_per_ms"), "says how to give them one: {error}");
     let job = job_file(&dir, |t| t.replace("events = 10", &format!("{aligned}\nevents_per_ms = 1")));
     run_job(&job, &[]).success();
+    // A bound on disorder is as meaningless without event time, and
+    // would otherwise be silently ignored.
+    let job = job_file(&dir, |t| t.replace("events = 10", "events = 10\nout_of_orderness_ms = 100"));
+    let error = run_job(&job, &[]).failure();
+    assert!(error.contains("source `gen` has `out_of_orderness_ms`, but its events have no event time to bound"), "{error}");
+    assert!(error.contains("or remove the setting"), "{error}");
 }
 
 #[test]

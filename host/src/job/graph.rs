@@ -293,15 +293,27 @@ fn sink_parallelism(sink: &SinkSpec, overrides: Overrides, job: u32) -> u32 {
     }
 }
 
+/// A setting of `source` that means something only for events with
+/// timestamps: its name, what it would do, and what to remove.
+fn setting_needing_event_time(source: &SourceSpec) -> Option<(&'static str, &'static str, &'static str)> {
+    if source.watermark_alignment().is_some() {
+        Some(("`watermark_alignment`", "to align", "the table"))
+    } else if !source.watermark_settings().out_of_orderness.is_zero() {
+        Some(("`out_of_orderness_ms`", "to bound", "the setting"))
+    } else {
+        None
+    }
+}
+
 /// Connector tables that deserialised can still be wrong (Kafka brokers,
 /// managed librdkafka properties).
 fn check_connectors(spec: &JobSpec) -> Result<(), String> {
     for source in &spec.sources {
-        if source.watermark_alignment().is_some() && !source.has_event_time() {
+        if let Some((setting, what_for, remove)) = setting_needing_event_time(source).filter(|_| !source.has_event_time()) {
             return Err(format!(
-                "source `{}` has `watermark_alignment`, but its events have no event time to align: \
+                "source `{}` has {setting}, but its events have no event time {what_for}: \
                  give them timestamps (a generator's `events_per_ms`, a file's `format = \"json\"`, \
-                 a Kafka source's `timestamp`) or remove the table",
+                 a Kafka source's `timestamp`) or remove {remove}",
                 source.name()
             ));
         }
