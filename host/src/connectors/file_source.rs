@@ -157,7 +157,9 @@ fn parse_json_line(line: &str) -> Result<(Vec<u8>, Vec<u8>, Option<i64>), String
     };
     let timestamp = match object.remove("timestamp") {
         None | Some(Value::Null) => None,
-        Some(Value::Number(n)) if n.is_i64() => n.as_i64(),
+        // The least i64 is how a batch marks "no timestamp".
+        Some(Value::Number(n)) if n.as_i64().is_some_and(|t| t != crate::dataflow::NO_TIMESTAMP) => n.as_i64(),
+        Some(Value::Number(n)) if n.is_i64() => return Err(format!("timestamp {n} is out of range: give one above it, or none")),
         Some(other) => return Err(format!("timestamp {other} is not an integer number of milliseconds")),
     };
     Ok((bytes(object.remove("key")), bytes(object.remove("value")), timestamp))
@@ -181,6 +183,8 @@ mod tests {
         assert!(parse_json_line("{").unwrap_err().contains("not JSON"));
         assert!(parse_json_line(r#"{"vaule":1}"#).unwrap_err().contains("unknown field `vaule`"));
         assert!(parse_json_line(r#"{"timestamp":"x"}"#).unwrap_err().contains("not an integer"));
+        assert!(parse_json_line(r#"{"timestamp":-9223372036854775808}"#).unwrap_err().contains("out of range"));
+        assert_eq!(parse_json_line(r#"{"timestamp":-9223372036854775807}"#).unwrap().2, Some(i64::MIN + 1));
     }
 
     #[test]
