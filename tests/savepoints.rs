@@ -230,6 +230,66 @@ fn an_upgraded_job_restarted_from_its_unchanged_job_file_keeps_its_new_plugin() 
     assert!(warning.contains("faulty.wasm") && warning.contains("word_count_v1.wasm"), "{warning}");
 }
 
+/// An upgrade killed before the upgraded job's first checkpoint is not
+/// undone: its savepoint is the job's newest state, and the job file
+/// restarts from it with the plugin the upgrade put in.
+#[test]
+fn an_upgrade_survives_a_kill_before_the_upgraded_jobs_first_checkpoint() {
+    let dir = JobDir::new();
+    let job = count_job(&dir, "upgraded", 30_000, 100, 5_000, &plugin("word-count"));
+    let text = std::fs::read_to_string(&job).unwrap();
+    let job_text = text.replace("checkpoint_interval_ms = 300", "checkpoint_interval_ms = 600000");
+    std::fs::write(&job, &job_text).unwrap();
+    // The same code under another digest: a custom section added.
+    let v2 = dir.path("word_count_v2.wasm");
+    let mut bytes = std::fs::read(plugin("word-count")).unwrap();
+    bytes.extend_from_slice(&[0, 3, 2, b'v', b'2']);
+    std::fs::write(&v2, bytes).unwrap();
+    let host = Host::start(&job, &[]);
+    host.wait_for_records("upgraded", 3_000);
+    host.weir(&["upgrade", "upgraded", "--operator", "count", "--plugin", v2.to_str().unwrap()]).success();
+    drop(host); // SIGKILL, long before the next checkpoint
+    assert!(checkpoint_manifests(&dir.path("checkpoints-upgraded")).iter().all(|m| !m.contains("word_count_v2.wasm")));
+
+    let host = Host::start(&job, &[]);
+    let jobs = host.weir(&["jobs"]).success().stdout();
+    assert!(jobs.contains("count=word_count_v2.wasm"), "resumed with the upgrade: {jobs}");
+    let (status, stderr) = host.wait();
+    assert!(status.success() && stderr.contains("started from savepoint"), "{stderr}");
+    assert_eq!(committed_lines(&dir.path("out"), None), expected_counts(30_000, 100));
+}
+
+/// Reprocessing from an older savepoint drops the output committed after
+/// it. If that run stops before its first checkpoint — killed, or its new
+/// code failing — the job file restarts from the savepoint again, not from
+/// the earlier run's newer checkpoints (whose output is gone), and every
+/// count is exact.
+#[test]
+fn a_run_from_an_older_savepoint_stopped_before_its_first_checkpoint_restarts_from_it() {
+    let dir = JobDir::new();
+    let job = count_job(&dir, "reprocess", 20_000, 100, 4_000, &plugin("word-count"));
+    let host = Host::start(&job, &[]);
+    host.wait_for_records("reprocess", 4_000);
+    let savepoint = dir.path("sp");
+    host.savepoint("reprocess", &savepoint);
+    host.wait_for_records("reprocess", 12_000);
+    drop(host); // SIGKILL
+    let cut = savepoint_checkpoint(&savepoint);
+    assert!(!committed_lines(&dir.path("out"), Some(cut)).is_empty(), "output committed after the savepoint");
+
+    // Its checkpoints too far apart to take one before it is killed.
+    let text = std::fs::read_to_string(&job).unwrap();
+    let slow = dir.write("slow.toml", &text.replace("checkpoint_interval_ms = 300", "checkpoint_interval_ms = 600000"));
+    let host = Host::start(&slow, &["--from-savepoint", savepoint.to_str().unwrap()]);
+    host.wait_for_records("reprocess", 2_000);
+    drop(host); // SIGKILL
+    assert!(committed_lines(&dir.path("out"), Some(cut)).is_empty(), "gone back to the savepoint");
+
+    let run = run_job(&job, &[]);
+    assert!(run.success().stderr().contains(&format!("started from savepoint {}", savepoint.display())), "{}", run.stderr());
+    assert_eq!(committed_lines(&dir.path("out"), None), expected_counts(20_000, 100));
+}
+
 /// The number of the newest complete checkpoint in `dir` (0: none).
 fn newest_checkpoint(dir: &Path) -> u64 {
     let entries = std::fs::read_dir(dir).into_iter().flatten().flatten().filter(|e| e.path().join("_MANIFEST").exists());
@@ -469,6 +529,8 @@ fn a_fork_resumes_from_its_own_job_file_after_its_host_is_killed() {
     let dir = JobDir::new();
     dir.write("events.jsonl", &fraud_events(300, 40_000));
     let job = fraud_job(&dir, "original", "fraud-detector", 5_000, "alerts-original");
+    let note = "# Alerts for the fraud team; ask them before changing the rules.";
+    std::fs::write(&job, format!("{note}\n{}", std::fs::read_to_string(&job).unwrap())).unwrap();
     // The file says 2; the fork runs, and resumes, as the host ran the job.
     let host = Host::start(&job, &["--parallelism", "3"]);
     host.wait_for_records("original", 8_000);
@@ -476,7 +538,9 @@ fn a_fork_resumes_from_its_own_job_file_after_its_host_is_killed() {
     let reply = host.weir(&["fork", "original", "--name", "same", "--sink", &format!("out={}", same.display())]).success().stdout();
     let job_file = dir.path("same").join("job.toml");
     assert!(reply.contains(&format!("weir run {}", job_file.display())), "{reply}");
-    let forked: toml::Table = std::fs::read_to_string(&job_file).unwrap().parse().unwrap();
+    let forked_text = std::fs::read_to_string(&job_file).unwrap();
+    assert!(forked_text.contains(note), "the original's comments are kept: {forked_text}");
+    let forked: toml::Table = forked_text.parse().unwrap();
     let detector = &forked["operator"][0];
     assert_eq!((detector["uid"].as_str(), detector["parallelism"].as_integer()), (Some("detector"), Some(3)), "{forked}");
     let savepoint = reply.split("(savepoint ").nth(1).and_then(|rest| rest.split(')').next()).map(PathBuf::from).unwrap();

@@ -241,6 +241,19 @@ impl Coordinator {
         self
     }
 
+    /// Records in the checkpoint directory that the run starts from the
+    /// savepoint in `dir` (see [`SavepointStart`]): from now on the
+    /// directory's earlier checkpoints are not the job's to resume.
+    pub fn record_savepoint_start(&self, dir: &Path) -> std::io::Result<()> {
+        let start = super::SavepointStart {
+            savepoint: crate::dirs::absolute(dir),
+            first_checkpoint: self.next_id,
+            plugins: self.job.plugins(),
+            job_file_plugins: self.job_file_plugins.clone(),
+        };
+        start.write(&self.storage)
+    }
+
     /// Rewrites savepoints from `work_dir`; with `ephemeral`, the checkpoint
     /// directory is removed when the coordinator is dropped.
     pub fn with_work_dir(mut self, work_dir: &Path, ephemeral: bool) -> Self {

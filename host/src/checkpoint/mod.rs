@@ -27,6 +27,7 @@ mod commit;
 mod coordinator;
 mod history;
 mod manifest;
+mod savepoint_start;
 mod storage;
 
 pub use aligner::{Aligned, BarrierAligner};
@@ -36,4 +37,5 @@ pub use coordinator::{
 pub use commit::{CommitQueue, Committer, PendingCommit};
 pub use history::{CheckpointHistory, KEPT_FIGURES};
 pub use manifest::{CheckpointStats, LatestCheckpoint, Manifest, OperatorPlugin, TaskState};
+pub use savepoint_start::SavepointStart;
 pub use storage::{CheckpointStorage, Recovered, StorageLock};

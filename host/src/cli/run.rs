@@ -38,13 +38,14 @@ pub struct RunArgs {
 
 pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     let mut graph = job::load(&args.job, Overrides { parallelism: args.parallelism })?;
-    // Resuming from its checkpoints, the job keeps the plugins it was upgraded to.
-    if args.from_savepoint.is_none() {
-        weir::dataflow::carry_upgrades(&mut graph);
-    }
     let savepoint = match &args.from_savepoint {
         Some(dir) => Some(Savepoint::open(dir)?),
-        None => None,
+        // Resuming, the job keeps the plugins it was upgraded to; from the
+        // savepoint its last run began from, if that run took no checkpoint.
+        None => {
+            weir::dataflow::carry_upgrades(&mut graph);
+            weir::dataflow::savepoint_to_restore(&graph)?
+        }
     };
     let engine = PluginEngine::new()?;
     let manager = JobManager::new(engine);

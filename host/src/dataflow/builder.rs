@@ -73,6 +73,8 @@ pub(super) struct Builder<'a> {
     work_dir: PathBuf,
     states: PreloadedStates,
     alignment: JobAlignment,
+    /// Whether the run's start from a savepoint is recorded.
+    savepoint_start_recorded: std::cell::Cell<bool>,
 }
 
 impl<'a> Builder<'a> {
@@ -116,6 +118,7 @@ impl<'a> Builder<'a> {
             work_dir,
             states,
             alignment: JobAlignment::of(graph),
+            savepoint_start_recorded: std::cell::Cell::new(false),
         })
     }
 
@@ -227,6 +230,7 @@ impl<'a> Builder<'a> {
     /// Opens subtask `subtask` of sink `node`.
     fn open_sink(&self, node: &Node, subtask: u32) -> Result<Box<dyn Sink>, RunError> {
         let NodeKind::Sink(spec) = &node.kind else { unreachable!("only sinks are opened as sinks") };
+        self.record_savepoint_start()?;
         let hub = self.coordinator.hub();
         let place = SinkPlace {
             job: &self.graph.name,
@@ -236,6 +240,19 @@ impl<'a> Builder<'a> {
             checkpoint_dir: hub.dir(),
         };
         connectors::open_sink(spec, &place).map_err(|source| RunError::Connector { node: node.describe(), source })
+    }
+
+    /// Records, before the first sink opens (a files sink then deletes what
+    /// was committed after the savepoint's checkpoint) and after the
+    /// sources and operators have taken the savepoint's state, that the
+    /// run starts from a savepoint; once.
+    fn record_savepoint_start(&self) -> Result<(), RunError> {
+        let (Some(Restore::Savepoint(savepoint)), Some(settings)) = (self.restore, &self.graph.checkpoints) else { return Ok(()) };
+        if self.savepoint_start_recorded.replace(true) {
+            return Ok(());
+        }
+        let recorded = self.coordinator.record_savepoint_start(&savepoint.dir);
+        recorded.map_err(|source| RunError::Checkpoints { dir: settings.dir.clone(), source })
     }
 
     /// Opens the subtask's connector or instantiates its operator, and

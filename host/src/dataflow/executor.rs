@@ -21,7 +21,7 @@ use super::figures::{Sampler, node_figures_of_run, records_read, records_written
 use super::task::{TaskError, TaskMetrics};
 use crate::checkpoint::{
     CheckpointHistory, CheckpointSettings, CheckpointStorage, Committer, Coordinator, LatestCheckpoint, Manifest,
-    SavepointOrder, StorageLock,
+    SavepointOrder, SavepointStart, StorageLock,
 };
 use crate::connectors::{Backlog, ConnectorError};
 use crate::control::{Counters, NodeInfo, SavepointInfo};
@@ -297,6 +297,9 @@ pub fn run_job_with(graph: &JobGraph, engine: &Arc<PluginEngine>, options: RunOp
         }
         None => (0, None),
     };
+    // Without a savepoint: the checkpoints of the newest run, if it began
+    // from one (those below are an earlier run's).
+    let floor = if options.savepoint.is_some() { 0 } else { own_checkpoints_from(graph)? };
     let commands = options.commands.clone().unwrap_or_else(crossbeam_channel::never);
     let mut restarts = 0;
     // Restarts so far and the last failure, for the host to show.
@@ -306,7 +309,7 @@ pub fn run_job_with(graph: &JobGraph, engine: &Arc<PluginEngine>, options: RunOp
         let latest = match (&options.savepoint, restarts) {
             (Some(_), 0) => None,
             (Some(_), _) => latest_checkpoint(graph, first_own)?,
-            (None, _) => latest_checkpoint(graph, 0)?,
+            (None, _) => latest_checkpoint(graph, floor)?,
         };
         let mut rescaled = None;
         if let (Some(manifest), Some(settings)) = (&latest, &graph.checkpoints) {
@@ -411,6 +414,48 @@ fn wait_to_restart(commands: &Receiver<JobCommand>, delay: Duration, history: &R
                 return Ok(());
             }
         }
+    }
+}
+
+/// The savepoint the job's newest run started from, if that run completed
+/// no checkpoint of its own: a run without `--from-savepoint` restores it
+/// again (see [`SavepointStart`]).
+pub fn savepoint_to_restore(graph: &JobGraph) -> Result<Option<Savepoint>, RunError> {
+    let Some((start, false)) = newest_savepoint_start(graph)? else { return Ok(None) };
+    info!(
+        job = %graph.name,
+        savepoint = %start.savepoint.display(),
+        "the job's last run started from this savepoint and completed no checkpoint of its own: restoring it again"
+    );
+    Ok(Some(Savepoint::open(&start.savepoint)?))
+}
+
+/// The record of the newest run from a savepoint in the job's checkpoint
+/// directory, and whether that run has completed a checkpoint.
+fn newest_savepoint_start(graph: &JobGraph) -> Result<Option<(SavepointStart, bool)>, RunError> {
+    let Some(settings) = &graph.checkpoints else { return Ok(None) };
+    let unreadable = |reason: String| RunError::Checkpoints { dir: settings.dir.clone(), source: std::io::Error::other(reason) };
+    let Some(start) = SavepointStart::read(&settings.dir).map_err(unreadable)? else { return Ok(None) };
+    let has_checkpoints = start.has_checkpoints(&open_storage(settings)?);
+    Ok(Some((start, has_checkpoints)))
+}
+
+/// The first checkpoint a run without a savepoint may resume from: that of
+/// the newest run from a savepoint, if there was one. If that run has none
+/// yet, only its savepoint matches the output, and the run is refused.
+fn own_checkpoints_from(graph: &JobGraph) -> Result<u64, RunError> {
+    match newest_savepoint_start(graph)? {
+        None => Ok(0),
+        Some((start, true)) => Ok(start.first_checkpoint),
+        Some((start, false)) => Err(RunError::Checkpoints {
+            dir: graph.checkpoints.as_ref().map(|c| c.dir.clone()).unwrap_or_default(),
+            source: std::io::Error::other(format!(
+                "the job's last run started from savepoint {0} and completed no checkpoint of its own, so the \
+                 checkpoints before it no longer match the output: restore that savepoint again \
+                 (`--from-savepoint {0}`) or another one",
+                start.savepoint.display()
+            )),
+        }),
     }
 }
 

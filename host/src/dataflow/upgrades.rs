@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use tracing::{info, warn};
 
-use crate::checkpoint::{CheckpointStorage, OperatorPlugin};
+use crate::checkpoint::{CheckpointStorage, OperatorPlugin, SavepointStart};
 use crate::dirs::resolved;
 use crate::job::{JobGraph, NodeKind};
 use crate::plugin::sha256_hex;
@@ -39,13 +39,23 @@ struct RunPlugins<'a> {
 
 /// Sets `graph`'s operators to the plugins their newest checkpoint's run
 /// was upgraded to, where the job file still names the plugins that run
-/// began with (see the module docs); returns those it set.
+/// began with (see the module docs); returns those it set. A run that
+/// began from a savepoint (an upgrade's) and has no checkpoint yet is
+/// resumed from that savepoint, with the plugins that run recorded there.
 pub fn carry_upgrades(graph: &mut JobGraph) -> Vec<CarriedUpgrade> {
     let Some(settings) = &graph.checkpoints else { return Vec::new() };
-    let storage = CheckpointStorage::open(&settings.dir);
-    let newest = storage.ok().and_then(|s| s.complete_ids().last().and_then(|&id| s.manifest(id).ok()));
-    let Some(manifest) = newest.filter(|m| !m.finished) else { return Vec::new() };
-    let run = RunPlugins { ran: &manifest.plugins, named: &manifest.job_file_plugins };
+    let Ok(storage) = CheckpointStorage::open(&settings.dir) else { return Vec::new() };
+    let start = SavepointStart::read(&settings.dir).ok().flatten().filter(|start| !start.has_checkpoints(&storage));
+    let newest = storage.complete_ids().last().and_then(|&id| storage.manifest(id).ok()).filter(|m| !m.finished);
+    let (run, from) = match (&start, &newest) {
+        (Some(start), _) => {
+            (RunPlugins { ran: &start.plugins, named: &start.job_file_plugins }, format!("savepoint {}", start.savepoint.display()))
+        }
+        (None, Some(manifest)) => {
+            (RunPlugins { ran: &manifest.plugins, named: &manifest.job_file_plugins }, format!("checkpoint {}", manifest.checkpoint))
+        }
+        (None, None) => return Vec::new(),
+    };
     let carried = upgrades(graph, &run, &|path| std::fs::read(path).ok().map(|bytes| sha256_hex(&bytes)));
     for upgrade in &carried {
         if let Some(operator) = graph.operator_mut(&upgrade.uid) {
@@ -56,7 +66,7 @@ pub fn carry_upgrades(graph: &mut JobGraph) -> Vec<CarriedUpgrade> {
             operator = %upgrade.uid,
             plugin = %upgrade.plugin.display(),
             job_file_names = %upgrade.instead_of.display(),
-            checkpoint = manifest.checkpoint,
+            from = %from,
             "resuming with the plugin the job was upgraded to while it ran; name it in the job file to keep it"
         );
     }

@@ -8,12 +8,13 @@
 //! checkpoint directory: the original's job file with the fork's name,
 //! checkpoint directory, plugins, sink paths, topics and transactional ids,
 //! and every path made absolute (the file no longer sits beside the one
-//! its relative paths were relative to). `weir run DIR/job.toml` then
+//! its relative paths were relative to). The rest of the file, comments and
+//! layout included, is the original's as it was written (`toml_edit`). `weir run DIR/job.toml` then
 //! resumes the fork from its newest checkpoint, as for any job.
 
 use std::path::{Path, PathBuf};
 
-use toml::{Table, Value};
+use toml_edit::{DocumentMut, Item, TableLike, Value, value};
 
 use crate::dirs::absolute;
 use crate::control::ControlError;
@@ -30,15 +31,14 @@ const FILE_NAME: &str = "job.toml";
 pub(super) fn write_fork_file(fork: &mut JobGraph, savepoint: &Path) -> Result<Option<PathBuf>, ControlError> {
     let (Some(settings), Some(original)) = (&fork.checkpoints, &fork.definition) else { return Ok(None) };
     let failed = |what: String| ControlError::Failed(format!("cannot write the job file of fork `{}`: {what}", fork.name));
-    let mut table: Table = original.text.parse().map_err(|e| failed(format!("its original's job file does not parse: {e}")))?;
-    let forked_from = table.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
-    table.insert("name".into(), Value::String(fork.name.clone()));
-    table.insert("checkpoint_dir".into(), path_value(&settings.dir));
-    let file_parallelism = table.get("parallelism").and_then(Value::as_integer).unwrap_or(1);
+    let mut file: DocumentMut = original.text.parse().map_err(|e| failed(format!("its original's job file does not parse: {e}")))?;
+    let forked_from = file.get("name").and_then(Item::as_str).unwrap_or_default().to_owned();
+    file["name"] = value(fork.name.clone());
+    file["checkpoint_dir"] = path_value(&settings.dir);
+    let file_parallelism = file.get("parallelism").and_then(Item::as_integer).unwrap_or(1);
     for (key, field) in [("source", "name"), ("operator", "uid"), ("sink", "name")] {
-        let Some(Value::Array(entries)) = table.get_mut(key) else { continue };
-        for entry in entries.iter_mut().filter_map(Value::as_table_mut) {
-            let node = entry.get(field).and_then(Value::as_str).and_then(|name| fork.nodes.iter().find(|n| n.name == name));
+        for entry in file.get_mut(key).map(tables_of).unwrap_or_default() {
+            let node = entry.get(field).and_then(Item::as_str).and_then(|name| fork.nodes.iter().find(|n| n.name == name));
             if let Some(node) = node {
                 as_forked(entry, node);
                 keep_parallelism(entry, node, file_parallelism);
@@ -53,7 +53,7 @@ pub(super) fn write_fork_file(fork: &mut JobGraph, savepoint: &Path) -> Result<O
         forked_from,
         original.path.display(),
         savepoint.display(),
-        toml::to_string(&table).map_err(|e| failed(e.to_string()))?
+        file
     );
     let path = absolute(&settings.dir.join(FILE_NAME));
     write(&path, &text).map_err(|e| failed(format!("{}: {e}", path.display())))?;
@@ -61,23 +61,34 @@ pub(super) fn write_fork_file(fork: &mut JobGraph, savepoint: &Path) -> Result<O
     Ok(Some(path))
 }
 
+/// The tables of an array of them, `[[source]]` or `source = [{ … }]`.
+fn tables_of(item: &mut Item) -> Vec<&mut dyn TableLike> {
+    match item {
+        Item::ArrayOfTables(tables) => tables.iter_mut().map(|t| t as &mut dyn TableLike).collect(),
+        Item::Value(Value::Array(array)) => {
+            array.iter_mut().filter_map(Value::as_inline_table_mut).map(|t| t as &mut dyn TableLike).collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
 /// Sets what the fork changed, and its paths made absolute, in the job
 /// file's table of `node`.
-fn as_forked(entry: &mut Table, node: &Node) {
+fn as_forked(entry: &mut dyn TableLike, node: &Node) {
     match &node.kind {
         NodeKind::Source(SourceSpec::File { path, .. }) => {
-            entry.insert("path".into(), path_value(path));
+            entry.insert("path", path_value(path));
         }
         NodeKind::Operator(operator) => {
-            entry.insert("plugin".into(), path_value(&operator.plugin));
+            entry.insert("plugin", path_value(&operator.plugin));
         }
         NodeKind::Sink(SinkSpec::File { path, .. } | SinkSpec::Files { path, .. }) => {
-            entry.insert("path".into(), path_value(path));
+            entry.insert("path", path_value(path));
         }
         NodeKind::Sink(SinkSpec::Kafka(kafka)) => {
-            entry.insert("topic".into(), Value::String(kafka.topic.clone()));
+            entry.insert("topic", value(kafka.topic.clone()));
             if let Some(prefix) = &kafka.transactional_id_prefix {
-                entry.insert("transactional_id_prefix".into(), Value::String(prefix.clone()));
+                entry.insert("transactional_id_prefix", value(prefix.clone()));
             }
         }
         _ => {}
@@ -88,21 +99,21 @@ fn as_forked(entry: &mut Table, node: &Node) {
 /// another — the original host's `--parallelism`, which the fork runs with
 /// — so that the fork resumes as it ran, without a copy of its state by
 /// key group.
-fn keep_parallelism(entry: &mut Table, node: &Node, file_parallelism: i64) {
+fn keep_parallelism(entry: &mut dyn TableLike, node: &Node, file_parallelism: i64) {
     let runs_in_parallel = matches!(
         node.kind,
         NodeKind::Source(SourceSpec::Generator { .. } | SourceSpec::Kafka(_))
             | NodeKind::Operator(_)
             | NodeKind::Sink(SinkSpec::Kafka(_))
     );
-    let named = entry.get("parallelism").and_then(Value::as_integer).unwrap_or(file_parallelism);
+    let named = entry.get("parallelism").and_then(Item::as_integer).unwrap_or(file_parallelism);
     if runs_in_parallel && named != i64::from(node.parallelism) {
-        entry.insert("parallelism".into(), Value::Integer(node.parallelism.into()));
+        entry.insert("parallelism", value(i64::from(node.parallelism)));
     }
 }
 
-fn path_value(path: &Path) -> Value {
-    Value::String(absolute(path).to_string_lossy().into_owned())
+fn path_value(path: &Path) -> Item {
+    value(absolute(path).to_string_lossy().into_owned())
 }
 
 /// Writes `text` to `path`, whole and durably (the file is what outlives a
