@@ -12,6 +12,9 @@ fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::try_from_env("WEIR_LOG").unwrap_or_else(|_| EnvFilter::new("info")))
         .with_writer(std::io::stderr)
+        // A closed or full standard error loses the log, not the jobs: the
+        // fallback report of a failed write would panic the thread logging.
+        .log_internal_errors(false)
         // Colours only for a person at a terminal, not in logs and pipes.
         .with_ansi(std::io::stderr().is_terminal())
         .init();

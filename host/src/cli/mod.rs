@@ -1,5 +1,14 @@
 //! The `weir` command line.
 
+/// `eprintln!` that never panics: a host whose standard error was closed
+/// (`weir run … 2>&1 | head`) still finishes its jobs and exits cleanly.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod bench;
 mod checkpoints;
 mod control;

@@ -54,19 +54,19 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     let server = serve(api.as_deref(), &manager)?;
     manager.submit(graph.clone(), savepoint, args.allow_non_restored_state).map_err(anyhow::Error::msg)?;
     // Announced once the job is accepted (a refused one has no API to offer).
-    eprintln!("weir: control API on http://{0} (for weir jobs/savepoint/upgrade/fork: --api {0})", server.addr());
+    say!("weir: control API on http://{0} (for weir jobs/savepoint/upgrade/fork: --api {0})", server.addr());
     let ended = manager.wait_all();
     drop(server);
     let mut failed = Vec::new();
     for (name, status, summary) in ended {
         match (status, summary) {
             (JobStatus::Failed(reason), _) => failed.push(format!("job `{name}` failed: {reason}")),
-            (JobStatus::Cancelled, _) => eprintln!("job `{name}` was cancelled"),
+            (JobStatus::Cancelled, _) => say!("job `{name}` was cancelled"),
             (_, Some(summary)) => report(&summary, &graph),
-            (status, None) => eprintln!("job `{name}`: {status:?}"),
+            (status, None) => say!("job `{name}`: {status:?}"),
         }
     }
-    eprintln!("peak memory: {}", super::peak_memory().unwrap_or_else(|| "unknown".into()));
+    say!("peak memory: {}", super::peak_memory().unwrap_or_else(|| "unknown".into()));
     match failed.len() {
         0 => Ok(()),
         _ => anyhow::bail!(failed.join("\n")),
@@ -91,7 +91,7 @@ fn report(summary: &JobSummary, graph: &JobGraph) {
     let name = &summary.name;
     if summary.already_finished {
         let dir = graph.checkpoints.as_ref().map(|c| c.dir.display().to_string()).unwrap_or_default();
-        eprintln!(
+        say!(
             "job `{name}` had already finished (checkpoint {} in {dir}); nothing to do. \
              To run it again from the start, delete that directory.",
             summary.restored_from.unwrap_or_default()
@@ -99,15 +99,15 @@ fn report(summary: &JobSummary, graph: &JobGraph) {
         return;
     }
     if let Some(savepoint) = &summary.stopped_with {
-        eprintln!("job `{name}` stopped with savepoint {}", savepoint.dir.display());
+        say!("job `{name}` stopped with savepoint {}", savepoint.dir.display());
         return;
     }
     match (&summary.savepoint, summary.restored_from) {
-        (Some(savepoint), _) => eprintln!("job `{name}` started from savepoint {}", savepoint.display()),
-        (None, Some(checkpoint)) => eprintln!("job `{name}` resumed from checkpoint {checkpoint}"),
+        (Some(savepoint), _) => say!("job `{name}` started from savepoint {}", savepoint.display()),
+        (None, Some(checkpoint)) => say!("job `{name}` resumed from checkpoint {checkpoint}"),
         (None, None) => {}
     }
-    eprintln!(
+    say!(
         "job `{name}` finished in {:.2} s: {} events read, {} written{}",
         summary.duration.as_secs_f64(),
         summary.records_read(),
@@ -119,9 +119,9 @@ fn report(summary: &JobSummary, graph: &JobGraph) {
     );
     let checkpoints = &summary.checkpoints;
     if (checkpoints.count() > 0 || checkpoints.failed() > 0) && graph.checkpoints.is_some() {
-        eprintln!("{}", super::checkpoint_figures(&summary.checkpoints));
+        say!("{}", super::checkpoint_figures(&summary.checkpoints));
     }
     // Where its time went, node by node, as `weir jobs JOB` shows a running job.
-    eprint!("{}", super::control::nodes_table(&summary.nodes(), false));
+    say!("{}", super::control::nodes_table(&summary.nodes(), false).trim_end());
 }
 

@@ -740,7 +740,7 @@ impl RunningJob {
 }
 
 /// The message a panic carried.
-fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+pub fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
     match (panic.downcast_ref::<&str>(), panic.downcast_ref::<String>()) {
         (Some(message), _) => (*message).to_owned(),
         (_, Some(message)) => message.clone(),

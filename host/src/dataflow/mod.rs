@@ -53,7 +53,7 @@ pub use builder::instance_config;
 pub use upgrades::{CarriedUpgrade, carry_upgrades};
 pub use executor::{
     JobCommand, JobSummary, Progress, Restarts, Restore, Role, RunError, RunOptions, RunningJob, TaskSummary, run_job, run_job_with,
-    savepoint_to_restore, start_job,
+    panic_message, savepoint_to_restore, start_job,
 };
 
 /// Records per batch: sources fill batches of this size and key-by edges

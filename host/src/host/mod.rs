@@ -26,7 +26,7 @@ use crate::control::{
     ControlError, ControlPlane, ForkInfo, ForkRequest, JobInfo, OperatorInfo, SavepointInfo, SavepointRequest,
     UpgradeInfo, UpgradeRequest,
 };
-use crate::dataflow::{JobCommand, JobSummary, RunError, RunOptions, run_job_with};
+use crate::dataflow::{JobCommand, JobSummary, RunError, RunOptions, panic_message, run_job_with};
 use crate::dirs::absolute;
 use crate::job::{JobGraph, NodeKind};
 use crate::plugin::{PluginEngine, now_ms};
@@ -158,7 +158,12 @@ impl JobManager {
         std::thread::Builder::new()
             .name(format!("weir-job-{name}"))
             .spawn(move || {
-                let result = run_job_with(&graph, &manager.engine, options);
+                // A panic must still end the job, or `wait_all` and the
+                // control API would wait on it forever.
+                let run = std::panic::AssertUnwindSafe(|| run_job_with(&graph, &manager.engine, options));
+                let result = std::panic::catch_unwind(run).unwrap_or_else(|panic| {
+                    Err(RunError::TaskFailed { task: format!("job `{}`'s supervisor", graph.name), cause: panic_message(&panic) })
+                });
                 manager.ended(&graph.name, generation, result);
             })
             .expect("spawn a job thread");
