@@ -248,6 +248,15 @@ fn duplicate_names_and_bad_parallelism() {
     let error = run_job(&job, &[]).failure();
     assert!(error.contains("the name `gen` is used twice"), "{error}");
 
+    // Names name checkpoint files: a long one would fail every checkpoint.
+    let long = "c".repeat(300);
+    let job = job_file(&dir, |t| t.replace("uid = \"count\"", &format!("uid = \"{long}\"")).replace("input = \"count\"", &format!("input = \"{long}\"")));
+    let error = run_job(&job, &[]).failure();
+    assert!(error.contains("is 300 bytes long; at most 200 (it names checkpoint files)"), "{error}");
+    let job = job_file(&dir, |t| t.replace("uid = \"count\"", "uid = \"a/b\"").replace("input = \"count\"", "input = \"a/b\""));
+    let error = run_job(&job, &[]).failure();
+    assert!(error.contains("operator name \"a/b\" must be non-empty and must not contain '.', '/'"), "{error}");
+
     let job = job_file(&dir, |t| t.replace("name = \"edited\"", "name = \"edited\"\nparallelism = 0"));
     let error = run_job(&job, &[]).failure();
     assert!(error.contains("parallelism 0"), "{error}");
@@ -304,7 +313,7 @@ fn a_restart_setting_its_strategy_does_not_use() {
 }
 
 #[test]
-fn two_file_sinks_writing_one_path() {
+fn sinks_writing_one_path_or_over_what_the_job_reads() {
     let dir = JobDir::new();
     for other in ["out.txt", "./out.txt", "sub/../out.txt"] {
         let sinks = format!(
@@ -315,6 +324,17 @@ fn two_file_sinks_writing_one_path() {
         assert!(error.contains(&format!("sinks `out` and `copy` both write to {other}")), "{error}");
         assert!(error.contains("give each its own path"), "{error}");
     }
+    // Nor may a sink write over what the job reads: its input, a plugin.
+    dir.write("in.txt", "a b\n");
+    let source = "name = \"gen\"\ntype = \"file\"\npath = \"in.txt\"";
+    let sink = "type = \"file\"\npath = \"./in.txt\"";
+    let job = job_file(&dir, |t| t.replace("name = \"gen\"\ntype = \"generator\"\nevents = 10", source).replace("type = \"discard\"", sink));
+    let error = run_job(&job, &[]).failure();
+    assert!(error.contains("sink `out` would write over source `gen`'s input, ./in.txt"), "{error}");
+    assert_eq!(dir.read("in.txt"), "a b\n");
+    let sink = format!("type = \"file\"\npath = {}", toml_path(&plugin("word-count")));
+    let error = run_job(&job_file(&dir, |t| t.replace("type = \"discard\"", &sink)), &[]).failure();
+    assert!(error.contains("sink `out` would write over operator `count`'s plugin"), "{error}");
 }
 
 #[test]

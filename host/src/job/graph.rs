@@ -322,16 +322,30 @@ fn check_connectors(spec: &JobSpec) -> Result<(), String> {
             kafka.validate()?;
         }
     }
+    // What the job reads, which no sink may write over.
+    let read: HashMap<PathBuf, String> = spec
+        .sources
+        .iter()
+        .filter_map(|source| match source {
+            SourceSpec::File { name, path, .. } => Some((crate::dirs::resolved(path), format!("source `{name}`'s input"))),
+            _ => None,
+        })
+        .chain(spec.operators.iter().map(|op| (crate::dirs::resolved(&op.plugin), format!("operator `{}`'s plugin", op.uid))))
+        .collect();
     let mut paths = HashMap::new();
     for sink in &spec.sinks {
         // By the place named, however spelt (`x.txt`, `./x.txt`, a link).
-        if let SinkSpec::File { name, path, .. } | SinkSpec::Files { name, path, .. } = sink
-            && let Some(other) = paths.insert(crate::dirs::resolved(path), name)
-        {
-            return Err(format!(
-                "sinks `{other}` and `{name}` both write to {}, and would overwrite each other: give each its own path",
-                path.display()
-            ));
+        if let SinkSpec::File { name, path, .. } | SinkSpec::Files { name, path, .. } = sink {
+            let place = crate::dirs::resolved(path);
+            if let Some(what) = read.get(&place) {
+                return Err(format!("sink `{name}` would write over {what}, {}: give the sink another path", path.display()));
+            }
+            if let Some(other) = paths.insert(place, name) {
+                return Err(format!(
+                    "sinks `{other}` and `{name}` both write to {}, and would overwrite each other: give each its own path",
+                    path.display()
+                ));
+            }
         }
         if let SinkSpec::Kafka(kafka) = sink {
             kafka.validate()?;
@@ -369,7 +383,9 @@ pub fn check_job_name(name: &str) -> Result<(), String> {
 }
 
 /// Names must be unique across sources, operators and sinks, and must not
-/// contain '.', which separates an operator uid from a side output.
+/// contain '.', which separates an operator uid from a side output. They
+/// name checkpoint files (`NAME-SUBTASK.…`), so they are plain file names
+/// of at most [`MAX_JOB_NAME`] bytes.
 fn check_names(spec: &JobSpec) -> Result<(), String> {
     let names = spec
         .sources
@@ -379,8 +395,12 @@ fn check_names(spec: &JobSpec) -> Result<(), String> {
         .chain(spec.sinks.iter().map(|s| ("sink", s.name())));
     let mut seen = HashSet::new();
     for (kind, name) in names {
-        if name.is_empty() || name.contains('.') {
-            return Err(format!("{kind} name {name:?} must be non-empty and must not contain '.'"));
+        if name.is_empty() || name.contains(['.', '/', '\\']) || name.chars().any(char::is_control) {
+            return Err(format!("{kind} name {name:?} must be non-empty and must not contain '.', '/', '\\' or control characters"));
+        }
+        if name.len() > MAX_JOB_NAME {
+            let length = name.len();
+            return Err(format!("{kind} name `{name}` is {length} bytes long; at most {MAX_JOB_NAME} (it names checkpoint files)"));
         }
         if !seen.insert(name) {
             return Err(format!("the name `{name}` is used twice; sources, operators and sinks need distinct names"));
