@@ -14,6 +14,12 @@
 //! each write the entries used least recently are deleted until the rest
 //! fit in `$WEIR_CACHE_MAX_MB` (default 2 GiB). A hit marks its entry as
 //! used now (its modification time).
+//!
+//! An entry ends with a checksum of the compiled code ([`TRAILER`]), checked
+//! before wasmtime maps it: wasmtime trusts a serialized component, and a
+//! damaged one (a disk error, a crash while the file was written) would
+//! crash the host rather than fail to load. A damaged entry is deleted and
+//! the plugin compiled again.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -22,6 +28,10 @@ use std::time::SystemTime;
 use tracing::{debug, warn};
 use wasmtime::Engine;
 use wasmtime::component::Component;
+
+/// Ends every entry, followed by the CRC-32 (little-endian) of what
+/// precedes it.
+const TRAILER: &[u8; 8] = b"weircrc1";
 
 pub struct ComponentCache {
     dir: Option<PathBuf>,
@@ -45,11 +55,17 @@ impl ComponentCache {
         if !path.is_file() {
             return None;
         }
-        // SAFETY: the file was written by `put` below from
+        let bytes = std::fs::read(&path).map_err(|error| warn!(path = %path.display(), %error, "cannot read a cache entry")).ok()?;
+        let Some(compiled) = checked(&bytes) else {
+            warn!(path = %path.display(), "deleting a damaged cache entry (its checksum does not match); compiling the plugin again");
+            let _ = std::fs::remove_file(&path);
+            return None;
+        };
+        // SAFETY: the bytes were written by `put` below from
         // `Component::serialize` for an engine with the same compatibility
-        // hash; the cache directory is the user's own, trusted like the
-        // binary itself.
-        match unsafe { Component::deserialize_file(engine, &path) } {
+        // hash, and their checksum matches; the cache directory is the
+        // user's own, trusted like the binary itself.
+        match unsafe { Component::deserialize(engine, compiled) } {
             Ok(component) => {
                 debug!(path = %path.display(), "compiled plugin loaded from the cache");
                 // Used now: the last to go when the cache is pruned.
@@ -67,12 +83,20 @@ impl ComponentCache {
     pub fn put(&self, digest: &str, component: &Component) {
         let Some(path) = self.entry(digest) else { return };
         let write = || -> Result<(), String> {
-            let bytes = component.serialize().map_err(|e| e.to_string())?;
+            let mut bytes = component.serialize().map_err(|e| e.to_string())?;
+            let crc = crc32fast::hash(&bytes);
+            bytes.extend_from_slice(TRAILER);
+            bytes.extend_from_slice(&crc.to_le_bytes());
             let dir = path.parent().expect("cache entries are in a directory");
             std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+            // A temporary name of this process's: two hosts may compile
+            // the same plugin at once.
             let temporary = path.with_extension(format!("tmp{}", std::process::id()));
-            std::fs::write(&temporary, bytes).map_err(|e| e.to_string())?;
-            std::fs::rename(&temporary, &path).map_err(|e| e.to_string())
+            let file = std::fs::File::create(&temporary).and_then(|mut file| {
+                std::io::Write::write_all(&mut file, &bytes)?;
+                file.sync_all()
+            });
+            file.and_then(|()| std::fs::rename(&temporary, &path)).map_err(|e| e.to_string())
         };
         if let Err(error) = write() {
             warn!(path = %path.display(), %error, "cannot cache the compiled plugin");
@@ -82,6 +106,13 @@ impl ComponentCache {
             prune(dir, max_bytes(), &path);
         }
     }
+}
+
+/// The compiled code of an entry whose checksum matches.
+fn checked(entry: &[u8]) -> Option<&[u8]> {
+    let (rest, crc) = entry.split_last_chunk::<4>()?;
+    let compiled = rest.strip_suffix(TRAILER)?;
+    (crc32fast::hash(compiled) == u32::from_le_bytes(*crc)).then_some(compiled)
 }
 
 /// The cache's budget: `$WEIR_CACHE_MAX_MB` MiB, else 2 GiB.
@@ -142,6 +173,28 @@ mod tests {
         let file = std::fs::File::options().write(true).open(&path).unwrap();
         file.set_modified(SystemTime::now() - Duration::from_secs(age_s)).unwrap();
         path
+    }
+
+    /// A damaged entry is found before wasmtime maps it (it would crash
+    /// the host), deleted, and the plugin compiled again.
+    #[test]
+    fn a_damaged_entry_is_deleted_and_the_plugin_compiled_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Engine::default();
+        let cache = ComponentCache { dir: Some(dir.path().into()), engine_hash: 1 };
+        // An empty component: the preamble alone.
+        let component = Component::from_binary(&engine, b"\0asm\x0d\0\x01\0").unwrap();
+        cache.put("abc", &component);
+        assert!(cache.get(&engine, "abc").is_some());
+        let path = cache.entry("abc").unwrap();
+        let mut bytes = std::fs::read(&path).unwrap();
+        let middle = bytes.len() / 2;
+        bytes[middle] ^= 0xff;
+        std::fs::write(&path, &bytes).unwrap();
+        assert!(cache.get(&engine, "abc").is_none());
+        assert!(!path.exists(), "deleted");
+        std::fs::write(&path, b"short").unwrap();
+        assert!(cache.get(&engine, "abc").is_none(), "an entry from before checksums, or cut short");
     }
 
     #[test]
