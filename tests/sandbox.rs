@@ -49,6 +49,23 @@ fn a_panicking_plugin_fails_the_job_with_its_message() {
     assert!(error.contains("faulty operator panicked on purpose"), "shows the panic message: {error}");
 }
 
+/// A plugin may log as much as it likes: the host keeps the last of it
+/// for the error report, and a long log never fails the plugin.
+#[test]
+fn a_plugin_logging_much_runs_and_its_last_lines_are_reported() {
+    let dir = JobDir::new();
+    let job = faulty_job(&dir, "chatty", "").to_str().unwrap().to_owned();
+    let text = std::fs::read_to_string(&job).unwrap().replace("events = 100", "events = 300");
+    std::fs::write(&job, text.replace("mode = \"chatty\"", "mode = \"chatty\", after = 1000")).unwrap();
+    run_job(job.as_ref(), &[]).success();
+    assert_eq!(dir.read("out.txt").lines().count(), 300, "300 KiB of log, every event through");
+    std::fs::write(&job, text.replace("mode = \"chatty\"", "mode = \"chatty\", after = 250")).unwrap();
+    let error = run_job(job.as_ref(), &[]).failure();
+    assert!(error.contains("event 250 of a chatty operator: stopping here"), "{error}");
+    assert!(error.contains("faulty operator panicked after 249 lines of log"), "{error}");
+    assert!(error.len() < 3000, "long lines shortened: {error}");
+}
+
 #[test]
 fn a_plugin_allocating_without_bound_hits_its_memory_cap() {
     let dir = JobDir::new();

@@ -9,7 +9,6 @@ use std::time::Instant;
 
 use tracing::debug;
 use wasmtime::component::ResourceTable;
-use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::bindings::weir::operator::types::TimeDomain as WitDomain;
@@ -20,19 +19,24 @@ use super::instance::{CapturedState, InputKind, now_ms};
 use super::limits::MemoryLimiter;
 use super::snapshot;
 use super::state::{BatchKeys, KeyedStateView};
+use super::stderr::StderrTail;
 use super::timers::TimersView;
 use crate::dataflow::{KeyNumbered, NO_TIMESTAMP, RecordBatch};
 use crate::state::{FiredTimer, KeyGroupRange, KeyedStateBackend, StateRegistry, TimeDomain, TimerService};
 
-/// How much of a plugin's stderr is kept for error reports.
+/// How much of a plugin's stderr is kept for error reports (its newest bytes).
 const STDERR_CAPACITY: usize = 64 * 1024;
+
+/// An error report shows a plugin's last lines of stderr up to this many
+/// characters each.
+const MAX_LINE: usize = 300;
 
 /// Everything the host keeps for one plugin instance.
 pub struct PluginState {
     wasi: WasiCtx,
     table: ResourceTable,
     pub limiter: MemoryLimiter,
-    pub stderr: MemoryOutputPipe,
+    pub stderr: StderrTail,
     pub registry: StateRegistry,
     pub backend: Box<dyn KeyedStateBackend>,
     /// The key groups of this subtask: keys written by key must be in them.
@@ -53,7 +57,7 @@ pub struct PluginState {
 
 impl PluginState {
     pub fn new(memory_cap: usize, backend: Box<dyn KeyedStateBackend>, key_groups: KeyGroupRange, max_parallelism: u32) -> Self {
-        let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
+        let stderr = StderrTail::new(STDERR_CAPACITY);
         PluginState {
             wasi: sandboxed_wasi(stderr.clone()),
             table: ResourceTable::new(),
@@ -213,14 +217,18 @@ impl PluginState {
             .lines()
             .filter(|l| !l.trim().is_empty() && !l.starts_with("note: run with `RUST_BACKTRACE"))
             .collect();
-        lines[lines.len().saturating_sub(5)..].join(" / ")
+        let shortened = lines[lines.len().saturating_sub(5)..].iter().map(|line| match line.char_indices().nth(MAX_LINE) {
+            Some((end, _)) => format!("{}…", &line[..end]),
+            None => (*line).to_owned(),
+        });
+        shortened.collect::<Vec<_>>().join(" / ")
     }
 }
 
 /// WASI deny-by-default: no preopened directories, no environment, no
 /// arguments, no stdin, no network; stdout is discarded and stderr kept
 /// (bounded) for error reports.
-fn sandboxed_wasi(stderr: MemoryOutputPipe) -> WasiCtx {
+fn sandboxed_wasi(stderr: StderrTail) -> WasiCtx {
     WasiCtxBuilder::new()
         .stderr(stderr)
         .allow_tcp(false)

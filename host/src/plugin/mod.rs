@@ -26,6 +26,7 @@ mod instance;
 mod limits;
 mod snapshot;
 mod state;
+mod stderr;
 mod timers;
 mod types;
 

@@ -9,6 +9,9 @@
 //!   environment, open a connection) and emits what happened, keyed
 //!   `fs`, `env` and `net`;
 //! - `none`: forwards events unchanged.
+//! - `chatty`: forwards events unchanged, writing a line of 1 KiB to
+//!   stderr for each, and panics at event `after` (config, default 1000),
+//!   its last line before the panic saying so.
 //! - `trap-once`: counts keyed events like `word-count` (emits `(key, n)`),
 //!   but on the first run of the job (restart attempt 0) panics after
 //!   `after` events (config, default 1000) — to test recovery.
@@ -39,6 +42,7 @@ enum Mode {
     Error,
     Probe,
     None,
+    Chatty,
     TrapOnce,
     AlwaysTrap,
     PreWeirState,
@@ -54,12 +58,13 @@ impl Operator for Faulty {
             "error" => Mode::Error,
             "probe" => Mode::Probe,
             "none" => Mode::None,
+            "chatty" => Mode::Chatty,
             "trap-once" => Mode::TrapOnce,
             "always-trap" => Mode::AlwaysTrap,
             "pre-weir-state" => Mode::PreWeirState,
             other => {
                 return Err(Error::config(format!(
-                    "unknown mode {other:?}; use panic, alloc, loop, error, probe, none, trap-once, always-trap or pre-weir-state"
+                    "unknown mode {other:?}; use panic, alloc, loop, error, probe, none, chatty, trap-once, always-trap or pre-weir-state"
                 )));
             }
         };
@@ -115,6 +120,16 @@ impl Operator for Faulty {
                 for (key, value) in [("fs", fs), ("env", env), ("net", net)] {
                     ctx.emit(key, value);
                 }
+                Ok(())
+            }
+            Mode::Chatty => {
+                self.seen += 1;
+                if self.seen == self.after {
+                    eprintln!("event {} of a chatty operator: stopping here", self.seen);
+                    panic!("faulty operator panicked after {} lines of log", self.seen - 1);
+                }
+                eprintln!("event {} of a chatty operator: {}", self.seen, "x".repeat(1000));
+                ctx.emit(event.key(), event.value());
                 Ok(())
             }
             Mode::None | Mode::PreWeirState => {
