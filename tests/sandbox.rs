@@ -66,6 +66,20 @@ fn a_plugin_logging_much_runs_and_its_last_lines_are_reported() {
     assert!(error.len() < 3000, "long lines shortened: {error}");
 }
 
+/// A call's output may be as large as the instance's memory allows: a
+/// batch of 8 192 records of 20 kB is 164 MB handed to the host at once,
+/// beyond wasmtime's default bound on what a call may pass it.
+#[test]
+fn a_plugin_emitting_large_records_runs_within_its_memory_cap() {
+    let dir = JobDir::new();
+    let job = faulty_job(&dir, "huge", "memory_limit_mb = 1024");
+    let text = std::fs::read_to_string(&job).unwrap().replace("events = 100", "events = 9000");
+    let text = text.replace("mode = \"huge\"", "mode = \"huge\", after = 20000").replace("type = \"file\"\npath = \"out.txt\"\nformat = \"kv\"", "type = \"discard\"");
+    std::fs::write(&job, text).unwrap();
+    let run = run_job(&job, &[]);
+    assert!(run.success().stderr().contains("9000 events read, 9000 written"), "{}", run.stderr());
+}
+
 #[test]
 fn a_plugin_allocating_without_bound_hits_its_memory_cap() {
     let dir = JobDir::new();

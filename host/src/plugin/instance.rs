@@ -84,6 +84,10 @@ impl OperatorInstance {
         }
         let mut store = Store::new(plugin.pre.engine(), data);
         store.limiter(|state| &mut state.limiter);
+        // What one call may hand the host (a batch's output, 8 192 events
+        // of it) is bounded by the instance's memory already; wasmtime's
+        // default of 128 MiB would fail a plugin emitting large records.
+        store.set_hostcall_fuel(store.hostcall_fuel().max(limits.memory_bytes));
         arm_deadline(&mut store, &limits);
         let bindings = match plugin.pre.instantiate(&mut store) {
             Ok(bindings) => bindings,

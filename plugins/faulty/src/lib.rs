@@ -9,6 +9,7 @@
 //!   environment, open a connection) and emits what happened, keyed
 //!   `fs`, `env` and `net`;
 //! - `none`: forwards events unchanged.
+//! - `huge`: emits, for each event, a value of `after` bytes;
 //! - `chatty`: forwards events unchanged, writing a line of 1 KiB to
 //!   stderr for each, and panics at event `after` (config, default 1000),
 //!   its last line before the panic saying so.
@@ -42,6 +43,7 @@ enum Mode {
     Error,
     Probe,
     None,
+    Huge,
     Chatty,
     TrapOnce,
     AlwaysTrap,
@@ -59,12 +61,13 @@ impl Operator for Faulty {
             "probe" => Mode::Probe,
             "none" => Mode::None,
             "chatty" => Mode::Chatty,
+            "huge" => Mode::Huge,
             "trap-once" => Mode::TrapOnce,
             "always-trap" => Mode::AlwaysTrap,
             "pre-weir-state" => Mode::PreWeirState,
             other => {
                 return Err(Error::config(format!(
-                    "unknown mode {other:?}; use panic, alloc, loop, error, probe, none, chatty, trap-once, always-trap or pre-weir-state"
+                    "unknown mode {other:?}; use panic, alloc, loop, error, probe, none, huge, chatty, trap-once, always-trap or pre-weir-state"
                 )));
             }
         };
@@ -120,6 +123,10 @@ impl Operator for Faulty {
                 for (key, value) in [("fs", fs), ("env", env), ("net", net)] {
                     ctx.emit(key, value);
                 }
+                Ok(())
+            }
+            Mode::Huge => {
+                ctx.emit(event.key(), "x".repeat(self.after as usize));
                 Ok(())
             }
             Mode::Chatty => {
