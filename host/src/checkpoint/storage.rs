@@ -84,6 +84,8 @@ impl CheckpointStorage {
             .into_iter()
             .flatten()
             .flatten()
+            // (A file that happens to be named like one is not a checkpoint.)
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
             .filter_map(|e| e.file_name().to_str()?.strip_prefix(PREFIX)?.parse().ok())
             .collect();
         ids.sort_unstable();

@@ -51,6 +51,11 @@ impl ApiServer {
         let bound = server.server_addr().to_ip().ok_or_else(|| {
             std::io::Error::other(format!("cannot serve the control API on {listen}: not an IP address"))
         })?;
+        if !bound.ip().is_loopback() {
+            // The API has no authentication: anyone who reaches it can
+            // cancel, fork or upgrade the jobs.
+            tracing::warn!(addr = %bound, "the control API is served beyond this machine, without authentication");
+        }
         let server = Arc::new(server);
         let stopping = Arc::new(AtomicBool::new(false));
         let in_flight = Arc::new(AtomicUsize::new(0));
