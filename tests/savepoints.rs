@@ -627,6 +627,21 @@ fn forks_from_one_savepoint_match_the_original_and_differ_with_v2_only_by_its_ru
     assert!(!forked_same.is_empty());
     assert_eq!(forked_same, original_after, "an identical fork reproduces the original from the savepoint on");
 
+    // Forked again from the savepoint, in a host that does not run them:
+    // into the original's output, or under the first fork's name (its
+    // checkpoint directory), it is refused, and the output stays as it is.
+    let host = Host::start(&fraud_job(&dir, "other", "fraud-detector", 5_000, "alerts-other"), &[]);
+    let original = committed_lines(&dir.path("alerts-original"), None);
+    let into_original = host.weir(&["fork", savepoint.to_str().unwrap(), "--name", "again"]).failure();
+    assert!(into_original.contains("alerts-original, which holds committed output already: a fork is a new job"), "{into_original}");
+    assert!(into_original.contains("--sink out=PATH"), "{into_original}");
+    let fresh = format!("out={}", dir.path("alerts-again").display());
+    let same_name = host.weir(&["fork", savepoint.to_str().unwrap(), "--name", "same", "--sink", &fresh]).failure();
+    assert!(same_name.contains("which holds checkpoints already") && same_name.contains("--checkpoint-dir"), "{same_name}");
+    drop(host);
+    assert_eq!(committed_lines(&dir.path("alerts-original"), None), original);
+    assert_eq!(committed_lines(&same, None), forked_same);
+
     // v2 alone, from the same point: exactly what the model says v2 does
     // on v1's sessions; and where no second login happened in an active
     // session, the same alerts as v1 (but for v2's failure counts).

@@ -20,7 +20,7 @@ pub use backlog::{Backlog, PartitionBacklog};
 pub use file_source::FileSource;
 pub use generator::Generator;
 pub use line_sink::{DiscardSink, LineSink};
-pub use part_files::PartFileSink;
+pub use part_files::{PartFileSink, committed_parts};
 
 use crate::checkpoint::PendingCommit;
 use crate::dataflow::RecordBatch;

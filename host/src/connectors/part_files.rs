@@ -106,15 +106,22 @@ impl PartFileSink {
     }
 }
 
-/// Fails if `dir` holds committed parts (of any subtask), naming one.
-fn refuse_committed_parts(dir: &Path) -> Result<(), ConnectorError> {
-    let entries = std::fs::read_dir(dir).map_err(|source| ConnectorError::Open { path: dir.into(), source })?;
+/// The names of the committed parts (of any subtask) in `dir`, sorted;
+/// none if it cannot be read.
+pub fn committed_parts(dir: &Path) -> Vec<String> {
+    let entries = std::fs::read_dir(dir).into_iter().flatten().flatten();
     let mut committed: Vec<String> = entries
-        .flatten()
         .map(|entry| entry.file_name().to_string_lossy().into_owned())
         .filter(|name| matches!(parse_part_name(name), Some((_, Some(_)))))
         .collect();
     committed.sort();
+    committed
+}
+
+/// Fails if `dir` holds committed parts (of any subtask), naming one.
+fn refuse_committed_parts(dir: &Path) -> Result<(), ConnectorError> {
+    std::fs::read_dir(dir).map_err(|source| ConnectorError::Open { path: dir.into(), source })?;
+    let committed = committed_parts(dir);
     match committed.last() {
         None => Ok(()),
         Some(example) => Err(ConnectorError::CommittedOutput { path: dir.into(), parts: committed.len(), example: example.clone() }),

@@ -9,6 +9,8 @@ use std::sync::Arc;
 use super::fork_file::write_fork_file;
 use super::upgrade::with_plugin;
 use super::JobManager;
+use crate::checkpoint::{CheckpointStorage, SavepointStart};
+use crate::connectors::committed_parts;
 use crate::control::{ControlError, ControlPlane, ForkInfo, ForkRequest};
 use crate::dirs::{absolute, resolved};
 use crate::job::{JobGraph, NodeKind, Overrides, SinkSpec, check_job_name};
@@ -90,7 +92,39 @@ fn forked_graph(manager: &JobManager, base: JobGraph, request: &ForkRequest) -> 
         };
     }
     refuse_shared_outputs(manager, &graph)?;
+    refuse_used_places(&graph)?;
     Ok(graph)
+}
+
+/// A fork is a new job: its checkpoint directory and its sinks' files must
+/// not hold another job's (the original's, stopped or in another host, or
+/// an earlier fork's of this name). Restored from the savepoint, it would
+/// take those checkpoints for its own and rewrite that output as its own.
+fn refuse_used_places(graph: &JobGraph) -> Result<(), ControlError> {
+    let refuse = |what: String, path: &Path, holds: &str, flag: &str| {
+        Err(ControlError::Rejected(format!(
+            "{what} of the fork would be {}, which holds {holds} already: a fork is a new job; give it {flag}",
+            path.display()
+        )))
+    };
+    if let Some(settings) = &graph.checkpoints
+        && (CheckpointStorage::holds_checkpoints(&settings.dir) || SavepointStart::read(&settings.dir).ok().flatten().is_some())
+    {
+        return refuse("the checkpoint directory".into(), &settings.dir, "checkpoints", "another --name or --checkpoint-dir DIR");
+    }
+    for node in &graph.nodes {
+        let flag = format!("another path (--sink {}=PATH)", node.name);
+        match &node.kind {
+            NodeKind::Sink(SinkSpec::Files { path, .. }) if !committed_parts(path).is_empty() => {
+                return refuse(format!("sink `{}`'s directory", node.name), path, "committed output", &flag);
+            }
+            NodeKind::Sink(SinkSpec::File { path, .. }) if std::fs::metadata(path).is_ok_and(|m| m.len() > 0) => {
+                return refuse(format!("sink `{}`'s file", node.name), path, "output", &flag);
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 fn set_sink_path(graph: &mut JobGraph, sink: &str, new_path: &Path) -> Result<(), ControlError> {
