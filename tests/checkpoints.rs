@@ -417,7 +417,7 @@ fn a_directory_of_only_corrupt_checkpoints_is_refused_and_its_output_kept() {
     assert!(!before.is_empty(), "the killed run had committed output");
     let error = run_job(&job, &[]).failure();
     assert!(error.contains("every checkpoint there is corrupt"), "{error}");
-    assert!(error.contains("move the directory away to start afresh"), "{error}");
+    assert!(error.contains("move the directory and the sinks' output away to start afresh"), "{error}");
     assert_eq!(committed(&dir.path("out")), before, "the committed output is untouched");
 
     // `weir checkpoints` lists them as corrupt, an unfinished one as

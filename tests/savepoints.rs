@@ -285,6 +285,11 @@ fn a_run_from_an_older_savepoint_stopped_before_its_first_checkpoint_restarts_fr
     drop(host); // SIGKILL
     assert!(committed_lines(&dir.path("out"), Some(cut)).is_empty(), "gone back to the savepoint");
 
+    // Only that savepoint matches the output now: moved away, it is asked for.
+    std::fs::rename(&savepoint, dir.path("sp-moved")).unwrap();
+    let error = run_job(&job, &[]).failure();
+    assert!(error.contains(&format!("started from savepoint {}", savepoint.display())) && error.contains("put it back"), "{error}");
+    std::fs::rename(dir.path("sp-moved"), &savepoint).unwrap();
     let run = run_job(&job, &[]);
     assert!(run.success().stderr().contains(&format!("started from savepoint {}", savepoint.display())), "{}", run.stderr());
     assert_eq!(committed_lines(&dir.path("out"), None), expected_counts(20_000, 100));

@@ -93,7 +93,7 @@ fn report(summary: &JobSummary, graph: &JobGraph) {
         let dir = graph.checkpoints.as_ref().map(|c| c.dir.display().to_string()).unwrap_or_default();
         say!(
             "job `{name}` had already finished (checkpoint {} in {dir}); nothing to do. \
-             To run it again from the start, delete that directory.",
+             To run it again from the start, move that directory and the sinks' output away.",
             summary.restored_from.unwrap_or_default()
         );
         return;

@@ -427,14 +427,29 @@ pub fn savepoint_to_restore(graph: &JobGraph) -> Result<Option<Savepoint>, RunEr
         savepoint = %start.savepoint.display(),
         "the job's last run started from this savepoint and completed no checkpoint of its own: restoring it again"
     );
-    Ok(Some(Savepoint::open(&start.savepoint)?))
+    let savepoint = Savepoint::open(&start.savepoint).map_err(|error| RunError::Checkpoints {
+        dir: graph.checkpoints.as_ref().map(|c| c.dir.clone()).unwrap_or_default(),
+        source: std::io::Error::other(format!(
+            "the job's last run started from savepoint {} and completed no checkpoint of its own, so only that \
+             savepoint matches the output, but it cannot be read ({error}): put it back, or restore another one \
+             with `--from-savepoint`",
+            start.savepoint.display()
+        )),
+    })?;
+    Ok(Some(savepoint))
 }
 
 /// The record of the newest run from a savepoint in the job's checkpoint
 /// directory, and whether that run has completed a checkpoint.
 fn newest_savepoint_start(graph: &JobGraph) -> Result<Option<(SavepointStart, bool)>, RunError> {
     let Some(settings) = &graph.checkpoints else { return Ok(None) };
-    let unreadable = |reason: String| RunError::Checkpoints { dir: settings.dir.clone(), source: std::io::Error::other(reason) };
+    let unreadable = |reason: String| RunError::Checkpoints {
+        dir: settings.dir.clone(),
+        source: std::io::Error::other(format!(
+            "{reason}: it records the savepoint the job's last run began from; restore that savepoint \
+             (`--from-savepoint DIR`), which rewrites the record"
+        )),
+    };
     let Some(start) = SavepointStart::read(&settings.dir).map_err(unreadable)? else { return Ok(None) };
     let has_checkpoints = start.has_checkpoints(&open_storage(settings)?);
     Ok(Some((start, has_checkpoints)))
@@ -470,10 +485,15 @@ fn latest_checkpoint(graph: &JobGraph, first: u64) -> Result<Option<Manifest>, R
     if recovered.manifest.is_none() && !recovered.skipped.is_empty() {
         let ids: Vec<String> = recovered.skipped.iter().map(|(id, _)| id.to_string()).collect();
         let (newest, reason) = &recovered.skipped[0];
+        let began = SavepointStart::read(&settings.dir).ok().flatten().map(|start| {
+            format!(" (the last run began from {0}: `--from-savepoint {0}`)", start.savepoint.display())
+        });
         let message = format!(
             "every checkpoint there is corrupt ({}; checkpoint {newest}: {reason}), and starting from the beginning \
-             would replace the output they committed: move the directory away to start afresh, or restore a savepoint",
-            ids.join(", ")
+             would replace the output they committed: restore a savepoint{}, or move the directory and the sinks' \
+             output away to start afresh",
+            ids.join(", "),
+            began.unwrap_or_default()
         );
         return Err(RunError::Checkpoints { dir: settings.dir.clone(), source: std::io::Error::other(message) });
     }
