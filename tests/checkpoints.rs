@@ -127,7 +127,7 @@ fn chaos(backend: &str, extra: &str) {
     let leftovers: Vec<_> = std::fs::read_dir(dir.path("out"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with('.'))
+        .filter(|n| n.starts_with(".part-"))
         .collect();
     assert!(leftovers.is_empty(), "no pending or in-progress files remain: {leftovers:?}");
 }
@@ -606,8 +606,9 @@ fn a_multi_input_operator_aligns_checkpoints_and_restores() {
         .collect();
     assert!(manifests.iter().any(|m| m.contains("\"alignment_ms\"")), "alignment is recorded");
     let mut out: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
-    for entry in std::fs::read_dir(dir.path("out")).unwrap() {
-        for line in std::fs::read_to_string(entry.unwrap().path()).unwrap().lines() {
+    let parts = std::fs::read_dir(dir.path("out")).unwrap().map(|e| e.unwrap()).filter(|e| e.file_name().to_string_lossy().starts_with("part-"));
+    for entry in parts {
+        for line in std::fs::read_to_string(entry.path()).unwrap().lines() {
             let (key, value) = line.split_once('\t').unwrap();
             out.entry(key.parse().unwrap()).or_default().push(value.parse().unwrap());
         }

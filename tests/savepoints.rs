@@ -262,8 +262,8 @@ fn an_upgrade_survives_a_kill_before_the_upgraded_jobs_first_checkpoint() {
 /// Reprocessing from an older savepoint drops the output committed after
 /// it. If that run stops before its first checkpoint — killed, or its new
 /// code failing — the job file restarts from the savepoint again, not from
-/// the earlier run's newer checkpoints (whose output is gone), and every
-/// count is exact.
+/// the earlier run's newer checkpoints (whose output is gone), a newer
+/// savepoint of the earlier run is refused, and every count is exact.
 #[test]
 fn a_run_from_an_older_savepoint_stopped_before_its_first_checkpoint_restarts_from_it() {
     let dir = JobDir::new();
@@ -272,6 +272,9 @@ fn a_run_from_an_older_savepoint_stopped_before_its_first_checkpoint_restarts_fr
     host.wait_for_records("reprocess", 4_000);
     let savepoint = dir.path("sp");
     host.savepoint("reprocess", &savepoint);
+    host.wait_for_records("reprocess", 8_000);
+    let later = dir.path("sp-later");
+    host.savepoint("reprocess", &later);
     host.wait_for_records("reprocess", 12_000);
     drop(host); // SIGKILL
     let cut = savepoint_checkpoint(&savepoint);
@@ -284,6 +287,12 @@ fn a_run_from_an_older_savepoint_stopped_before_its_first_checkpoint_restarts_fr
     host.wait_for_records("reprocess", 2_000);
     drop(host); // SIGKILL
     assert!(committed_lines(&dir.path("out"), Some(cut)).is_empty(), "gone back to the savepoint");
+
+    // The later savepoint is of the history gone back from: the output
+    // between the two savepoints was deleted, and restoring it is refused.
+    let error = run_job(&job, &["--from-savepoint", later.to_str().unwrap()]).failure();
+    assert!(error.contains(&format!("when the job went back to checkpoint {cut}")), "{error}");
+    assert!(error.contains(&format!("checkpoint {}, taken before that", savepoint_checkpoint(&later))), "{error}");
 
     // Only that savepoint matches the output now: moved away, it is asked for.
     std::fs::rename(&savepoint, dir.path("sp-moved")).unwrap();

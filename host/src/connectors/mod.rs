@@ -13,6 +13,7 @@ pub mod kafka;
 mod line_sink;
 mod pace;
 mod part_files;
+mod rollbacks;
 
 use std::path::PathBuf;
 
@@ -204,18 +205,29 @@ pub struct SinkPlace<'a> {
     /// The checkpoint the job resumes from (0 for a fresh start), which a
     /// transactional sink cleans up to.
     pub restored: u64,
+    /// When that checkpoint was taken (ms since the epoch; 0 for a fresh start).
+    pub restored_at_ms: i64,
     /// The job's checkpoint directory (transactional sinks keep their
     /// pre-committed output there).
     pub checkpoint_dir: &'a std::path::Path,
 }
 
+/// Fails if a sink, opened at `place`, would refuse to open: what it
+/// checks before it changes anything (a `files` sink's committed output).
+pub fn check_sink(spec: &SinkSpec, place: &SinkPlace<'_>) -> Result<(), ConnectorError> {
+    match spec {
+        SinkSpec::Files { path, .. } => part_files::check_directory(path, place.restored, place.restored_at_ms),
+        _ => Ok(()),
+    }
+}
+
 /// Creates a subtask of a sink.
 pub fn open_sink(spec: &SinkSpec, place: &SinkPlace<'_>) -> Result<Box<dyn Sink>, ConnectorError> {
-    let SinkPlace { subtask, parallelism, restored, .. } = *place;
+    let SinkPlace { subtask, parallelism, restored, restored_at_ms, .. } = *place;
     Ok(match spec {
         SinkSpec::Stdout { format, .. } => Box::new(LineSink::stdout(*format)),
         SinkSpec::File { path, format, .. } => Box::new(LineSink::file(path, *format, restored > 0)?),
-        SinkSpec::Files { path, format, .. } => Box::new(PartFileSink::open(path, subtask, parallelism, *format, restored)?),
+        SinkSpec::Files { path, format, .. } => Box::new(PartFileSink::open(path, subtask, parallelism, *format, restored, restored_at_ms)?),
         SinkSpec::Discard { rate, .. } => Box::new(DiscardSink::new(*rate)),
         SinkSpec::Kafka(spec) => Box::new(kafka::KafkaSink::open(spec, place)?),
     })

@@ -42,18 +42,18 @@ pub struct PartFileSink {
 
 impl PartFileSink {
     /// Opens subtask `subtask` (of `parallelism`)'s files in `dir`, cleaning
-    /// up to checkpoint `restored` (0: the job starts afresh).
+    /// up to checkpoint `restored` (0: the job starts afresh), which was
+    /// taken at `restored_at_ms`.
     pub fn open(
         dir: &Path,
         subtask: u32,
         parallelism: u32,
         format: OutputFormat,
         restored: u64,
+        restored_at_ms: i64,
     ) -> Result<Self, ConnectorError> {
         crate::dirs::create(dir).map_err(|source| ConnectorError::Open { path: dir.into(), source })?;
-        if restored == 0 {
-            refuse_committed_parts(dir)?;
-        }
+        check_directory(dir, restored, restored_at_ms)?;
         let sink = PartFileSink { dir: dir.into(), subtask, format, current: None, line: Vec::new() };
         sink.clean_up(restored, parallelism)?;
         Ok(sink)
@@ -73,23 +73,34 @@ impl PartFileSink {
     /// subtasks beyond `parallelism`, left by a run at a higher parallelism.
     fn clean_up(&self, restored: u64, parallelism: u32) -> Result<(), ConnectorError> {
         let entries = std::fs::read_dir(&self.dir).map_err(|e| self.io_error(e))?;
+        let (mut uncommitted, mut rolled_back) = (Vec::new(), Vec::new());
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
             let Some((subtask, label)) = parse_part_name(&name) else { continue };
             if subtask != self.subtask && !(self.subtask == 0 && subtask >= parallelism) {
                 continue;
             }
-            let rolled_back = match label {
-                None => false,
-                Some("final") => restored > 0,
-                Some(epoch) => epoch.parse::<u64>().is_ok_and(|epoch| epoch > restored),
+            let epoch = match label {
+                None => None,
+                Some("final") => (restored > 0).then_some(u64::MAX),
+                Some(epoch) => epoch.parse::<u64>().ok().filter(|&epoch| epoch > restored),
             };
-            if rolled_back {
-                warn!(file = %entry.path().display(), restored, "removing output of a checkpoint newer than the one restored");
+            match epoch {
+                Some(epoch) => rolled_back.push((epoch, entry.path())),
+                None if name.starts_with('.') => uncommitted.push(entry.path()),
+                None => {}
             }
-            if rolled_back || name.starts_with('.') {
-                std::fs::remove_file(entry.path()).map_err(|e| self.io_error(e))?;
-            }
+        }
+        // Recorded first: a later restore of a checkpoint taken before now
+        // and after `restored` would find their output gone.
+        if let Some(&(newest, _)) = rolled_back.iter().max_by_key(|(epoch, _)| *epoch) {
+            super::rollbacks::record(&self.dir, self.subtask, restored, newest).map_err(|e| self.io_error(e))?;
+        }
+        for (_, path) in &rolled_back {
+            warn!(file = %path.display(), restored, "removing output of a checkpoint newer than the one restored");
+        }
+        for path in rolled_back.iter().map(|(_, path)| path).chain(&uncommitted) {
+            std::fs::remove_file(path).map_err(|e| self.io_error(e))?;
         }
         Ok(())
     }
@@ -103,6 +114,18 @@ impl PartFileSink {
         let pending = self.dir.join(format!(".part-{}-{label}.pending", self.subtask));
         std::fs::rename(self.in_progress(), &pending).map_err(|e| self.io_error(e))?;
         Ok(Some(PendingCommit::Rename { from: pending, to: self.dir.join(format!("part-{}-{label}", self.subtask)) }))
+    }
+}
+
+/// Fails if the output in `dir` cannot be continued from checkpoint
+/// `restored` (0: from the beginning), taken at `restored_at_ms`.
+pub(super) fn check_directory(dir: &Path, restored: u64, restored_at_ms: i64) -> Result<(), ConnectorError> {
+    if !dir.exists() {
+        return Ok(());
+    }
+    match restored {
+        0 => refuse_committed_parts(dir),
+        _ => super::rollbacks::refuse_output_rolled_back(dir, restored, restored_at_ms),
     }
 }
 
@@ -187,7 +210,7 @@ mod tests {
     #[test]
     fn output_is_visible_only_once_committed_and_uncommitted_output_is_dropped_on_restore() {
         let dir = tempfile::tempdir().unwrap();
-        let mut sink = PartFileSink::open(dir.path(), 0, 1, OutputFormat::Value, 0).unwrap();
+        let mut sink = PartFileSink::open(dir.path(), 0, 1, OutputFormat::Value, 0, 0).unwrap();
         sink.write(&batch(&["a", "b"])).unwrap();
         let commits = sink.precommit(1).unwrap();
         sink.write(&batch(&["c"])).unwrap();
@@ -199,7 +222,7 @@ mod tests {
         // Checkpoint 2 was pre-committed but never completed; the job restarts from 1.
         sink.precommit(2).unwrap();
         drop(sink);
-        PartFileSink::open(dir.path(), 0, 1, OutputFormat::Value, 1).unwrap();
+        PartFileSink::open(dir.path(), 0, 1, OutputFormat::Value, 1, 0).unwrap();
         assert_eq!(dir_names(dir.path()), ["part-0-00000001"]);
     }
 
@@ -208,12 +231,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join(".part-1.inprogress"), "x\n").unwrap();
         std::fs::write(dir.path().join("notes.txt"), "x\n").unwrap();
-        PartFileSink::open(dir.path(), 0, 2, OutputFormat::Value, 0).unwrap();
+        PartFileSink::open(dir.path(), 0, 2, OutputFormat::Value, 0, 0).unwrap();
         std::fs::write(dir.path().join("part-1-00000003"), "x\n").unwrap();
-        let error = PartFileSink::open(dir.path(), 0, 2, OutputFormat::Value, 0).err().unwrap().to_string();
+        let error = PartFileSink::open(dir.path(), 0, 2, OutputFormat::Value, 0, 0).err().unwrap().to_string();
         assert!(error.contains("1 committed part file(s), such as part-1-00000003") && error.contains("move"), "{error}");
         std::fs::write(dir.path().join("part-0-final"), "x\n").unwrap();
-        let error = PartFileSink::open(dir.path(), 1, 2, OutputFormat::Value, 0).err().unwrap().to_string();
+        let error = PartFileSink::open(dir.path(), 1, 2, OutputFormat::Value, 0, 0).err().unwrap().to_string();
         assert!(error.contains("2 committed part file(s)"), "{error}");
         assert_eq!(dir_names(dir.path()), [".part-1.inprogress", "notes.txt", "part-0-final", "part-1-00000003"]);
     }
@@ -224,8 +247,8 @@ mod tests {
         for name in ["part-0-00000001", "part-0-final", "part-3-00000001", "part-3-00000002", ".part-3.inprogress", ".part-3-00000002.pending", "part-1-00000002"] {
             std::fs::write(dir.path().join(name), "x\n").unwrap();
         }
-        PartFileSink::open(dir.path(), 0, 2, OutputFormat::Value, 1).unwrap();
-        assert_eq!(dir_names(dir.path()), ["part-0-00000001", "part-1-00000002", "part-3-00000001"]);
+        PartFileSink::open(dir.path(), 0, 2, OutputFormat::Value, 1, 0).unwrap();
+        assert_eq!(dir_names(dir.path()), [".rollbacks-0", "part-0-00000001", "part-1-00000002", "part-3-00000001"]);
         assert_eq!(parse_part_name("part-12-final"), Some((12, Some("final"))));
         assert_eq!(parse_part_name(".part-12-00000003.pending"), Some((12, None)));
         assert_eq!(parse_part_name("notes.txt"), None);

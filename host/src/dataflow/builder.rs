@@ -232,14 +232,19 @@ impl<'a> Builder<'a> {
         let NodeKind::Sink(spec) = &node.kind else { unreachable!("only sinks are opened as sinks") };
         self.record_savepoint_start()?;
         let hub = self.coordinator.hub();
-        let place = SinkPlace {
+        let place = self.sink_place(node, subtask, hub.dir());
+        connectors::open_sink(spec, &place).map_err(|source| RunError::Connector { node: node.describe(), source })
+    }
+
+    fn sink_place<'p>(&'p self, node: &Node, subtask: u32, checkpoint_dir: &'p std::path::Path) -> SinkPlace<'p> {
+        SinkPlace {
             job: &self.graph.name,
             subtask,
             parallelism: node.parallelism,
             restored: self.restore.map_or(0, |r| r.checkpoint()),
-            checkpoint_dir: hub.dir(),
-        };
-        connectors::open_sink(spec, &place).map_err(|source| RunError::Connector { node: node.describe(), source })
+            restored_at_ms: self.restore.map_or(0, |r| r.taken_at_ms()),
+            checkpoint_dir,
+        }
     }
 
     /// Records, before the first sink opens (a files sink then deletes what
@@ -250,6 +255,14 @@ impl<'a> Builder<'a> {
         let (Some(Restore::Savepoint(savepoint)), Some(settings)) = (self.restore, &self.graph.checkpoints) else { return Ok(()) };
         if self.savepoint_start_recorded.replace(true) {
             return Ok(());
+        }
+        // Not recorded for a run that every sink would refuse to start.
+        let hub = self.coordinator.hub();
+        for node in self.graph.nodes.iter() {
+            if let NodeKind::Sink(spec) = &node.kind {
+                let place = self.sink_place(node, 0, hub.dir());
+                connectors::check_sink(spec, &place).map_err(|source| RunError::Connector { node: node.describe(), source })?;
+            }
         }
         let recorded = self.coordinator.record_savepoint_start(&savepoint.dir);
         recorded.map_err(|source| RunError::Checkpoints { dir: settings.dir.clone(), source })

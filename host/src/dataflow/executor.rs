@@ -233,6 +233,15 @@ impl<'a> Restore<'a> {
         }
     }
 
+    /// When the state was taken: the checkpoint's completion, or the
+    /// savepoint's writing (ms since the epoch).
+    pub(super) fn taken_at_ms(&self) -> i64 {
+        match self {
+            Restore::Checkpoint(manifest) | Restore::Rescaled { checkpoint: manifest, .. } => manifest.completed_at_ms,
+            Restore::Savepoint(savepoint) => savepoint.manifest.taken_at_ms,
+        }
+    }
+
     /// The checkpoint resumed, if it is one: its output is committed again
     /// and the new checkpoints are numbered after it.
     pub(super) fn resumed_checkpoint(&self) -> Option<&'a Manifest> {
