@@ -247,16 +247,14 @@ impl<'a> Builder<'a> {
         }
     }
 
-    /// Records, before the first sink opens (a files sink then deletes what
-    /// was committed after the savepoint's checkpoint) and after the
-    /// sources and operators have taken the savepoint's state, that the
-    /// run starts from a savepoint; once.
+    /// Records that the run starts from a savepoint, once: before the first
+    /// sink opens (a files sink then deletes what was committed after the
+    /// savepoint's checkpoint), and only if no sink refuses the restore.
     fn record_savepoint_start(&self) -> Result<(), RunError> {
         let (Some(Restore::Savepoint(savepoint)), Some(settings)) = (self.restore, &self.graph.checkpoints) else { return Ok(()) };
         if self.savepoint_start_recorded.replace(true) {
             return Ok(());
         }
-        // Not recorded for a run that every sink would refuse to start.
         let hub = self.coordinator.hub();
         for node in self.graph.nodes.iter() {
             if let NodeKind::Sink(spec) = &node.kind {
