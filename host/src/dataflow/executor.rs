@@ -339,10 +339,7 @@ pub fn run_job_with(graph: &JobGraph, engine: &Arc<PluginEngine>, options: RunOp
             info!(job = %graph.name, checkpoint = manifest.checkpoint, "the job had already finished; nothing to do");
             let mut committer = recovery_committer(graph, Some(manifest));
             if let Err(remaining) = committer.commit_pending_within(Duration::from_secs(60)) {
-                return Err(RunError::Checkpoints {
-                    dir: graph.checkpoints.as_ref().map(|c| c.dir.clone()).unwrap_or_default(),
-                    source: std::io::Error::other(format!("the job finished, but {remaining}; run it again later")),
-                });
+                return Err(checkpoints_error(graph, format!("the job finished, but {remaining}; run it again later")));
             }
             let name = graph.name.clone();
             return Ok(JobSummary { name, restored_from: Some(manifest.checkpoint), already_finished: true, ..Default::default() });
@@ -436,28 +433,32 @@ pub fn savepoint_to_restore(graph: &JobGraph) -> Result<Option<Savepoint>, RunEr
         savepoint = %start.savepoint.display(),
         "the job's last run started from this savepoint and completed no checkpoint of its own: restoring it again"
     );
-    let savepoint = Savepoint::open(&start.savepoint).map_err(|error| RunError::Checkpoints {
-        dir: graph.checkpoints.as_ref().map(|c| c.dir.clone()).unwrap_or_default(),
-        source: std::io::Error::other(format!(
+    let savepoint = Savepoint::open(&start.savepoint).map_err(|error| {
+        checkpoints_error(graph, format!(
             "the job's last run started from savepoint {} and completed no checkpoint of its own, so only that \
              savepoint matches the output, but it cannot be read ({error}): put it back, or restore another one \
              with `--from-savepoint`",
             start.savepoint.display()
-        )),
+        ))
     })?;
     Ok(Some(savepoint))
 }
 
+/// An error about the job's checkpoint directory, `message` its cause.
+fn checkpoints_error(graph: &JobGraph, message: String) -> RunError {
+    let dir = graph.checkpoints.as_ref().map(|c| c.dir.clone()).unwrap_or_default();
+    RunError::Checkpoints { dir, source: std::io::Error::other(message) }
+}
+
 /// The record of the newest run from a savepoint in the job's checkpoint
 /// directory, and whether that run has completed a checkpoint.
-fn newest_savepoint_start(graph: &JobGraph) -> Result<Option<(SavepointStart, bool)>, RunError> {
+pub(super) fn newest_savepoint_start(graph: &JobGraph) -> Result<Option<(SavepointStart, bool)>, RunError> {
     let Some(settings) = &graph.checkpoints else { return Ok(None) };
-    let unreadable = |reason: String| RunError::Checkpoints {
-        dir: settings.dir.clone(),
-        source: std::io::Error::other(format!(
+    let unreadable = |reason: String| {
+        checkpoints_error(graph, format!(
             "{reason}: it records the savepoint the job's last run began from; restore that savepoint \
              (`--from-savepoint DIR`), which rewrites the record"
-        )),
+        ))
     };
     let Some(start) = SavepointStart::read(&settings.dir).map_err(unreadable)? else { return Ok(None) };
     let has_checkpoints = start.has_checkpoints(&open_storage(settings)?);
@@ -471,15 +472,12 @@ fn own_checkpoints_from(graph: &JobGraph) -> Result<u64, RunError> {
     match newest_savepoint_start(graph)? {
         None => Ok(0),
         Some((start, true)) => Ok(start.first_checkpoint),
-        Some((start, false)) => Err(RunError::Checkpoints {
-            dir: graph.checkpoints.as_ref().map(|c| c.dir.clone()).unwrap_or_default(),
-            source: std::io::Error::other(format!(
-                "the job's last run started from savepoint {0} and completed no checkpoint of its own, so the \
-                 checkpoints before it no longer match the output: restore that savepoint again \
-                 (`--from-savepoint {0}`) or another one",
-                start.savepoint.display()
-            )),
-        }),
+        Some((start, false)) => Err(checkpoints_error(graph, format!(
+            "the job's last run started from savepoint {0} and completed no checkpoint of its own, so the \
+             checkpoints before it no longer match the output: restore that savepoint again \
+             (`--from-savepoint {0}`) or another one",
+            start.savepoint.display()
+        ))),
     }
 }
 
@@ -504,7 +502,7 @@ fn latest_checkpoint(graph: &JobGraph, first: u64) -> Result<Option<Manifest>, R
             ids.join(", "),
             began.unwrap_or_default()
         );
-        return Err(RunError::Checkpoints { dir: settings.dir.clone(), source: std::io::Error::other(message) });
+        return Err(checkpoints_error(graph, message));
     }
     Ok(recovered.manifest)
 }

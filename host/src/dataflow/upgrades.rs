@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use tracing::{info, warn};
 
-use crate::checkpoint::{CheckpointStorage, OperatorPlugin, SavepointStart};
+use crate::checkpoint::{CheckpointStorage, OperatorPlugin};
 use crate::dirs::resolved;
 use crate::job::{JobGraph, NodeKind};
 use crate::plugin::sha256_hex;
@@ -45,7 +45,8 @@ struct RunPlugins<'a> {
 pub fn carry_upgrades(graph: &mut JobGraph) -> Vec<CarriedUpgrade> {
     let Some(settings) = &graph.checkpoints else { return Vec::new() };
     let Ok(storage) = CheckpointStorage::open(&settings.dir) else { return Vec::new() };
-    let start = SavepointStart::read(&settings.dir).ok().flatten().filter(|start| !start.has_checkpoints(&storage));
+    // (An unreadable record is reported when the run looks for its savepoint.)
+    let start = super::executor::newest_savepoint_start(graph).ok().flatten().and_then(|(start, has)| (!has).then_some(start));
     let newest = storage.complete_ids().last().and_then(|&id| storage.manifest(id).ok()).filter(|m| !m.finished);
     let (run, from) = match (&start, &newest) {
         (Some(start), _) => {
