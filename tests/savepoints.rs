@@ -288,6 +288,14 @@ fn a_run_from_an_older_savepoint_stopped_before_its_first_checkpoint_restarts_fr
     drop(host); // SIGKILL
     assert!(committed_lines(&dir.path("out"), Some(cut)).is_empty(), "gone back to the savepoint");
 
+    // `weir checkpoints` tells what `weir run` will do: the earlier run's
+    // checkpoints are superseded, and the savepoint is restored again.
+    let checkpoints = dir.path("checkpoints-reprocess");
+    let listing = weir(&["checkpoints", checkpoints.to_str().unwrap()]).success().stdout();
+    assert!(listing.lines().any(|l| l.contains("superseded")) && !listing.lines().any(|l| l.contains(" ok ")), "{listing}");
+    assert!(listing.contains(&format!("started from savepoint {}", savepoint.display())), "{listing}");
+    assert!(listing.contains("completed no checkpoint of its own: `weir run` of the job file restores that savepoint again"), "{listing}");
+
     // The later savepoint is of the history gone back from: the output
     // between the two savepoints was deleted, and restoring it is refused.
     let error = run_job(&job, &["--from-savepoint", later.to_str().unwrap()]).failure();
@@ -298,6 +306,8 @@ fn a_run_from_an_older_savepoint_stopped_before_its_first_checkpoint_restarts_fr
     std::fs::rename(&savepoint, dir.path("sp-moved")).unwrap();
     let error = run_job(&job, &[]).failure();
     assert!(error.contains(&format!("started from savepoint {}", savepoint.display())) && error.contains("put it back"), "{error}");
+    let error = weir(&["checkpoints", checkpoints.to_str().unwrap()]).failure();
+    assert!(error.contains("its savepoint cannot be read") && error.contains("put it back"), "{error}");
     std::fs::rename(dir.path("sp-moved"), &savepoint).unwrap();
     let run = run_job(&job, &[]);
     assert!(run.success().stderr().contains(&format!("started from savepoint {}", savepoint.display())), "{}", run.stderr());

@@ -25,11 +25,13 @@ fn file_in_the_way(dir: &Path) -> Option<&Path> {
 
 /// Writes `bytes` to `path` whole and durably: to a temporary file beside
 /// it, synced, renamed into place, and the directory synced — so that after
-/// a crash `path` holds either its old content or all of the new.
+/// a crash `path` holds either its old content or all of the new. The
+/// temporary file is named for this process: two hosts may write the same
+/// file at once (the compiled-plugin cache), the last rename winning.
 pub fn write_durably(path: &Path, bytes: &[u8]) -> io::Result<()> {
     use std::io::Write;
     let mut temporary = path.as_os_str().to_owned();
-    temporary.push(".tmp");
+    temporary.push(format!(".tmp{}", std::process::id()));
     let mut file = std::fs::File::create(&temporary)?;
     file.write_all(bytes)?;
     file.sync_all()?;

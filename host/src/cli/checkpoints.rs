@@ -3,18 +3,27 @@
 
 use std::path::Path;
 
-use weir::checkpoint::CheckpointStorage;
+use weir::checkpoint::{CheckpointStorage, SavepointStart};
 use weir::plugin::now_ms;
-use weir::savepoint::MANIFEST_FILE;
+use weir::savepoint::{Savepoint, MANIFEST_FILE};
 
-/// Lists the checkpoints of `dir`. Fails (exit status 1) when none of them
-/// verifies, so that a script can tell whether the job has one to resume
-/// from.
+/// Lists the checkpoints of `dir`. Fails (exit status 1) when the job has
+/// nothing to resume from — no checkpoint of its newest run verifies, and
+/// that run did not start from a savepoint that is still there — so that a
+/// script can tell.
+///
+/// A run from a savepoint leaves a record (see [`SavepointStart`]); the
+/// checkpoints an earlier run took before it are listed as `superseded`,
+/// since `weir run` never resumes from them again.
 pub fn list(dir: &Path) -> anyhow::Result<()> {
     check_is_checkpoint_dir(dir)?;
     let storage = CheckpointStorage::open(dir)?;
+    let start = SavepointStart::read(dir).map_err(|reason| {
+        anyhow::anyhow!("{reason}: it records the savepoint the job's last run began from; restore that savepoint (`weir run JOB --from-savepoint DIR`), which rewrites it")
+    })?;
+    let first_own = start.as_ref().map_or(0, |start| start.first_checkpoint);
     let ids = storage.ids();
-    if ids.is_empty() {
+    if ids.is_empty() && start.is_none() {
         anyhow::bail!("no checkpoint in {}: the job has none to resume from", dir.display());
     }
     println!(
@@ -23,6 +32,10 @@ pub fn list(dir: &Path) -> anyhow::Result<()> {
     );
     let mut usable = 0;
     for id in ids {
+        if id < first_own {
+            println!("{id:>10}  superseded  (an earlier run's, before the run from the savepoint below: never resumed from)");
+            continue;
+        }
         if !storage.is_complete(id) {
             println!("{id:>10}  incomplete  (no manifest: taken when the job stopped, or its manifest was lost)");
             continue;
@@ -44,9 +57,34 @@ pub fn list(dir: &Path) -> anyhow::Result<()> {
             Err(reason) => println!("{id:>10}  CORRUPT     {reason}"),
         }
     }
-    if usable == 0 {
-        anyhow::bail!("no checkpoint in {} verifies: the job has none to resume from", dir.display());
+    match start {
+        Some(start) => report_savepoint_start(&start, &storage, usable),
+        None if usable == 0 => anyhow::bail!("no checkpoint in {} verifies: the job has none to resume from", dir.display()),
+        None => Ok(()),
     }
+}
+
+/// Says which savepoint the newest run began from and what `weir run` will
+/// resume from; fails if that is the savepoint and it is gone.
+fn report_savepoint_start(start: &SavepointStart, storage: &CheckpointStorage, usable: usize) -> anyhow::Result<()> {
+    let savepoint = start.savepoint.display();
+    println!("the newest run started from savepoint {savepoint}, its checkpoints numbered from {}", start.first_checkpoint);
+    if usable > 0 {
+        return Ok(());
+    }
+    if start.has_checkpoints(storage) {
+        anyhow::bail!(
+            "no checkpoint of the newest run verifies: the job has none to resume from; restore the savepoint it \
+             began from (`weir run JOB --from-savepoint {savepoint}`) or another one"
+        );
+    }
+    if let Err(error) = Savepoint::open(&start.savepoint) {
+        anyhow::bail!(
+            "the newest run completed no checkpoint of its own, and its savepoint cannot be read ({error}): put it back, \
+             or restore another one with `weir run JOB --from-savepoint DIR`"
+        );
+    }
+    println!("it completed no checkpoint of its own: `weir run` of the job file restores that savepoint again");
     Ok(())
 }
 

@@ -781,9 +781,14 @@ pub(super) fn open_storage(settings: &CheckpointSettings) -> Result<CheckpointSt
 }
 
 /// Holds the job's checkpoint directory for the run (all its restarts).
+/// Locks the checkpoint directory for this run, and removes what a run
+/// killed while rescaling left in it.
 fn lock_storage(storage: &CheckpointStorage, settings: &CheckpointSettings) -> Result<StorageLock, RunError> {
     match storage.lock() {
-        Ok(Some(lock)) => Ok(lock),
+        Ok(Some(lock)) => {
+            super::rescale::remove_leftovers(storage.root());
+            Ok(lock)
+        }
         Ok(None) => Err(RunError::CheckpointsInUse { dir: settings.dir.clone() }),
         Err(source) => Err(RunError::Checkpoints { dir: settings.dir.clone(), source }),
     }

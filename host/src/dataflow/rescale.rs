@@ -22,6 +22,20 @@ use crate::checkpoint::Manifest;
 use crate::job::{JobGraph, NodeKind};
 use crate::savepoint::{JobDescription, NodeDescription, Savepoint, SavepointError, write_savepoint};
 
+/// Where the redistributed copy is written, and its files on the way.
+const RESCALED: &str = ".rescale";
+const WORK: &str = ".rescale-work";
+
+/// Removes what a run killed while rescaling left in checkpoint directory
+/// `root` (a run that holds its lock).
+pub(super) fn remove_leftovers(root: &Path) {
+    for leftover in [root.join(RESCALED), root.join(WORK)] {
+        if let Err(error) = remove(&leftover) {
+            tracing::warn!(dir = %leftover.display(), %error, "cannot remove what an earlier run left while rescaling");
+        }
+    }
+}
+
 /// The checkpoint `manifest` of `graph`'s job, written as a savepoint in
 /// its checkpoint directory (removed when dropped).
 pub(super) struct Rescaled {
@@ -39,7 +53,7 @@ impl Rescaled {
             move |source| error(SavepointError::Io { path, source })
         };
         info!(job = %graph.name, checkpoint = manifest.checkpoint, changed = %changes.join(", "), "redistributing the checkpoint's state by key group");
-        let (dir, work) = (root.join(".rescale"), root.join(".rescale-work"));
+        let (dir, work) = (root.join(RESCALED), root.join(WORK));
         for stale in [&dir, &work] {
             remove(stale).map_err(io(stale))?;
         }

@@ -89,14 +89,7 @@ impl ComponentCache {
             bytes.extend_from_slice(&crc.to_le_bytes());
             let dir = path.parent().expect("cache entries are in a directory");
             std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
-            // A temporary name of this process's: two hosts may compile
-            // the same plugin at once.
-            let temporary = path.with_extension(format!("tmp{}", std::process::id()));
-            let file = std::fs::File::create(&temporary).and_then(|mut file| {
-                std::io::Write::write_all(&mut file, &bytes)?;
-                file.sync_all()
-            });
-            file.and_then(|()| std::fs::rename(&temporary, &path)).map_err(|e| e.to_string())
+            crate::dirs::write_durably(&path, &bytes).map_err(|e| e.to_string())
         };
         if let Err(error) = write() {
             warn!(path = %path.display(), %error, "cannot cache the compiled plugin");
