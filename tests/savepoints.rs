@@ -738,7 +738,14 @@ fn restores_refuse_savepoints_that_do_not_fit_the_job() {
     let error = run_job(&renamed, &["--from-savepoint", sp]).failure();
     assert!(error.contains("state for operator `count` which the job does not have"), "{error}");
     assert!(error.contains("--allow-non-restored-state"), "{error}");
-    run_job(&renamed, &["--from-savepoint", sp, "--allow-non-restored-state"]).success();
+    let run = run_job(&renamed, &["--from-savepoint", sp, "--allow-non-restored-state"]);
+    assert!(!run.success().stderr().contains("was taken of job"), "the same job: {}", run.stderr());
+
+    // Another job's savepoint restores (forks are made so), with a note.
+    let other_job = text.replace("name = \"small\"", "name = \"other\"").replace("path = \"out\"", "path = \"out-other\"");
+    let run = run_job(&dir.write("other-job.toml", &other_job), &["--from-savepoint", sp]);
+    let note = format!("savepoint {sp} was taken of job `small`; restoring it into job `other`");
+    assert!(run.success().stderr().contains(&note), "{}", run.stderr());
 
     let other_code = dir.write("other-code.toml", &text.replace("word_count.wasm", "fraud_detector.wasm"));
     let error = run_job(&other_code, &["--from-savepoint", sp]).failure();

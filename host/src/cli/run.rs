@@ -39,7 +39,7 @@ pub struct RunArgs {
 pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     let mut graph = job::load(&args.job, Overrides { parallelism: args.parallelism })?;
     let savepoint = match &args.from_savepoint {
-        Some(dir) => Some(Savepoint::open(dir)?),
+        Some(dir) => Some(open_savepoint(dir, &graph)?),
         // Resuming, the job keeps the plugins it was upgraded to; from the
         // savepoint its last run began from, if that run took no checkpoint.
         None => {
@@ -71,6 +71,23 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         0 => Ok(()),
         _ => anyhow::bail!(failed.join("\n")),
     }
+}
+
+/// The savepoint in `dir`, noting when it is another job's: restoring one
+/// into a fork or a new version of a job is the point of savepoints, but a
+/// wrong directory given by mistake should not pass unseen.
+fn open_savepoint(dir: &std::path::Path, graph: &JobGraph) -> anyhow::Result<Savepoint> {
+    let savepoint = Savepoint::open(dir)?;
+    let taken_of = &savepoint.manifest.job;
+    if *taken_of != graph.name {
+        say!(
+            "weir: savepoint {} was taken of job `{taken_of}`; restoring it into job `{}` (state is matched by \
+             operator uid and source name)",
+            dir.display(),
+            graph.name
+        );
+    }
+    Ok(savepoint)
 }
 
 /// Serves the control API on `requested`, or on the default address — or
