@@ -303,6 +303,50 @@ fn kill_once(job: &Path, what: &str, done: impl Fn() -> bool) {
     child.wait().unwrap();
 }
 
+/// A job started from one working directory resumes from another. Its
+/// checkpoints name the part files they commit by absolute path: killed
+/// after a checkpoint's manifest was written and before its parts were
+/// renamed into place, the job commits them on resuming from elsewhere
+/// (with paths relative to the first directory, it deleted them).
+#[test]
+fn a_job_resumes_from_another_working_directory_and_commits_what_its_checkpoint_left() {
+    let dir = JobDir::new();
+    let job = count_job(&dir, "memory", &plugin("word-count"), "", "");
+    let checkpoints = dir.path("checkpoints");
+    let mut child = Command::new(weir_binary())
+        .args(["run", "job.toml"])
+        .current_dir(job.parent().unwrap())
+        .env("WEIR_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start weir");
+    let started = Instant::now();
+    while complete_checkpoints(&checkpoints).len() < 2 {
+        assert!(started.elapsed() < Duration::from_secs(30), "no checkpoints in 30 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    let newest = complete_checkpoints(&checkpoints).pop().unwrap();
+    let mut uncommitted = 0;
+    for task in manifest_json(&newest)["tasks"].as_array().unwrap() {
+        for commit in task["commits"].as_array().into_iter().flatten() {
+            let (from, to) = (Path::new(commit["from"].as_str().unwrap()), Path::new(commit["to"].as_str().unwrap()));
+            assert!(from.is_absolute() && to.is_absolute(), "{commit}");
+            if to.exists() {
+                std::fs::rename(to, from).unwrap();
+                uncommitted += 1;
+            }
+        }
+    }
+    assert!(uncommitted > 0, "the newest checkpoint committed parts");
+    let run = Command::new(weir_binary()).args(["run", job.to_str().unwrap()]).current_dir("/").output().unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    assert_exact_counts(&committed(&dir.path("out")), 60000, 600);
+}
+
 /// Complete checkpoint directories, oldest first.
 fn complete_checkpoints(dir: &Path) -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(dir)

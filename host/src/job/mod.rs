@@ -43,13 +43,15 @@ pub enum JobError {
 /// Reads, parses and validates the job file at `path`.
 pub fn load(path: &Path, overrides: Overrides) -> Result<JobGraph, JobError> {
     let text = std::fs::read_to_string(path).map_err(|source| JobError::Read { path: path.into(), source })?;
-    let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    // Absolute: checkpoints record the paths (of the files a sink has yet
+    // to commit, for one), and a job may be resumed from another directory.
+    let absolute = crate::dirs::absolute(path);
+    let base = absolute.parent().map(Path::to_path_buf).unwrap_or_default();
     let mut graph = parse(&text, &base, overrides).map_err(|error| match error {
         ParseError::Syntax(message) => JobError::Parse { path: path.into(), message },
         ParseError::Invalid(message) => JobError::Invalid { path: path.into(), message },
     })?;
-    let path = crate::dirs::absolute(path);
-    graph.definition = Some(crate::savepoint::JobDefinition { path, text });
+    graph.definition = Some(crate::savepoint::JobDefinition { path: absolute, text });
     Ok(graph)
 }
 
