@@ -15,10 +15,12 @@
 
 mod copy;
 mod digits;
+mod finite;
 mod json;
 mod parse;
 
 pub use copy::extend_small;
 pub use digits::{Digits, decimal_digits, write_i64, write_u64};
+pub use finite::write_state_json;
 pub use json::{write_json, write_window_result};
 pub use parse::{parse_f64, parse_u64};

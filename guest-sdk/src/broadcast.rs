@@ -45,7 +45,8 @@ impl<V: Serialize + DeserializeOwned> BroadcastState<V> {
     /// Stores `value` under `key`. Only allowed while processing an event
     /// from a broadcast input.
     pub fn set(&self, ctx: &mut Context<'_>, key: impl Encode, value: &V) -> Result<(), Error> {
-        let encoded = serde_json::to_vec(value)
+        let mut encoded = Vec::new();
+        crate::codec::write_state_json(&mut encoded, value)
             .map_err(|e| Error::State(format!("cannot encode broadcast state `{}`: {e}", self.name)))?;
         let (mirror, scratch) = ctx.states.broadcast(&self.name);
         key.encode(scratch);

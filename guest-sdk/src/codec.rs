@@ -10,7 +10,7 @@
 use serde::{Serialize, de::DeserializeOwned};
 use weir_codec::{extend_small, parse_f64, parse_u64, write_i64, write_u64};
 
-pub(crate) use weir_codec::write_json;
+pub(crate) use weir_codec::{write_json, write_state_json};
 
 use crate::Error;
 

@@ -96,7 +96,7 @@ impl<V: Serialize + DeserializeOwned> MapEntry<'_, V> {
         let cache = ctx.states.map(&self.state.name);
         let mut encoded = std::mem::take(&mut cache.encoded);
         encoded.clear();
-        let result = crate::codec::write_json(&mut encoded, value);
+        let result = crate::codec::write_state_json(&mut encoded, value);
         if result.is_ok() {
             cache.write_at(self.index, Some(&encoded));
         }

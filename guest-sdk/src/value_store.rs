@@ -177,7 +177,7 @@ impl<T: Serialize + DeserializeOwned> ValueStore<T> {
     /// Encodes `value` of the state `name` as the host holds it.
     fn encode(name: &str, value: &T, out: &mut Vec<u8>) -> Result<(), Error> {
         out.clear();
-        crate::codec::write_json(out, value).map_err(|e| Error::State(format!("cannot encode value state `{name}`: {e}")))
+        crate::codec::write_state_json(out, value).map_err(|e| Error::State(format!("cannot encode value state `{name}`: {e}")))
     }
 
     fn decode(&self, bytes: &[u8]) -> Result<T, String> {

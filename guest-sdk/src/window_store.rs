@@ -412,17 +412,18 @@ impl<Acc: Serialize + DeserializeOwned + 'static> WindowStore<Acc> {
 
 impl<Acc: Serialize> WindowStore<Acc> {
     /// Encodes a window as the host holds it: `(end, accumulator, fired)`.
-    fn encode(end: i64, (acc, fired): &(Acc, bool), out: &mut Vec<u8>) -> Result<(), Error> {
+    fn encode(end: i64, (acc, fired): &(Acc, bool), out: &mut Vec<u8>) -> serde_json::Result<()> {
         out.clear();
-        crate::codec::write_json(out, &(end, acc, fired))
-            .map_err(|e| Error::State(format!("cannot encode a window's accumulator: {e}")))
+        crate::codec::write_state_json(out, &(end, acc, fired))
     }
 
     /// Measures what accumulators own, when it is time to sample them.
     fn sample_heap(&mut self) {
         let windows = self.keys.iter().flat_map(|(_, key)| key.windows.iter());
         let values = windows.filter_map(|(_, held)| Some((held.end, held.window.as_ref()?)));
-        self.heap.sample(self.held, values, |(end, window), out| Self::encode(end, window, out));
+        self.heap.sample(self.held, values, |(end, window), out| {
+            Self::encode(end, window, out).map_err(|e| Error::State(e.to_string()))
+        });
     }
 }
 
@@ -490,7 +491,9 @@ impl<Acc: Serialize + DeserializeOwned + 'static> Resident for WindowStore<Acc> 
             for (start, held) in entry.windows.iter().filter(|(_, held)| held.changed) {
                 match &held.window {
                     Some(window) => {
-                        Self::encode(held.end, window, &mut encoded)?;
+                        Self::encode(held.end, window, &mut encoded).map_err(|error| {
+                            Error::State(format!("cannot store window [{start}, {}) of `{}`: {error}", held.end, self.name))
+                        })?;
                         writes.push(key, *start, Some(&encoded));
                         sizes.add(&encoded);
                     }
