@@ -29,6 +29,12 @@ pub(crate) fn declare<T: DeserializeOwned>(name: &str, map: bool) {
     });
 }
 
+/// Takes back the declaration of state `name`: a handle the plugin holds
+/// but never uses (the windows of one kind keep the other kind's too).
+pub(crate) fn undeclare(name: &str, map: bool) {
+    DECLARED.with(|declared| declared.borrow_mut().retain(|d| !(d.name == name && d.map == map)));
+}
+
 fn check_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<(), String> {
     serde_json::from_slice::<T>(bytes).map(|_| ()).map_err(|e| e.to_string())
 }

@@ -207,14 +207,19 @@ impl<A: Aggregate> Windows<A> {
         for (what, ms) in lengths {
             assert!(*ms > 0, "windows `{name}`: the {what} must be above 0 ms, not {ms} ({kind:?})");
         }
+        let (state, by_start) = (ValueState::new(name), MapState::new(name));
+        // Only the kind's own state is declared: restored from windows of
+        // another kind, the plugin would find its state empty, and
+        // `check-state` is to refuse that instead.
+        crate::schema::undeclare(name, matches!(kind, WindowKind::Session { .. }));
         Windows {
             kind,
             domain: TimeDomain::EventTime,
             allowed_lateness: 0,
             late_output: None,
             aggregate,
-            state: ValueState::new(name),
-            by_start: MapState::new(name),
+            state,
+            by_start,
             held: ResidentCell::default(),
             last_tumbling: Cell::new(None),
             name: name.to_owned(),
@@ -852,6 +857,33 @@ mod tests {
         assert!(message(|| drop(Windows::tumbling("t", 0, Sum))).contains("windows `t`: the size must be above 0 ms, not 0"));
         assert!(message(|| drop(Windows::sliding("s", 1000, -5, Sum))).contains("the slide must be above 0 ms, not -5"));
         assert!(message(|| drop(Windows::session("g", -1, Count))).contains("the gap must be above 0 ms"));
+    }
+
+    /// A sum that overflows to infinity cannot be stored as JSON (it would
+    /// read back as null and fail every restore): writing it back fails,
+    /// naming the windows, and nothing is stored.
+    #[test]
+    fn a_window_that_cannot_be_stored_fails_its_write_back_naming_it() {
+        for kind in ["tumbling", "session"] {
+            let mut h = harness(&[("kind", kind)]);
+            h.process([event("a", 1e308, 100), event("a", 1e308, 150)]).unwrap();
+            let error = h.flush().unwrap_err().to_string();
+            assert!(error.contains("`w`") && error.contains("not finite"), "{kind}: {error}");
+        }
+    }
+
+    /// Windows declare the state of their kind only: a plugin whose windows
+    /// changed kind cannot take over the stored ones (an upgrade or restore
+    /// is refused by `check-state`, rather than the windows lost).
+    #[test]
+    fn windows_declare_only_the_state_of_their_kind() {
+        let declares = |map: bool| crate::schema::check("w", map, std::iter::empty()).is_ok();
+        drop(Windows::tumbling("w", 1000, Sum));
+        assert!(declares(true) && !declares(false), "tumbling windows are a map by start");
+        drop(Windows::session("w", 1000, Sum));
+        assert!(declares(false) && !declares(true), "sessions are a value per key");
+        drop(Windows::sliding("w", 1000, 500, Sum));
+        assert!(declares(true) && !declares(false));
     }
 
     /// A session sum (to the side output `session`) and a tumbling sum of
