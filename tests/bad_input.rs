@@ -85,6 +85,7 @@ fn a_component_for_another_world() {
     assert!(error.contains("is a component but not a Weir operator"), "{error}");
     assert!(error.contains("example:other/api@1.0.0"), "lists what it exports: {error}");
     assert!(error.contains("weir:operator/operator@0.4.0"), "says what is expected: {error}");
+    assert!(error.contains("the crate calls `weir_sdk::export_operator!(YourOperator)`"), "and how: {error}");
 
     let check = weir(&["plugin", "check", path.to_str().unwrap()]);
     assert!(check.stdout().contains("example:other/api@1.0.0 (interface): init"), "{}", check.stdout());

@@ -146,6 +146,7 @@ fn a_plugin_returning_an_error_fails_the_job_with_it() {
     let dir = JobDir::new();
     let error = run_job(&faulty_job(&dir, "error", ""), &[]).failure();
     assert!(error.contains("the plugin returned an error: faulty operator failed on purpose"), "{error}");
+    assert!(error.contains("it printed: faulty: giving up on this batch"), "what it printed goes with it: {error}");
 }
 
 #[test]

@@ -33,7 +33,8 @@ pub enum PluginError {
     VersionMismatch { path: PathBuf, found: String, expected: String },
     #[error(
         "{path} is a component but not a Weir operator: {reason}. It exports [{exports}] and imports \
-         [{imports}]; a Weir plugin exports `{expected}` (build it with weir-sdk)"
+         [{imports}]; a Weir plugin exports `{expected}` (on the Rust SDK, the crate calls \
+         `weir_sdk::export_operator!(YourOperator)`; see docs/plugin-guide.md)"
     )]
     WrongWorld { path: PathBuf, reason: String, exports: String, imports: String, expected: String },
 }
@@ -63,6 +64,7 @@ pub enum CallError {
     Backend(String),
 }
 
-fn printed(stderr: &str) -> String {
+/// What a plugin printed, to follow an error's message.
+pub(super) fn printed(stderr: &str) -> String {
     if stderr.is_empty() { String::new() } else { format!("; it printed: {stderr}") }
 }

@@ -231,7 +231,12 @@ impl OperatorInstance {
         }
         match result {
             Ok(Ok(value)) => Ok(value),
-            Ok(Err(error)) => Err(CallError::Operator(describe_operator_error(error))),
+            // What it printed goes with the error, as with a trap: a
+            // Python traceback, a JavaScript `console.error`.
+            Ok(Err(error)) => {
+                let printed = super::error::printed(&self.store.data().stderr_tail());
+                Err(CallError::Operator(format!("{}{printed}", describe_operator_error(error))))
+            }
             Err(error) => Err(classify(&self.store, &self.limits, error, |trap| CallError::Trap {
                 trap,
                 stderr: self.store.data().stderr_tail(),

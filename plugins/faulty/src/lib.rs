@@ -109,7 +109,10 @@ impl Operator for Faulty {
                     n = std::hint::black_box(n.wrapping_add(1));
                 }
             }
-            Mode::Error => Err(Error::other("faulty operator failed on purpose")),
+            Mode::Error => {
+                eprintln!("faulty: giving up on this batch");
+                Err(Error::other("faulty operator failed on purpose"))
+            }
             Mode::Probe => {
                 let fs = match std::fs::read("/etc/hostname") {
                     Ok(bytes) => format!("read {} bytes", bytes.len()),
