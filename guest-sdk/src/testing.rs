@@ -44,20 +44,23 @@ pub struct TestEvent {
     key: Vec<u8>,
     value: Vec<u8>,
     timestamp: Option<i64>,
+    keyed: bool,
 }
 
 impl TestEvent {
-    /// A keyed event.
+    /// A keyed event. The key may be empty: after a `key_by` edge, an event
+    /// without a key (a line of a text file) is keyed by the empty key, and
+    /// has state like any other.
     pub fn new(key: impl Encode, value: impl Encode) -> Self {
         let (mut k, mut v) = (Vec::new(), Vec::new());
         key.encode(&mut k);
         value.encode(&mut v);
-        TestEvent { key: k, value: v, timestamp: None }
+        TestEvent { key: k, value: v, timestamp: None, keyed: true }
     }
 
-    /// An event without a key.
+    /// An event without a key, on an input that is not keyed.
     pub fn unkeyed(value: impl Encode) -> Self {
-        TestEvent::new(b"".as_slice(), value)
+        TestEvent { keyed: false, ..TestEvent::new(b"".as_slice(), value) }
     }
 
     /// The same event with an event timestamp (ms).
@@ -147,14 +150,15 @@ impl<T: Operator> TestHarness<T> {
     }
 
     /// Processes `events` as one batch on the given input. The batch is keyed
-    /// when any event has a non-empty key, as after a `key_by` edge.
+    /// (as after a `key_by` edge) unless its events are all
+    /// [`unkeyed`](TestEvent::unkeyed).
     pub fn process_input(
         &mut self,
         input: u32,
         events: impl IntoIterator<Item = TestEvent>,
     ) -> Result<Vec<Emitted>, Error> {
         let events: Vec<TestEvent> = events.into_iter().collect();
-        let keyed = events.iter().any(|e| !e.key.is_empty());
+        let keyed = events.iter().any(|e| e.keyed);
         let key_slots = if keyed { self.assign_slots(&events) } else { Vec::new() };
         self.run(input, &events, key_slots, false)
     }
@@ -563,6 +567,30 @@ mod tests {
         fn process(&mut self, ctx: &mut Context<'_>, _: &Event<'_>) -> Result<(), Error> {
             ctx.register_timer(TimeDomain::EventTime, 10)
         }
+    }
+
+    /// Counts events per key.
+    struct Counting(crate::ValueState<u64>);
+
+    impl Operator for Counting {
+        fn init(_: &Config) -> Result<Self, Error> {
+            Ok(Counting(crate::ValueState::new("count")))
+        }
+        fn process(&mut self, ctx: &mut Context<'_>, event: &Event<'_>) -> Result<(), Error> {
+            let count = self.0.update(ctx, |count| count.unwrap_or(0) + 1)?;
+            ctx.emit(event.key(), count);
+            Ok(())
+        }
+    }
+
+    /// As in the host, the empty key is a key like any other: lines of a
+    /// text file behind a `key_by` edge are counted under it.
+    #[test]
+    fn the_empty_key_has_state_like_any_other() {
+        let mut harness = TestHarness::<Counting>::new(&[]).unwrap();
+        harness.process([TestEvent::new("", "x"), TestEvent::new("a", "y")]).unwrap();
+        let emitted = harness.process([TestEvent::new("", "z")]).unwrap();
+        assert_eq!(emitted.iter().map(|e| (e.key_str(), e.value_str())).collect::<Vec<_>>(), [(String::new(), "2".to_owned())]);
     }
 
     #[test]
