@@ -83,3 +83,26 @@ fn scaffolding_says_what_it_cannot_do() {
     let error = weir(&["plugin", "new", "twice", "--dir", &base]).failure();
     assert!(error.contains("already exists"), "{error}");
 }
+
+/// Run elsewhere, `bin/weir` of a checkout (here, a link to it, as the
+/// README's is) scaffolds against that checkout's SDK.
+#[test]
+fn scaffolding_finds_the_checkout_of_the_binary_run() {
+    let dir = JobDir::new();
+    let checkout = dir.path("weir");
+    std::fs::create_dir_all(checkout.join("guest-sdk")).unwrap();
+    std::fs::write(checkout.join("guest-sdk/Cargo.toml"), "[package]\nname = \"weir-sdk\"\n").unwrap();
+    std::fs::create_dir_all(checkout.join("bin")).unwrap();
+    std::os::unix::fs::symlink(common::weir_binary(), checkout.join("bin/weir")).unwrap();
+    let elsewhere = dir.path("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    let status = Command::new(checkout.join("bin/weir"))
+        .args(["plugin", "new", "my-op", "--lang", "rust", "--dir", "."])
+        .current_dir(&elsewhere)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let manifest = std::fs::read_to_string(elsewhere.join("my-op/Cargo.toml")).unwrap();
+    let sdk = checkout.canonicalize().unwrap().join("guest-sdk");
+    assert!(manifest.contains(&format!("path = \"{}\"", sdk.display())), "{manifest}");
+}

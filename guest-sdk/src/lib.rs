@@ -28,11 +28,13 @@
 //! ## How it maps to the host
 //!
 //! The host calls the plugin once per *batch*; the SDK calls
-//! [`Operator::process`] once per event of it. Keyed state is fetched from
-//! the host for all keys of the batch on first use (one call per state), kept
-//! in a local cache while the batch is processed, and written back once at
-//! the end — so state access costs no boundary crossing per event, and the
-//! host still sees every change of a batch before it takes a checkpoint.
+//! [`Operator::process`] once per event of it. Keyed state is read from the
+//! host for all new keys of a batch on first use (one call per state) and
+//! then kept in the instance's memory from batch to batch; what changed is
+//! written back when the host calls `flush` — before every checkpoint or
+//! savepoint — or when the state held grows past the instance's bound
+//! (least recently used first). So state access costs no boundary crossing
+//! per event, and every change is in the host's state before a snapshot.
 //! Emitted events are collected in flat buffers and returned in one piece.
 //!
 //! [`testing::TestHarness`] runs the same code natively, without Wasm, for

@@ -111,11 +111,12 @@ guest-sdk/{sdk}/README.md.
 /// The Weir checkout whose SDKs and build scripts a project uses: the
 /// parent of `--sdk` (the guest-sdk directory); else the checkout the
 /// command is run in (the current directory or one above it); else the one
-/// this binary was built from.
+/// the `weir` binary run is in (`bin/weir`, as invoked or as linked to);
+/// else the one it was built from.
 fn weir_root(sdk: Option<&Path>) -> anyhow::Result<PathBuf> {
     let sdk = match sdk {
         Some(path) => path.to_path_buf(),
-        None => checkout_around_current_dir().unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("..")).join("guest-sdk"),
+        None => nearest_checkout().unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("..")).join("guest-sdk"),
     };
     sdk.join("Cargo.toml")
         .is_file()
@@ -125,14 +126,21 @@ fn weir_root(sdk: Option<&Path>) -> anyhow::Result<PathBuf> {
         .with_context(|| format!("no weir-sdk at {}; pass --sdk PATH to Weir's guest-sdk directory", sdk.display()))
 }
 
-/// The nearest directory from the current one up that holds Weir's SDK.
-fn checkout_around_current_dir() -> Option<PathBuf> {
-    let here = std::env::current_dir().ok()?;
+/// The nearest directory that holds Weir's SDK, from the current one up,
+/// else from the binary's up.
+fn nearest_checkout() -> Option<PathBuf> {
+    let invoked = std::env::args_os().next().map(|arg0| weir::dirs::absolute(Path::new(&arg0)));
+    let starts = [std::env::current_dir().ok(), invoked, std::env::current_exe().ok()];
+    starts.into_iter().flatten().find_map(|start| checkout_around(&start))
+}
+
+/// The nearest directory from `start` up that holds Weir's SDK.
+fn checkout_around(start: &Path) -> Option<PathBuf> {
     let holds_sdk = |dir: &&Path| {
         let manifest = std::fs::read_to_string(dir.join("guest-sdk/Cargo.toml")).unwrap_or_default();
         manifest.lines().any(|line| line.replace(' ', "") == "name=\"weir-sdk\"")
     };
-    here.ancestors().find(holds_sdk).map(Path::to_path_buf)
+    start.ancestors().find(holds_sdk).map(Path::to_path_buf)
 }
 
 /// How the project at `project` refers to `sdk`: relative when both are in
