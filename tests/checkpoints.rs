@@ -261,6 +261,12 @@ fn a_second_run_of_a_running_job_is_refused() {
     let error = run_job(&job, &["--api", "127.0.0.1:0"]).failure();
     assert!(error.contains("is in use by another running job"), "{error}");
     assert!(error.contains("give this one a checkpoint_dir of its own"), "{error}");
+    // A copy under another name, with checkpoints of its own, writing the
+    // same output: its part files would overwrite the first job's.
+    let text = std::fs::read_to_string(&job).unwrap();
+    let copy = dir.write("copy.toml", &text.replace("name = \"chaos-count\"", "name = \"copy\"").replace("checkpoint_dir = \"checkpoints\"", "checkpoint_dir = \"checkpoints-copy\""));
+    let error = run_job(&copy, &["--api", "127.0.0.1:0"]).failure();
+    assert!(error.contains(&format!("{} is being written by another running job", dir.path("out").display())), "{error}");
     let (status, stderr) = host.wait();
     assert!(status.success(), "{stderr}");
     assert_exact_counts(&committed(&dir.path("out")), 60000, 600);

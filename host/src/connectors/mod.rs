@@ -21,7 +21,7 @@ pub use backlog::{Backlog, PartitionBacklog};
 pub use file_source::FileSource;
 pub use generator::Generator;
 pub use line_sink::{DiscardSink, LineSink};
-pub use part_files::{PartFileSink, committed_parts};
+pub use part_files::{DirectoryLock, PartFileSink, committed_parts};
 
 use crate::checkpoint::PendingCommit;
 use crate::dataflow::RecordBatch;
@@ -43,6 +43,12 @@ pub enum ConnectorError {
          to start afresh"
     )]
     CommittedOutput { path: PathBuf, parts: usize, example: String },
+    #[error(
+        "{} is being written by another running job (or another run of this one): two jobs' part files in one \
+         directory overwrite each other; give each job's `files` sink a path of its own, or stop the other job",
+        path.display()
+    )]
+    InUse { path: PathBuf },
     #[error("{path}:{line}: {message}")]
     BadLine { path: PathBuf, line: u64, message: String },
     #[error("{what}: {message}")]
@@ -218,6 +224,15 @@ pub fn check_sink(spec: &SinkSpec, place: &SinkPlace<'_>) -> Result<(), Connecto
     match spec {
         SinkSpec::Files { path, .. } => part_files::check_directory(path, place.restored, place.restored_at_ms),
         _ => Ok(()),
+    }
+}
+
+/// Takes sink `spec`'s output directory for this run, if it writes one
+/// (`files`): held until dropped, refused while another run holds it.
+pub fn lock_sink(spec: &SinkSpec) -> Result<Option<DirectoryLock>, ConnectorError> {
+    match spec {
+        SinkSpec::Files { path, .. } => part_files::lock_directory(path).map(Some),
+        _ => Ok(None),
     }
 }
 

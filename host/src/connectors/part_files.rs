@@ -117,6 +117,28 @@ impl PartFileSink {
     }
 }
 
+/// A run's hold on a `files` sink's directory (a lock on its `.lock` file,
+/// released when the run's process ends, however it ends).
+#[derive(Debug)]
+pub struct DirectoryLock {
+    _file: std::fs::File,
+}
+
+/// Locks `dir` (creating it) for one run of one job.
+pub fn lock_directory(dir: &Path) -> Result<DirectoryLock, ConnectorError> {
+    let open = |source| ConnectorError::Open { path: dir.into(), source };
+    crate::dirs::create(dir).map_err(open)?;
+    let file = std::fs::File::options().create(true).truncate(false).write(true).open(dir.join(LOCK_FILE)).map_err(open)?;
+    match file.try_lock() {
+        Ok(()) => Ok(DirectoryLock { _file: file }),
+        Err(std::fs::TryLockError::WouldBlock) => Err(ConnectorError::InUse { path: dir.into() }),
+        Err(std::fs::TryLockError::Error(source)) => Err(open(source)),
+    }
+}
+
+/// The file a run locks in a `files` sink's directory.
+const LOCK_FILE: &str = ".lock";
+
 /// Fails if the output in `dir` cannot be continued from checkpoint
 /// `restored` (0: from the beginning), taken at `restored_at_ms`.
 pub(super) fn check_directory(dir: &Path, restored: u64, restored_at_ms: i64) -> Result<(), ConnectorError> {

@@ -306,6 +306,7 @@ pub fn run_job_with(graph: &JobGraph, engine: &Arc<PluginEngine>, options: RunOp
         }
         None => (0, None),
     };
+    let _sink_locks = lock_sinks(graph)?;
     // Without a savepoint: the checkpoints of the newest run, if it began
     // from one (those below are an earlier run's).
     let floor = if options.savepoint.is_some() { 0 } else { own_checkpoints_from(graph)? };
@@ -781,6 +782,19 @@ pub(super) fn open_storage(settings: &CheckpointSettings) -> Result<CheckpointSt
 }
 
 /// Holds the job's checkpoint directory for the run (all its restarts).
+/// Takes the output directories of `graph`'s sinks for this run: two jobs
+/// writing one would overwrite each other's part files.
+fn lock_sinks(graph: &JobGraph) -> Result<Vec<crate::connectors::DirectoryLock>, RunError> {
+    let sinks = graph.nodes.iter().filter_map(|node| match &node.kind {
+        NodeKind::Sink(spec) => Some((node, spec)),
+        _ => None,
+    });
+    let locks = sinks.map(|(node, spec)| {
+        crate::connectors::lock_sink(spec).map_err(|source| RunError::Connector { node: node.describe(), source })
+    });
+    locks.filter_map(Result::transpose).collect()
+}
+
 /// Locks the checkpoint directory for this run, and removes what a run
 /// killed while rescaling left in it.
 fn lock_storage(storage: &CheckpointStorage, settings: &CheckpointSettings) -> Result<StorageLock, RunError> {
