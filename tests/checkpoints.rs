@@ -531,9 +531,23 @@ fn resuming_a_changed_job_from_a_checkpoint_is_refused() {
     edited(&[("name = \"chaos-count\"", "name = \"other\"")]);
     let error = run_job(&job, &[]).failure();
     assert!(error.contains("it is job `chaos-count`'s, not `other`'s"), "{error}");
+    // Another plugin that cannot read the counts is refused before it
+    // starts (not at the first event of each key), as from a savepoint.
+    let word_count = toml_path(&plugin("word-count"));
+    edited(&[(word_count.as_str(), toml_path(&plugin("fraud-detector")).as_str())]);
+    let error = run_job(&job, &[]).failure();
+    assert!(error.contains("operator `count` resumes with plugin") && error.contains("cannot read it"), "{error}");
+    assert!(error.contains("declares no value state `count`"), "{error}");
     assert_eq!(committed(&dir.path("out")), before, "the committed output is untouched");
-    // Only the source's parallelism changed: its splits are dealt out again.
-    std::fs::write(&job, original.replacen("type = \"generator\"", "type = \"generator\"\nparallelism = 3", 1)).unwrap();
+    // Only the source's parallelism changed: its splits are dealt out
+    // again. And the plugin is another build of word-count (a custom
+    // section added), which reads the counts: it resumes with them.
+    let rebuilt = dir.path("word_count_rebuilt.wasm");
+    let mut bytes = std::fs::read(plugin("word-count")).unwrap();
+    bytes.extend_from_slice(&[0, 8, 7, b'r', b'e', b'b', b'u', b'i', b'l', b't']);
+    std::fs::write(&rebuilt, bytes).unwrap();
+    let text = original.replacen("type = \"generator\"", "type = \"generator\"\nparallelism = 3", 1);
+    std::fs::write(&job, text.replace(&word_count, &toml_path(&rebuilt))).unwrap();
     assert!(run_job(&job, &[]).success().stderr().contains("resumed from checkpoint"));
     assert_exact_counts(&committed(&dir.path("out")), 60000, 600);
 }

@@ -16,7 +16,7 @@ use tracing::{error, info, warn};
 use super::builder::Builder;
 use super::channel::Cancel;
 use super::rescale::Rescaled;
-use super::resume_check::check_resumable;
+use super::resume_check::{changed_plugins, check_changed_plugins, check_resumable};
 use super::figures::{Sampler, node_figures_of_run, records_read, records_written, sinks_watermark};
 use super::task::{TaskError, TaskMetrics};
 use crate::checkpoint::{
@@ -328,6 +328,9 @@ pub fn run_job_with(graph: &JobGraph, engine: &Arc<PluginEngine>, options: RunOp
             })?;
             if !changes.is_empty() {
                 rescaled = Some(Rescaled::write(graph, &settings.dir, manifest, &changes)?);
+            }
+            if restarts == 0 {
+                check_resumed_plugins(graph, engine, manifest, settings, rescaled.as_ref())?;
             }
         }
         let restore = match (&latest, &rescaled, &options.savepoint) {
@@ -782,6 +785,39 @@ pub(super) fn open_storage(settings: &CheckpointSettings) -> Result<CheckpointSt
 }
 
 /// Holds the job's checkpoint directory for the run (all its restarts).
+/// Refuses to resume an operator with another plugin than the one that
+/// wrote its state in checkpoint `manifest` (a job file edited across a
+/// restart, an upgraded plugin gone) unless the plugin can read that state:
+/// the checkpoint is laid out by key group, as for a rescale, and every
+/// value offered to the plugin's `check-state`.
+fn check_resumed_plugins(
+    graph: &JobGraph,
+    engine: &PluginEngine,
+    manifest: &Manifest,
+    settings: &CheckpointSettings,
+    rescaled: Option<&Rescaled>,
+) -> Result<(), RunError> {
+    let changed = changed_plugins(graph, manifest, engine)?;
+    if changed.is_empty() || manifest.finished {
+        return Ok(());
+    }
+    let copy;
+    let state = match rescaled {
+        Some(rescaled) => &rescaled.savepoint,
+        None => {
+            let why: Vec<String> = changed.iter().map(|(uid, _)| format!("operator `{uid}`'s new plugin to check")).collect();
+            copy = Rescaled::write(graph, &settings.dir, manifest, &why)?;
+            &copy.savepoint
+        }
+    };
+    check_changed_plugins(graph, manifest, &changed, state).map_err(|reason| RunError::NotResumable {
+        job: graph.name.clone(),
+        checkpoint: manifest.checkpoint,
+        dir: settings.dir.clone(),
+        reason,
+    })
+}
+
 /// Takes the output directories of `graph`'s sinks for this run: two jobs
 /// writing one would overwrite each other's part files.
 fn lock_sinks(graph: &JobGraph) -> Result<Vec<crate::connectors::DirectoryLock>, RunError> {

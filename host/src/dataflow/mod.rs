@@ -37,6 +37,7 @@ mod rescale;
 mod resume_check;
 mod sink;
 mod snapshot;
+mod state_check;
 mod task;
 mod time;
 mod upgrades;
@@ -50,6 +51,7 @@ pub use key_numbering::KeyNumbering;
 pub use native::{NATIVE_PREFIX, native_operator};
 pub use operator::{Emitted, OperatorLogic};
 pub use builder::instance_config;
+pub use state_check::{StateCheckError, check_state};
 pub use upgrades::{CarriedUpgrade, carry_upgrades};
 pub use executor::{
     JobCommand, JobSummary, Progress, Restarts, Restore, Role, RunError, RunOptions, RunningJob, TaskSummary, run_job, run_job_with,

@@ -8,10 +8,16 @@
 //! (`weir run JOB -p 4` after a crash): a source's splits are dealt out
 //! again to any number of subtasks, and an operator's keyed state is
 //! redistributed by key group on the way in ([`super::rescale`]), as Flink
-//! restores a retained checkpoint at another parallelism.
+//! restores a retained checkpoint at another parallelism. Its plugins may
+//! have changed too, if the new ones can read the state their predecessors
+//! wrote ([`check_changed_plugins`]).
 
+use super::executor::RunError;
+use super::{NATIVE_PREFIX, StateCheckError, check_state};
 use crate::checkpoint::Manifest;
 use crate::job::{JobGraph, NodeKind};
+use crate::plugin::{LoadedPlugin, PluginEngine};
+use crate::savepoint::Savepoint;
 
 /// `Err` with the reason if `graph` cannot resume from `manifest`; state
 /// of nodes the job no longer has is dropped only if `allow_non_restored`.
@@ -73,4 +79,50 @@ fn stateful_nodes(manifest: &Manifest) -> Vec<(&str, u32)> {
         }
     }
     nodes.into_iter().filter(|(_, _, stateful)| *stateful).map(|(name, subtasks, _)| (name, subtasks)).collect()
+}
+
+/// The operators of `graph` that resume from `manifest` with another plugin
+/// than the one that wrote their state (by digest), each with the plugin,
+/// loaded; native operators are not plugins and are left out.
+pub(super) fn changed_plugins(
+    graph: &JobGraph,
+    manifest: &Manifest,
+    engine: &PluginEngine,
+) -> Result<Vec<(String, LoadedPlugin)>, RunError> {
+    let mut changed = Vec::new();
+    for node in &graph.nodes {
+        let NodeKind::Operator(op) = &node.kind else { continue };
+        let Some(Some(wrote)) = manifest.plugins.iter().find(|p| p.uid == node.name).map(|p| p.sha256.as_ref()) else { continue };
+        if op.plugin.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(NATIVE_PREFIX)) {
+            continue;
+        }
+        let plugin = engine.load(&op.plugin).map_err(|source| RunError::Plugin { uid: node.name.clone(), source })?;
+        if plugin.digest != *wrote {
+            changed.push((node.name.clone(), plugin));
+        }
+    }
+    Ok(changed)
+}
+
+/// Checks each of `changed` (see [`changed_plugins`]) against its state in
+/// `state`, the checkpoint `manifest` laid out as a savepoint.
+pub(super) fn check_changed_plugins(
+    graph: &JobGraph,
+    manifest: &Manifest,
+    changed: &[(String, LoadedPlugin)],
+    state: &Savepoint,
+) -> Result<(), String> {
+    for (uid, plugin) in changed {
+        let wrote = manifest.plugins.iter().find(|p| &p.uid == uid).map(|p| p.plugin.display().to_string()).unwrap_or_default();
+        let checked = check_state(graph, uid, plugin, state).map_err(|(StateCheckError::Savepoint(reason) | StateCheckError::Plugin(reason))| {
+            format!(
+                "operator `{uid}` resumes with plugin {}, not {wrote} that wrote its state, and the new plugin cannot \
+                 read it: {reason}. Name a plugin in the job file that can (the one that wrote it), or restore a \
+                 savepoint",
+                plugin.path.display()
+            )
+        })?;
+        tracing::info!(operator = %uid, plugin = %plugin.path.display(), values = checked, "the operator's new plugin reads the checkpoint's state");
+    }
+    Ok(())
 }

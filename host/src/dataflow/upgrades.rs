@@ -10,7 +10,8 @@
 //! with its upgrade — provided that file is still there, unchanged. An
 //! operator whose plugin the file names differently now is the user's
 //! word: the file's plugin runs (the builder warns where it differs from
-//! the checkpoint's), which is how a plugin is changed across a restart.
+//! the checkpoint's), which is how a plugin is changed across a restart —
+//! provided it can read the state (`resume_check::check_changed_plugins`).
 //! Other edits of the file — a comment, a rate — change nothing of this.
 
 use std::path::{Path, PathBuf};
