@@ -26,25 +26,25 @@ pub fn list(dir: &Path) -> anyhow::Result<()> {
     if ids.is_empty() && start.is_none() {
         anyhow::bail!("no checkpoint in {}: the job has none to resume from", dir.display());
     }
-    println!(
+    out!(
         "{:>10}  {:<10}  {:>9}  {:>11}  {:>12}  {:>10}  {:>10}",
         "checkpoint", "state", "age", "duration", "alignment", "size", "written"
     );
     let mut usable = 0;
     for id in ids {
         if id < first_own {
-            println!("{id:>10}  superseded  (an earlier run's, before the run from the savepoint below: never resumed from)");
+            out!("{id:>10}  superseded  (an earlier run's, before the run from the savepoint below: never resumed from)");
             continue;
         }
         if !storage.is_complete(id) {
-            println!("{id:>10}  incomplete  (no manifest: taken when the job stopped, or its manifest was lost)");
+            out!("{id:>10}  incomplete  (no manifest: taken when the job stopped, or its manifest was lost)");
             continue;
         }
         match storage.verify(id) {
             Ok(manifest) => {
                 usable += 1;
                 let stats = &manifest.stats;
-                println!(
+                out!(
                     "{id:>10}  {:<10}  {:>7.1} s  {:>8.1} ms  {:>9.1} ms  {:>10}  {:>10}",
                     if manifest.finished { "finished" } else { "ok" },
                     (now_ms() - manifest.completed_at_ms) as f64 / 1000.0,
@@ -54,7 +54,7 @@ pub fn list(dir: &Path) -> anyhow::Result<()> {
                     bytes(stats.written_bytes),
                 );
             }
-            Err(reason) => println!("{id:>10}  CORRUPT     {reason}"),
+            Err(reason) => out!("{id:>10}  CORRUPT     {reason}"),
         }
     }
     match start {
@@ -68,7 +68,7 @@ pub fn list(dir: &Path) -> anyhow::Result<()> {
 /// resume from; fails if that is the savepoint and it is gone.
 fn report_savepoint_start(start: &SavepointStart, storage: &CheckpointStorage, usable: usize) -> anyhow::Result<()> {
     let savepoint = start.savepoint.display();
-    println!("the newest run started from savepoint {savepoint}, its checkpoints numbered from {}", start.first_checkpoint);
+    out!("the newest run started from savepoint {savepoint}, its checkpoints numbered from {}", start.first_checkpoint);
     if usable > 0 {
         return Ok(());
     }
@@ -84,7 +84,7 @@ fn report_savepoint_start(start: &SavepointStart, storage: &CheckpointStorage, u
              or restore another one with `weir run JOB --from-savepoint DIR`"
         );
     }
-    println!("it completed no checkpoint of its own: `weir run` of the job file restores that savepoint again");
+    out!("it completed no checkpoint of its own: `weir run` of the job file restores that savepoint again");
     Ok(())
 }
 

@@ -164,7 +164,7 @@ pub fn jobs(args: &JobsArgs) -> anyhow::Result<()> {
     }
     let jobs = client.jobs()?;
     if jobs.is_empty() {
-        println!("no jobs in the Weir host at {}", client.addr());
+        out!("no jobs in the Weir host at {}", client.addr());
         return Ok(());
     }
     print!("{}", jobs_table(&jobs));
@@ -316,7 +316,7 @@ pub fn savepoint(args: &SavepointArgs) -> anyhow::Result<()> {
     let job = args.job.as_deref().context("name the job to take a savepoint of")?;
     let request = SavepointRequest { dir: args.dir.as_deref().map(absolute).transpose()?, stop: args.stop };
     let info = args.api.client().savepoint(job, &request)?;
-    println!(
+    out!(
         "savepoint of job `{}` written to {}: checkpoint {}, {}, {} entries, in {:.1} ms",
         info.job,
         info.dir.display(),
@@ -326,14 +326,14 @@ pub fn savepoint(args: &SavepointArgs) -> anyhow::Result<()> {
         info.duration_ms
     );
     if args.stop {
-        println!("job `{}` stopped", info.job);
+        out!("job `{}` stopped", info.job);
     }
     Ok(())
 }
 
 pub fn cancel(args: &CancelArgs) -> anyhow::Result<()> {
     let job = args.api.client().cancel(&args.job)?;
-    println!("job `{}` {}: read {}, written {}", job.name, job.status, job.read, job.written);
+    out!("job `{}` {}: read {}, written {}", job.name, job.status, job.read, job.written);
     Ok(())
 }
 
@@ -344,7 +344,7 @@ pub fn upgrade(args: &UpgradeArgs) -> anyhow::Result<()> {
         savepoint_dir: args.savepoint_dir.as_deref().map(absolute).transpose()?,
     };
     let info = args.api.client().upgrade(&args.job, &request)?;
-    println!(
+    out!(
         "upgraded operator `{}` of job `{}` to {}: downtime {:.1} ms (savepoint {}, {} entries checked)",
         info.operator,
         info.job,
@@ -389,7 +389,7 @@ pub fn fork(args: &ForkArgs) -> anyhow::Result<()> {
         checkpoint_dir: args.checkpoint_dir.as_deref().map(absolute).transpose()?,
     };
     let info = client.fork(&request)?;
-    println!(
+    out!(
         "started job `{}` from {} (savepoint {}): {}",
         info.job.name,
         args.from,
@@ -398,7 +398,7 @@ pub fn fork(args: &ForkArgs) -> anyhow::Result<()> {
     );
     print!("{}", jobs_table(std::slice::from_ref(&info.job)));
     if let Some(file) = &info.job_file {
-        println!("its job file, to resume it after this host has stopped: weir run {}", file.display());
+        out!("its job file, to resume it after this host has stopped: weir run {}", file.display());
     }
     Ok(())
 }

@@ -9,6 +9,15 @@ macro_rules! say {
     }};
 }
 
+/// `println!` that never panics: a listing read by `head` stops being
+/// written when the pipe closes, instead of the command panicking.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 mod bench;
 mod checkpoints;
 mod control;

@@ -8,9 +8,9 @@ use weir::plugin::WIT_PACKAGE;
 pub fn check(path: &Path) -> anyhow::Result<()> {
     let engine = PluginEngine::new()?;
     let (inspection, loaded) = engine.inspect(path)?;
-    println!("{}: WebAssembly component", path.display());
+    out!("{}: WebAssembly component", path.display());
     print!("{inspection}");
     let loaded = loaded?;
-    println!("ok: implements the {WIT_PACKAGE} plugin world (sha256 {})", loaded.digest);
+    out!("ok: implements the {WIT_PACKAGE} plugin world (sha256 {})", loaded.digest);
     Ok(())
 }

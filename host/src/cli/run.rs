@@ -18,7 +18,9 @@ use weir::PluginEngine;
 pub struct RunArgs {
     /// The job file.
     job: PathBuf,
-    /// Parallelism of every source and operator (overrides the job file).
+    /// Default parallelism of the job's sources and operators (overrides
+    /// the job file's top-level `parallelism`; a node that sets its own
+    /// keeps it, as with Flink's `-p`).
     #[arg(long, short = 'p', value_parser = clap::value_parser!(u32).range(1..))]
     parallelism: Option<u32>,
     /// Start from this savepoint (state is matched to operators by uid;

@@ -12,26 +12,26 @@ pub fn inspect(dir: &Path, entries: bool, limit: Option<usize>) -> anyhow::Resul
     let savepoint = Savepoint::open(dir)?;
     let verified = savepoint.verify();
     let manifest = &savepoint.manifest;
-    println!("savepoint {} (format {})", dir.display(), manifest.format);
-    println!("  job:             {}", manifest.job);
-    println!("  checkpoint:      {}", manifest.checkpoint);
-    println!("  max_parallelism: {}", manifest.max_parallelism);
+    out!("savepoint {} (format {})", dir.display(), manifest.format);
+    out!("  job:             {}", manifest.job);
+    out!("  checkpoint:      {}", manifest.checkpoint);
+    out!("  max_parallelism: {}", manifest.max_parallelism);
     if let Some(job_file) = &manifest.job_file {
-        println!("  job file:        {}", job_file.path.display());
+        out!("  job file:        {}", job_file.path.display());
     }
-    println!("  size:            {}", bytes(manifest.files().map(|f| f.size).sum()));
+    out!("  size:            {}", bytes(manifest.files().map(|f| f.size).sum()));
     for operator in &manifest.operators {
         let count: u64 = operator.keyed.iter().map(|k| k.entries).sum();
-        println!("operator `{}` (parallelism {}): {count} entries", operator.uid, operator.parallelism);
-        println!("  plugin: {}", operator.plugin.display());
+        out!("operator `{}` (parallelism {}): {count} entries", operator.uid, operator.parallelism);
+        out!("  plugin: {}", operator.plugin.display());
         if let Some(digest) = &operator.plugin_sha256 {
-            println!("  sha256: {digest}");
+            out!("  sha256: {digest}");
         }
         for state in &operator.states {
-            println!("  state {}: {} ({})", state.id, state.name, kind(state.kind));
+            out!("  state {}: {} ({})", state.id, state.name, kind(state.kind));
         }
         if operator.broadcast.is_some() {
-            println!("  broadcast state: yes");
+            out!("  broadcast state: yes");
         }
     }
     for source in &manifest.sources {
@@ -43,11 +43,11 @@ pub fn inspect(dir: &Path, entries: bool, limit: Option<usize>) -> anyhow::Resul
                 None => format!("split {}: next {}", s.id, s.next),
             })
             .collect();
-        println!("source `{}` (parallelism {}): {}", source.name, source.parallelism, splits.join(", "));
+        out!("source `{}` (parallelism {}): {}", source.name, source.parallelism, splits.join(", "));
     }
     match &verified {
-        Ok(()) => println!("every file matches its checksum"),
-        Err(error) => println!("CORRUPT: {error}"),
+        Ok(()) => out!("every file matches its checksum"),
+        Err(error) => out!("CORRUPT: {error}"),
     }
     if entries {
         print_entries(&savepoint, limit.unwrap_or(usize::MAX))?;
@@ -60,7 +60,7 @@ fn print_entries(savepoint: &Savepoint, limit: usize) -> anyhow::Result<()> {
     for operator in &savepoint.manifest.operators {
         savepoint.entries(&operator.uid, &mut |entry: SavepointEntry| {
             if shown < limit {
-                println!(
+                out!(
                     "{}\t{}\t{}\t{}\t{}",
                     operator.uid,
                     entry.key_group,
@@ -73,7 +73,7 @@ fn print_entries(savepoint: &Savepoint, limit: usize) -> anyhow::Result<()> {
         })?;
     }
     if shown > limit {
-        println!("… {} more (--limit)", shown - limit);
+        out!("… {} more (--limit)", shown - limit);
     }
     Ok(())
 }

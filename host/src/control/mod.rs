@@ -17,7 +17,8 @@
 //!
 //! Errors come back as `{"error": "..."}` with status 404 (no such job),
 //! 400 (a bad request: a bad module, an unknown uid, incompatible state),
-//! 409 (the job is not in a state to do that) or 500.
+//! 409 (the job is not in a state to do that), 405 (another method), 413
+//! (a body over 1 MiB) or 500.
 
 /// Where `weir run` serves the control API, and where the commands look for
 /// it, unless told otherwise (`--api`, `WEIR_API`).

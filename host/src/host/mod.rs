@@ -396,8 +396,9 @@ impl ControlPlane for Arc<JobManager> {
         let _ = commands.send(JobCommand::Cancel);
         if !self.wait_ended(name, generation, Some(CANCEL_TIMEOUT)) {
             return Err(ControlError::Failed(format!(
-                "job `{name}` was asked to stop but still runs after {} s: a task is stuck, most likely in a plugin \
-                 call without a deadline (call_timeout_ms = 0); stop the `weir run` process to end it",
+                "job `{name}` was asked to stop but still runs after {} s: a task is stuck, in a plugin call \
+                 without a deadline (call_timeout_ms = 0) or a sink slow to take its input; it ends once that \
+                 returns, or stop the `weir run` process to end it now",
                 CANCEL_TIMEOUT.as_secs()
             )));
         }

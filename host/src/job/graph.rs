@@ -211,7 +211,7 @@ impl JobGraph {
         let mut nodes = Vec::new();
         let mut ids: HashMap<String, NodeId> = HashMap::new();
         for source in &spec.sources {
-            let p = source_parallelism(source, overrides, parallelism)?;
+            let p = source_parallelism(source, parallelism)?;
             check_parallelism(&format!("source `{}`", source.name()), p, max_parallelism)?;
             ids.insert(source.name().to_owned(), NodeId(nodes.len()));
             nodes.push(Node {
@@ -223,7 +223,7 @@ impl JobGraph {
             });
         }
         for op in topological_order(&spec.operators)? {
-            let p = op.parallelism.filter(|_| overrides.parallelism.is_none()).unwrap_or(parallelism);
+            let p = op.parallelism.unwrap_or(parallelism);
             check_parallelism(&format!("operator `{}`", op.uid), p, max_parallelism)?;
             let what = format!("operator `{}`", op.uid);
             let regular = op.inputs.iter().map(|input| edge(&what, input, op.key_by, p, &ids, &nodes));
@@ -246,7 +246,7 @@ impl JobGraph {
         }
         for sink in &spec.sinks {
             let what = format!("sink `{}`", sink.name());
-            let p = sink_parallelism(sink, overrides, parallelism);
+            let p = sink_parallelism(sink, parallelism);
             check_parallelism(&what, p, max_parallelism)?;
             let input = edge(&what, sink.input(), false, p, &ids, &nodes)?;
             nodes.push(Node {
@@ -273,12 +273,12 @@ fn check_parallelism(what: &str, parallelism: u32, max_parallelism: u32) -> Resu
     Ok(())
 }
 
-fn source_parallelism(source: &SourceSpec, overrides: Overrides, job: u32) -> Result<u32, String> {
+fn source_parallelism(source: &SourceSpec, job: u32) -> Result<u32, String> {
     match source {
         // A file is read by one subtask: its position is one byte offset.
         SourceSpec::File { .. } => Ok(1),
         SourceSpec::Generator { parallelism, .. } | SourceSpec::Kafka(KafkaSourceSpec { parallelism, .. }) => {
-            Ok(parallelism.filter(|_| overrides.parallelism.is_none()).unwrap_or(job))
+            Ok(parallelism.unwrap_or(job))
         }
     }
 }
@@ -286,9 +286,9 @@ fn source_parallelism(source: &SourceSpec, overrides: Overrides, job: u32) -> Re
 /// A Kafka sink runs in parallel (a transactional id per subtask); the
 /// other sinks write one stream (stdout, a file, a directory) from one
 /// subtask.
-fn sink_parallelism(sink: &SinkSpec, overrides: Overrides, job: u32) -> u32 {
+fn sink_parallelism(sink: &SinkSpec, job: u32) -> u32 {
     match sink {
-        SinkSpec::Kafka(kafka) => kafka.parallelism.filter(|_| overrides.parallelism.is_none()).unwrap_or(job),
+        SinkSpec::Kafka(kafka) => kafka.parallelism.unwrap_or(job),
         _ => 1,
     }
 }

@@ -22,6 +22,8 @@ pub use spec::{
 /// Options given on the command line that override the job file.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Overrides {
+    /// The job's default parallelism, as Flink's `-p`: of every source,
+    /// operator and Kafka sink that does not set its own.
     pub parallelism: Option<u32>,
 }
 
@@ -106,6 +108,21 @@ mod tests {
         let (_, exactly_once) = loaded.iter().find(|(name, _)| name == "exactly-once.toml").expect("exactly-once.toml");
         let budgets = crate::state::RocksDbMemory { block_cache_mb: 8, write_buffer_mb: 4, hot_entries_mb: 4 };
         assert_eq!(exactly_once.backend, crate::state::BackendConfig { kind: crate::state::BackendKind::Rocksdb, rocksdb: budgets });
+    }
+
+    /// `-p` sets the job's default parallelism; a node that sets its own
+    /// keeps it, as in Flink.
+    #[test]
+    fn the_parallelism_override_is_the_default_not_every_nodes() {
+        let text = "name = \"j\"\nparallelism = 2\n[[source]]\nname = \"gen\"\ntype = \"generator\"\nparallelism = 1\n\
+                    [[operator]]\nuid = \"op\"\nplugin = \"p.wasm\"\ninputs = [\"gen\"]\nkey_by = true\n\
+                    [[sink]]\nname = \"out\"\ntype = \"discard\"\ninput = \"op\"\n";
+        let parallelism = |overrides| {
+            let graph = parse(text, Path::new(""), overrides).unwrap_or_else(|e| panic!("{e:?}"));
+            ["gen", "op"].map(|name| graph.nodes.iter().find(|n| n.name == name).unwrap().parallelism)
+        };
+        assert_eq!(parallelism(Overrides::default()), [1, 2]);
+        assert_eq!(parallelism(Overrides { parallelism: Some(4) }), [1, 4]);
     }
 
     /// `call_timeout_ms`: absent, the default deadline; 0, none.
