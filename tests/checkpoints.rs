@@ -309,6 +309,38 @@ fn kill_once(job: &Path, what: &str, done: impl Fn() -> bool) {
     child.wait().unwrap();
 }
 
+/// SIGTERM (a service manager stopping it) or SIGINT (Ctrl-C) cancels the
+/// host's job, saying so, and the process exits as a shell reports the
+/// signal; the job resumes from its newest checkpoint, to exact counts.
+#[test]
+fn sigterm_cancels_the_job_which_resumes_from_its_checkpoint() {
+    for (signal, status) in [("TERM", 143), ("INT", 130)] {
+        let dir = JobDir::new();
+        let job = count_job(&dir, "memory", &plugin("word-count"), "", "");
+        let checkpoints = dir.path("checkpoints");
+        let child = Command::new(weir_binary())
+            .args(["run", job.to_str().unwrap(), "--api", "127.0.0.1:0"])
+            .env("WEIR_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start weir");
+        let started = Instant::now();
+        while complete_checkpoints(&checkpoints).len() < 2 {
+            assert!(started.elapsed() < Duration::from_secs(30), "no checkpoints in 30 s");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let sent = Command::new("kill").args([&format!("-{signal}"), &child.id().to_string()]).status().unwrap();
+        assert!(sent.success());
+        let output = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(status), "{stderr}");
+        assert!(stderr.contains(&format!("weir: SIG{signal}: cancelling the jobs")) && stderr.contains("was cancelled"), "{stderr}");
+        assert!(run_job(&job, &[]).success().stderr().contains("resumed from checkpoint"));
+        assert_exact_counts(&committed(&dir.path("out")), 60000, 600);
+    }
+}
+
 /// A job started from one working directory resumes from another. Its
 /// checkpoints name the part files they commit by absolute path: killed
 /// after a checkpoint's manifest was written and before its parts were

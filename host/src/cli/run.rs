@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
-use weir::control::DEFAULT_API_ADDR;
+use weir::control::{ControlPlane, DEFAULT_API_ADDR};
 use weir::control::server::ApiServer;
 use weir::dataflow::JobSummary;
 use weir::host::{JobManager, JobStatus};
@@ -57,6 +57,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     manager.submit(graph.clone(), savepoint, args.allow_non_restored_state).map_err(anyhow::Error::msg)?;
     // Announced once the job is accepted (a refused one has no API to offer).
     say!("weir: control API on http://{0} (for weir jobs/savepoint/upgrade/fork: --api {0})", server.addr());
+    let stopped_by = cancel_on_signals(&manager)?;
     let ended = manager.wait_all();
     drop(server);
     let mut failed = Vec::new();
@@ -69,10 +70,43 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         }
     }
     say!("peak memory: {}", super::peak_memory().unwrap_or_else(|| "unknown".into()));
+    if let Some(signal) = stopped_by.get() {
+        // As a shell reports a process a signal ended.
+        std::process::exit(128 + signal);
+    }
     match failed.len() {
         0 => Ok(()),
         _ => anyhow::bail!(failed.join("\n")),
     }
+}
+
+/// On SIGTERM or SIGINT (Ctrl-C), cancels the host's jobs, as `weir cancel`
+/// does, so that the process ends with its state backends closed and its
+/// working files removed; each job resumes from its newest checkpoint on
+/// the next `weir run`, as after a crash. A second signal ends the process
+/// at once. Returns where the signal that stopped the host is kept.
+fn cancel_on_signals(manager: &Arc<JobManager>) -> anyhow::Result<Arc<std::sync::OnceLock<i32>>> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT]).context("cannot handle SIGTERM and SIGINT")?;
+    let stopped_by = Arc::new(std::sync::OnceLock::new());
+    let (manager, stopping) = (Arc::clone(manager), Arc::clone(&stopped_by));
+    std::thread::Builder::new().name("weir-signals".into()).spawn(move || {
+        for signal in signals.forever() {
+            if stopping.set(signal).is_err() {
+                say!("weir: signal {signal} again: exiting now");
+                std::process::exit(128 + signal);
+            }
+            let name = if signal == SIGTERM { "SIGTERM" } else { "SIGINT" };
+            say!("weir: {name}: cancelling the jobs; each resumes from its newest checkpoint on the next `weir run` (again to exit now)");
+            let plane: &dyn ControlPlane = &manager;
+            for job in plane.jobs().into_iter().filter(|job| matches!(job.status.as_str(), "running" | "restarting" | "upgrading")) {
+                if let Err(error) = plane.cancel(&job.name) {
+                    say!("weir: {error}");
+                }
+            }
+        }
+    })?;
+    Ok(stopped_by)
 }
 
 /// The savepoint in `dir`, noting when it is another job's: restoring one
