@@ -192,6 +192,9 @@ fn a_job_waiting_to_restart_says_so_and_can_be_cancelled_at_once() {
     assert!(jobs.contains("after 1 restart(s); the last failure: ") && jobs.contains("trapped"), "{jobs}");
     let error = host.weir(&["savepoint", "chaos-count", "--dir", dir.path("sp").to_str().unwrap()]).failure();
     assert!(error.contains("the job failed and restarts in"), "{error}");
+    let request = weir::control::SavepointRequest { dir: Some(dir.path("sp")), stop: false };
+    let refused = weir::control::client::ApiClient::new(&host.api).savepoint("chaos-count", &request).unwrap_err();
+    assert_eq!(refused.status(), Some(409), "not running, not failed: {refused}");
     let metrics = weir::control::client::ApiClient::new(&host.api).metrics().unwrap();
     assert!(metrics.contains("weir_job_restarts_total{job=\"chaos-count\"} 1"), "{metrics}");
     assert!(asked.elapsed() < Duration::from_secs(3), "answered while it waits, not after: {:?}", asked.elapsed());

@@ -56,14 +56,29 @@ pub struct Ack {
 pub struct SavepointOrder {
     pub dir: PathBuf,
     pub stop: bool,
-    pub reply: Sender<Result<SavepointInfo, String>>,
+    pub reply: Sender<Result<SavepointInfo, SavepointFailure>>,
     pub requested: Instant,
 }
 
+/// Why a savepoint was not taken.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SavepointFailure {
+    /// The job is not in a state to take one (restarting, finishing,
+    /// already stopping): asking again later may succeed.
+    NotNow(String),
+    /// Taking it failed.
+    Failed(String),
+}
+
 impl SavepointOrder {
-    /// Answers that the savepoint cannot be taken, and why.
+    /// Answers that taking the savepoint failed, and why.
     pub fn fail(self, reason: impl Into<String>) {
-        let _ = self.reply.send(Err(reason.into()));
+        let _ = self.reply.send(Err(SavepointFailure::Failed(reason.into())));
+    }
+
+    /// Answers that the job cannot take a savepoint now, and why.
+    pub fn not_now(self, reason: impl Into<String>) {
+        let _ = self.reply.send(Err(SavepointFailure::NotNow(reason.into())));
     }
 }
 
@@ -266,10 +281,10 @@ impl Coordinator {
     /// in flight); the order's reply says when it is written.
     pub fn request_savepoint(&mut self, order: SavepointOrder) {
         if self.stopped {
-            return order.fail("the job is finishing: some of its tasks have ended, so no savepoint can complete");
+            return order.not_now("the job is finishing: some of its tasks have ended, so no savepoint can complete");
         }
         if order.stop && (self.orders.iter().any(|o| o.stop) || self.stopped_with.is_some()) {
-            return order.fail("the job is already stopping with a savepoint");
+            return order.not_now("the job is already stopping with a savepoint");
         }
         self.orders.push_back(order);
     }
@@ -346,7 +361,7 @@ impl Coordinator {
         if !self.finished_sources.iter().any(|(i, _)| *i == index) {
             self.stopped = true;
             for order in self.orders.drain(..) {
-                order.fail("the job finished before the savepoint could be taken");
+                order.not_now("the job finished before the savepoint could be taken");
             }
             if self.in_flight.as_ref().is_some_and(|f| f.savepoint.is_some() && f.states[index].is_none()) {
                 self.abandon("the job finished before the savepoint was complete");

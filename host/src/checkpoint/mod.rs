@@ -32,7 +32,8 @@ mod storage;
 
 pub use aligner::{Aligned, BarrierAligner};
 pub use coordinator::{
-    Ack, CheckpointHub, CheckpointSettings, Coordinator, FINAL_CHECKPOINT, PersistJob, SavepointOrder, SOURCE_FINISHED,
+    Ack, CheckpointHub, CheckpointSettings, Coordinator, FINAL_CHECKPOINT, PersistJob, SOURCE_FINISHED, SavepointFailure,
+    SavepointOrder,
 };
 pub use commit::{CommitQueue, Committer, PendingCommit};
 pub use history::{CheckpointHistory, KEPT_FIGURES};

@@ -413,7 +413,7 @@ fn wait_to_restart(commands: &Receiver<JobCommand>, delay: Duration, history: &R
                 let progress = Progress { restarts: history.clone(), restarting: true, ..Progress::default() };
                 let _ = reply.send(progress);
             }
-            Ok(JobCommand::Savepoint(order)) => order.fail(format!(
+            Ok(JobCommand::Savepoint(order)) => order.not_now(format!(
                 "the job failed and restarts in {:.1} s; ask again once it runs (the failure: {})",
                 left.as_secs_f64(),
                 history.last_failure.as_deref().unwrap_or("unknown")

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Sender, bounded, unbounded};
 use tracing::{error, info};
 
-use crate::checkpoint::SavepointOrder;
+use crate::checkpoint::{SavepointFailure, SavepointOrder};
 use crate::control::{
     ControlError, ControlPlane, ForkInfo, ForkRequest, JobInfo, OperatorInfo, SavepointInfo, SavepointRequest,
     UpgradeInfo, UpgradeRequest,
@@ -278,7 +278,8 @@ impl JobManager {
             .map_err(|_| ControlError::Conflict(format!("job `{name}` has ended")))?;
         match answer.recv() {
             Ok(Ok(info)) => Ok(info),
-            Ok(Err(reason)) => Err(ControlError::Failed(format!("savepoint of job `{name}` failed: {reason}"))),
+            Ok(Err(SavepointFailure::NotNow(reason))) => Err(ControlError::Conflict(format!("job `{name}` cannot take a savepoint now: {reason}"))),
+            Ok(Err(SavepointFailure::Failed(reason))) => Err(ControlError::Failed(format!("savepoint of job `{name}` failed: {reason}"))),
             Err(_) => Err(ControlError::Conflict(format!("job `{name}` ended before its savepoint was written"))),
         }
     }

@@ -117,11 +117,55 @@ pub fn write_savepoint(
     dir: &Path,
     work_dir: &Path,
 ) -> Result<SavepointManifest, SavepointError> {
+    prepare_savepoint_dir(dir, None)?;
+    // Claimed, so that of two savepoints asked into one directory at once
+    // one is refused, and a failure can remove what it wrote.
+    let claim = dir.join(CLAIM_FILE);
+    std::fs::File::options().write(true).create_new(true).open(&claim).map_err(|source| match source.kind() {
+        std::io::ErrorKind::AlreadyExists => SavepointError::Io {
+            path: dir.to_path_buf(),
+            source: std::io::Error::other("another savepoint is being written there; choose another directory"),
+        },
+        _ => SavepointError::Io { path: claim.clone(), source },
+    })?;
+    let written = write_files(manifest, checkpoint_root, job, dir, work_dir);
+    match &written {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&claim);
+        }
+        // Nothing but this savepoint's files is in the directory (it was
+        // new or empty, and claimed): they go, so that a retry may use it.
+        Err(_) => remove_contents(dir),
+    }
+    written
+}
+
+/// The file a savepoint being written claims its directory with.
+const CLAIM_FILE: &str = ".writing";
+
+/// Removes everything in `dir`, leaving it empty.
+fn remove_contents(dir: &Path) {
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        let removed = if entry.file_type().is_ok_and(|t| t.is_dir()) { std::fs::remove_dir_all(&path) } else { std::fs::remove_file(&path) };
+        if let Err(error) = removed {
+            tracing::warn!(path = %path.display(), %error, "cannot remove a file of a failed savepoint");
+        }
+    }
+}
+
+/// [`write_savepoint`] into its claimed directory.
+fn write_files(
+    manifest: &Manifest,
+    checkpoint_root: &Path,
+    job: &JobDescription,
+    dir: &Path,
+    work_dir: &Path,
+) -> Result<SavepointManifest, SavepointError> {
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| SavepointError::Io { path, source }
     };
-    prepare_savepoint_dir(dir, None)?;
     let state_error = |source| SavepointError::State { path: dir.to_path_buf(), source };
     let mut operators = Vec::new();
     let mut sources = Vec::new();
