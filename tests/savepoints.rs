@@ -634,6 +634,18 @@ fn forks_from_one_savepoint_match_the_original_and_differ_with_v2_only_by_its_ru
     .success();
     let clash = host.weir(&["fork", "original", "--name", "clash"]).failure();
     assert!(clash.contains("would write to") && clash.contains("as job `original` does"), "{clash}");
+    // A plugin that is not one is refused before a savepoint is taken for
+    // the fork, and the refused fork leaves nothing behind.
+    let savepoints = dir.path("checkpoints-original/savepoints");
+    let forks_taken = || std::fs::read_dir(&savepoints).map_or(0, |entries| entries.count());
+    let taken = forks_taken();
+    let not_a_plugin = dir.write("not-a-plugin.wasm", "not wasm");
+    let refused = host
+        .weir(&["fork", "original", "--name", "bad", "--operator", &format!("detector={}", not_a_plugin.display()), "--sink", "out=/tmp/nowhere-bad"])
+        .failure();
+    assert!(refused.contains("operator `detector`"), "{refused}");
+    assert_eq!(forks_taken(), taken, "no savepoint taken for it");
+    assert!(!dir.path("bad").exists(), "no checkpoint directory made for it");
     // The same place spelt otherwise is the same place.
     let spelt = format!("out={}", v2.parent().unwrap().join("x/../alerts-v2").display());
     let clash = host.weir(&["fork", "original", "--name", "clash", "--sink", &spelt]).failure();

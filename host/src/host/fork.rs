@@ -21,31 +21,51 @@ pub(super) fn fork(manager: &Arc<JobManager>, request: ForkRequest) -> Result<Fo
     if manager.lock().get(&request.name).is_some_and(|j| j.status.is_active()) {
         return Err(ControlError::Conflict(format!("a job named `{}` is running already; choose another name", request.name)));
     }
-    let (mut graph, savepoint) = match manager.running(&request.from) {
+    // (Whether the savepoint was taken for this fork.)
+    let (mut graph, savepoint, took_savepoint) = match manager.running(&request.from) {
         Ok((base, _, _)) => {
             // Checked before the savepoint is taken: a refused fork leaves none behind.
             let graph = forked_graph(manager, base.clone(), &request)?;
+            load_new_plugins(manager, &request)?;
             let dir = manager.default_savepoint_dir(&base, "fork");
             let info = manager.take_savepoint(&request.from, dir, false)?;
-            (graph, Savepoint::open(&info.dir).map_err(|e| ControlError::Failed(e.to_string()))?)
+            (graph, Savepoint::open(&info.dir).map_err(|e| ControlError::Failed(e.to_string()))?, true)
         }
         Err(ControlError::NoSuchJob(_)) => {
             let savepoint = Savepoint::open(Path::new(&request.from)).map_err(|e| {
                 ControlError::Rejected(format!("`{}` is neither a job of this host nor a savepoint: {e}", request.from))
             })?;
-            (forked_graph(manager, graph_of(&savepoint)?, &request)?, savepoint)
+            (forked_graph(manager, graph_of(&savepoint)?, &request)?, savepoint, false)
         }
         Err(other) => return Err(other),
     };
     let job_file = write_fork_file(&mut graph, &savepoint.dir)?;
     if let Err(refused) = manager.submit(graph.clone(), Some(savepoint.clone()), false) {
+        // What the refused fork made goes: its job file, the directory made
+        // for it if nothing else is there, the savepoint taken for it.
         if let Some(file) = &job_file {
             let _ = std::fs::remove_file(file);
+            let _ = file.parent().map(std::fs::remove_dir);
+        }
+        if took_savepoint {
+            let _ = std::fs::remove_dir_all(&savepoint.dir);
         }
         return Err(refused);
     }
     let info = manager.job(&graph.name)?;
     Ok(ForkInfo { job: info, savepoint: savepoint.dir, job_file })
+}
+
+/// Compiles the plugins a fork of a running job swaps in, so that one that
+/// is not a plugin is refused before a savepoint is taken for the fork.
+fn load_new_plugins(manager: &JobManager, request: &ForkRequest) -> Result<(), ControlError> {
+    let plugins = request.operators.iter().filter(|(_, plugin)| {
+        !plugin.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(crate::dataflow::NATIVE_PREFIX))
+    });
+    for (uid, plugin) in plugins {
+        manager.engine.load(&absolute(plugin)).map_err(|e| ControlError::Rejected(format!("operator `{uid}`: {e}")))?;
+    }
+    Ok(())
 }
 
 /// The job a savepoint was taken from, as its job file describes it, with
