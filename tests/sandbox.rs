@@ -149,6 +149,17 @@ fn a_plugin_returning_an_error_fails_the_job_with_it() {
     assert!(error.contains("it printed: faulty: giving up on this batch"), "what it printed goes with it: {error}");
 }
 
+/// A timer that `on_timer` sets again for the time firing fires again at
+/// once, in the same advance of time, forever: the advance is cut off and
+/// the job fails saying why, instead of spinning with its output held.
+#[test]
+fn a_timer_set_again_for_the_time_firing_fails_the_job_saying_why() {
+    let dir = JobDir::new();
+    let error = run_job(&faulty_job(&dir, "rearm", "key_by = true"), &[]).failure();
+    assert!(error.contains("operator `misbehaving-rearm`"), "{error}");
+    assert!(error.contains("keeps setting timers for times already reached"), "{error}");
+}
+
 #[test]
 fn a_plugin_rejecting_its_config_says_why() {
     let dir = JobDir::new();

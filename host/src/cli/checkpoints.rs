@@ -37,7 +37,7 @@ pub fn list(dir: &Path) -> anyhow::Result<()> {
             continue;
         }
         if !storage.is_complete(id) {
-            out!("{id:>10}  incomplete  (no manifest: taken when the job stopped, or its manifest was lost)");
+            out!("{id:>10}  incomplete  (no manifest: abandoned, timed out or failed (the job's log says why), or taken as the job stopped)");
             continue;
         }
         match storage.verify(id) {

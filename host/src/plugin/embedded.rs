@@ -32,6 +32,7 @@ use super::bindings::OperatorError;
 use super::instance::{CapturedState, InitialState, InputKind, describe_operator_error};
 use super::state::{MapStateHandle, ValueStateHandle};
 use crate::dataflow::{BATCH_SIZE, NO_TIMESTAMP, RecordBatch};
+use crate::state::FiringBudget;
 use crate::state::TimeDomain as HostDomain;
 
 /// The host state an embedded operator shares with the SDK's handles on it.
@@ -113,6 +114,7 @@ impl<T: Operator> EmbeddedInstance<T> {
     /// none is due (timers set while firing may be due too).
     fn fire(&mut self, domain: HostDomain, time: i64) -> Result<Vec<(String, RecordBatch)>, CallError> {
         let mut emitted = Vec::new();
+        let mut budget = FiringBudget::new(&self.state.borrow().timers);
         loop {
             let timers = {
                 let mut state = self.state.borrow_mut();
@@ -120,6 +122,7 @@ impl<T: Operator> EmbeddedInstance<T> {
                 if fired.is_empty() {
                     return Ok(emitted);
                 }
+                budget.spend(fired.len()).map_err(CallError::Operator)?;
                 let timers = state.timer_batch(&fired, self.watermark);
                 state.begin_call(true, false);
                 timers

@@ -12,7 +12,7 @@ use super::host_state::PluginState;
 use super::limits::Limits;
 use crate::dataflow::{BATCH_SIZE, NO_TIMESTAMP, RecordBatch};
 use super::snapshot::InstanceMeta;
-use crate::state::{KeyGroupRange, KeyedStateBackend, StateSnapshot, TimeDomain};
+use crate::state::{FiringBudget, KeyGroupRange, KeyedStateBackend, StateSnapshot, TimeDomain};
 
 /// How the batches of an input reach the operator, which decides what
 /// state a call may use.
@@ -162,11 +162,13 @@ impl OperatorInstance {
     /// until none is due (timers set while firing may be due too).
     fn fire(&mut self, domain: TimeDomain, time: i64) -> Result<Vec<(String, RecordBatch)>, CallError> {
         let mut emitted = Vec::new();
+        let mut budget = FiringBudget::new(&self.store.data().timers);
         loop {
             let fired = self.store.data_mut().timers.pop_due(domain, time, BATCH_SIZE);
             if fired.is_empty() {
                 return Ok(emitted);
             }
+            budget.spend(fired.len()).map_err(CallError::Operator)?;
             let batch = self.store.data_mut().timer_batch(&fired, self.watermark);
             self.begin_call(true, false);
             let result = self.bindings.weir_operator_operator().call_on_timer(&mut self.store, &batch);

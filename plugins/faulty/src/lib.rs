@@ -22,8 +22,11 @@
 //!   `weir.memory-limit-mb`), as plugins built with that SDK do (their
 //!   config check calls the first of them unknown) — to test that the host
 //!   starts such plugins without those keys.
+//! - `rearm`: sets an event-time timer at time 0 for each key (a keyed
+//!   input), and in `on_timer` sets it again for the time firing, so that
+//!   it fires again at once, forever.
 
-use weir_sdk::{Config, Context, Error, Event, Operator, ValueState};
+use weir_sdk::{Config, Context, Error, Event, Operator, TimeDomain, Timer, ValueState};
 
 pub struct Faulty {
     mode: Mode,
@@ -48,6 +51,7 @@ enum Mode {
     TrapOnce,
     AlwaysTrap,
     PreWeirState,
+    Rearm,
 }
 
 impl Operator for Faulty {
@@ -65,9 +69,10 @@ impl Operator for Faulty {
             "trap-once" => Mode::TrapOnce,
             "always-trap" => Mode::AlwaysTrap,
             "pre-weir-state" => Mode::PreWeirState,
+            "rearm" => Mode::Rearm,
             other => {
                 return Err(Error::config(format!(
-                    "unknown mode {other:?}; use panic, alloc, loop, error, probe, none, huge, chatty, trap-once, always-trap or pre-weir-state"
+                    "unknown mode {other:?}; use panic, alloc, loop, error, probe, none, huge, chatty, trap-once, always-trap, pre-weir-state or rearm"
                 )));
             }
         };
@@ -146,7 +151,15 @@ impl Operator for Faulty {
                 ctx.emit(event.key(), event.value());
                 Ok(())
             }
+            Mode::Rearm => ctx.register_timer(TimeDomain::EventTime, 0),
         }
+    }
+
+    fn on_timer(&mut self, ctx: &mut Context<'_>, timer: &Timer<'_>) -> Result<(), Error> {
+        if self.mode == Mode::Rearm {
+            ctx.register_timer(TimeDomain::EventTime, timer.timestamp())?;
+        }
+        Ok(())
     }
 }
 
