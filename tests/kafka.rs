@@ -142,12 +142,14 @@ fn broker_with_input(events_in: u64) -> Broker {
 /// SIGKILLs `job` at `kills` moments 0.4–1.2 s after each start, then lets
 /// it run to the end.
 fn run_with_kills(job: &Path, kills: u64) -> String {
-    run_with_kills_at(job, &vec![None; kills as usize + 1])
+    run_with_kills_at(job, &vec![None; kills as usize + 1], false)
 }
 
 /// [`run_with_kills`], each run at the parallelism `runs` gives it (`None`:
-/// the job file's), the last to the end.
-fn run_with_kills_at(job: &Path, runs: &[Option<u32>]) -> String {
+/// the job file's), the last to the end; with `after_a_checkpoint`, the
+/// first not before it has completed a checkpoint, so that the last resumes
+/// from one however slowly the broker lets the runs start.
+fn run_with_kills_at(job: &Path, runs: &[Option<u32>], after_a_checkpoint: bool) -> String {
     let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
     eprintln!("kill schedule seed: {seed}");
     let parallelism = |p: Option<u32>| p.map(|p| vec!["-p".to_owned(), p.to_string()]).unwrap_or_default();
@@ -161,6 +163,9 @@ fn run_with_kills_at(job: &Path, runs: &[Option<u32>]) -> String {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
+        if kill == 0 && after_a_checkpoint {
+            wait_for_a_checkpoint(&job.parent().unwrap().join("checkpoints"), &mut child);
+        }
         let wait = 400 + (seed.wrapping_mul(kill + 7) >> 3) % 800;
         std::thread::sleep(Duration::from_millis(wait));
         assert!(child.try_wait().unwrap().is_none(), "the job ended before kill {}", kill + 1);
@@ -173,6 +178,17 @@ fn run_with_kills_at(job: &Path, runs: &[Option<u32>]) -> String {
     run.stderr()
 }
 
+/// Waits (at most 30 s) until a checkpoint in `dir` is complete.
+fn wait_for_a_checkpoint(dir: &Path, child: &mut std::process::Child) {
+    let started = std::time::Instant::now();
+    let complete = || std::fs::read_dir(dir).into_iter().flatten().flatten().any(|e| e.path().join("_MANIFEST").exists());
+    while !complete() {
+        assert!(started.elapsed() < Duration::from_secs(30), "no checkpoint in 30 s");
+        assert!(child.try_wait().unwrap().is_none(), "the job ended before its first checkpoint");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn sigkill_and_restart_commit_every_count_exactly_once_to_the_output_topic() {
     let _serial = one_at_a_time();
@@ -180,7 +196,7 @@ fn sigkill_and_restart_commit_every_count_exactly_once_to_the_output_topic() {
     let broker = broker_with_input(30_000);
     let dir = JobDir::new();
     let job = count_job(&dir, "job", &broker, 2, "bounded = true\nrate = 6000", "");
-    let stderr = run_with_kills(&job, 4);
+    let stderr = run_with_kills_at(&job, &[None; 5], true);
     assert!(stderr.contains("resumed from checkpoint"), "the last run resumes: {stderr}");
     assert_exact_counts(&committed_counts(&broker), 30_000);
 }
@@ -195,7 +211,7 @@ fn killed_and_resumed_at_other_parallelisms_every_count_is_committed_once() {
     let broker = broker_with_input(30_000);
     let dir = JobDir::new();
     let job = count_job(&dir, "job", &broker, 2, "bounded = true\nrate = 6000", "");
-    let stderr = run_with_kills_at(&job, &[None, Some(3), Some(1), Some(4)]);
+    let stderr = run_with_kills_at(&job, &[None, Some(3), Some(1), Some(4)], true);
     assert!(stderr.contains("resumed from checkpoint"), "the last run resumes: {stderr}");
     assert_exact_counts(&committed_counts(&broker), 30_000);
 }
