@@ -328,11 +328,7 @@ fn sigterm_cancels_the_job_which_resumes_from_its_checkpoint() {
             .stderr(Stdio::piped())
             .spawn()
             .expect("start weir");
-        let started = Instant::now();
-        while complete_checkpoints(&checkpoints).len() < 2 {
-            assert!(started.elapsed() < Duration::from_secs(30), "no checkpoints in 30 s");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_for_complete_checkpoints(&checkpoints, 2);
         let sent = Command::new("kill").args([&format!("-{signal}"), &child.id().to_string()]).status().unwrap();
         assert!(sent.success());
         let output = child.wait_with_output().unwrap();
@@ -362,11 +358,7 @@ fn a_job_resumes_from_another_working_directory_and_commits_what_its_checkpoint_
         .stderr(Stdio::null())
         .spawn()
         .expect("start weir");
-    let started = Instant::now();
-    while complete_checkpoints(&checkpoints).len() < 2 {
-        assert!(started.elapsed() < Duration::from_secs(30), "no checkpoints in 30 s");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_complete_checkpoints(&checkpoints, 2);
     child.kill().unwrap();
     child.wait().unwrap();
 
@@ -386,6 +378,15 @@ fn a_job_resumes_from_another_working_directory_and_commits_what_its_checkpoint_
     let run = Command::new(weir_binary()).args(["run", job.to_str().unwrap()]).current_dir("/").output().unwrap();
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
     assert_exact_counts(&committed(&dir.path("out")), 60000, 600);
+}
+
+/// Waits (at most 30 s) until `dir` holds `n` complete checkpoints.
+fn wait_for_complete_checkpoints(dir: &Path, n: usize) {
+    let started = Instant::now();
+    while complete_checkpoints(dir).len() < n {
+        assert!(started.elapsed() < Duration::from_secs(30), "no {n} checkpoints in 30 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// Complete checkpoint directories, oldest first.
