@@ -101,7 +101,7 @@ impl Source for FileSource {
         if self.done {
             return Vec::new();
         }
-        vec![SourceSplit { id: 0, next: self.offset, end: None }]
+        vec![SourceSplit { id: 0, next: self.offset, end: None, shape: 0 }]
     }
 
     fn resume(&mut self) {
@@ -217,7 +217,7 @@ mod tests {
         let mut source = FileSource::open(&path, FileFormat::Text, Some(0)).unwrap();
         let mut batch = RecordBatch::new();
         assert_eq!(source.poll(&mut batch, 2).unwrap(), Poll::Ready);
-        assert_eq!(source.splits(), [SourceSplit { id: 0, next: 9, end: None }]);
+        assert_eq!(source.splits(), [SourceSplit { id: 0, next: 9, end: None, shape: 0 }]);
         assert_eq!(source.poll(&mut batch, 2).unwrap(), Poll::Ready);
         assert_eq!(source.poll(&mut RecordBatch::new(), 2).unwrap(), Poll::Exhausted);
         let values: Vec<&[u8]> = batch.iter().map(|r| r.value).collect();

@@ -58,6 +58,20 @@ const VOCABULARY: [&str; 32] = [
     "once", "snapshot", "restore", "upgrade", "fork", "parallel", "shuffle", "group", "count", "sum", "flink",
 ];
 
+impl GeneratorConfig {
+    /// A digest of what decides the event at each sequence number (not how
+    /// many there are, nor how fast they come): FNV-1a, stable from build
+    /// to build, never 0.
+    pub fn shape(&self) -> u64 {
+        let described = format!(
+            "{:?}|{}|{}|{:?}|{}|{:?}",
+            self.mode, self.keys, self.seed, self.events_per_ms, self.shuffle_ms, self.speed
+        );
+        let hash = described.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3));
+        hash.max(1)
+    }
+}
+
 impl Generator {
     pub fn new(config: GeneratorConfig, subtask: u32, parallelism: u32) -> Self {
         let (start, end) = match config.events {
@@ -86,6 +100,7 @@ impl Generator {
         }
         for split in &restored.splits {
             check_bounds(config.events, split)?;
+            check_shape(&config, split)?;
         }
         let mut generator = Generator::new(config, 0, 1);
         let share = restored.splits.len() as f64 / restored.of.max(1) as f64;
@@ -205,6 +220,22 @@ fn check_bounds(events: Option<u64>, split: &SourceSplit) -> Result<(), Connecto
     Err(bounds_refused(problem))
 }
 
+/// A restored range is read on from its position: with other keys, another
+/// mode or seed, the events from there on would not be those the restored
+/// state counted the ones before from. Refused (ranges recorded before
+/// their shape was are taken as they come).
+fn check_shape(config: &GeneratorConfig, split: &SourceSplit) -> Result<(), ConnectorError> {
+    if split.shape == 0 || split.shape == config.shape() {
+        return Ok(());
+    }
+    Err(ConnectorError::Restore(
+        "the job file's generator makes other events than the generator restored (its `keys`, `mode`, `seed`, \
+         `events_per_ms`, `shuffle_ms` or `speed` changed), and the restored state counted the events before from \
+         the old ones: set them back, or start the job afresh (without the savepoint or the old checkpoints)"
+            .into(),
+    ))
+}
+
 fn bounds_refused(problem: String) -> ConnectorError {
     ConnectorError::Restore(format!(
         "the job file {problem}, and a restored generator keeps the bounds it started with: set `events` back, \
@@ -217,7 +248,7 @@ impl Source for Generator {
     fn splits(&self) -> Vec<SourceSplit> {
         // An unbounded generator's ranges are spaces of 2^48 numbers: endless.
         let end = self.config.events.map(|_| self.end);
-        let current = SourceSplit { id: self.range, next: self.next, end };
+        let current = SourceSplit { id: self.range, next: self.next, end, shape: self.config.shape() };
         // A bounded range read to its end stays while nothing follows it
         // here: the range that ends at `events` is read last, so the
         // source's snapshot always holds that end (`RestoredSplits::last_end`).
@@ -457,7 +488,7 @@ mod tests {
         assert_eq!(generator.backlog(), Some(Backlog::records(7)));
         let both = super::super::assign_splits(Generator::new(config(20), 0, 1).splits(), 0, 1);
         let restored = RestoredSplits {
-            splits: vec![both.splits[0], SourceSplit { id: 30, next: 35, end: Some(40) }],
+            splits: vec![both.splits[0], SourceSplit { id: 30, next: 35, end: Some(40), shape: 0 }],
             last_end: Some(40),
             ..both
         };
@@ -468,10 +499,23 @@ mod tests {
         assert_eq!(Generator::new(GeneratorConfig { events: None, ..config(1) }, 0, 1).backlog(), None, "no end, no backlog");
     }
 
+    /// Restored ranges read on only with the events they were read with.
+    #[test]
+    fn restored_splits_of_another_generator_are_refused() {
+        let mut generator = Generator::new(config(20), 0, 1);
+        generator.poll(&mut RecordBatch::new(), 5).unwrap();
+        let restored = super::super::assign_splits(generator.splits(), 0, 1);
+        assert!(Generator::from_splits(GeneratorConfig { rate: Some(5.0), ..config(20) }, restored.clone()).is_ok(), "only paced otherwise");
+        let error = Generator::from_splits(GeneratorConfig { keys: 7, ..config(20) }, restored.clone()).err().unwrap().to_string();
+        assert!(error.contains("makes other events than the generator restored"), "{error}");
+        let unrecorded = RestoredSplits { splits: restored.splits.iter().map(|s| SourceSplit { shape: 0, ..*s }).collect(), ..restored };
+        assert!(Generator::from_splits(GeneratorConfig { keys: 7, ..config(20) }, unrecorded).is_ok(), "recorded before shapes were");
+    }
+
     #[test]
     fn restored_splits_bounded_otherwise_than_the_job_file_are_refused() {
         let restore = |events, end| {
-            let restored = super::super::assign_splits(vec![SourceSplit { id: 0, next: 5, end }], 0, 1);
+            let restored = super::super::assign_splits(vec![SourceSplit { id: 0, next: 5, end, shape: 0 }], 0, 1);
             Generator::from_splits(GeneratorConfig { events, ..config(0) }, restored).err().map(|e| e.to_string())
         };
         assert_eq!(restore(Some(20), Some(20)), None);
@@ -489,10 +533,10 @@ mod tests {
         // its end, so a limit raised after it is refused too.
         let mut last = Generator::new(config(20), 1, 2);
         drain(&mut last);
-        assert_eq!(last.splits(), [SourceSplit { id: 10, next: 20, end: Some(20) }]);
+        assert_eq!(last.splits(), [SourceSplit { id: 10, next: 20, end: Some(20), shape: config(20).shape() }]);
         let mut first = Generator::new(config(20), 0, 2);
         drain(&mut first);
-        assert_eq!(first.splits(), [SourceSplit { id: 0, next: 10, end: Some(10) }]);
+        assert_eq!(first.splits(), [SourceSplit { id: 0, next: 10, end: Some(10), shape: config(20).shape() }]);
         let both = super::super::assign_splits([first.splits(), last.splits()].concat(), 0, 1);
         assert_eq!(both.last_end, Some(20));
         assert!(Generator::from_splits(config(20), both.clone()).is_ok());

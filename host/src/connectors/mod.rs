@@ -115,6 +115,15 @@ pub struct SourceSplit {
     /// Where the split ends, if it does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end: Option<u64>,
+    /// A digest of what the source was set to produce, where that decides
+    /// the records at each position (a generator's keys, mode, seed); 0:
+    /// not recorded (other sources, checkpoints of earlier versions).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub shape: u64,
+}
+
+fn is_zero(shape: &u64) -> bool {
+    *shape == 0
 }
 
 /// The splits a restored source subtask reads, out of how many the source has.

@@ -111,6 +111,7 @@ impl Partition {
             id: split_id(&self.topic, self.partition),
             next: self.next as u64,
             end: self.end.map(|e| e as u64),
+            shape: 0,
         }
     }
 }
