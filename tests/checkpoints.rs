@@ -195,6 +195,7 @@ fn a_job_waiting_to_restart_says_so_and_can_be_cancelled_at_once() {
     let request = weir::control::SavepointRequest { dir: Some(dir.path("sp")), stop: false };
     let refused = weir::control::client::ApiClient::new(&host.api).savepoint("chaos-count", &request).unwrap_err();
     assert_eq!(refused.status(), Some(409), "not running, not failed: {refused}");
+    assert!(!dir.path("sp").exists(), "a savepoint not taken leaves no directory");
     let metrics = weir::control::client::ApiClient::new(&host.api).metrics().unwrap();
     assert!(metrics.contains("weir_job_restarts_total{job=\"chaos-count\"} 1"), "{metrics}");
     assert!(asked.elapsed() < Duration::from_secs(3), "answered while it waits, not after: {:?}", asked.elapsed());

@@ -295,6 +295,14 @@ fn a_run_from_an_older_savepoint_stopped_before_its_first_checkpoint_restarts_fr
     assert!(listing.lines().any(|l| l.contains("superseded")) && !listing.lines().any(|l| l.contains(" ok ")), "{listing}");
     assert!(listing.contains(&format!("started from savepoint {}", savepoint.display())), "{listing}");
     assert!(listing.contains("completed no checkpoint of its own: `weir run` of the job file restores that savepoint again"), "{listing}");
+    // A listing that cannot be written is an error, not an empty success.
+    let full = std::process::Command::new(common::weir_binary())
+        .args(["checkpoints", checkpoints.to_str().unwrap()])
+        .stdout(std::fs::File::create("/dev/full").unwrap())
+        .output()
+        .unwrap();
+    assert_eq!(full.status.code(), Some(1), "{}", String::from_utf8_lossy(&full.stderr));
+    assert!(String::from_utf8_lossy(&full.stderr).contains("cannot write to standard output"));
 
     // The later savepoint is of the history gone back from: the output
     // between the two savepoints was deleted, and restoring it is refused.

@@ -321,7 +321,7 @@ impl Coordinator {
             && flight.started.elapsed() > self.settings.timeout
         {
             warn!(checkpoint = flight.id, missing = flight.missing, "checkpoint timed out; abandoning it");
-            self.abandon("it timed out");
+            self.abandon("it timed out", SavepointOrder::fail);
         }
         let due = self.last_trigger.elapsed() >= self.settings.interval || !self.orders.is_empty();
         if self.stopped || self.in_flight.is_some() || !due || self.stopped_with.is_some() {
@@ -364,19 +364,20 @@ impl Coordinator {
                 order.not_now("the job finished before the savepoint could be taken");
             }
             if self.in_flight.as_ref().is_some_and(|f| f.savepoint.is_some() && f.states[index].is_none()) {
-                self.abandon("the job finished before the savepoint was complete");
+                self.abandon("the job finished before the savepoint was complete", SavepointOrder::not_now);
             }
         }
     }
 
-    /// Gives up the checkpoint in flight; a savepoint waiting on it fails
-    /// and stopped sources go on.
-    fn abandon(&mut self, reason: &str) {
+    /// Gives up the checkpoint in flight; a savepoint waiting on it is
+    /// answered by `answer` (failed, or not possible now) and stopped
+    /// sources go on.
+    fn abandon(&mut self, reason: &str, answer: fn(SavepointOrder, String)) {
         let Some(flight) = self.in_flight.take() else { return };
         self.completed.record_failure();
         if let Some(order) = flight.savepoint {
             self.hub.stop_at.store(0, Ordering::Release);
-            order.fail(format!("checkpoint {} for the savepoint failed: {reason}", flight.id));
+            answer(order, format!("checkpoint {} for the savepoint failed: {reason}", flight.id));
         }
     }
 
@@ -402,7 +403,7 @@ impl Coordinator {
         match ack.state {
             Err(reason) => {
                 warn!(checkpoint = flight.id, %reason, "a subtask could not snapshot; abandoning the checkpoint");
-                self.abandon(&format!("a subtask could not snapshot: {reason}"));
+                self.abandon(&format!("a subtask could not snapshot: {reason}"), SavepointOrder::fail);
             }
             Ok(state) => {
                 flight.fill(ack.subtask, state);

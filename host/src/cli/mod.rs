@@ -9,13 +9,24 @@ macro_rules! say {
     }};
 }
 
-/// `println!` that never panics: a listing read by `head` stops being
-/// written when the pipe closes, instead of the command panicking.
+/// `println!` that does not panic: a listing read by `head` stops being
+/// written when the pipe closes (the command goes on to its exit status);
+/// any other failure to write (a full disk) ends the command with an error.
 macro_rules! out {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stdout(), $($arg)*);
+        if let Err(error) = writeln!(std::io::stdout(), $($arg)*) {
+            crate::cli::output_failed(error);
+        }
     }};
+}
+
+/// What [`out!`] does when writing fails.
+pub(crate) fn output_failed(error: std::io::Error) {
+    if error.kind() != std::io::ErrorKind::BrokenPipe {
+        say!("error: cannot write to standard output: {error}");
+        std::process::exit(1);
+    }
 }
 
 mod bench;

@@ -2,15 +2,15 @@
 //! its control API on localhost.
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use anyhow::Context;
 use clap::Args;
-use weir::control::{ControlPlane, DEFAULT_API_ADDR};
+use weir::control::DEFAULT_API_ADDR;
 use weir::control::server::ApiServer;
 use weir::dataflow::JobSummary;
 use weir::host::{JobManager, JobStatus};
-use weir::job::{self, JobGraph, Overrides};
+use weir::job::{self, JobGraph, NodeKind, Overrides};
 use weir::savepoint::Savepoint;
 use weir::PluginEngine;
 
@@ -40,6 +40,15 @@ pub struct RunArgs {
 
 pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     let mut graph = job::load(&args.job, Overrides { parallelism: args.parallelism })?;
+    if let Some(p) = args.parallelism {
+        let scaled = graph.nodes.iter().any(|node| !matches!(node.kind, NodeKind::Sink(_)) && node.parallelism == p);
+        if !scaled {
+            say!(
+                "weir: -p {p} changes nothing: every source and operator sets its own `parallelism` in the job file \
+                 (a fork's job file sets them all); edit those to change them"
+            );
+        }
+    }
     let savepoint = match &args.from_savepoint {
         Some(dir) => Some(open_savepoint(dir, &graph)?),
         // Resuming, the job keeps the plugins it was upgraded to; from the
@@ -54,10 +63,13 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     // The address the other commands use too, so that they find this host.
     let api = args.api.clone().or_else(|| std::env::var("WEIR_API").ok());
     let server = serve(api.as_deref(), &manager)?;
-    manager.submit(graph.clone(), savepoint, args.allow_non_restored_state).map_err(anyhow::Error::msg)?;
+    let stopped_by = shut_down_on_signals(&manager)?;
+    if let Err(refused) = manager.submit(graph.clone(), savepoint, args.allow_non_restored_state) {
+        exit_if_signalled(&stopped_by);
+        return Err(anyhow::Error::msg(refused));
+    }
     // Announced once the job is accepted (a refused one has no API to offer).
     say!("weir: control API on http://{0} (for weir jobs/savepoint/upgrade/fork: --api {0})", server.addr());
-    let stopped_by = cancel_on_signals(&manager)?;
     let ended = manager.wait_all();
     drop(server);
     let mut failed = Vec::new();
@@ -70,25 +82,24 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         }
     }
     say!("peak memory: {}", super::peak_memory().unwrap_or_else(|| "unknown".into()));
-    if let Some(signal) = stopped_by.get() {
-        // As a shell reports a process a signal ended.
-        std::process::exit(128 + signal);
-    }
+    exit_if_signalled(&stopped_by);
     match failed.len() {
         0 => Ok(()),
         _ => anyhow::bail!(failed.join("\n")),
     }
 }
 
-/// On SIGTERM or SIGINT (Ctrl-C), cancels the host's jobs, as `weir cancel`
+/// On SIGTERM or SIGINT (Ctrl-C), shuts the host down (see
+/// [`JobManager::shut_down`]): its jobs are cancelled, as `weir cancel`
 /// does, so that the process ends with its state backends closed and its
 /// working files removed; each job resumes from its newest checkpoint on
-/// the next `weir run`, as after a crash. A second signal ends the process
-/// at once. Returns where the signal that stopped the host is kept.
-fn cancel_on_signals(manager: &Arc<JobManager>) -> anyhow::Result<Arc<std::sync::OnceLock<i32>>> {
+/// the next `weir run`, as after a crash. Handled from before the job is
+/// submitted, so that a signal while it starts is too. A second signal ends
+/// the process at once. Returns where the signal that came is kept.
+fn shut_down_on_signals(manager: &Arc<JobManager>) -> anyhow::Result<Arc<OnceLock<i32>>> {
     use signal_hook::consts::{SIGINT, SIGTERM};
     let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT]).context("cannot handle SIGTERM and SIGINT")?;
-    let stopped_by = Arc::new(std::sync::OnceLock::new());
+    let stopped_by = Arc::new(OnceLock::new());
     let (manager, stopping) = (Arc::clone(manager), Arc::clone(&stopped_by));
     std::thread::Builder::new().name("weir-signals".into()).spawn(move || {
         for signal in signals.forever() {
@@ -98,15 +109,17 @@ fn cancel_on_signals(manager: &Arc<JobManager>) -> anyhow::Result<Arc<std::sync:
             }
             let name = if signal == SIGTERM { "SIGTERM" } else { "SIGINT" };
             say!("weir: {name}: cancelling the jobs; each resumes from its newest checkpoint on the next `weir run` (again to exit now)");
-            let plane: &dyn ControlPlane = &manager;
-            for job in plane.jobs().into_iter().filter(|job| matches!(job.status.as_str(), "running" | "restarting" | "upgrading")) {
-                if let Err(error) = plane.cancel(&job.name) {
-                    say!("weir: {error}");
-                }
-            }
+            manager.shut_down();
         }
     })?;
     Ok(stopped_by)
+}
+
+/// Exits as a shell reports a process a signal ended, if one came.
+fn exit_if_signalled(stopped_by: &OnceLock<i32>) {
+    if let Some(signal) = stopped_by.get() {
+        std::process::exit(128 + signal);
+    }
 }
 
 /// The savepoint in `dir`, noting when it is another job's: restoring one

@@ -216,10 +216,15 @@ fn serve(plane: &dyn ControlPlane, mut request: Request) {
 }
 
 fn read_body(request: &mut Request) -> Result<Vec<u8>, (u16, String)> {
-    // (tiny_http takes a Content-Length it cannot read for no body at all.)
-    let declared = request.headers().iter().find(|h| h.field.equiv("Content-Length")).map(|h| h.value.as_str().trim());
-    if let Some(declared) = declared.filter(|value| value.parse::<u64>().is_err()) {
-        return Err(error(400, format!("Content-Length {declared:?} is not a length in bytes")));
+    // (tiny_http takes a Content-Length it cannot read for no body at all,
+    // and the first of several.)
+    let declared: Vec<&str> =
+        request.headers().iter().filter(|h| h.field.equiv("Content-Length")).map(|h| h.value.as_str().trim()).collect();
+    if let Some(unreadable) = declared.iter().find(|value| value.parse::<u64>().is_err()) {
+        return Err(error(400, format!("Content-Length {unreadable:?} is not a length in bytes")));
+    }
+    if declared.windows(2).any(|pair| pair[0] != pair[1]) {
+        return Err(error(400, format!("the request gives different lengths ({}); give one Content-Length", declared.join(", "))));
     }
     if request.body_length().is_some_and(|n| n as u64 > MAX_BODY) {
         return Err(error(413, format!("the request body is larger than {MAX_BODY} bytes")));
@@ -644,7 +649,7 @@ mod tests {
             let status = raw_head(&server, &format!("POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999"));
             assert!(status.contains(" 413 "), "{status}");
         }
-        for length in ["-5", "abc"] {
+        for length in ["-5", "abc", "0\r\nContent-Length: 99999999999"] {
             let status = raw_head(&server, &format!("POST /jobs/words/savepoint HTTP/1.1\r\nHost: x\r\nContent-Length: {length}"));
             assert!(status.contains(" 400 "), "{length}: {status}");
         }

@@ -15,6 +15,7 @@ mod upgrade;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -91,11 +92,33 @@ pub struct JobManager {
     jobs: Mutex<BTreeMap<String, Job>>,
     /// Signalled whenever a job ends.
     changed: Condvar,
+    /// Set by [`JobManager::shut_down`]: no job starts any more.
+    shutting_down: AtomicBool,
 }
 
 impl JobManager {
     pub fn new(engine: Arc<PluginEngine>) -> Arc<Self> {
-        Arc::new(JobManager { engine, jobs: Mutex::new(BTreeMap::new()), changed: Condvar::new() })
+        let jobs = Mutex::new(BTreeMap::new());
+        Arc::new(JobManager { engine, jobs, changed: Condvar::new(), shutting_down: AtomicBool::new(false) })
+    }
+
+    /// Ends the host's jobs for good (`weir run` got SIGTERM or SIGINT):
+    /// running ones are cancelled, and none starts from now on — not a
+    /// fork, not a job submitted while it was starting, not the new
+    /// version of an upgrade under way (which leaves its job stopped with
+    /// its savepoint).
+    pub fn shut_down(&self) {
+        // Under the table's lock, which `start` checks the flag under: a
+        // job is either refused or in the table, and cancelled here.
+        let jobs = self.lock();
+        self.shutting_down.store(true, Ordering::SeqCst);
+        for job in jobs.values().filter(|job| job.status == JobStatus::Running) {
+            let _ = job.commands.send(JobCommand::Cancel);
+        }
+    }
+
+    fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::SeqCst)
     }
 
     fn lock(&self) -> MutexGuard<'_, BTreeMap<String, Job>> {
@@ -130,6 +153,9 @@ impl JobManager {
         let (started_tx, started) = bounded(1);
         let generation = {
             let mut jobs = self.lock();
+            if self.is_shutting_down() {
+                return Err(ControlError::Conflict(format!("the host is shutting down; job `{name}` was not started")));
+            }
             let previous = jobs.get(&name);
             if previous.is_some_and(|job| job.status == JobStatus::Running) {
                 return Err(ControlError::Conflict(format!("a job named `{name}` is running already; choose another name")));
@@ -270,18 +296,28 @@ impl JobManager {
     fn take_savepoint(&self, name: &str, dir: PathBuf, stop: bool) -> Result<SavepointInfo, ControlError> {
         let (graph, commands, _) = self.active(name, true)?;
         let checkpoints = graph.checkpoints.as_ref().map(|c| c.dir.as_path());
+        let made = !dir.exists();
         prepare_savepoint_dir(&dir, checkpoints).map_err(|error| ControlError::Rejected(error.to_string()))?;
+        // A directory made for a savepoint that was not taken goes again
+        // (a failed one has removed what it wrote, see `write_savepoint`).
+        let unmake = |error: ControlError| {
+            if made {
+                let _ = std::fs::remove_dir(&dir);
+            }
+            error
+        };
         let (reply, answer) = bounded(1);
-        let order = SavepointOrder { dir, stop, reply, requested: Instant::now() };
+        let order = SavepointOrder { dir: dir.clone(), stop, reply, requested: Instant::now() };
         commands
             .send(JobCommand::Savepoint(order))
-            .map_err(|_| ControlError::Conflict(format!("job `{name}` has ended")))?;
-        match answer.recv() {
+            .map_err(|_| unmake(ControlError::Conflict(format!("job `{name}` has ended"))))?;
+        let answered = match answer.recv() {
             Ok(Ok(info)) => Ok(info),
             Ok(Err(SavepointFailure::NotNow(reason))) => Err(ControlError::Conflict(format!("job `{name}` cannot take a savepoint now: {reason}"))),
             Ok(Err(SavepointFailure::Failed(reason))) => Err(ControlError::Failed(format!("savepoint of job `{name}` failed: {reason}"))),
             Err(_) => Err(ControlError::Conflict(format!("job `{name}` ended before its savepoint was written"))),
-        }
+        };
+        answered.map_err(unmake)
     }
 
     /// Where a savepoint goes when the request names no directory: under

@@ -56,6 +56,14 @@ pub(super) fn upgrade(manager: &Arc<JobManager>, name: &str, request: UpgradeReq
         }
     };
     manager.wait_ended(name, generation, None);
+    if manager.is_shutting_down() {
+        manager.abandon_upgrade(name);
+        return Err(ControlError::Conflict(format!(
+            "the host is shutting down: job `{name}` stopped with savepoint {} and was not upgraded; restore that \
+             savepoint with the new plugin named in the job file to upgrade it",
+            savepoint.dir.display()
+        )));
+    }
     let opened = Savepoint::open(&savepoint.dir).map_err(failed)?;
     // The state was checked above; its newest writes are by the same plugin.
     if let Err(error) = manager.start(upgraded, Some(opened.clone()), false) {
