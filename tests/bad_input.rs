@@ -265,6 +265,12 @@ fn duplicate_names_and_bad_parallelism() {
     let flag = run_job(&job_file(&dir, |t| t), &["-p", "0"]);
     assert_eq!(flag.output.status.code(), Some(2), "a usage error, not the job file's: {}", flag.stderr());
     assert!(flag.stderr().contains("invalid value '0' for '--parallelism"), "{}", flag.stderr());
+
+    // `-p` is the default parallelism: where every node sets its own, it
+    // changes nothing, and says so.
+    let pinned = job_file(&dir, |t| t.replace("events = 10", "events = 10\nparallelism = 1").replace("key_by = true", "key_by = true\nparallelism = 2"));
+    let run = run_job(&pinned, &["-p", "3"]);
+    assert!(run.success().stderr().contains("-p 3 changes nothing: every source and operator sets its own"), "{}", run.stderr());
 }
 
 #[test]

@@ -41,13 +41,7 @@ pub struct RunArgs {
 pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     let mut graph = job::load(&args.job, Overrides { parallelism: args.parallelism })?;
     if let Some(p) = args.parallelism {
-        let scaled = graph.nodes.iter().any(|node| !matches!(node.kind, NodeKind::Sink(_)) && node.parallelism == p);
-        if !scaled {
-            say!(
-                "weir: -p {p} changes nothing: every source and operator sets its own `parallelism` in the job file \
-                 (a fork's job file sets them all); edit those to change them"
-            );
-        }
+        say_if_unused(&graph, p);
     }
     let savepoint = match &args.from_savepoint {
         Some(dir) => Some(open_savepoint(dir, &graph)?),
@@ -119,6 +113,18 @@ fn shut_down_on_signals(manager: &Arc<JobManager>) -> anyhow::Result<Arc<OnceLoc
 fn exit_if_signalled(stopped_by: &OnceLock<i32>) {
     if let Some(signal) = stopped_by.get() {
         std::process::exit(128 + signal);
+    }
+}
+
+/// Says so when `-p p` changes nothing: every source and operator of
+/// `graph` sets its own parallelism (as a fork's job file does).
+fn say_if_unused(graph: &JobGraph, p: u32) {
+    let scaled = graph.nodes.iter().any(|node| !matches!(node.kind, NodeKind::Sink(_)) && node.parallelism == p);
+    if !scaled {
+        say!(
+            "weir: -p {p} changes nothing: every source and operator sets its own `parallelism` in the job file \
+             (a fork's job file sets them all); edit those to change them"
+        );
     }
 }
 
