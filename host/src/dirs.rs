@@ -40,6 +40,19 @@ pub fn write_durably(path: &Path, bytes: &[u8]) -> io::Result<()> {
     std::fs::File::open(dir)?.sync_all()
 }
 
+/// Locks file `path` (creating it) for this process, as long as the file
+/// returned is open: an advisory lock of the operating system, so a killed
+/// process leaves none behind. `Ok(None)` if another holder (in this
+/// process or another) has it.
+pub fn try_lock_file(path: &Path) -> io::Result<Option<std::fs::File>> {
+    let file = std::fs::File::options().create(true).truncate(false).write(true).open(path)?;
+    match file.try_lock() {
+        Ok(()) => Ok(Some(file)),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+        Err(std::fs::TryLockError::Error(error)) => Err(error),
+    }
+}
+
 /// `path` made absolute against the working directory (as it is, if that
 /// cannot be read).
 pub fn absolute(path: &Path) -> PathBuf {

@@ -42,15 +42,21 @@ impl SavepointStart {
     }
 
     /// The record in checkpoint directory `dir`, if a run from a savepoint
-    /// left one; an error names an unreadable one.
+    /// left one; an error names an unreadable one and says what to do.
     pub fn read(dir: &Path) -> Result<Option<Self>, String> {
         let path = dir.join(FILE_NAME);
+        let unreadable = |reason: String| {
+            format!(
+                "{reason}: it records the savepoint the job's last run began from; restore that savepoint \
+                 (`weir run JOB --from-savepoint DIR`), which rewrites the record"
+            )
+        };
         let bytes = match std::fs::read(&path) {
             Ok(bytes) => bytes,
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(error) => return Err(format!("cannot read {}: {error}", path.display())),
+            Err(error) => return Err(unreadable(format!("cannot read {}: {error}", path.display()))),
         };
-        serde_json::from_slice(&bytes).map(Some).map_err(|error| format!("{} is corrupt: {error}", path.display()))
+        serde_json::from_slice(&bytes).map(Some).map_err(|error| unreadable(format!("{} is corrupt: {error}", path.display())))
     }
 
     /// Whether the run has completed a checkpoint of its own in `storage`.

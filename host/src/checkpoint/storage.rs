@@ -65,12 +65,8 @@ impl CheckpointStorage {
     /// Takes the directory for one running job; `Ok(None)` if another job
     /// (in this process or another) holds it.
     pub fn lock(&self) -> std::io::Result<Option<StorageLock>> {
-        let file = File::options().create(true).truncate(false).write(true).open(self.root.join(LOCK))?;
-        match file.try_lock() {
-            Ok(()) => Ok(Some(StorageLock { _file: file })),
-            Err(std::fs::TryLockError::WouldBlock) => Ok(None),
-            Err(std::fs::TryLockError::Error(error)) => Err(error),
-        }
+        let locked = crate::dirs::try_lock_file(&self.root.join(LOCK))?;
+        Ok(locked.map(|file| StorageLock { _file: file }))
     }
 
     /// The directory name of checkpoint `id`, relative to the root.

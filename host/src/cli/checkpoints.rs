@@ -18,9 +18,7 @@ use weir::savepoint::{Savepoint, MANIFEST_FILE};
 pub fn list(dir: &Path) -> anyhow::Result<()> {
     check_is_checkpoint_dir(dir)?;
     let storage = CheckpointStorage::open(dir)?;
-    let start = SavepointStart::read(dir).map_err(|reason| {
-        anyhow::anyhow!("{reason}: it records the savepoint the job's last run began from; restore that savepoint (`weir run JOB --from-savepoint DIR`), which rewrites it")
-    })?;
+    let start = SavepointStart::read(dir).map_err(anyhow::Error::msg)?;
     let first_own = start.as_ref().map_or(0, |start| start.first_checkpoint);
     let ids = storage.ids();
     if ids.is_empty() && start.is_none() {

@@ -128,11 +128,9 @@ pub struct DirectoryLock {
 pub fn lock_directory(dir: &Path) -> Result<DirectoryLock, ConnectorError> {
     let open = |source| ConnectorError::Open { path: dir.into(), source };
     crate::dirs::create(dir).map_err(open)?;
-    let file = std::fs::File::options().create(true).truncate(false).write(true).open(dir.join(LOCK_FILE)).map_err(open)?;
-    match file.try_lock() {
-        Ok(()) => Ok(DirectoryLock { _file: file }),
-        Err(std::fs::TryLockError::WouldBlock) => Err(ConnectorError::InUse { path: dir.into() }),
-        Err(std::fs::TryLockError::Error(source)) => Err(open(source)),
+    match crate::dirs::try_lock_file(&dir.join(LOCK_FILE)).map_err(open)? {
+        Some(file) => Ok(DirectoryLock { _file: file }),
+        None => Err(ConnectorError::InUse { path: dir.into() }),
     }
 }
 

@@ -15,7 +15,7 @@ use super::alignment::JobAlignment;
 use super::channel::{Cancel, ChainedOperator, Outputs, Route};
 use super::executor::{Restore, Role, RunError, Subtask, open_storage, recovery_committer};
 use super::inbox::{Inbox, InboxSender, inbox};
-use super::native::{NATIVE_PREFIX, native_operator};
+use super::native::{native_name, native_operator};
 use super::operator::OperatorLogic;
 use super::sink::SinkWriter;
 use super::snapshot::TaskCheckpoint;
@@ -526,8 +526,3 @@ fn input_kind(partitioning: Partitioning) -> InputKind {
     }
 }
 
-/// `count` for a plugin path `native:count` (the job file's directory is
-/// prefixed to plugin paths, so look at the file name).
-fn native_name(plugin: &std::path::Path) -> Option<&str> {
-    plugin.file_name()?.to_str()?.strip_prefix(NATIVE_PREFIX)
-}

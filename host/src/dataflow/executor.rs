@@ -16,7 +16,8 @@ use tracing::{error, info, warn};
 use super::builder::Builder;
 use super::channel::Cancel;
 use super::rescale::Rescaled;
-use super::resume_check::{changed_plugins, check_changed_plugins, check_resumable};
+use super::resume_check::{check_changed_plugins, check_resumable};
+use super::state_check::changed_plugins;
 use super::figures::{Sampler, node_figures_of_run, records_read, records_written, sinks_watermark};
 use super::task::{TaskError, TaskMetrics};
 use crate::checkpoint::{
@@ -458,12 +459,7 @@ fn checkpoints_error(graph: &JobGraph, message: String) -> RunError {
 /// directory, and whether that run has completed a checkpoint.
 pub(super) fn newest_savepoint_start(graph: &JobGraph) -> Result<Option<(SavepointStart, bool)>, RunError> {
     let Some(settings) = &graph.checkpoints else { return Ok(None) };
-    let unreadable = |reason: String| {
-        checkpoints_error(graph, format!(
-            "{reason}: it records the savepoint the job's last run began from; restore that savepoint \
-             (`--from-savepoint DIR`), which rewrites the record"
-        ))
-    };
+    let unreadable = |reason| checkpoints_error(graph, reason);
     let Some(start) = SavepointStart::read(&settings.dir).map_err(unreadable)? else { return Ok(None) };
     let has_checkpoints = start.has_checkpoints(&open_storage(settings)?);
     Ok(Some((start, has_checkpoints)))
@@ -784,7 +780,6 @@ pub(super) fn open_storage(settings: &CheckpointSettings) -> Result<CheckpointSt
     CheckpointStorage::open(&settings.dir).map_err(|source| RunError::Checkpoints { dir: settings.dir.clone(), source })
 }
 
-/// Holds the job's checkpoint directory for the run (all its restarts).
 /// Refuses to resume an operator with another plugin than the one that
 /// wrote its state in checkpoint `manifest` (a job file edited across a
 /// restart, an upgraded plugin gone) unless the plugin can read that state:
@@ -797,8 +792,13 @@ fn check_resumed_plugins(
     settings: &CheckpointSettings,
     rescaled: Option<&Rescaled>,
 ) -> Result<(), RunError> {
-    let changed = changed_plugins(graph, manifest, engine)?;
-    if changed.is_empty() || manifest.finished {
+    if manifest.finished {
+        return Ok(());
+    }
+    // (A checkpoint that does not record the digest is taken as it is.)
+    let wrote = |uid: &str| Some(Some(manifest.plugins.iter().find(|p| p.uid == uid)?.sha256.as_deref()?));
+    let changed = changed_plugins(graph, engine, wrote)?;
+    if changed.is_empty() {
         return Ok(());
     }
     let copy;
@@ -831,8 +831,8 @@ fn lock_sinks(graph: &JobGraph) -> Result<Vec<crate::connectors::DirectoryLock>,
     locks.filter_map(Result::transpose).collect()
 }
 
-/// Locks the checkpoint directory for this run, and removes what a run
-/// killed while rescaling left in it.
+/// Locks the checkpoint directory for this run (all its restarts), and
+/// removes what a run killed while rescaling left in it.
 fn lock_storage(storage: &CheckpointStorage, settings: &CheckpointSettings) -> Result<StorageLock, RunError> {
     match storage.lock() {
         Ok(Some(lock)) => {

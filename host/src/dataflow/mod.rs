@@ -48,10 +48,10 @@ pub use cpu::{MachineTime, machine_time, process_time};
 pub use time::{InputClock, Signal, SplitClock, WatermarkSettings};
 pub use batch::{KeyNumbered, NO_TIMESTAMP, Record, RecordBatch};
 pub use key_numbering::KeyNumbering;
-pub use native::{NATIVE_PREFIX, native_operator};
+pub use native::{NATIVE_PREFIX, native_name, native_operator};
 pub use operator::{Emitted, OperatorLogic};
 pub use builder::instance_config;
-pub use state_check::{StateCheckError, check_state};
+pub use state_check::{StateCheckError, changed_plugins, check_state};
 pub use upgrades::{CarriedUpgrade, carry_upgrades};
 pub use executor::{
     JobCommand, JobSummary, Progress, Restarts, Restore, Role, RunError, RunOptions, RunningJob, TaskSummary, run_job, run_job_with,

@@ -12,11 +12,10 @@
 //! have changed too, if the new ones can read the state their predecessors
 //! wrote ([`check_changed_plugins`]).
 
-use super::executor::RunError;
-use super::{NATIVE_PREFIX, StateCheckError, check_state};
+use super::{StateCheckError, check_state};
 use crate::checkpoint::Manifest;
 use crate::job::{JobGraph, NodeKind};
-use crate::plugin::{LoadedPlugin, PluginEngine};
+use crate::plugin::LoadedPlugin;
 use crate::savepoint::Savepoint;
 
 /// `Err` with the reason if `graph` cannot resume from `manifest`; state
@@ -81,31 +80,9 @@ fn stateful_nodes(manifest: &Manifest) -> Vec<(&str, u32)> {
     nodes.into_iter().filter(|(_, _, stateful)| *stateful).map(|(name, subtasks, _)| (name, subtasks)).collect()
 }
 
-/// The operators of `graph` that resume from `manifest` with another plugin
-/// than the one that wrote their state (by digest), each with the plugin,
-/// loaded; native operators are not plugins and are left out.
-pub(super) fn changed_plugins(
-    graph: &JobGraph,
-    manifest: &Manifest,
-    engine: &PluginEngine,
-) -> Result<Vec<(String, LoadedPlugin)>, RunError> {
-    let mut changed = Vec::new();
-    for node in &graph.nodes {
-        let NodeKind::Operator(op) = &node.kind else { continue };
-        let Some(Some(wrote)) = manifest.plugins.iter().find(|p| p.uid == node.name).map(|p| p.sha256.as_ref()) else { continue };
-        if op.plugin.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(NATIVE_PREFIX)) {
-            continue;
-        }
-        let plugin = engine.load(&op.plugin).map_err(|source| RunError::Plugin { uid: node.name.clone(), source })?;
-        if plugin.digest != *wrote {
-            changed.push((node.name.clone(), plugin));
-        }
-    }
-    Ok(changed)
-}
-
-/// Checks each of `changed` (see [`changed_plugins`]) against its state in
-/// `state`, the checkpoint `manifest` laid out as a savepoint.
+/// Checks each of `changed` (see [`changed_plugins`](super::changed_plugins))
+/// against its state in `state`, the checkpoint `manifest` laid out as a
+/// savepoint.
 pub(super) fn check_changed_plugins(
     graph: &JobGraph,
     manifest: &Manifest,

@@ -10,14 +10,40 @@
 
 use std::collections::BTreeMap;
 
-use super::instance_config;
+use super::executor::RunError;
+use super::{instance_config, native_name};
 use crate::job::{JobGraph, NodeKind};
-use crate::plugin::{InitialState, LoadedPlugin, OperatorInstance};
+use crate::plugin::{InitialState, LoadedPlugin, OperatorInstance, PluginEngine};
 use crate::savepoint::{Savepoint, StateKind};
 use crate::state::{BackendConfig, BackendKind, open_backend};
 
 /// Values handed to `check-state` per call.
 const CHECK_BATCH: usize = 4096;
+
+/// The operators of `graph` whose plugin is not the one that wrote their
+/// state, each with its plugin, loaded. `wrote` gives, for an operator's
+/// uid, whether there is state for it and the digest of the plugin that
+/// wrote it, if recorded (`Some(None)`: not recorded, so taken for another
+/// plugin). Native operators are not plugins and are left out.
+pub fn changed_plugins<'a>(
+    graph: &JobGraph,
+    engine: &PluginEngine,
+    wrote: impl Fn(&str) -> Option<Option<&'a str>>,
+) -> Result<Vec<(String, LoadedPlugin)>, RunError> {
+    let mut changed = Vec::new();
+    for node in &graph.nodes {
+        let NodeKind::Operator(op) = &node.kind else { continue };
+        let Some(wrote) = wrote(&node.name) else { continue };
+        if native_name(&op.plugin).is_some() {
+            continue;
+        }
+        let plugin = engine.load(&op.plugin).map_err(|source| RunError::Plugin { uid: node.name.clone(), source })?;
+        if wrote != Some(plugin.digest.as_str()) {
+            changed.push((node.name.clone(), plugin));
+        }
+    }
+    Ok(changed)
+}
 
 /// Why a plugin's check of a savepoint's state did not pass: the two
 /// call for different fixes.

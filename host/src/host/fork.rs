@@ -59,9 +59,7 @@ pub(super) fn fork(manager: &Arc<JobManager>, request: ForkRequest) -> Result<Fo
 /// Compiles the plugins a fork of a running job swaps in, so that one that
 /// is not a plugin is refused before a savepoint is taken for the fork.
 fn load_new_plugins(manager: &JobManager, request: &ForkRequest) -> Result<(), ControlError> {
-    let plugins = request.operators.iter().filter(|(_, plugin)| {
-        !plugin.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(crate::dataflow::NATIVE_PREFIX))
-    });
+    let plugins = request.operators.iter().filter(|(_, plugin)| crate::dataflow::native_name(plugin).is_none());
     for (uid, plugin) in plugins {
         manager.engine.load(&absolute(plugin)).map_err(|e| ControlError::Rejected(format!("operator `{uid}`: {e}")))?;
     }

@@ -17,7 +17,7 @@ use tracing::{info, warn};
 
 use super::{JobManager, JobStatus};
 use crate::control::{ControlError, UpgradeInfo, UpgradeRequest};
-use crate::dataflow::{NATIVE_PREFIX, StateCheckError, check_state};
+use crate::dataflow::{StateCheckError, changed_plugins, check_state};
 use crate::dirs::absolute;
 use crate::job::{JobGraph, NodeKind};
 use crate::plugin::{LoadedPlugin, PluginEngine};
@@ -108,24 +108,16 @@ pub(super) fn check_changed_plugins(
     graph: &JobGraph,
     savepoint: &Savepoint,
 ) -> Result<(), ControlError> {
-    for node in &graph.nodes {
-        let NodeKind::Operator(op) = &node.kind else { continue };
-        let Some(recorded) = savepoint.manifest.operator(&node.name) else { continue };
-        if op.plugin.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(NATIVE_PREFIX)) {
-            continue;
-        }
-        let plugin = engine.load(&op.plugin).map_err(|e| ControlError::Rejected(format!("operator `{}`: {e}", node.name)))?;
-        if recorded.plugin_sha256.as_deref() == Some(plugin.digest.as_str()) {
-            continue;
-        }
-        check_state(graph, &node.name, &plugin, savepoint).map_err(|error| match error {
+    let wrote = |uid: &str| savepoint.manifest.operator(uid).map(|op| op.plugin_sha256.as_deref());
+    let changed = changed_plugins(graph, engine, wrote).map_err(|e| ControlError::Rejected(e.to_string()))?;
+    for (uid, plugin) in &changed {
+        check_state(graph, uid, plugin, savepoint).map_err(|error| match error {
             StateCheckError::Savepoint(reason) => {
                 ControlError::Rejected(format!("cannot restore from savepoint {}: {reason}", savepoint.dir.display()))
             }
             StateCheckError::Plugin(reason) => ControlError::Rejected(format!(
-                "plugin {} of operator `{}` cannot take over its state in savepoint {}: {reason}",
-                op.plugin.display(),
-                node.name,
+                "plugin {} of operator `{uid}` cannot take over its state in savepoint {}: {reason}",
+                plugin.path.display(),
                 savepoint.dir.display()
             )),
         })?;

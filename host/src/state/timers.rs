@@ -276,6 +276,39 @@ impl Keys {
     }
 }
 
+/// How many timers one advance of time may fire: those registered when it
+/// began, and up to [`FiringBudget::SET_WHILE_FIRING`] more set while it
+/// fires. A timer set in `on_timer` for a time already reached fires at
+/// once, in the same advance (as in Flink), so a plugin that keeps setting
+/// one that way would never let the advance end — its task spinning, its
+/// output held in memory until it did. Past the budget, the advance fails.
+#[derive(Debug)]
+pub struct FiringBudget {
+    left: u64,
+}
+
+impl FiringBudget {
+    pub const SET_WHILE_FIRING: u64 = 1_000_000;
+
+    pub fn new(timers: &TimerService) -> Self {
+        FiringBudget { left: timers.len() as u64 + Self::SET_WHILE_FIRING }
+    }
+
+    /// Takes `fired` timers from the budget; the error says what the
+    /// plugin does wrong.
+    pub fn spend(&mut self, fired: usize) -> Result<(), String> {
+        self.left = self.left.checked_sub(fired as u64).ok_or_else(|| {
+            format!(
+                "its on_timer keeps setting timers for times already reached: each fires at once, in the same advance \
+                 of time, which never ends (over {} fired beyond those set before it began); set a timer for a time \
+                 after the one firing",
+                Self::SET_WHILE_FIRING
+            )
+        })?;
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -355,38 +388,5 @@ mod tests {
         assert_eq!(timers, copy, "equal whatever their firing state");
         timers.delete(TimeDomain::EventTime, 20, b"a");
         assert!(timers.is_empty() && timers.pop_due(TimeDomain::EventTime, i64::MAX, 10).is_empty());
-    }
-}
-
-/// How many timers one advance of time may fire: those registered when it
-/// began, and up to [`FiringBudget::SET_WHILE_FIRING`] more set while it
-/// fires. A timer set in `on_timer` for a time already reached fires at
-/// once, in the same advance (as in Flink), so a plugin that keeps setting
-/// one that way would never let the advance end — its task spinning, its
-/// output held in memory until it did. Past the budget, the advance fails.
-#[derive(Debug)]
-pub struct FiringBudget {
-    left: u64,
-}
-
-impl FiringBudget {
-    pub const SET_WHILE_FIRING: u64 = 1_000_000;
-
-    pub fn new(timers: &TimerService) -> Self {
-        FiringBudget { left: timers.len() as u64 + Self::SET_WHILE_FIRING }
-    }
-
-    /// Takes `fired` timers from the budget; the error says what the
-    /// plugin does wrong.
-    pub fn spend(&mut self, fired: usize) -> Result<(), String> {
-        self.left = self.left.checked_sub(fired as u64).ok_or_else(|| {
-            format!(
-                "its on_timer keeps setting timers for times already reached: each fires at once, in the same advance \
-                 of time, which never ends (over {} fired beyond those set before it began); set a timer for a time \
-                 after the one firing",
-                Self::SET_WHILE_FIRING
-            )
-        })?;
-        Ok(())
     }
 }

@@ -15,6 +15,12 @@ use super::OperatorLogic;
 /// (`plugin = "native:count"`).
 pub const NATIVE_PREFIX: &str = "native:";
 
+/// `count` for a plugin path `native:count` (the job file's directory is
+/// prefixed to plugin paths, so look at the file name); `None` for a plugin.
+pub fn native_name(plugin: &std::path::Path) -> Option<&str> {
+    plugin.file_name()?.to_str()?.strip_prefix(NATIVE_PREFIX)
+}
+
 /// The built-in operator called `name`, made with `config` (its `weir.`
 /// keys included) on `state`, if there is one.
 pub fn native_operator(
