@@ -192,6 +192,9 @@ fn a_job_waiting_to_restart_says_so_and_can_be_cancelled_at_once() {
     assert!(jobs.contains("after 1 restart(s); the last failure: ") && jobs.contains("trapped"), "{jobs}");
     let error = host.weir(&["savepoint", "chaos-count", "--dir", dir.path("sp").to_str().unwrap()]).failure();
     assert!(error.contains("the job failed and restarts in"), "{error}");
+    let faulty = plugin("faulty");
+    let error = host.weir(&["upgrade", "chaos-count", "--operator", "count", "--plugin", faulty.to_str().unwrap()]).failure();
+    assert!(error.contains("cannot be upgraded now: the job failed and restarts in"), "{error}");
     let request = weir::control::SavepointRequest { dir: Some(dir.path("sp")), stop: false };
     let refused = weir::control::client::ApiClient::new(&host.api).savepoint("chaos-count", &request).unwrap_err();
     assert_eq!(refused.status(), Some(409), "not running, not failed: {refused}");

@@ -230,6 +230,37 @@ fn an_upgraded_job_restarted_from_its_unchanged_job_file_keeps_its_new_plugin() 
     assert!(warning.contains("faulty.wasm") && warning.contains("word_count_v1.wasm"), "{warning}");
 }
 
+/// A job being upgraded can be cancelled: the upgrade is given up, its
+/// request says so, and the job ends cancelled — no new version starts.
+#[test]
+fn a_job_cancelled_during_its_upgrade_ends_and_is_not_upgraded() {
+    let dir = JobDir::new();
+    let job = count_job(&dir, "slow", 1_000_000, 100, 20_000, &plugin("word-count"));
+    let text = std::fs::read_to_string(&job).unwrap();
+    // A sink taking 200 events/s holds barriers back behind its backlog:
+    // the upgrade's savepoints take seconds.
+    let slow = text.replace("type = \"files\"\ninput = \"count\"\npath = \"out\"", "type = \"discard\"\ninput = \"count\"\nrate = 200");
+    assert_ne!(slow, text);
+    std::fs::write(&job, slow).unwrap();
+    let host = Host::start(&job, &[]);
+    host.wait_for_records("slow", 5_000);
+    let (api, v2) = (host.api.clone(), plugin("faulty"));
+    let upgrade =
+        std::thread::spawn(move || weir(&["upgrade", "slow", "--operator", "count", "--plugin", v2.to_str().unwrap(), "--api", &api]));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !host.weir(&["jobs"]).success().stdout().lines().any(|l| l.starts_with("slow") && l.contains(" upgrading ")) {
+        assert!(std::time::Instant::now() < deadline && !upgrade.is_finished(), "never upgrading: {}", host.stderr());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let reply = host.weir(&["cancel", "slow"]).success().stdout();
+    assert!(reply.contains("cancelled"), "{reply}");
+    let refused = upgrade.join().unwrap().failure();
+    assert!(refused.contains("job `slow` was cancelled during its upgrade"), "{refused}");
+    // Its only job ended, the host exits, saying how it ended.
+    let (status, stderr) = host.wait();
+    assert!(status.success() && stderr.contains("job `slow` was cancelled"), "{stderr}");
+}
+
 /// An upgrade killed before the upgraded job's first checkpoint is not
 /// undone: its savepoint is the job's newest state, and the job file
 /// restarts from it with the plugin the upgrade put in.
@@ -370,6 +401,22 @@ fn a_failed_stop_with_a_savepoint_leaves_the_job_running() {
         assert!(error.contains(reason), "{error}");
         reads_on(&host);
     }
+    // Asked at once into one new directory: one savepoint is written, and
+    // the others are refused as requests in conflict (409) or for a
+    // directory already taken (400), not as failures of the job (500).
+    let contested = dir.path("contested");
+    let request = weir::control::SavepointRequest { dir: Some(contested.clone()), stop: false };
+    let answers: Vec<_> = std::thread::scope(|scope| {
+        let asks: Vec<_> =
+            (0..4).map(|_| scope.spawn(|| weir::control::client::ApiClient::new(&host.api).savepoint("stopping", &request))).collect();
+        asks.into_iter().map(|ask| ask.join().unwrap()).collect()
+    });
+    assert_eq!(answers.iter().filter(|a| a.is_ok()).count(), 1, "{answers:?}");
+    for refused in answers.iter().filter_map(|a| a.as_ref().err()) {
+        assert!(matches!(refused.status(), Some(409 | 400)), "{refused}");
+    }
+    assert!(contested.join("_SAVEPOINT").exists() && !contested.join(".writing").exists());
+    reads_on(&host);
     // So deep that it can be made but nothing in it can be named (the
     // longest path is 4095 bytes): the savepoint fails as it is written,
     // after the sources stopped at its barrier.

@@ -12,7 +12,7 @@ use tracing::{info, warn};
 use super::{CheckpointHistory, CheckpointStats, CheckpointStorage, CommitQueue, Committer, Manifest, OperatorPlugin, TaskState};
 use crate::control::SavepointInfo;
 use crate::plugin::now_ms;
-use crate::savepoint::{JobDescription, write_savepoint};
+use crate::savepoint::{JobDescription, SavepointError, write_savepoint};
 use crate::state::SnapshotTarget;
 
 /// The checkpoint id sinks acknowledge their output at the end of input with.
@@ -491,7 +491,12 @@ impl Coordinator {
             Err(error) => {
                 self.hub.stop_at.store(0, Ordering::Release);
                 warn!(checkpoint = manifest.checkpoint, %error, "cannot write the savepoint");
-                order.fail(error.to_string());
+                match error {
+                    // The directory was free when the savepoint was asked
+                    // for; another request took it meanwhile.
+                    SavepointError::Refused { .. } => order.not_now(error.to_string()),
+                    _ => order.fail(error.to_string()),
+                }
             }
         }
     }

@@ -28,7 +28,7 @@ pub(super) fn fork(manager: &Arc<JobManager>, request: ForkRequest) -> Result<Fo
             let graph = forked_graph(manager, base.clone(), &request)?;
             load_new_plugins(manager, &request)?;
             let dir = manager.default_savepoint_dir(&base, "fork");
-            let info = manager.take_savepoint(&request.from, dir, false)?;
+            let info = manager.take_savepoint(&request.from, dir, false, "be forked")?;
             (graph, Savepoint::open(&info.dir).map_err(|e| ControlError::Failed(e.to_string()))?, true)
         }
         Err(ControlError::NoSuchJob(_)) => {

@@ -84,6 +84,8 @@ struct Job {
     summary: Option<JobSummary>,
     /// Its figures as `cancel` last saw them: a cancelled run has no summary.
     cancelled_with: Option<JobInfo>,
+    /// Cancelled while being upgraded: the upgrade starts no new version.
+    cancel_asked: bool,
 }
 
 /// The jobs of one host process.
@@ -138,15 +140,18 @@ impl JobManager {
         if let Some(savepoint) = &savepoint {
             upgrade::check_changed_plugins(&self.engine, &graph, savepoint)?;
         }
-        self.start(graph, savepoint, allow_non_restored_state)
+        self.start(graph, savepoint, allow_non_restored_state, None)
     }
 
     /// [`JobManager::submit`] without checking plugins against the state.
+    /// `upgrade_of`: the generation of the job this one replaces in an
+    /// upgrade, which a cancel of that job during the upgrade refuses.
     fn start(
         self: &Arc<Self>,
         graph: JobGraph,
         savepoint: Option<Savepoint>,
         allow_non_restored_state: bool,
+        upgrade_of: Option<u64>,
     ) -> Result<(), ControlError> {
         let name = graph.name.clone();
         let (commands, receiver) = unbounded();
@@ -157,6 +162,9 @@ impl JobManager {
                 return Err(ControlError::Conflict(format!("the host is shutting down; job `{name}` was not started")));
             }
             let previous = jobs.get(&name);
+            if previous.is_some_and(|job| Some(job.generation) == upgrade_of && job.cancel_asked) {
+                return Err(ControlError::Conflict(format!("job `{name}` was cancelled during its upgrade")));
+            }
             if previous.is_some_and(|job| job.status == JobStatus::Running) {
                 return Err(ControlError::Conflict(format!("a job named `{name}` is running already; choose another name")));
             }
@@ -170,6 +178,7 @@ impl JobManager {
                 generation,
                 summary: None,
                 cancelled_with: None,
+                cancel_asked: false,
             };
             jobs.insert(name.clone(), job);
             generation
@@ -211,8 +220,11 @@ impl JobManager {
         let mut jobs = self.lock();
         let Some(job) = jobs.get_mut(name).filter(|j| j.generation == generation) else { return };
         job.status = match &result {
-            // An upgrade stopped it and starts it again.
-            Ok(summary) if summary.stopped_with.is_some() && job.status == JobStatus::Upgrading => JobStatus::Upgrading,
+            // An upgrade stopped it and starts it again, unless it was cancelled.
+            Ok(summary) if summary.stopped_with.is_some() && job.status == JobStatus::Upgrading => match job.cancel_asked {
+                true => JobStatus::Cancelled,
+                false => JobStatus::Upgrading,
+            },
             Ok(summary) if summary.stopped_with.is_some() => JobStatus::Stopped,
             Ok(_) => JobStatus::Finished,
             Err(RunError::Cancelled) => JobStatus::Cancelled,
@@ -276,6 +288,12 @@ impl JobManager {
         Ok((job.graph.clone(), job.commands.clone(), job.generation))
     }
 
+    /// Whether incarnation `generation` of job `name` was cancelled while
+    /// it was being upgraded.
+    fn cancelled_during_upgrade(&self, name: &str, generation: u64) -> bool {
+        self.lock().get(name).is_some_and(|job| job.generation == generation && job.cancel_asked)
+    }
+
     /// An upgrade given up before it stopped the job: the job runs on —
     /// unless another request's savepoint stopped it meanwhile (which
     /// [`JobManager::ended`] took for the upgrade's own stop).
@@ -292,8 +310,9 @@ impl JobManager {
     }
 
     /// Asks job `name` (running, or being upgraded) for a savepoint in
-    /// `dir` and waits until it is written.
-    fn take_savepoint(&self, name: &str, dir: PathBuf, stop: bool) -> Result<SavepointInfo, ControlError> {
+    /// `dir` and waits until it is written. `purpose` (such as "be
+    /// upgraded") is what a refusal says the job cannot do now.
+    fn take_savepoint(&self, name: &str, dir: PathBuf, stop: bool, purpose: &str) -> Result<SavepointInfo, ControlError> {
         let (graph, commands, _) = self.active(name, true)?;
         let checkpoints = graph.checkpoints.as_ref().map(|c| c.dir.as_path());
         let made = !dir.exists();
@@ -313,7 +332,7 @@ impl JobManager {
             .map_err(|_| unmake(ControlError::Conflict(format!("job `{name}` has ended"))))?;
         let answered = match answer.recv() {
             Ok(Ok(info)) => Ok(info),
-            Ok(Err(SavepointFailure::NotNow(reason))) => Err(ControlError::Conflict(format!("job `{name}` cannot take a savepoint now: {reason}"))),
+            Ok(Err(SavepointFailure::NotNow(reason))) => Err(ControlError::Conflict(format!("job `{name}` cannot {purpose} now: {reason}"))),
             Ok(Err(SavepointFailure::Failed(reason))) => Err(ControlError::Failed(format!("savepoint of job `{name}` failed: {reason}"))),
             Err(_) => Err(ControlError::Conflict(format!("job `{name}` ended before its savepoint was written"))),
         };
@@ -420,16 +439,25 @@ impl ControlPlane for Arc<JobManager> {
             Some(dir) => absolute(&dir),
             None => self.default_savepoint_dir(&graph, "savepoint"),
         };
-        let info = self.take_savepoint(name, dir, request.stop)?;
+        let info = self.take_savepoint(name, dir, request.stop, "take a savepoint")?;
         if request.stop {
             self.wait_ended(name, generation, None);
         }
         Ok(info)
     }
 
+    /// Cancels job `name`, running or being upgraded: an upgrade under
+    /// way then starts no new version (see [`JobManager::start`]).
     fn cancel(&self, name: &str) -> Result<JobInfo, ControlError> {
-        let (_, commands, generation) = self.running(name)?;
+        let (_, commands, generation) = self.active(name, true)?;
         let last = self.job(name)?;
+        if let Some(job) = self.lock().get_mut(name).filter(|j| j.generation == generation) {
+            job.cancel_asked = true;
+            // Stopped by its upgrade already, the new version not started yet.
+            if job.status == JobStatus::Upgrading && job.ended.is_some() {
+                job.status = JobStatus::Cancelled;
+            }
+        }
         let _ = commands.send(JobCommand::Cancel);
         if !self.wait_ended(name, generation, Some(CANCEL_TIMEOUT)) {
             return Err(ControlError::Failed(format!(

@@ -34,45 +34,48 @@ pub(super) fn upgrade(manager: &Arc<JobManager>, name: &str, request: UpgradeReq
     let upgraded = with_plugin(&graph, uid, &plugin_path)?;
     // From here on, other upgrades and savepoint requests are turned away.
     manager.begin_upgrade(name, generation)?;
-    let checked = check_before_stop(manager, name, &graph, &upgraded, uid, &plugin);
-    let checked_entries = match checked {
-        Ok(entries) => entries,
-        Err(error) => {
-            manager.abandon_upgrade(name);
-            return Err(error);
+    // Before the job stops: it runs on, unless it was cancelled meanwhile.
+    let give_up = |error: ControlError| {
+        manager.abandon_upgrade(name);
+        match manager.cancelled_during_upgrade(name, generation) {
+            true => ControlError::Conflict(format!("job `{name}` was cancelled during its upgrade, which was given up")),
+            false => error,
         }
     };
+    let checked_entries = check_before_stop(manager, name, &graph, &upgraded, uid, &plugin).map_err(give_up)?;
 
     let stop_requested = Instant::now();
     let dir = match &request.savepoint_dir {
         Some(dir) => absolute(dir),
         None => manager.default_savepoint_dir(&graph, "upgrade"),
     };
-    let savepoint = match manager.take_savepoint(name, dir, true) {
-        Ok(info) => info,
-        Err(error) => {
-            manager.abandon_upgrade(name);
-            return Err(error);
-        }
-    };
+    let savepoint = manager.take_savepoint(name, dir, true, "be upgraded").map_err(give_up)?;
     manager.wait_ended(name, generation, None);
-    if manager.is_shutting_down() {
-        manager.abandon_upgrade(name);
-        return Err(ControlError::Conflict(format!(
-            "the host is shutting down: job `{name}` stopped with savepoint {} and was not upgraded; restore that \
-             savepoint with the new plugin named in the job file to upgrade it",
-            savepoint.dir.display()
-        )));
-    }
+    // After it stopped: a host shutting down or a cancel leaves it stopped.
+    let not_upgraded = |error: ControlError| match error {
+        ControlError::Conflict(why) => {
+            manager.abandon_upgrade(name);
+            ControlError::Conflict(format!(
+                "{why}; it stopped with savepoint {} and was not upgraded; restore that savepoint with the new \
+                 plugin named in the job file to upgrade it",
+                savepoint.dir.display()
+            ))
+        }
+        other => other,
+    };
     let opened = Savepoint::open(&savepoint.dir).map_err(failed)?;
     // The state was checked above; its newest writes are by the same plugin.
-    if let Err(error) = manager.start(upgraded, Some(opened.clone()), false) {
-        warn!(job = %name, %error, "the upgraded job did not start; starting the old version again");
-        manager.start(graph, Some(opened), false)?;
-        return Err(ControlError::Failed(format!(
-            "the upgraded job did not start ({error}); job `{name}` was restarted with its old plugin from savepoint {}",
-            savepoint.dir.display()
-        )));
+    match manager.start(upgraded, Some(opened.clone()), false, Some(generation)) {
+        Ok(()) => {}
+        Err(error @ ControlError::Conflict(_)) => return Err(not_upgraded(error)),
+        Err(error) => {
+            warn!(job = %name, %error, "the upgraded job did not start; starting the old version again");
+            manager.start(graph, Some(opened), false, Some(generation)).map_err(not_upgraded)?;
+            return Err(ControlError::Failed(format!(
+                "the upgraded job did not start ({error}); job `{name}` was restarted with its old plugin from savepoint {}",
+                savepoint.dir.display()
+            )));
+        }
     }
     let downtime_ms = stop_requested.elapsed().as_secs_f64() * 1000.0;
     info!(job = %name, operator = %uid, plugin = %plugin_path.display(), downtime_ms, "upgraded");
@@ -156,7 +159,7 @@ fn check_before_stop(
     plugin: &LoadedPlugin,
 ) -> Result<u64, ControlError> {
     let check_dir = manager.default_savepoint_dir(graph, "upgrade-check");
-    let check = manager.take_savepoint(name, check_dir.clone(), false)?;
+    let check = manager.take_savepoint(name, check_dir.clone(), false, "be upgraded")?;
     let checked = Savepoint::open(&check.dir)
         .map_err(|e| StateCheckError::Savepoint(e.to_string()))
         .and_then(|savepoint| check_state(upgraded, uid, plugin, &savepoint));

@@ -42,6 +42,10 @@ pub enum SavepointError {
     /// The savepoint does not fit the job it is restored into.
     #[error("{0}")]
     Mismatch(String),
+    /// The directory cannot take this savepoint: it is not new or empty,
+    /// or another savepoint is being written there.
+    #[error("cannot write savepoint {path}: {reason}")]
+    Refused { path: PathBuf, reason: String },
     #[error("cannot write savepoint {path}: {source}")]
     Io {
         path: PathBuf,

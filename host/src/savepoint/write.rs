@@ -84,7 +84,7 @@ impl Entries {
 /// (its `savepoints/` are fine). Checked before a savepoint is triggered,
 /// so that a bad directory is refused at once, before sources stop.
 pub fn prepare_savepoint_dir(dir: &Path, checkpoints: Option<&Path>) -> Result<(), SavepointError> {
-    let refuse = |reason: String| SavepointError::Io { path: dir.to_path_buf(), source: std::io::Error::other(reason) };
+    let refuse = |reason: String| SavepointError::Refused { path: dir.to_path_buf(), reason };
     if dir.as_os_str().is_empty() {
         return Err(refuse("no directory named; name one, or leave it out for the default".into()));
     }
@@ -122,9 +122,9 @@ pub fn write_savepoint(
     // one is refused, and a failure can remove what it wrote.
     let claim = dir.join(CLAIM_FILE);
     std::fs::File::options().write(true).create_new(true).open(&claim).map_err(|source| match source.kind() {
-        std::io::ErrorKind::AlreadyExists => SavepointError::Io {
+        std::io::ErrorKind::AlreadyExists => SavepointError::Refused {
             path: dir.to_path_buf(),
-            source: std::io::Error::other("another savepoint is being written there; choose another directory"),
+            reason: "another savepoint is being written there; choose another directory".into(),
         },
         _ => SavepointError::Io { path: claim.clone(), source },
     })?;
