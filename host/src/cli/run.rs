@@ -66,6 +66,9 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     say!("weir: control API on http://{0} (for weir jobs/savepoint/upgrade/fork: --api {0})", server.addr());
     let ended = manager.wait_all();
     drop(server);
+    // A signal that came as the jobs finished cancelled none: their
+    // summaries stand, and the exit status is theirs.
+    let cancelled = ended.iter().any(|(_, status, _)| *status == JobStatus::Cancelled);
     let mut failed = Vec::new();
     for (name, status, summary) in ended {
         match (status, summary) {
@@ -76,7 +79,9 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         }
     }
     say!("peak memory: {}", super::peak_memory().unwrap_or_else(|| "unknown".into()));
-    exit_if_signalled(&stopped_by);
+    if cancelled {
+        exit_if_signalled(&stopped_by);
+    }
     match failed.len() {
         0 => Ok(()),
         _ => anyhow::bail!(failed.join("\n")),
