@@ -23,7 +23,7 @@ use super::task::{self, TaskContext, TaskError, TaskMetrics};
 use super::time::WatermarkGenerator;
 use crate::checkpoint::{CheckpointSettings, Coordinator, Manifest};
 use crate::connectors::{self, RestoredSplits, Sink, SinkPlace, assign_splits};
-use crate::job::{JobGraph, Node, NodeKind, OperatorNode, Partitioning};
+use crate::job::{Edge, JobGraph, Node, NodeKind, OperatorNode, Partitioning};
 use crate::plugin::{CallError, InitialState, InputKind, Limits, LoadedPlugin, OperatorInstance, PluginEngine, decode_meta};
 use crate::savepoint::{JobDescription, NodeDescription};
 use crate::state::{key_group_range, open_backend, read_verified, restore_backend};
@@ -289,7 +289,8 @@ impl<'a> Builder<'a> {
                 let instance = self.instantiate(node, subtask, &ctx.label)?;
                 let inbox = inbox();
                 let kinds = node.inputs.iter().map(|e| input_kind(e.partitioning)).collect();
-                Box::new(move || task::run_operator(ctx, instance, inbox, kinds, producers))
+                let names = node.inputs.iter().map(|e| input_name(self.graph, e)).collect();
+                Box::new(move || task::run_operator(ctx, instance, inbox, (kinds, names), producers))
             }
         })
     }
@@ -516,6 +517,15 @@ fn input_channels(graph: &JobGraph, node: &Node, input: usize) -> usize {
 /// The number of the first channel of `input` at a subtask of `node`.
 fn channel_offset(graph: &JobGraph, node: &Node, input: u32) -> u32 {
     (0..input as usize).map(|i| input_channels(graph, node, i)).sum::<usize>() as u32
+}
+
+/// An operator's input as its job file names it: `node` or `node.side-output`.
+fn input_name(graph: &JobGraph, edge: &Edge) -> String {
+    let from = &graph.nodes[edge.from.0].name;
+    match edge.output.as_str() {
+        "" => from.clone(),
+        output => format!("{from}.{output}"),
+    }
 }
 
 fn input_kind(partitioning: Partitioning) -> InputKind {

@@ -12,7 +12,7 @@ use super::snapshot::TaskCheckpoint;
 use crate::checkpoint::{Aligned, BarrierAligner};
 use super::operator::Emitted;
 use super::alignment::{AlignedSource, Gate};
-use super::time::{InputClock, Signal, WatermarkGenerator};
+use super::time::{InputClock, Signal, StalledTime, WatermarkGenerator};
 use super::{BATCH_SIZE, RecordBatch};
 use crate::connectors::{Backlog, ConnectorError, Poll, Source, SourceSplit};
 use crate::control::Counters;
@@ -304,17 +304,21 @@ fn notify_completed(source: &mut dyn Source, in_flight: &mut Vec<(u64, Vec<Sourc
 /// Feeds batches to the plugin instance and routes what it emits; moves
 /// its watermark as its input channels' watermarks move (firing event-time
 /// timers before forwarding it) and fires processing-time timers as they
-/// fall due, until every producer has ended.
+/// fall due, until every producer has ended. `inputs`: the kind and name
+/// of each input, in the order of the job file's `inputs`.
 pub fn run_operator(
     mut ctx: TaskContext,
     mut instance: Box<dyn OperatorLogic>,
     inbox: Inbox,
-    input_kinds: Vec<InputKind>,
+    (input_kinds, input_names): (Vec<InputKind>, Vec<String>),
     producers: usize,
 ) -> Result<(), TaskError> {
     let mut clock = InputClock::new(producers);
     let mut aligner = BarrierAligner::new(producers);
     let mut ended = 0;
+    let mut stalled = StalledTime::default();
+    // The input each channel delivered batches of, to name it in the log.
+    let mut input_of: Vec<Option<u32>> = vec![None; producers];
     // Whether the consumers were told this subtask is idle.
     let mut told_idle = false;
     while ended < producers {
@@ -337,13 +341,20 @@ pub fn run_operator(
         let advanced = match envelope.message {
             Message::Batch(batch) => {
                 ctx.metrics.count_in(batch.len());
+                input_of[envelope.channel as usize] = Some(envelope.input);
                 let kind = input_kinds.get(envelope.input as usize).copied().unwrap_or(InputKind::Plain);
                 let emitted = instance.process(envelope.input, batch, kind);
                 pass_on(&mut ctx, emitted)?;
                 None
             }
             // Barriers never come here: the aligner has taken them.
-            other => observe_time(&mut clock, envelope.channel, &other, &mut ended),
+            other => {
+                let advanced = observe_time(&mut clock, envelope.channel, &other, &mut ended);
+                if advanced.is_none() && let Some(channels) = stalled.check(&clock, Instant::now()) {
+                    say_event_time_is_held_back(&ctx.label, &channels, &input_of, &input_names);
+                }
+                advanced
+            }
         };
         if let Some(watermark) = advanced {
             ctx.metrics.set_watermark(watermark);
@@ -366,6 +377,34 @@ pub fn run_operator(
         ctx.outputs.tick(now_ms(), &ctx.cancel)?;
     }
     ctx.outputs.end(&ctx.cancel)
+}
+
+/// Logs that event time has not started at operator subtask `label`,
+/// held back by `channels` (see [`StalledTime`]), and what to do: a
+/// channel that delivered events but no watermark carries events without
+/// timestamps; one that delivered nothing has not produced yet.
+fn say_event_time_is_held_back(label: &str, channels: &[u32], input_of: &[Option<u32>], names: &[String]) {
+    let named = |c: &u32| input_of[*c as usize].and_then(|input| names.get(input as usize)).map(|name| format!("`{name}`"));
+    let mut untimed: Vec<String> = channels.iter().filter_map(named).collect();
+    untimed.sort();
+    untimed.dedup();
+    let waited_s = StalledTime::PATIENCE.as_secs();
+    if !untimed.is_empty() {
+        tracing::warn!(
+            task = %label, held_back_by = %untimed.join(", "), waited_s,
+            "event time has not started: these inputs deliver events without timestamps, so they make no watermarks \
+             and hold event time back until they end; windows and event-time timers cannot fire till then. Give \
+             their events timestamps (a Kafka source's `timestamp`, a generator's `events_per_ms`, `timestamp` in a \
+             json file's lines)"
+        );
+    }
+    if channels.iter().any(|c| named(c).is_none()) {
+        tracing::warn!(
+            task = %label, waited_s,
+            "event time has not started: an input has produced nothing yet and holds it back; give its source \
+             `idle_timeout_ms` if it may stay quiet"
+        );
+    }
 }
 
 /// Routes what an operator call emitted, or fails with the operator's label.

@@ -72,6 +72,18 @@ impl InputClock {
         self.channels.contains(&ChannelTime::Idle) && !self.channels.iter().any(|c| matches!(c, ChannelTime::At(_)))
     }
 
+    /// The channels holding back an event time that has not started: those
+    /// without a watermark yet, while another channel has one. None once
+    /// the subtask's watermark has moved (channels lagging behind it then
+    /// are the ordinary working of event time).
+    fn silent_channels(&self) -> Vec<u32> {
+        let started = |c: &ChannelTime| matches!(c, ChannelTime::At(t) if *t > i64::MIN);
+        if self.current > i64::MIN || !self.channels.iter().any(started) {
+            return Vec::new();
+        }
+        (0..self.channels.len() as u32).filter(|&i| self.channels[i as usize] == ChannelTime::At(i64::MIN)).collect()
+    }
+
     fn advance(&mut self) -> Option<i64> {
         let active = self.channels.iter().filter(|c| **c != ChannelTime::Idle);
         let minimum = active
@@ -84,6 +96,38 @@ impl InputClock {
             self.current = minimum;
             minimum
         })
+    }
+}
+
+/// Notices a subtask whose event time never started because some of its
+/// channels sent no watermark while others did — an input whose events
+/// have no timestamps, or one that has not produced yet — so that the log
+/// can say why its windows and event-time timers do not fire. Flink holds
+/// event time back the same way, without a word.
+#[derive(Debug, Default)]
+pub struct StalledTime {
+    since: Option<Instant>,
+    said: bool,
+}
+
+impl StalledTime {
+    /// How long event time may be held back before the log says so.
+    pub const PATIENCE: Duration = Duration::from_secs(30);
+
+    /// The channels that have held `clock`'s event time back for
+    /// [`Self::PATIENCE`] by `now` — once per subtask.
+    pub fn check(&mut self, clock: &InputClock, now: Instant) -> Option<Vec<u32>> {
+        if self.said {
+            return None;
+        }
+        let silent = clock.silent_channels();
+        if silent.is_empty() {
+            self.since = None;
+            return None;
+        }
+        let since = *self.since.get_or_insert(now);
+        self.said = now.duration_since(since) >= Self::PATIENCE;
+        self.said.then_some(silent)
     }
 }
 
@@ -248,6 +292,27 @@ impl SplitClock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn event_time_held_back_by_a_silent_channel_is_told_once_after_the_patience() {
+        let mut clock = InputClock::new(3);
+        let mut stalled = StalledTime::default();
+        let start = Instant::now();
+        assert_eq!(stalled.check(&clock, start), None, "no channel has a watermark: no event time at all");
+        clock.watermark(0, 100);
+        clock.ended(1);
+        assert_eq!(stalled.check(&clock, start), None, "held back, but not for long yet");
+        assert_eq!(stalled.check(&clock, start + StalledTime::PATIENCE / 2), None);
+        assert_eq!(stalled.check(&clock, start + StalledTime::PATIENCE), Some(vec![2]), "channel 2 holds it back");
+        assert_eq!(stalled.check(&clock, start + StalledTime::PATIENCE * 2), None, "said once");
+
+        let mut stalled = StalledTime::default();
+        let mut clock = InputClock::new(2);
+        clock.watermark(0, 100);
+        assert_eq!(stalled.check(&clock, start), None);
+        clock.watermark(1, 50);
+        assert_eq!(stalled.check(&clock, start + StalledTime::PATIENCE), None, "event time runs: nothing to say");
+    }
 
     #[test]
     fn the_minimum_of_active_channels_and_never_backwards() {
