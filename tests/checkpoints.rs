@@ -344,11 +344,13 @@ fn sigterm_cancels_the_job_which_resumes_from_its_checkpoint() {
     }
 }
 
-/// A job started from one working directory resumes from another. Its
-/// checkpoints name the part files they commit by absolute path: killed
-/// after a checkpoint's manifest was written and before its parts were
-/// renamed into place, the job commits them on resuming from elsewhere
-/// (with paths relative to the first directory, it deleted them).
+/// A job started from one working directory resumes from another, and a
+/// copy of its directory from there. Killed after a checkpoint's manifest
+/// was written and before its parts were renamed into place, the job
+/// commits them on resuming from elsewhere (with paths relative to the
+/// first working directory, it deleted them), and the copy commits its own
+/// (with the paths the checkpoint recorded, it committed the original's
+/// and lost its own).
 #[test]
 fn a_job_resumes_from_another_working_directory_and_commits_what_its_checkpoint_left() {
     let dir = JobDir::new();
@@ -379,9 +381,16 @@ fn a_job_resumes_from_another_working_directory_and_commits_what_its_checkpoint_
         }
     }
     assert!(uncommitted > 0, "the newest checkpoint committed parts");
-    let run = Command::new(weir_binary()).args(["run", job.to_str().unwrap()]).current_dir("/").output().unwrap();
-    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
-    assert_exact_counts(&committed(&dir.path("out")), 60000, 600);
+    // A copy of the job's directory commits its own parts, where its job
+    // file puts them, not the original's.
+    let copy = JobDir::new();
+    let copied = Command::new("cp").arg("-a").arg(dir.dir.path().join(".")).arg(copy.dir.path()).status().unwrap();
+    assert!(copied.success());
+    for (job, out) in [(copy.path("job.toml"), copy.path("out")), (job, dir.path("out"))] {
+        let run = Command::new(weir_binary()).args(["run", job.to_str().unwrap()]).current_dir("/").output().unwrap();
+        assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+        assert_exact_counts(&committed(&out), 60000, 600);
+    }
 }
 
 /// Waits (at most 30 s) until `dir` holds `n` complete checkpoints.

@@ -14,7 +14,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use crate::connectors::kafka::{KafkaCommit, KafkaCommitter, KafkaSinkSpec};
 
@@ -90,6 +90,12 @@ impl Committer {
                 PendingCommit::Rename { from, to } => match PendingCommit::rename(&from, &to) {
                     Ok(true) => info!(file = %to.display(), "output committed"),
                     Ok(false) => {}
+                    Err(error) if error.kind() == std::io::ErrorKind::NotFound => error!(
+                        file = %from.display(),
+                        "an output file of a completed checkpoint is missing, and was not committed before: its \
+                         events are not in the output (was the file deleted, or the sink's directory moved while \
+                         the job was down?)"
+                    ),
                     Err(error) => warn!(file = %from.display(), %error, "cannot commit output file"),
                 },
                 PendingCommit::Kafka(epoch) => kafka.push(epoch),

@@ -7,7 +7,7 @@
 //! { ...JSON... }
 //! ```
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -128,9 +128,18 @@ impl Manifest {
         self.tasks.iter().flat_map(TaskState::files)
     }
 
-    /// What the checkpoint's completion commits, oldest first.
-    pub fn commits(&self) -> impl Iterator<Item = PendingCommit> + '_ {
-        self.carried.iter().chain(self.tasks.iter().flat_map(|t| &t.commits)).cloned()
+    /// What the checkpoint's completion commits, oldest first, with each
+    /// part file of a `files` sink in the directory `dir_of` gives for that
+    /// sink now: the one its job file names, which for a job directory
+    /// moved or copied since is not where the part was written. Its copy
+    /// then commits its own parts, not the original's.
+    pub fn commits_in<'a>(&self, dir_of: impl Fn(&str) -> Option<&'a Path>) -> Vec<PendingCommit> {
+        let tasks = self.tasks.iter().flat_map(|task| task.commits.iter().map(|commit| (commit, dir_of(&task.node))).collect::<Vec<_>>());
+        let rooted = tasks.map(|(commit, dir)| match (commit, dir) {
+            (PendingCommit::Rename { from, to }, Some(dir)) => PendingCommit::Rename { from: in_dir(dir, from), to: in_dir(dir, to) },
+            (commit, _) => commit.clone(),
+        });
+        self.carried.iter().cloned().chain(rooted).collect()
     }
 
     /// Every split of source `node`, over all its subtasks.
@@ -155,3 +164,9 @@ impl Manifest {
         serde_json::from_slice(json).map_err(|error| format!("{}: {error}", path.display()))
     }
 }
+
+/// `path`'s file name in `dir`.
+fn in_dir(dir: &Path, path: &Path) -> PathBuf {
+    path.file_name().map_or_else(|| path.to_path_buf(), |name| dir.join(name))
+}
+

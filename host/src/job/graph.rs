@@ -170,6 +170,14 @@ impl JobGraph {
         sinks.collect()
     }
 
+    /// The directory of `files` sink `name`.
+    pub fn files_sink_dir(&self, name: &str) -> Option<&std::path::Path> {
+        self.nodes.iter().find(|node| node.name == name).and_then(|node| match &node.kind {
+            NodeKind::Sink(SinkSpec::Files { path, .. }) => Some(path.as_path()),
+            _ => None,
+        })
+    }
+
     pub fn node(&self, id: NodeId) -> &Node {
         &self.nodes[id.0]
     }
