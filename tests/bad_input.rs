@@ -121,6 +121,21 @@ fn a_missing_plugin_path() {
     assert!(error.contains("check the path (an operator's `plugin` in the job file"), "{error}");
 }
 
+/// A device or a directory as the plugin or the job file is refused, not
+/// read without end (`/dev/zero` grew the host by gigabytes a second).
+#[test]
+fn a_device_or_directory_is_neither_a_plugin_nor_a_job_file() {
+    let dir = JobDir::new();
+    for path in [Path::new("/dev/zero"), dir.dir.path()] {
+        let error = run_job(&job_with_plugin(&dir, path), &[]).failure();
+        assert!(error.contains("operator `suspect`") && error.contains("it is not a regular file"), "{error}");
+        let error = weir(&["plugin", "check", path.to_str().unwrap()]).failure();
+        assert!(error.contains("it is not a regular file"), "{error}");
+        let error = run_job(path, &[]).failure();
+        assert!(error.contains("cannot read job file") && error.contains("it is not a regular file"), "{error}");
+    }
+}
+
 #[test]
 fn plugin_check_lists_exports_and_imports_of_a_good_plugin() {
     let run = weir(&["plugin", "check", plugin("word-count").to_str().unwrap()]);

@@ -499,6 +499,44 @@ fn a_truncated_checkpoint_is_skipped_for_the_previous_one() {
     );
 }
 
+/// A manifest that says it is another checkpoint than its directory's
+/// (copied in from elsewhere) is not that checkpoint.
+#[test]
+fn a_checkpoint_whose_manifest_names_another_is_skipped_for_the_previous_one() {
+    recovers_from_the_previous_checkpoint(
+        |previous, newest| {
+            let path = newest.join("_MANIFEST");
+            let mut manifest = weir::checkpoint::Manifest::decode(&path, &std::fs::read(&path).unwrap()).unwrap();
+            manifest.checkpoint = checkpoint_id(previous);
+            std::fs::write(&path, manifest.encode()).unwrap();
+        },
+        "manifest of another number",
+    );
+}
+
+/// A checkpoint a newer Weir wrote is neither read nor passed over for an
+/// older one (which would undo the output it committed): the run is
+/// refused, saying which Weir to use, and the output is left as it was.
+#[test]
+fn a_checkpoint_of_a_newer_weir_is_refused_not_passed_over() {
+    let dir = JobDir::new();
+    let job = count_job(&dir, "memory", &plugin("word-count"), "", "");
+    kill_after_checkpoints(&job, &dir.path("checkpoints"), 2);
+    let newest = complete_checkpoints(&dir.path("checkpoints")).pop().unwrap();
+    let manifest = newest.join("_MANIFEST");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let header = format!("weir-checkpoint {} ", weir::checkpoint::MANIFEST_FORMAT);
+    assert!(text.starts_with(&header), "{text}");
+    std::fs::write(&manifest, text.replacen(&header, "weir-checkpoint 99 ", 1)).unwrap();
+    let before = committed(&dir.path("out"));
+    let error = run_job(&job, &[]).failure();
+    let expected = format!("checkpoint {} was written by a newer Weir (checkpoint format 99", checkpoint_id(&newest));
+    assert!(error.contains(&expected) && error.contains("run the job with that Weir"), "{error}");
+    assert_eq!(committed(&dir.path("out")), before, "the committed output is untouched");
+    let listing = common::weir(&["checkpoints", dir.path("checkpoints").to_str().unwrap()]).stdout();
+    assert!(listing.contains("written by a newer Weir (format version 99"), "{listing}");
+}
+
 /// With every checkpoint corrupt, or with none left, starting over would
 /// replace committed output: the run is refused, and the output is left as
 /// it was.

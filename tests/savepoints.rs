@@ -819,6 +819,17 @@ fn restores_refuse_savepoints_that_do_not_fit_the_job() {
     assert!(error.contains("cannot take over its state") && error.contains("declares no value state `count`"), "{error}");
 
     let keyed = std::fs::read_dir(savepoint.join("count")).unwrap().next().unwrap().unwrap().path();
+    // An entry of a state the manifest has no descriptor for, its checksums
+    // made to match (a bad writer, not damage): refused, not a panic.
+    let original = (std::fs::read(&keyed).unwrap(), std::fs::read(savepoint.join("_SAVEPOINT")).unwrap());
+    let mut bytes = original.0.clone();
+    bytes[10..14].copy_from_slice(&7u32.to_le_bytes());
+    resign(&savepoint, &keyed, &bytes);
+    let error = run_job(&job, &["--from-savepoint", sp]).failure();
+    assert!(error.contains("an entry refers to state 7, which has no descriptor"), "{error}");
+    std::fs::write(&keyed, &original.0).unwrap();
+    std::fs::write(savepoint.join("_SAVEPOINT"), &original.1).unwrap();
+
     let mut bytes = std::fs::read(&keyed).unwrap();
     let middle = bytes.len() / 2;
     bytes[middle] ^= 0x40;
@@ -839,6 +850,18 @@ fn restores_refuse_savepoints_that_do_not_fit_the_job() {
     std::fs::create_dir(dir.path("empty")).unwrap();
     let error = run_job(&job, &["--from-savepoint", dir.path("empty").to_str().unwrap()]).failure();
     assert!(error.contains("is not a Weir savepoint: it has no _SAVEPOINT file"), "{error}");
+}
+
+/// Writes `bytes` to the savepoint's data file `file`, with the checksum
+/// the manifest keeps for it to match.
+fn resign(savepoint: &Path, file: &Path, bytes: &[u8]) {
+    std::fs::write(file, bytes).unwrap();
+    let path = savepoint.join("_SAVEPOINT");
+    let mut manifest = weir::savepoint::SavepointManifest::decode(&path, &std::fs::read(&path).unwrap()).unwrap();
+    let name = file.strip_prefix(savepoint).unwrap().to_str().unwrap();
+    let keyed = manifest.operators.iter_mut().flat_map(|o| &mut o.keyed).find(|k| k.file.path == name).unwrap();
+    keyed.file.crc32 = crc32fast::hash(bytes);
+    std::fs::write(&path, manifest.encode()).unwrap();
 }
 
 #[test]

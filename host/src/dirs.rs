@@ -53,6 +53,29 @@ pub fn try_lock_file(path: &Path) -> io::Result<Option<std::fs::File>> {
     }
 }
 
+/// Reads the regular file at `path`, of at most `max` bytes: a device
+/// (`/dev/zero`), a pipe or a file larger than that is refused rather than
+/// read into memory without end.
+pub fn read_file_of_at_most(path: &Path, max: u64) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let file = std::fs::File::open(path)?;
+    let metadata = file.metadata()?;
+    if !metadata.is_file() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "it is not a regular file"));
+    }
+    let too_large = || io::Error::new(io::ErrorKind::InvalidInput, format!("it is larger than {} MiB", max >> 20));
+    if metadata.len() > max {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::with_capacity(metadata.len() as usize);
+    // Bounded too while reading: the file may grow meanwhile.
+    file.take(max + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Err(too_large());
+    }
+    Ok(bytes)
+}
+
 /// `path` made absolute against the working directory (as it is, if that
 /// cannot be read).
 pub fn absolute(path: &Path) -> PathBuf {

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::PendingCommit;
 use crate::connectors::SourceSplit;
-use crate::state::{BackendHandle, BackendKind, FileRef, strip_header, with_header};
+use crate::state::{BackendHandle, BackendKind, FileRef, header_version, strip_header, with_header};
 
 /// The version of the manifest format. Version 3 added change files to
 /// in-memory state (`changes`): a Weir that reads only version 2 would
@@ -155,6 +155,12 @@ impl Manifest {
     /// The manifest as stored: checksum line, then JSON.
     pub fn encode(&self) -> Vec<u8> {
         with_header(HEADER, FORMAT_VERSION, &serde_json::to_vec_pretty(self).expect("a manifest serialises"))
+    }
+
+    /// The format version of stored manifest `bytes` if a newer Weir
+    /// wrote it: this one cannot read it, nor may it fall back below it.
+    pub fn newer_format(bytes: &[u8]) -> Option<u32> {
+        header_version(bytes, HEADER).filter(|&version| version > FORMAT_VERSION)
     }
 
     /// Parses and checks a stored manifest.

@@ -37,6 +37,6 @@ pub use coordinator::{
 };
 pub use commit::{CommitQueue, Committer, PendingCommit};
 pub use history::{CheckpointHistory, KEPT_FIGURES};
-pub use manifest::{CheckpointStats, LatestCheckpoint, Manifest, OperatorPlugin, TaskState};
+pub use manifest::{CheckpointStats, FORMAT_VERSION as MANIFEST_FORMAT, LatestCheckpoint, Manifest, OperatorPlugin, TaskState};
 pub use savepoint_start::SavepointStart;
 pub use storage::{CheckpointStorage, Recovered, StorageLock};

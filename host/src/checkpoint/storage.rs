@@ -37,6 +37,9 @@ pub struct Recovered {
     pub manifest: Option<Manifest>,
     /// Newer checkpoints that did not, and why.
     pub skipped: Vec<(u64, String)>,
+    /// A checkpoint a newer Weir wrote, and its format version: the search
+    /// stopped there, for falling back below it would undo its output.
+    pub newer: Option<(u64, u32)>,
 }
 
 /// A job's checkpoint directory.
@@ -126,6 +129,13 @@ impl CheckpointStorage {
     /// refers to must match their checksums.
     pub fn verify(&self, id: u64) -> Result<Manifest, String> {
         let manifest = self.manifest(id)?;
+        if manifest.checkpoint != id {
+            return Err(format!(
+                "{} says it is checkpoint {} (moved or copied from another directory?)",
+                self.manifest_path(id).display(),
+                manifest.checkpoint
+            ));
+        }
         for file in manifest.files() {
             read_verified(&self.root, file).map_err(|error| error.to_string())?;
         }
@@ -146,6 +156,10 @@ impl CheckpointStorage {
         let mut recovered = Recovered::default();
         // A directory without a manifest never completed: not a checkpoint.
         for id in self.complete_ids().into_iter().rev().take_while(|&id| id >= first) {
+            if let Some(version) = std::fs::read(self.manifest_path(id)).ok().and_then(|bytes| Manifest::newer_format(&bytes)) {
+                recovered.newer = Some((id, version));
+                break;
+            }
             match self.verify(id) {
                 Ok(manifest) => {
                     recovered.manifest = Some(manifest);

@@ -489,6 +489,13 @@ fn own_checkpoints_from(graph: &JobGraph) -> Result<u64, RunError> {
 fn latest_checkpoint(graph: &JobGraph, first: u64) -> Result<Option<Manifest>, RunError> {
     let Some(settings) = &graph.checkpoints else { return Ok(None) };
     let recovered = open_storage(settings)?.latest_from(first);
+    if let Some((id, version)) = recovered.newer {
+        return Err(checkpoints_error(graph, format!(
+            "checkpoint {id} was written by a newer Weir (checkpoint format {version}; this one reads up to {}): run \
+             the job with that Weir — falling back to an older checkpoint would undo the output it committed",
+            crate::checkpoint::MANIFEST_FORMAT
+        )));
+    }
     if recovered.manifest.is_none() && !recovered.skipped.is_empty() {
         let ids: Vec<String> = recovered.skipped.iter().map(|(id, _)| id.to_string()).collect();
         let (newest, reason) = &recovered.skipped[0];

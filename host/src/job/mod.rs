@@ -42,9 +42,14 @@ pub enum JobError {
     Invalid { path: PathBuf, message: String },
 }
 
+/// The largest job file read (one is a few KiB).
+const MAX_JOB_FILE_BYTES: u64 = 16 << 20;
+
 /// Reads, parses and validates the job file at `path`.
 pub fn load(path: &Path, overrides: Overrides) -> Result<JobGraph, JobError> {
-    let text = std::fs::read_to_string(path).map_err(|source| JobError::Read { path: path.into(), source })?;
+    let read = |source| JobError::Read { path: path.into(), source };
+    let bytes = crate::dirs::read_file_of_at_most(path, MAX_JOB_FILE_BYTES).map_err(read)?;
+    let text = String::from_utf8(bytes).map_err(|_| read(std::io::Error::new(std::io::ErrorKind::InvalidData, "it is not UTF-8 text")))?;
     // Absolute: checkpoints record the paths (of the files a sink has yet
     // to commit, for one), and a job may be resumed from another directory.
     let absolute = crate::dirs::absolute(path);

@@ -137,7 +137,7 @@ impl Compiler {
     }
 
     fn load(&self, path: &Path) -> Result<LoadedPlugin, PluginError> {
-        let bytes = std::fs::read(path).map_err(|source| PluginError::Read { path: path.into(), source })?;
+        let bytes = read_plugin(path)?;
         let digest = sha256_hex(&bytes);
         if let Some(loaded) = self.cache.lock().expect("plugin cache lock").get(&digest) {
             return Ok(LoadedPlugin { path: path.into(), ..loaded.clone() });
@@ -148,7 +148,7 @@ impl Compiler {
     }
 
     fn inspect(&self, path: &Path) -> Result<(Inspection, Result<LoadedPlugin, PluginError>), PluginError> {
-        let bytes = std::fs::read(path).map_err(|source| PluginError::Read { path: path.into(), source })?;
+        let bytes = read_plugin(path)?;
         let digest = sha256_hex(&bytes);
         self.analyse(path, &bytes, digest)
     }
@@ -202,4 +202,12 @@ fn internal(message: String) -> PluginError {
 /// in manifests.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The largest plugin file the host reads (a Python component is ~20 MiB).
+const MAX_PLUGIN_BYTES: u64 = 1 << 30;
+
+/// The bytes of the plugin file at `path`.
+fn read_plugin(path: &Path) -> Result<Vec<u8>, PluginError> {
+    crate::dirs::read_file_of_at_most(path, MAX_PLUGIN_BYTES).map_err(|source| PluginError::Read { path: path.into(), source })
 }

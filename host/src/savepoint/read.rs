@@ -147,7 +147,7 @@ impl Savepoint {
         let mut timers = TimerService::default();
         for file in operator.keyed.iter().filter(|f| f.first_key_group < groups.end && f.last_key_group >= groups.start) {
             self.read_groups(file, &groups, &mut |group, state, key, value| {
-                match (ids[state as usize], timer_domain(operator, state)) {
+                match (ids.get(state as usize).copied().flatten(), timer_domain(operator, state)) {
                     (Some(id), _) => backend.put(id, HashedKey::in_group(key, group as u16), value),
                     (None, Some(domain)) => {
                         let timestamp = i64::from_le_bytes(value.try_into().map_err(|_| bad_timer(&self.dir))?);

@@ -265,9 +265,18 @@ fn gather(
 ) -> Result<Entries, StateError> {
     let mut entries = Entries::default();
     if let Some(handle) = &task.keyed {
+        let mut unknown = None;
         visit_snapshot(&job.backend, handle, checkpoint_root, work_dir, &mut |group, state, key, value| {
-            entries.push(u32::from(group), ids.states[state.0 as usize], key, value);
+            match ids.states.get(state.0 as usize) {
+                Some(&id) => entries.push(u32::from(group), id, key, value),
+                None => unknown = Some(state.0),
+            }
         })?;
+        if let Some(state) = unknown {
+            let path = task.meta.as_ref().map_or_else(|| checkpoint_root.to_path_buf(), |meta| checkpoint_root.join(&meta.path));
+            let reason = format!("operator `{}` subtask {} has entries of state {state}, which it names no state for", task.node, task.subtask);
+            return Err(StateError::Corrupt { path, reason });
+        }
     }
     for (domain, timestamp, key) in meta.timers.all() {
         let id = match domain {

@@ -78,7 +78,13 @@ pub fn strip_header<'a>(bytes: &'a [u8], kind: &str, version: u32) -> Result<&'a
         return Err(format!("its header {header:?} is not a `{kind}` header"));
     }
     if found_version != version.to_string() {
-        return Err(format!("it has format version {found_version}; this Weir reads version {version}"));
+        return Err(match found_version.parse::<u32>() {
+            Ok(newer) if newer > version => format!(
+                "it was written by a newer Weir (format version {newer}; this one reads version {version}): use that \
+                 Weir or a later one"
+            ),
+            _ => format!("it has format version {found_version}; this Weir reads version {version}"),
+        });
     }
     let expected = crc.strip_prefix("crc32=").and_then(|c| u32::from_str_radix(c, 16).ok());
     let actual = crc32fast::hash(json);
@@ -86,6 +92,15 @@ pub fn strip_header<'a>(bytes: &'a [u8], kind: &str, version: u32) -> Result<&'a
         return Err(format!("its checksum is {actual:08x}, its header says {crc} (corrupt or truncated)"));
     }
     Ok(json)
+}
+
+/// The format version in the header [`with_header`] wrote for `kind`, if
+/// `bytes` start with one (whatever the rest holds).
+pub fn header_version(bytes: &[u8], kind: &str) -> Option<u32> {
+    let line = bytes.split(|&b| b == b'\n').next()?;
+    let mut words = std::str::from_utf8(line).ok()?.split(' ');
+    (words.next()? == kind).then_some(())?;
+    words.next()?.parse().ok()
 }
 
 /// Builds a snapshot file in memory.

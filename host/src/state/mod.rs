@@ -31,7 +31,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 pub use error::StateError;
-pub use file::{FileRef, RecordReader, RecordWriter, read_verified, strip_header, with_header, write_verified};
+pub use file::{FileRef, RecordReader, RecordWriter, header_version, read_verified, strip_header, with_header, write_verified};
 pub use key_group::{
     DEFAULT_MAX_PARALLELISM, KeyGroupRange, MAX_PARALLELISM_RANGE, key_group_for, key_group_of_hash, key_group_range,
     key_hash, subtask_for_key_group,
