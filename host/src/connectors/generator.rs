@@ -45,8 +45,13 @@ pub struct Generator {
     range: u64,
     /// Ranges still to read after this one.
     queued: Vec<SourceSplit>,
-    /// When the range being read started, for `speed`.
+    /// The replay clock of `speed`: when it started, and the event time
+    /// (from the data's start) it started at — 0 for a fresh subtask, so
+    /// that every subtask plays one timeline; where the data left off for a
+    /// restored one, which would otherwise sit idle for as long as the job
+    /// had run.
     started: Instant,
+    origin: i64,
     /// This subtask's share of the rate, in events per second.
     pace: Pace,
 }
@@ -86,6 +91,7 @@ impl Generator {
             range: start,
             queued: Vec::new(),
             started: Instant::now(),
+            origin: 0,
             pace: Pace::new(config.rate.map(|r| r / f64::from(parallelism))),
         }
     }
@@ -106,6 +112,8 @@ impl Generator {
         let share = restored.splits.len() as f64 / restored.of.max(1) as f64;
         generator.pace = Pace::new(config.rate.map(|rate| rate * share));
         let mut splits = restored.splits;
+        let left = splits.iter().filter(|split| split.end.is_none_or(|end| split.next < end));
+        generator.origin = left.map(|split| generator.relative_time(split.next)).min().unwrap_or(0);
         splits.sort_by_key(|split| std::cmp::Reverse(split.id));
         generator.queued = splits;
         generator.end = 0;
@@ -123,7 +131,6 @@ impl Generator {
             self.end = split.end.unwrap_or(u64::MAX);
             // Pace from here, as if starting now.
             self.pace.restart();
-            self.started = Instant::now();
         }
         true
     }
@@ -133,7 +140,7 @@ impl Generator {
     fn allowance(&self, max: usize) -> usize {
         let mut allowed = self.pace.available(max) as u64;
         if let Some(speed) = self.config.speed {
-            let now = (self.started.elapsed().as_secs_f64() * 1000.0 * speed) as i64;
+            let now = self.origin + (self.started.elapsed().as_secs_f64() * 1000.0 * speed) as i64;
             let mut n = 0;
             while n < allowed && self.next + n < self.end && self.relative_time(self.next + n) <= now {
                 n += 1;
@@ -478,6 +485,23 @@ mod tests {
             all.sort_by_key(|v| v.parse::<u64>().unwrap());
             assert_eq!(all, (0..20).map(|i| i.to_string()).collect::<Vec<_>>(), "at parallelism {parallelism}");
         }
+    }
+
+    /// A replayed generator restored halfway resumes its clock where the
+    /// data left off: it produces at once, not after as long again.
+    #[test]
+    fn a_restored_replay_resumes_its_clock_where_it_left_off() {
+        let replay = GeneratorConfig { mode: GeneratorMode::Sensors, speed: Some(1.0), ..config(600_000) };
+        let fresh = Generator::new(replay, 0, 1);
+        let mut batch = RecordBatch::new();
+        let first = fresh.allowance(100);
+        assert!((1..100).contains(&first), "the first readings are due at once, the next 10 ms later: {first}");
+        let halfway = SourceSplit { id: 0, next: 300_000, end: Some(600_000), shape: replay.shape() };
+        let restored = RestoredSplits { splits: vec![halfway], of: 1, known: vec![0], last_end: Some(600_000) };
+        let mut restored = Generator::from_splits(replay, restored).unwrap();
+        assert!(restored.allowance(100) >= 1, "1000 s of event time in, the next reading is due now");
+        restored.poll(&mut batch, 100).unwrap();
+        assert!(!batch.is_empty(), "produced at once");
     }
 
     #[test]
