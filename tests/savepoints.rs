@@ -783,7 +783,10 @@ fn reprocessing_from_an_older_savepoint_with_new_code_recomputes_the_output_from
         "fraud-v2.toml",
         &std::fs::read_to_string(&job).unwrap().replace("fraud_detector.wasm", "fraud_detector_v2.wasm"),
     );
-    run_job(&v2_job, &["--from-savepoint", savepoint.to_str().unwrap()]).success();
+    let run = run_job(&v2_job, &["--from-savepoint", savepoint.to_str().unwrap()]);
+    let note = "weir: operator `detector` restores with";
+    let said = run.success().stderr().lines().find(|l| l.starts_with(note)).map(str::to_owned).unwrap_or_else(|| run.stderr());
+    assert!(said.contains("fraud_detector_v2.wasm (named in the job file); the savepoint was taken with"), "{said}");
     let cut = savepoint_offset(&savepoint) as usize;
     assert_eq!(committed_lines(&dir.path("alerts"), None), model_alerts(&input, cut, true));
 }

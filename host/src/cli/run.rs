@@ -147,7 +147,32 @@ fn open_savepoint(dir: &std::path::Path, graph: &JobGraph) -> anyhow::Result<Sav
             graph.name
         );
     }
+    say_other_plugins(&savepoint, graph);
     Ok(savepoint)
+}
+
+/// Notes each operator that restores with another plugin than the one the
+/// savepoint was taken with: the job file's wins (so a job upgraded before
+/// its savepoint goes back to the plugin its file names, unless the file
+/// is changed too), and its state is checked against it before it starts.
+fn say_other_plugins(savepoint: &Savepoint, graph: &JobGraph) {
+    for node in &graph.nodes {
+        let (NodeKind::Operator(now), Some(then)) = (&node.kind, savepoint.manifest.operator(&node.name)) else { continue };
+        let same = match &then.plugin_sha256 {
+            Some(digest) => weir::dirs::read_file_of_at_most(&now.plugin, 1 << 30)
+                .is_ok_and(|bytes| weir::plugin::sha256_hex(&bytes) == *digest),
+            None => now.plugin == then.plugin,
+        };
+        if !same {
+            say!(
+                "weir: operator `{}` restores with {} (named in the job file); the savepoint was taken with {} — \
+                 name that one in the job file to keep it",
+                node.name,
+                now.plugin.display(),
+                then.plugin.display()
+            );
+        }
+    }
 }
 
 /// Serves the control API on `requested`, or on the default address — or
