@@ -257,6 +257,30 @@ fn a_savepoint_resumes_at_its_offsets_at_another_parallelism() {
     assert_exact_counts(&committed_counts(&broker), 24_000);
 }
 
+/// Stopped with a savepoint while the brokers are away, a job cannot
+/// commit its last epochs: the reply says so, and a restore from the
+/// savepoint with the checkpoint directory in place commits them — every
+/// count once (they were never committed).
+#[test]
+fn epochs_left_uncommitted_by_a_stop_during_an_outage_are_committed_by_the_restore() {
+    let _serial = one_at_a_time();
+    let broker = broker_with_input(12_000);
+    let dir = JobDir::new();
+    let job = count_job(&dir, "first", &broker, 2, "rate = 3000", "timeout_ms = 5000");
+    let host = Host::start(&job, &[]);
+    host.wait_for_records("kafka-count", 3_000);
+    broker.proxy.down();
+    let savepoint = dir.path("savepoint");
+    let stop = host.weir(&["savepoint", "kafka-count", "--stop", "--dir", savepoint.to_str().unwrap()]);
+    assert!(stop.success().stderr().contains("not committed yet"), "{}", stop.stderr());
+    let (status, stderr) = host.wait();
+    assert!(status.success(), "{stderr}");
+    broker.proxy.up();
+    let job = count_job(&dir, "second", &broker, 3, "bounded = true", "");
+    run_job(&job, &["--from-savepoint", savepoint.to_str().unwrap()]).success();
+    assert_exact_counts(&committed_counts(&broker), 12_000);
+}
+
 #[test]
 fn the_job_rides_out_a_broker_outage_without_losing_or_repeating_output() {
     let _serial = one_at_a_time();

@@ -70,6 +70,13 @@ impl Committer {
         Committer { kafka: KafkaCommitter::new(kafka_sinks), pending: Vec::new() }
     }
 
+    /// How long a job that ends waits for its output to be committed: as
+    /// long as its Kafka sinks let their brokers be away (`timeout_ms`), a
+    /// minute without them (part files commit at once, or not at all).
+    pub fn patience(&self) -> Duration {
+        self.kafka.longest_timeout().unwrap_or(Duration::from_secs(60))
+    }
+
     /// What is still to be committed, oldest first.
     pub fn pending(&self) -> &[PendingCommit] {
         &self.pending
@@ -137,6 +144,8 @@ impl Committer {
 /// the coordinator records it in every manifest it writes meanwhile.
 pub struct CommitQueue {
     shared: Arc<Shared>,
+    /// See [`Committer::patience`].
+    patience: Duration,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -154,6 +163,7 @@ impl CommitQueue {
     /// Starts the commit thread with `committer`, whose pending commits
     /// (left by recovery) come first.
     pub fn start(mut committer: Committer) -> Self {
+        let patience = committer.patience();
         let shared = Arc::new(Shared {
             outstanding: Mutex::new(std::mem::take(&mut committer.pending)),
             wake: Condvar::new(),
@@ -165,7 +175,7 @@ impl CommitQueue {
             .spawn(move || commit_loop(&state, committer))
             .expect("spawn the commit thread");
         shared.wake.notify_one();
-        CommitQueue { shared, thread: Some(thread) }
+        CommitQueue { shared, patience, thread: Some(thread) }
     }
 
     /// What is handed over and not committed yet, oldest first.
@@ -179,9 +189,10 @@ impl CommitQueue {
         self.shared.wake.notify_one();
     }
 
-    /// Waits until everything handed over is committed, or `patience` has
-    /// passed; Err says how much remains.
-    pub fn wait_until_done(&self, patience: Duration) -> Result<(), String> {
+    /// Waits until everything handed over is committed, or the
+    /// committer's patience has passed; Err says how much remains.
+    pub fn wait_until_done(&self) -> Result<(), String> {
+        let patience = self.patience;
         let started = Instant::now();
         loop {
             let remaining = self.shared.outstanding.lock().expect("commit queue").len();
@@ -265,7 +276,7 @@ mod tests {
             .collect();
         let queue = CommitQueue::start(Committer::new(Vec::new()));
         queue.push(commits[..2].to_vec());
-        queue.wait_until_done(Duration::from_secs(10)).unwrap();
+        queue.wait_until_done().unwrap();
         assert!(dir.path().join("p1").exists());
         queue.push(commits[2..].to_vec());
         drop(queue);

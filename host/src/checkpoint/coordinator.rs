@@ -22,10 +22,6 @@ pub const FINAL_CHECKPOINT: u64 = u64::MAX;
 /// later checkpoint, so checkpoints go on while other sources still run.
 pub const SOURCE_FINISHED: u64 = u64::MAX - 1;
 
-/// How long a finished job keeps retrying output it could not commit
-/// (a Kafka broker away) before it ends anyway; running it again commits it.
-const FINAL_COMMIT_PATIENCE: Duration = Duration::from_secs(60);
-
 /// How a job checkpoints.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CheckpointSettings {
@@ -469,20 +465,22 @@ impl Coordinator {
     fn savepoint(&mut self, manifest: &Manifest, order: SavepointOrder) {
         match write_savepoint(manifest, self.storage.root(), &self.job, &order.dir, &self.work_dir) {
             Ok(savepoint) => {
-                let info = SavepointInfo {
+                let mut info = SavepointInfo {
                     job: self.job.name.clone(),
                     dir: order.dir.clone(),
                     checkpoint: manifest.checkpoint,
                     size_bytes: savepoint.files().map(|f| f.size).sum(),
                     entries: savepoint.operators.iter().flat_map(|o| &o.keyed).map(|k| k.entries).sum(),
                     duration_ms: ms(order.requested.elapsed()),
+                    uncommitted: 0,
                 };
                 if order.stop {
                     // The job ends here: its output up to the savepoint
-                    // must be committed first (a restore from the savepoint
-                    // would not commit it).
-                    if let Err(remaining) = self.commits.wait_until_done(FINAL_COMMIT_PATIENCE) {
-                        warn!(checkpoint = manifest.checkpoint, remaining, "stopped with a savepoint, but not all output before it is committed; restart from the job's checkpoints to commit it");
+                    // should be committed first (the savepoint holds state,
+                    // not output; only the checkpoint directory does).
+                    if let Err(remaining) = self.commits.wait_until_done() {
+                        warn!(checkpoint = manifest.checkpoint, remaining, "stopped with a savepoint, but not all output before it is committed: it is committed when the job resumes from its checkpoints, or from this savepoint with its checkpoint directory in place");
+                        info.uncommitted = self.commits.outstanding().len();
                     }
                     self.stopped_with = Some(info.clone());
                 }
@@ -534,7 +532,7 @@ impl Coordinator {
         manifest.carried = self.commits.outstanding();
         self.storage.write_manifest(&manifest)?;
         self.commits.push(manifest.tasks.iter().flat_map(|t| t.commits.iter().cloned()));
-        if let Err(remaining) = self.commits.wait_until_done(FINAL_COMMIT_PATIENCE) {
+        if let Err(remaining) = self.commits.wait_until_done() {
             warn!(checkpoint = id, remaining, "job finished, but not all its output is committed: run the job again to commit it");
         }
         self.storage.retain(id, self.settings.retain);

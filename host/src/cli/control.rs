@@ -328,6 +328,14 @@ pub fn savepoint(args: &SavepointArgs) -> anyhow::Result<()> {
     if args.stop {
         out!("job `{}` stopped", info.job);
     }
+    if info.uncommitted > 0 {
+        say!(
+            "weir: warning: {} sink epoch(s) before the savepoint are not committed yet (its Kafka brokers away?); \
+             they are kept in the job's checkpoint directory and committed when the job resumes from its \
+             checkpoints, or from this savepoint with that directory in place — do not move or delete it",
+            info.uncommitted
+        );
+    }
     Ok(())
 }
 

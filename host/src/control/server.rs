@@ -413,7 +413,7 @@ mod tests {
     }
 
     fn savepoint(job: &str, dir: PathBuf) -> SavepointInfo {
-        SavepointInfo { job: job.into(), dir, checkpoint: 7, size_bytes: 4096, entries: 42, duration_ms: 3.5 }
+        SavepointInfo { job: job.into(), dir, checkpoint: 7, size_bytes: 4096, entries: 42, duration_ms: 3.5, uncommitted: 0 }
     }
 
     impl FakePlane {

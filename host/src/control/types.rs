@@ -217,6 +217,16 @@ pub struct SavepointInfo {
     pub entries: u64,
     /// From the request to the savepoint written.
     pub duration_ms: f64,
+    /// Stopped with it: sink epochs before it still not committed when the
+    /// job ended (its Kafka brokers away). They stay in the job's
+    /// checkpoint directory, and are committed when the job resumes from
+    /// its checkpoints, or from this savepoint with that directory in place.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub uncommitted: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// `POST /jobs/{name}/upgrade`.

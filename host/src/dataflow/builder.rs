@@ -87,7 +87,11 @@ impl<'a> Builder<'a> {
         let plugins = load_plugins(graph, engine)?;
         let work_dir = work_dir(graph)?;
         let restored_checkpoint = restore.and_then(|r| r.resumed_checkpoint());
-        let coordinator = coordinator(graph, describe(graph, &plugins), restored_checkpoint, &work_dir)?
+        let savepoint_of = match restore {
+            Some(Restore::Savepoint(savepoint)) => Some(savepoint.manifest.checkpoint),
+            _ => None,
+        };
+        let coordinator = coordinator(graph, describe(graph, &plugins), restored_checkpoint, savepoint_of, &work_dir)?
             .numbered_after(restore.map_or(0, |r| r.checkpoint()));
         let states = match restore {
             Some(_) => preload_states(graph, restore, &work_dir),
@@ -396,10 +400,12 @@ type PreloadedStates = std::sync::Mutex<std::collections::HashMap<(usize, u32), 
 
 /// The job's checkpoint coordinator. A job without a checkpoint directory
 /// gets one that takes savepoints only, in a directory of its own.
+/// `savepoint_of`: the checkpoint a savepoint restored was taken of.
 fn coordinator(
     graph: &JobGraph,
     job: JobDescription,
     restore: Option<&Manifest>,
+    savepoint_of: Option<u64>,
     work_dir: &std::path::Path,
 ) -> Result<Coordinator, RunError> {
     let (settings, ephemeral) = match &graph.checkpoints {
@@ -411,7 +417,14 @@ fn coordinator(
         warn_of_other_plugins(manifest, &job);
     }
     let subtasks = graph.nodes.iter().map(|n| n.parallelism as usize).sum();
-    let committer = recovery_committer(graph, restore);
+    // A savepoint of this job's checkpoint, which is still here: what that
+    // checkpoint left uncommitted (a stop with a savepoint while the
+    // brokers were away) is committed, as a resume from it would.
+    let taken_from = savepoint_of
+        .filter(|_| !ephemeral)
+        .and_then(|id| storage.verify(id).ok())
+        .filter(|manifest| manifest.job == graph.name);
+    let committer = recovery_committer(graph, restore.or(taken_from.as_ref()));
     let coordinator = Coordinator::new(settings, job, storage, subtasks, restore);
     Ok(coordinator.with_work_dir(work_dir, ephemeral).with_committer(committer))
 }

@@ -100,6 +100,12 @@ impl KafkaCommitter {
         KafkaCommitter { sinks: sinks.into_iter().map(|s| (s.name.clone(), s)).collect(), clients: HashMap::new() }
     }
 
+    /// The longest any of the sinks lets its brokers be unreachable
+    /// (`timeout_ms`); `None` without Kafka sinks.
+    pub fn longest_timeout(&self) -> Option<Duration> {
+        self.sinks.values().map(KafkaSinkSpec::timeout).max()
+    }
+
     /// Commits `commits` (oldest first), the epochs of each transactional id
     /// in order and the transactional ids in parallel. Returns those not
     /// committed: for each id, the epoch that failed (with its error) and
