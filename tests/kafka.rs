@@ -281,6 +281,28 @@ fn epochs_left_uncommitted_by_a_stop_during_an_outage_are_committed_by_the_resto
     assert_exact_counts(&committed_counts(&broker), 12_000);
 }
 
+/// A job resumed at offsets past the end of its partitions (the topic
+/// recreated with fewer records, here on a fresh broker) says so: the
+/// records it will not read are not skipped in silence.
+#[test]
+fn resuming_past_the_end_of_a_recreated_topic_says_so() {
+    let _serial = one_at_a_time();
+    let broker = broker_with_input(6_000);
+    let dir = JobDir::new();
+    let host = Host::start(&count_job(&dir, "first", &broker, 1, "", ""), &[]);
+    host.wait_for_records("kafka-count", 6_000);
+    // Checkpoints every 150 ms: the newest has each partition's 2 000.
+    std::thread::sleep(Duration::from_secs(1));
+    drop(host); // SIGKILL
+    let recreated = broker_with_input(300);
+    let host = Host::start(&count_job(&dir, "second", &recreated, 1, "", ""), &[]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !host.stderr().contains("reading from past the end of the partition") {
+        assert!(std::time::Instant::now() < deadline, "no word of the offsets past the end: {}", host.stderr());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 #[test]
 fn the_job_rides_out_a_broker_outage_without_losing_or_repeating_output() {
     let _serial = one_at_a_time();

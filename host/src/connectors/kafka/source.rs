@@ -99,6 +99,8 @@ struct Partition {
     next: i64,
     /// Bounded: the offset it stops before.
     end: Option<i64>,
+    /// Whether the log said it resumes past the partition's end.
+    said_past_end: std::cell::Cell<bool>,
 }
 
 impl Partition {
@@ -240,7 +242,7 @@ impl KafkaSource {
 
     fn push(&mut self, topic: String, partition: i32, next: i64, end: Option<i64>) {
         self.by_name.insert((topic.clone(), partition), self.partitions.len());
-        self.partitions.push(Partition { topic, partition, next, end });
+        self.partitions.push(Partition { topic, partition, next, end, said_past_end: Default::default() });
     }
 
     fn watermarks(&self, topic: &str, partition: i32) -> Result<(i64, i64), ConnectorError> {
@@ -437,7 +439,9 @@ impl Source for KafkaSource {
                     Some(Offset::Offset(offset)) => offset.max(p.next),
                     _ => p.next,
                 };
-                let end = match (last_seen_end(&self.consumer, &p.topic, p.partition), p.end) {
+                let seen = last_seen_end(&self.consumer, &p.topic, p.partition);
+                say_if_past_end(&self.spec.name, p, position, seen);
+                let end = match (seen, p.end) {
                     (Some(seen), Some(bound)) => Some(seen.min(bound)),
                     (seen, bound) => seen.or(bound),
                 };
@@ -445,6 +449,23 @@ impl Source for KafkaSource {
             })
             .collect();
         Some(Backlog::of_partitions(partitions))
+    }
+}
+
+/// Warns, once, of a partition read from past its end (`seen`, the high
+/// watermark): the topic was recreated or truncated since the offset was
+/// checkpointed, and records written there below it are never read. Some
+/// brokers answer such a fetch with "offset out of range" (which fails the
+/// job, saying so); others answer with nothing.
+fn say_if_past_end(source: &str, partition: &Partition, position: i64, seen: Option<i64>) {
+    let Some(end) = seen.filter(|&end| position > end) else { return };
+    if !partition.said_past_end.replace(true) {
+        warn!(
+            source = %source, topic = %partition.topic, partition = partition.partition, offset = position, end,
+            "reading from past the end of the partition: it was recreated or truncated since this offset was \
+             checkpointed, and records written there below the offset are not read. To read the topic again from \
+             its start, start the job afresh with `start = \"earliest\"`"
+        );
     }
 }
 
@@ -603,7 +624,8 @@ pub(super) fn kafka_error(name: &str, brokers: &str, error: KafkaError) -> Conne
             | RDKafkaErrorCode::ClusterAuthorizationFailed,
         ) => "the credentials lack a permission (ACL) this connector needs",
         Some(RDKafkaErrorCode::OffsetOutOfRange) => {
-            "an offset to resume from is no longer on the broker (deleted by retention?)"
+            "an offset to resume from is no longer on the broker (deleted by retention, or the topic recreated or \
+             truncated?)"
         }
         Some(code) if brokers_unreachable(code) => "cannot reach the brokers: check `brokers` and that the cluster is up",
         _ => "",
