@@ -61,13 +61,15 @@ impl PendingCommit {
 pub struct Committer {
     kafka: KafkaCommitter,
     pending: Vec<PendingCommit>,
+    /// Damaged write-ahead logs the log has named.
+    told_damaged: std::collections::HashSet<PathBuf>,
 }
 
 impl Committer {
     /// A committer for a job with these Kafka sinks (the client settings of
     /// their commits come from the job file).
     pub fn new(kafka_sinks: Vec<KafkaSinkSpec>) -> Self {
-        Committer { kafka: KafkaCommitter::new(kafka_sinks), pending: Vec::new() }
+        Committer { kafka: KafkaCommitter::new(kafka_sinks), pending: Vec::new(), told_damaged: Default::default() }
     }
 
     /// How long a job that ends waits for its output to be committed: as
@@ -113,8 +115,15 @@ impl Committer {
         }
         let mut failed = Vec::new();
         for (epoch, error) in self.kafka.commit_all(kafka) {
-            if let Some(error) = error {
-                warn!(checkpoint = epoch.checkpoint, %error, "kafka output not committed yet; will retry");
+            match error {
+                // Said once: retrying every second changes nothing.
+                Some(error) if error.damaged_log() => {
+                    if self.told_damaged.insert(epoch.wal.clone()) {
+                        tracing::error!(checkpoint = epoch.checkpoint, file = %epoch.wal.display(), "{error}");
+                    }
+                }
+                Some(error) => warn!(checkpoint = epoch.checkpoint, %error, "kafka output not committed yet; will retry"),
+                None => {}
             }
             failed.push(PendingCommit::Kafka(epoch));
         }

@@ -79,6 +79,26 @@ pub enum CommitError {
         #[source]
         source: std::io::Error,
     },
+    /// Retrying cannot help: only the user can decide to go on without it.
+    #[error(
+        "kafka sink `{sink}`: the write-ahead log of checkpoint {checkpoint} is {source}. Its records can never be \
+         committed, and the writer's later checkpoints wait behind it: move the file away to commit those \
+         without its records (which are then lost from the output), or restore a savepoint taken before \
+         checkpoint {checkpoint}"
+    )]
+    Damaged {
+        sink: String,
+        checkpoint: u64,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl CommitError {
+    /// Whether it is about a damaged write-ahead log.
+    pub fn damaged_log(&self) -> bool {
+        matches!(self, CommitError::Damaged { .. })
+    }
 }
 
 /// A transactional producer and the consumer that reads its markers.
@@ -188,7 +208,10 @@ fn commit_epoch(
         remove_log(&commit.wal);
         return Ok(false);
     }
-    let log_error = |source| CommitError::Log { sink: commit.sink.clone(), source };
+    let log_error = |source: std::io::Error| match source.kind() {
+        std::io::ErrorKind::InvalidData => CommitError::Damaged { sink: commit.sink.clone(), checkpoint: commit.checkpoint, source },
+        _ => CommitError::Log { sink: commit.sink.clone(), source },
+    };
     let mut log = wal::WalReader::open(&commit.wal).map_err(log_error)?;
     let producer = &client.producer;
     producer.begin_transaction().map_err(|e| failed(format!("cannot begin a transaction: {e}")))?;
