@@ -499,6 +499,27 @@ fn a_truncated_checkpoint_is_skipped_for_the_previous_one() {
     );
 }
 
+/// An output part the newest checkpoint has yet to commit, cut short (the
+/// job killed before the rename, the file damaged): that checkpoint is
+/// not resumed, and its output is computed again from the previous one.
+#[test]
+fn a_checkpoint_whose_pending_output_is_cut_short_is_skipped_for_the_previous_one() {
+    recovers_from_the_previous_checkpoint(
+        |_, newest| {
+            let manifest = manifest_json(newest);
+            let commits = manifest["tasks"].as_array().unwrap().iter().flat_map(|t| t["commits"].as_array().into_iter().flatten());
+            let commit = commits.filter(|c| c["size"].as_u64() > Some(1)).next().expect("a part with lines");
+            let (from, to) = (Path::new(commit["from"].as_str().unwrap()), Path::new(commit["to"].as_str().unwrap()));
+            if to.exists() {
+                std::fs::rename(to, from).unwrap();
+            }
+            let bytes = std::fs::read(from).unwrap();
+            std::fs::write(from, &bytes[..bytes.len() / 2]).unwrap();
+        },
+        "pending part cut short",
+    );
+}
+
 /// A manifest that says it is another checkpoint than its directory's
 /// (copied in from elsewhere) is not that checkpoint.
 #[test]

@@ -22,16 +22,24 @@ use crate::connectors::kafka::{KafkaCommit, KafkaCommitter, KafkaSinkSpec};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum PendingCommit {
-    /// A part file and the name that makes it visible.
-    Rename { from: PathBuf, to: PathBuf },
+    /// A part file and the name that makes it visible; its size when it
+    /// was closed (absent from manifests before it was recorded).
+    Rename {
+        from: PathBuf,
+        to: PathBuf,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        size: Option<u64>,
+    },
     /// A Kafka sink subtask's epoch, to write in one transaction.
     Kafka(KafkaCommit),
 }
 
 impl PendingCommit {
     /// Renames a pending part file; done already (or never written) is
-    /// fine, so that committing again after a crash is harmless.
-    fn rename(from: &PathBuf, to: &PathBuf) -> std::io::Result<bool> {
+    /// fine, so that committing again after a crash is harmless. One whose
+    /// size is not what was written is damaged, and not committed.
+    fn rename(from: &PathBuf, to: &PathBuf, size: Option<u64>) -> std::io::Result<bool> {
+        Self::check_size(from, size)?;
         match std::fs::rename(from, to) {
             Ok(()) => Ok(true),
             Err(error) if error.kind() == std::io::ErrorKind::NotFound && to.exists() => Ok(false),
@@ -39,10 +47,23 @@ impl PendingCommit {
         }
     }
 
+    /// Whether pending part file `from`, if it is still there, has the
+    /// size it was written with.
+    pub fn check_size(from: &PathBuf, size: Option<u64>) -> std::io::Result<()> {
+        let found = std::fs::metadata(from).map(|m| m.len());
+        match (found, size) {
+            (Ok(found), Some(size)) if found != size => Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("damaged: {found} bytes, where {size} were written"),
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// Commits a part file at once (a sink of a job without checkpoints).
     pub fn commit_file(&self) -> std::io::Result<()> {
         match self {
-            PendingCommit::Rename { from, to } => Self::rename(from, to).map(drop),
+            PendingCommit::Rename { from, to, size } => Self::rename(from, to, *size).map(drop),
             PendingCommit::Kafka(_) => Ok(()),
         }
     }
@@ -96,7 +117,7 @@ impl Committer {
         let mut kafka = Vec::new();
         for commit in all {
             match commit {
-                PendingCommit::Rename { from, to } => match PendingCommit::rename(&from, &to) {
+                PendingCommit::Rename { from, to, size } => match PendingCommit::rename(&from, &to, size) {
                     Ok(true) => info!(file = %to.display(), "output committed"),
                     Ok(false) => {}
                     Err(error) if error.kind() == std::io::ErrorKind::NotFound => error!(
@@ -104,6 +125,12 @@ impl Committer {
                         "an output file of a completed checkpoint is missing, and was not committed before: its \
                          events are not in the output (was the file deleted, or the sink's directory moved while \
                          the job was down?)"
+                    ),
+                    Err(error) if error.kind() == std::io::ErrorKind::InvalidData => error!(
+                        file = %from.display(),
+                        %error,
+                        "an output file of a completed checkpoint is damaged, and was not committed: its events are \
+                         not in the output"
                     ),
                     Err(error) => warn!(file = %from.display(), %error, "cannot commit output file"),
                 },
@@ -268,7 +295,7 @@ mod tests {
     #[test]
     fn old_manifests_rename_commits_still_read() {
         let commit: PendingCommit = serde_json::from_str(r#"{"from": "a.pending", "to": "a"}"#).unwrap();
-        assert_eq!(commit, PendingCommit::Rename { from: "a.pending".into(), to: "a".into() });
+        assert_eq!(commit, PendingCommit::Rename { from: "a.pending".into(), to: "a".into(), size: None });
         let kafka = r#"{"sink": "s", "transactional_id": "t-0", "topic": "o", "checkpoint": 3, "wal": "l", "lineage": "x"}"#;
         assert!(matches!(serde_json::from_str::<PendingCommit>(kafka).unwrap(), PendingCommit::Kafka(_)));
     }
@@ -280,7 +307,7 @@ mod tests {
             .map(|i| {
                 let from = dir.path().join(format!("p{i}.pending"));
                 std::fs::write(&from, "x").unwrap();
-                PendingCommit::Rename { from, to: dir.path().join(format!("p{i}")) }
+                PendingCommit::Rename { from, to: dir.path().join(format!("p{i}")), size: Some(1) }
             })
             .collect();
         let queue = CommitQueue::start(Committer::new(Vec::new()));
@@ -297,11 +324,21 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (from, to) = (dir.path().join("p.pending"), dir.path().join("p"));
         std::fs::write(&from, "x").unwrap();
-        let commit = PendingCommit::Rename { from, to: to.clone() };
+        let commit = PendingCommit::Rename { from, to: to.clone(), size: Some(1) };
         let mut committer = Committer::new(Vec::new());
         committer.commit([commit.clone()]);
         committer.commit([commit]);
         assert!(committer.pending().is_empty());
         assert_eq!(std::fs::read_to_string(to).unwrap(), "x");
+    }
+
+    #[test]
+    fn a_part_file_of_another_size_than_written_is_not_committed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (from, to) = (dir.path().join("p.pending"), dir.path().join("p"));
+        std::fs::write(&from, "line 1\nli").unwrap();
+        let error = PendingCommit::Rename { from: from.clone(), to: to.clone(), size: Some(14) }.commit_file().unwrap_err();
+        assert!(error.to_string().contains("damaged: 9 bytes, where 14 were written"), "{error}");
+        assert!(from.exists() && !to.exists());
     }
 }

@@ -136,7 +136,9 @@ impl Manifest {
     pub fn commits_in<'a>(&self, dir_of: impl Fn(&str) -> Option<&'a Path>) -> Vec<PendingCommit> {
         let tasks = self.tasks.iter().flat_map(|task| task.commits.iter().map(|commit| (commit, dir_of(&task.node))).collect::<Vec<_>>());
         let rooted = tasks.map(|(commit, dir)| match (commit, dir) {
-            (PendingCommit::Rename { from, to }, Some(dir)) => PendingCommit::Rename { from: in_dir(dir, from), to: in_dir(dir, to) },
+            (PendingCommit::Rename { from, to, size }, Some(dir)) => {
+                PendingCommit::Rename { from: in_dir(dir, from), to: in_dir(dir, to), size: *size }
+            }
             (commit, _) => commit.clone(),
         });
         self.carried.iter().cloned().chain(rooted).collect()

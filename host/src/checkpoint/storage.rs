@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use tracing::{info, warn};
 
-use super::Manifest;
+use super::{Manifest, PendingCommit};
 use crate::state::read_verified;
 
 const MANIFEST: &str = "_MANIFEST";
@@ -138,6 +138,13 @@ impl CheckpointStorage {
         }
         for file in manifest.files() {
             read_verified(&self.root, file).map_err(|error| error.to_string())?;
+        }
+        // Output it has yet to commit must be whole: else an older
+        // checkpoint, whose output is computed again, is the one to resume.
+        for commit in manifest.tasks.iter().flat_map(|task| &task.commits) {
+            if let PendingCommit::Rename { from, size, .. } = commit {
+                PendingCommit::check_size(from, *size).map_err(|error| format!("output file {}: {error}", from.display()))?;
+            }
         }
         Ok(manifest)
     }

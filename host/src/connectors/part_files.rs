@@ -111,9 +111,11 @@ impl PartFileSink {
         let Some(mut file) = self.current.take() else { return Ok(None) };
         file.flush().map_err(|e| self.io_error(e))?;
         file.get_ref().sync_all().map_err(|e| self.io_error(e))?;
+        let size = file.get_ref().metadata().map_err(|e| self.io_error(e))?.len();
         let pending = self.dir.join(format!(".part-{}-{label}.pending", self.subtask));
         std::fs::rename(self.in_progress(), &pending).map_err(|e| self.io_error(e))?;
-        Ok(Some(PendingCommit::Rename { from: pending, to: self.dir.join(format!("part-{}-{label}", self.subtask)) }))
+        let to = self.dir.join(format!("part-{}-{label}", self.subtask));
+        Ok(Some(PendingCommit::Rename { from: pending, to, size: Some(size) }))
     }
 }
 
