@@ -136,6 +136,27 @@ fn a_device_or_directory_is_neither_a_plugin_nor_a_job_file() {
     }
 }
 
+/// A `checkpoint_dir` that cannot be a directory is refused as the job
+/// file loads, saying what is in the way; a lock file that cannot be
+/// locked is named.
+#[test]
+fn a_checkpoint_dir_in_the_way_is_named() {
+    let dir = JobDir::new();
+    let text = std::fs::read_to_string(job_with_plugin(&dir, &plugin("word-count"))).unwrap();
+    let job = dir.write("job.toml", &text.replace("name = \"bad-plugin\"", "name = \"bad-plugin\"\ncheckpoint_dir = \"ckpt\""));
+    std::fs::write(dir.path("ckpt"), "").unwrap();
+    let error = run_job(&job, &[]).failure();
+    assert!(error.contains("`checkpoint_dir`: ") && error.contains("ckpt is a file where a directory must go"), "{error}");
+    std::fs::remove_file(dir.path("ckpt")).unwrap();
+    std::os::unix::fs::symlink(dir.path("nowhere"), dir.path("ckpt")).unwrap();
+    let error = run_job(&job, &[]).failure();
+    assert!(error.contains("ckpt is a symbolic link to") && error.contains("nowhere, which does not exist"), "{error}");
+    std::fs::remove_file(dir.path("ckpt")).unwrap();
+    std::fs::create_dir_all(dir.path("ckpt/LOCK")).unwrap();
+    let error = run_job(&job, &[]).failure();
+    assert!(error.contains("cannot lock") && error.contains("ckpt/LOCK"), "{error}");
+}
+
 #[test]
 fn plugin_check_lists_exports_and_imports_of_a_good_plugin() {
     let run = weir(&["plugin", "check", plugin("word-count").to_str().unwrap()]);

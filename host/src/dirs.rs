@@ -9,18 +9,31 @@ use std::path::{Component, Path, PathBuf};
 /// file stands where a directory must go, the error names that file
 /// instead of saying only "File exists" or "Not a directory".
 pub fn create(dir: &Path) -> io::Result<()> {
-    std::fs::create_dir_all(dir).map_err(|error| match file_in_the_way(dir) {
-        Some(file) => io::Error::new(
-            error.kind(),
-            format!("{} is a file where a directory must go: move it away, or choose another path", file.display()),
-        ),
+    std::fs::create_dir_all(dir).map_err(|error| match obstacle(dir) {
+        Some(why) => io::Error::new(error.kind(), why),
         None => error,
     })
 }
 
-/// The first of `dir` and its ancestors that exists and is not a directory.
-fn file_in_the_way(dir: &Path) -> Option<&Path> {
-    dir.ancestors().filter(|path| !path.as_os_str().is_empty()).find(|path| path.exists() && !path.is_dir())
+/// What keeps `dir` from being a directory, said for the user: a file at
+/// it or at one of its ancestors, or a symbolic link to nothing; `None`
+/// if it is one, or can be created.
+pub fn obstacle(dir: &Path) -> Option<String> {
+    for path in dir.ancestors().filter(|path| !path.as_os_str().is_empty()) {
+        let Ok(metadata) = std::fs::symlink_metadata(path) else { continue };
+        if metadata.file_type().is_symlink() && !path.exists() {
+            let target = std::fs::read_link(path).unwrap_or_default();
+            return Some(format!(
+                "{} is a symbolic link to {}, which does not exist: create that, or point the link elsewhere",
+                path.display(),
+                target.display()
+            ));
+        }
+        return (!path.is_dir()).then(|| {
+            format!("{} is a file where a directory must go: move it away, or choose another path", path.display())
+        });
+    }
+    None
 }
 
 /// Writes `bytes` to `path` whole and durably: to a temporary file beside
@@ -45,11 +58,12 @@ pub fn write_durably(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// process leaves none behind. `Ok(None)` if another holder (in this
 /// process or another) has it.
 pub fn try_lock_file(path: &Path) -> io::Result<Option<std::fs::File>> {
-    let file = std::fs::File::options().create(true).truncate(false).write(true).open(path)?;
+    let named = |error: io::Error| io::Error::new(error.kind(), format!("cannot lock {}: {error}", path.display()));
+    let file = std::fs::File::options().create(true).truncate(false).write(true).open(path).map_err(named)?;
     match file.try_lock() {
         Ok(()) => Ok(Some(file)),
         Err(std::fs::TryLockError::WouldBlock) => Ok(None),
-        Err(std::fs::TryLockError::Error(error)) => Err(error),
+        Err(std::fs::TryLockError::Error(error)) => Err(named(error)),
     }
 }
 

@@ -58,6 +58,9 @@ pub fn load(path: &Path, overrides: Overrides) -> Result<JobGraph, JobError> {
         ParseError::Syntax(message) => JobError::Parse { path: path.into(), message },
         ParseError::Invalid(message) => JobError::Invalid { path: path.into(), message },
     })?;
+    if let Some(why) = graph.checkpoints.as_ref().and_then(|settings| crate::dirs::obstacle(&settings.dir)) {
+        return Err(JobError::Invalid { path: path.into(), message: format!("`checkpoint_dir`: {why}") });
+    }
     graph.definition = Some(crate::savepoint::JobDefinition { path: absolute, text });
     Ok(graph)
 }
