@@ -139,6 +139,17 @@ impl CheckpointStorage {
         for file in manifest.files() {
             read_verified(&self.root, file).map_err(|error| error.to_string())?;
         }
+        let splits = manifest.tasks.iter().flat_map(|task| task.splits.iter().flatten().map(move |split| (task, split)));
+        if let Some((task, split)) = splits.into_iter().find(|(_, split)| split.end.is_some_and(|end| split.next > end)) {
+            return Err(format!(
+                "{}: source `{}`'s split {} is at {}, past its end {:?} (edited by hand?)",
+                self.manifest_path(id).display(),
+                task.node,
+                split.id,
+                split.next,
+                split.end
+            ));
+        }
         // Output it has yet to commit must be whole: else an older
         // checkpoint, whose output is computed again, is the one to resume.
         for commit in manifest.tasks.iter().flat_map(|task| &task.commits) {

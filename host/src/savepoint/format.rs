@@ -157,7 +157,30 @@ impl SavepointManifest {
                 crate::state::MAX_PARALLELISM_RANGE
             ));
         }
+        manifest.check_consistent().map_err(|reason| format!("{}: {reason}; the manifest was edited by hand?", path.display()))?;
         Ok(manifest)
+    }
+
+    /// What a checksum cannot vouch for: key groups within
+    /// `max_parallelism`, and source positions within their splits.
+    fn check_consistent(&self) -> Result<(), String> {
+        for operator in &self.operators {
+            for file in &operator.keyed {
+                let groups = file.index.iter().map(|index| index.key_group).chain([file.first_key_group, file.last_key_group]);
+                if let Some(group) = groups.into_iter().find(|&group| group >= self.max_parallelism) {
+                    return Err(format!(
+                        "operator `{}`'s {} holds key group {group}, beyond the {} the savepoint has",
+                        operator.uid, file.file.path, self.max_parallelism
+                    ));
+                }
+            }
+        }
+        for source in &self.sources {
+            if let Some(split) = source.splits.iter().find(|split| split.end.is_some_and(|end| split.next > end)) {
+                return Err(format!("source `{}`'s split {} is at {}, past its end {:?}", source.name, split.id, split.next, split.end));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -190,5 +213,27 @@ mod tests {
         manifest.max_parallelism = 0;
         let error = SavepointManifest::decode(path, &manifest.encode()).unwrap_err();
         assert!(error.contains("sp/_SAVEPOINT: max_parallelism 0 is outside 1..=32768"), "{error}");
+
+        manifest.max_parallelism = 128;
+        let past = SourceSplit { id: 0, next: 30, end: Some(20), shape: 0 };
+        manifest.sources = vec![SourceSnapshot { name: "gen".into(), parallelism: 1, splits: vec![past] }];
+        let error = SavepointManifest::decode(path, &manifest.encode()).unwrap_err();
+        assert!(error.contains("source `gen`'s split 0 is at 30, past its end Some(20)"), "{error}");
+        manifest.sources.clear();
+        let index = vec![KeyGroupIndex { key_group: 500, offset: 8, entries: 1 }];
+        let file = FileRef { path: "count/keyed-00000-00127.wsk".into(), size: 9, crc32: 0 };
+        let keyed = vec![KeyedFile { file, first_key_group: 0, last_key_group: 127, entries: 1, index }];
+        let operator = OperatorSnapshot {
+            uid: "count".into(),
+            plugin: "p.wasm".into(),
+            plugin_sha256: None,
+            parallelism: 1,
+            states: Vec::new(),
+            keyed,
+            broadcast: None,
+        };
+        manifest.operators = vec![operator];
+        let error = SavepointManifest::decode(path, &manifest.encode()).unwrap_err();
+        assert!(error.contains("holds key group 500, beyond the 128 the savepoint has"), "{error}");
     }
 }
