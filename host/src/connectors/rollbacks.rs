@@ -34,8 +34,20 @@ pub(super) fn refuse_output_rolled_back(dir: &Path, restored: u64, taken_at_ms: 
     let entries = std::fs::read_dir(dir).into_iter().flatten().flatten();
     let files = entries.filter(|e| e.file_name().to_string_lossy().starts_with(PREFIX));
     for file in files {
-        let text = std::fs::read_to_string(file.path()).unwrap_or_default();
-        for (back_to, newest, at_ms) in text.lines().filter_map(parse_line) {
+        let path = file.path();
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|error| {
+            tracing::warn!(file = %path.display(), %error, "cannot read a record of rollbacks: a restore it would refuse is let through");
+            String::new()
+        });
+        let lines = text.lines().filter(|line| !line.trim().is_empty());
+        let parsed = lines.filter_map(|line| {
+            let rollback = parse_line(line);
+            if rollback.is_none() {
+                tracing::warn!(file = %path.display(), line, "a record of rollbacks holds a line that is not one; it is passed over");
+            }
+            rollback
+        });
+        for (back_to, newest, at_ms) in parsed {
             if back_to < restored && restored <= newest && taken_at_ms < at_ms {
                 return Err(ConnectorError::Restore(format!(
                     "{} lost the output of the checkpoints after {back_to} when the job went back to checkpoint \
