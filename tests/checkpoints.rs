@@ -535,6 +535,22 @@ fn a_checkpoint_whose_manifest_names_another_is_skipped_for_the_previous_one() {
     );
 }
 
+/// A checkpoint copied in from another checkpoint directory (another run
+/// of a job of the same name) is not this job's: skipped.
+#[test]
+fn a_checkpoint_of_another_directory_is_skipped_for_the_previous_one() {
+    recovers_from_the_previous_checkpoint(
+        |_, newest| {
+            let path = newest.join("_MANIFEST");
+            let mut manifest = weir::checkpoint::Manifest::decode(&path, &std::fs::read(&path).unwrap()).unwrap();
+            assert!(manifest.lineage.is_some(), "a manifest records its directory's lineage");
+            manifest.lineage = Some("0123456789abcdef0123456789abcdef".into());
+            std::fs::write(&path, manifest.encode()).unwrap();
+        },
+        "manifest of another directory",
+    );
+}
+
 /// A checkpoint a newer Weir wrote is neither read nor passed over for an
 /// older one (which would undo the output it committed): the run is
 /// refused, saying which Weir to use, and the output is left as it was.

@@ -67,6 +67,31 @@ pub fn try_lock_file(path: &Path) -> io::Result<Option<std::fs::File>> {
     }
 }
 
+/// The random id in `dir`'s `LINEAGE` file, made when it is first asked
+/// for: what was written under one directory carries it, so that what was
+/// copied in from another is told apart.
+pub fn lineage(dir: &Path) -> io::Result<String> {
+    let path = dir.join(LINEAGE_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(id) => Ok(id.trim().to_owned()),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => {
+            use sha2::Digest;
+            let seed = format!("{}-{:?}-{:?}", std::process::id(), std::time::SystemTime::now(), dir);
+            let id: String = sha2::Sha256::digest(seed.as_bytes())[..16].iter().map(|b| format!("{b:02x}")).collect();
+            write_durably(&path, id.as_bytes())?;
+            Ok(id)
+        }
+        Err(error) => Err(error),
+    }
+}
+
+/// `dir`'s lineage if it has one already (see [`lineage`]).
+pub fn known_lineage(dir: &Path) -> Option<String> {
+    std::fs::read_to_string(dir.join(LINEAGE_FILE)).ok().map(|id| id.trim().to_owned())
+}
+
+const LINEAGE_FILE: &str = "LINEAGE";
+
 /// Reads the regular file at `path`, of at most `max` bytes: a device
 /// (`/dev/zero`), a pipe or a file larger than that is refused rather than
 /// read into memory without end.

@@ -513,6 +513,7 @@ impl Coordinator {
             stats: CheckpointStats::default(),
             plugins: self.job.plugins(),
             job_file_plugins: self.job_file_plugins.clone(),
+            lineage: self.storage.lineage().ok(),
         }
     }
 

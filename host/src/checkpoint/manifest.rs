@@ -52,6 +52,10 @@ pub struct Manifest {
     /// upgraded to.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub job_file_plugins: Vec<OperatorPlugin>,
+    /// The lineage of the checkpoint directory it was written in (see
+    /// `dirs::lineage`); absent from older checkpoints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lineage: Option<String>,
 }
 
 /// The plugin file an operator ran, and its SHA-256 digest.

@@ -125,10 +125,24 @@ impl CheckpointStorage {
         crate::dirs::write_durably(&dir.join(MANIFEST), &manifest.encode())
     }
 
+    /// The directory's lineage, made when first asked for: every manifest
+    /// written here carries it.
+    pub fn lineage(&self) -> std::io::Result<String> {
+        crate::dirs::lineage(&self.root)
+    }
+
     /// Reads and verifies checkpoint `id`: its manifest and every file it
     /// refers to must match their checksums.
     pub fn verify(&self, id: u64) -> Result<Manifest, String> {
         let manifest = self.manifest(id)?;
+        if let (Some(theirs), Some(ours)) = (&manifest.lineage, crate::dirs::known_lineage(&self.root))
+            && *theirs != ours
+        {
+            return Err(format!(
+                "{} was written in another checkpoint directory (lineage {theirs}; this one's is {ours}): copied in by hand?",
+                self.manifest_path(id).display()
+            ));
+        }
         if manifest.checkpoint != id {
             return Err(format!(
                 "{} says it is checkpoint {} (moved or copied from another directory?)",

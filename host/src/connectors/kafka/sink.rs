@@ -100,7 +100,7 @@ impl LoggedSink {
         let io = |source| ConnectorError::Io { what: dir.display().to_string(), source };
         std::fs::create_dir_all(&dir).map_err(io)?;
         let transactional_id = spec.transactional_id(place.job, place.subtask);
-        let lineage = lineage(&dir).map_err(io)?;
+        let lineage = crate::dirs::lineage(&dir).map_err(io)?;
         let sink = LoggedSink { spec: spec.clone(), transactional_id, dir: dir.clone(), lineage, log: None };
         sink.drop_logs_after(place).map_err(io)?;
         Ok(sink)
@@ -184,22 +184,6 @@ fn parse_log_name(name: &str) -> Option<(&str, Option<u64>)> {
     }
     let (writer, epoch) = name.strip_suffix(".wal")?.rsplit_once('.')?;
     Some((writer, Some(epoch.parse().ok()?)))
-}
-
-/// The random id of the log directory, made when it is first used.
-fn lineage(dir: &Path) -> std::io::Result<String> {
-    let path = dir.join("LINEAGE");
-    match std::fs::read_to_string(&path) {
-        Ok(id) => Ok(id.trim().to_owned()),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            use sha2::Digest;
-            let seed = format!("{}-{:?}-{:?}", std::process::id(), std::time::SystemTime::now(), dir);
-            let id: String = sha2::Sha256::digest(seed.as_bytes())[..16].iter().map(|b| format!("{b:02x}")).collect();
-            crate::dirs::write_durably(&path, id.as_bytes())?;
-            Ok(id)
-        }
-        Err(error) => Err(error),
-    }
 }
 
 /// Delivery failures, reported on the producer's polling thread.
