@@ -525,12 +525,7 @@ fn a_checkpoint_whose_pending_output_is_cut_short_is_skipped_for_the_previous_on
 #[test]
 fn a_checkpoint_whose_manifest_names_another_is_skipped_for_the_previous_one() {
     recovers_from_the_previous_checkpoint(
-        |previous, newest| {
-            let path = newest.join("_MANIFEST");
-            let mut manifest = weir::checkpoint::Manifest::decode(&path, &std::fs::read(&path).unwrap()).unwrap();
-            manifest.checkpoint = checkpoint_id(previous);
-            std::fs::write(&path, manifest.encode()).unwrap();
-        },
+        |previous, newest| edit_manifest(newest, |manifest| manifest.checkpoint = checkpoint_id(previous)),
         "manifest of another number",
     );
 }
@@ -541,14 +536,22 @@ fn a_checkpoint_whose_manifest_names_another_is_skipped_for_the_previous_one() {
 fn a_checkpoint_of_another_directory_is_skipped_for_the_previous_one() {
     recovers_from_the_previous_checkpoint(
         |_, newest| {
-            let path = newest.join("_MANIFEST");
-            let mut manifest = weir::checkpoint::Manifest::decode(&path, &std::fs::read(&path).unwrap()).unwrap();
-            assert!(manifest.lineage.is_some(), "a manifest records its directory's lineage");
-            manifest.lineage = Some("0123456789abcdef0123456789abcdef".into());
-            std::fs::write(&path, manifest.encode()).unwrap();
+            edit_manifest(newest, |manifest| {
+                assert!(manifest.lineage.is_some(), "a manifest records its directory's lineage");
+                manifest.lineage = Some("0123456789abcdef0123456789abcdef".into());
+            })
         },
         "manifest of another directory",
     );
+}
+
+/// Rewrites checkpoint `dir`'s manifest as `edit` changes it, with a
+/// checksum that matches (a hand edit, not damage).
+fn edit_manifest(dir: &Path, edit: impl FnOnce(&mut weir::checkpoint::Manifest)) {
+    let path = dir.join("_MANIFEST");
+    let mut manifest = weir::checkpoint::Manifest::decode(&path, &std::fs::read(&path).unwrap()).unwrap();
+    edit(&mut manifest);
+    std::fs::write(&path, manifest.encode()).unwrap();
 }
 
 /// A checkpoint a newer Weir wrote is neither read nor passed over for an

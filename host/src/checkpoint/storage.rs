@@ -108,9 +108,12 @@ impl CheckpointStorage {
         named || dir.join(MANIFEST).exists()
     }
 
-    /// An id no checkpoint directory has used.
+    /// An id no checkpoint directory has used, nor anything else named like
+    /// one (a stray file `chk-00000006` would fail checkpoint 6).
     pub fn next_id(&self) -> u64 {
-        self.ids().last().map_or(1, |id| id + 1)
+        let names = std::fs::read_dir(&self.root).into_iter().flatten().flatten();
+        let taken = names.filter_map(|e| e.file_name().to_str()?.strip_prefix(PREFIX)?.parse::<u64>().ok());
+        taken.max().map_or(1, |id| id + 1)
     }
 
     fn manifest_path(&self, id: u64) -> PathBuf {
