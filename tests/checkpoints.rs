@@ -369,23 +369,26 @@ fn a_job_resumes_from_another_working_directory_and_commits_what_its_checkpoint_
     child.wait().unwrap();
 
     let newest = complete_checkpoints(&checkpoints).pop().unwrap();
-    let mut uncommitted = 0;
+    let mut uncommitted = Vec::new();
     for task in manifest_json(&newest)["tasks"].as_array().unwrap() {
         for commit in task["commits"].as_array().into_iter().flatten() {
             let (from, to) = (Path::new(commit["from"].as_str().unwrap()), Path::new(commit["to"].as_str().unwrap()));
             assert!(from.is_absolute() && to.is_absolute(), "{commit}");
             if to.exists() {
                 std::fs::rename(to, from).unwrap();
-                uncommitted += 1;
+                uncommitted.push(from.to_path_buf());
             }
         }
     }
-    assert!(uncommitted > 0, "the newest checkpoint committed parts");
+    assert!(!uncommitted.is_empty(), "the newest checkpoint committed parts");
     // A copy of the job's directory commits its own parts, where its job
-    // file puts them, not the original's.
+    // file puts them, not the original's — and checks them there: one cut
+    // short in the copy sends the copy back to the checkpoint before.
     let copy = JobDir::new();
     let copied = Command::new("cp").arg("-a").arg(dir.dir.path().join(".")).arg(copy.dir.path()).status().unwrap();
     assert!(copied.success());
+    let cut = copy.path("out").join(uncommitted[0].file_name().unwrap());
+    std::fs::write(&cut, &std::fs::read(&cut).unwrap()[..1]).unwrap();
     for (job, out) in [(copy.path("job.toml"), copy.path("out")), (job, dir.path("out"))] {
         let run = Command::new(weir_binary()).args(["run", job.to_str().unwrap()]).current_dir("/").output().unwrap();
         assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));

@@ -167,14 +167,20 @@ impl CheckpointStorage {
                 split.end
             ));
         }
-        // Output it has yet to commit must be whole: else an older
-        // checkpoint, whose output is computed again, is the one to resume.
-        for commit in manifest.tasks.iter().flat_map(|task| &task.commits) {
+        Ok(manifest)
+    }
+
+    /// Checks that the output `manifest` has yet to commit is whole, its
+    /// part files where `dir_of` puts each sink's now (see
+    /// [`Manifest::commits_in`]): else an older checkpoint, whose output is
+    /// computed again, is the one to resume.
+    pub fn check_output<'a>(manifest: &Manifest, dir_of: impl Fn(&str) -> Option<&'a Path>) -> Result<(), String> {
+        for commit in manifest.commits_in(dir_of) {
             if let PendingCommit::Rename { from, size, .. } = commit {
-                PendingCommit::check_size(from, *size).map_err(|error| format!("output file {}: {error}", from.display()))?;
+                PendingCommit::check_size(&from, size).map_err(|error| format!("output file {}: {error}", from.display()))?;
             }
         }
-        Ok(manifest)
+        Ok(())
     }
 
     /// The manifest of checkpoint `id`, checked against its own checksum
@@ -185,9 +191,10 @@ impl CheckpointStorage {
         Manifest::decode(&path, &bytes).map_err(|reason| format!("{} is corrupt: {reason}", path.display()))
     }
 
-    /// The newest checkpoint numbered `first` or above that verifies,
-    /// logging every newer one that does not and why.
-    pub fn latest_from(&self, first: u64) -> Recovered {
+    /// The newest checkpoint numbered `first` or above that verifies, its
+    /// pending output whole in the sink directories `dir_of` gives, logging
+    /// every newer one that does not and why.
+    pub fn latest_from<'a>(&self, first: u64, dir_of: impl Fn(&str) -> Option<&'a Path>) -> Recovered {
         let mut recovered = Recovered::default();
         // A directory without a manifest never completed: not a checkpoint.
         for id in self.complete_ids().into_iter().rev().take_while(|&id| id >= first) {
@@ -195,7 +202,7 @@ impl CheckpointStorage {
                 recovered.newer = Some((id, version));
                 break;
             }
-            match self.verify(id) {
+            match self.verify(id).and_then(|manifest| Self::check_output(&manifest, &dir_of).map(|()| manifest)) {
                 Ok(manifest) => {
                     recovered.manifest = Some(manifest);
                     break;

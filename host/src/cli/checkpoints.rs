@@ -38,7 +38,10 @@ pub fn list(dir: &Path) -> anyhow::Result<()> {
             out!("{id:>10}  incomplete  (no manifest: abandoned, timed out or failed (the job's log says why), or taken as the job stopped)");
             continue;
         }
-        match storage.verify(id) {
+        // Part files where the checkpoint wrote them (no job file here to say
+        // where its sinks are now).
+        let checked = storage.verify(id).and_then(|m| CheckpointStorage::check_output(&m, |_| None).map(|()| m));
+        match checked {
             Ok(manifest) => {
                 usable += 1;
                 let stats = &manifest.stats;

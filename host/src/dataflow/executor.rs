@@ -488,7 +488,7 @@ fn own_checkpoints_from(graph: &JobGraph) -> Result<u64, RunError> {
 /// decide.
 fn latest_checkpoint(graph: &JobGraph, first: u64) -> Result<Option<Manifest>, RunError> {
     let Some(settings) = &graph.checkpoints else { return Ok(None) };
-    let recovered = open_storage(settings)?.latest_from(first);
+    let recovered = open_storage(settings)?.latest_from(first, |sink| graph.files_sink_dir(sink));
     if let Some((id, version)) = recovered.newer {
         return Err(checkpoints_error(graph, format!(
             "checkpoint {id} was written by a newer Weir (checkpoint format {version}; this one reads up to {}): run \
