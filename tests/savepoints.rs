@@ -261,6 +261,23 @@ fn a_job_cancelled_during_its_upgrade_ends_and_is_not_upgraded() {
     assert!(status.success() && stderr.contains("job `slow` was cancelled"), "{stderr}");
 }
 
+/// A cancel ends a job whose sink waits on purpose (a `discard` sink at
+/// 200 events/s takes 41 s over a batch) at once, not after its wait.
+#[test]
+fn a_cancel_does_not_wait_for_a_rate_limited_sink() {
+    let dir = JobDir::new();
+    let job = count_job(&dir, "paced", 1_000_000, 100, 20_000, &plugin("word-count"));
+    let text = std::fs::read_to_string(&job).unwrap();
+    let paced = text.replace("type = \"files\"\ninput = \"count\"\npath = \"out\"", "type = \"discard\"\ninput = \"count\"\nrate = 200");
+    std::fs::write(&job, paced).unwrap();
+    let host = Host::start(&job, &[]);
+    host.wait_for_records("paced", 10_000);
+    let cancel = host.weir(&["cancel", "paced"]);
+    assert!(cancel.success().stdout().contains("cancelled"), "{}", cancel.stdout());
+    assert!(cancel.took < std::time::Duration::from_secs(10), "cancelled at once, not after the sink's wait: {:?}", cancel.took);
+    let _ = host.wait();
+}
+
 /// An upgrade killed before the upgraded job's first checkpoint is not
 /// undone: its savepoint is the job's newest state, and the job file
 /// restarts from it with the plugin the upgrade put in.

@@ -97,11 +97,12 @@ pub struct DiscardSink {
     pub count: u64,
     rate: Option<f64>,
     started: Instant,
+    cancel: crate::dataflow::Cancel,
 }
 
 impl DiscardSink {
     pub fn new(rate: Option<f64>) -> Self {
-        DiscardSink { count: 0, rate, started: Instant::now() }
+        DiscardSink { count: 0, rate, started: Instant::now(), cancel: Default::default() }
     }
 }
 
@@ -111,11 +112,20 @@ impl Sink for DiscardSink {
         if let Some(rate) = self.rate {
             // Sleep until the events taken so far are due at `rate`.
             let due = Duration::from_secs_f64(self.count as f64 / rate);
-            if let Some(wait) = due.checked_sub(self.started.elapsed()) {
-                std::thread::sleep(wait);
+            // In slices: a batch at a low rate is a long wait, which a
+            // cancel of the job ends.
+            while let Some(wait) = due.checked_sub(self.started.elapsed()).filter(|w| !w.is_zero()) {
+                if self.cancel.is_cancelled() {
+                    break;
+                }
+                std::thread::sleep(wait.min(Duration::from_millis(50)));
             }
         }
         Ok(())
+    }
+
+    fn watch_cancel(&mut self, cancel: crate::dataflow::Cancel) {
+        self.cancel = cancel;
     }
 
     fn flush(&mut self) -> Result<(), ConnectorError> {

@@ -173,6 +173,11 @@ pub trait Sink: Send {
         self.flush()?;
         Ok(Vec::new())
     }
+    /// The job's cancel flag, for a sink that waits on purpose (a `discard`
+    /// sink's `rate`), so that a cancel need not wait for it.
+    fn watch_cancel(&mut self, cancel: crate::dataflow::Cancel) {
+        let _ = cancel;
+    }
 }
 
 /// Creates subtask `subtask` of `parallelism` for a source: from the start,

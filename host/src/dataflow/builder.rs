@@ -237,7 +237,9 @@ impl<'a> Builder<'a> {
         self.record_savepoint_start()?;
         let hub = self.coordinator.hub();
         let place = self.sink_place(node, subtask, hub.dir());
-        connectors::open_sink(spec, &place).map_err(|source| RunError::Connector { node: node.describe(), source })
+        let mut sink = connectors::open_sink(spec, &place).map_err(|source| RunError::Connector { node: node.describe(), source })?;
+        sink.watch_cancel(self.cancel.clone());
+        Ok(sink)
     }
 
     fn sink_place<'p>(&'p self, node: &Node, subtask: u32, checkpoint_dir: &'p std::path::Path) -> SinkPlace<'p> {

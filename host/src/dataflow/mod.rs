@@ -43,7 +43,7 @@ mod time;
 mod upgrades;
 
 pub use alignment::{AlignedSource, AlignmentGroup, Gate};
-pub use channel::{Envelope, Message};
+pub use channel::{Cancel, Envelope, Message};
 pub use cpu::{MachineTime, machine_time, process_time};
 pub use time::{InputClock, Signal, SplitClock, WatermarkSettings};
 pub use batch::{KeyNumbered, NO_TIMESTAMP, Record, RecordBatch};
