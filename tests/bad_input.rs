@@ -121,12 +121,15 @@ fn a_missing_plugin_path() {
     assert!(error.contains("check the path (an operator's `plugin` in the job file"), "{error}");
 }
 
-/// A device or a directory as the plugin or the job file is refused, not
-/// read without end (`/dev/zero` grew the host by gigabytes a second).
+/// A device, a directory or a named pipe as the plugin or the job file is
+/// refused, not read without end (`/dev/zero` grew the host by gigabytes a
+/// second) nor waited on (a pipe with no writer).
 #[test]
 fn a_device_or_directory_is_neither_a_plugin_nor_a_job_file() {
     let dir = JobDir::new();
-    for path in [Path::new("/dev/zero"), dir.dir.path()] {
+    let fifo = dir.path("pipe.wasm");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    for path in [Path::new("/dev/zero"), dir.dir.path(), &fifo] {
         let error = run_job(&job_with_plugin(&dir, path), &[]).failure();
         assert!(error.contains("operator `suspect`") && error.contains("it is not a regular file"), "{error}");
         let error = weir(&["plugin", "check", path.to_str().unwrap()]).failure();

@@ -576,8 +576,9 @@ fn a_checkpoint_of_a_newer_weir_is_refused_not_passed_over() {
     let expected = format!("checkpoint {} was written by a newer Weir (checkpoint format 99", checkpoint_id(&newest));
     assert!(error.contains(&expected) && error.contains("run the job with that Weir"), "{error}");
     assert_eq!(committed(&dir.path("out")), before, "the committed output is untouched");
-    let listing = common::weir(&["checkpoints", dir.path("checkpoints").to_str().unwrap()]).stdout();
-    assert!(listing.contains("written by a newer Weir (format version 99"), "{listing}");
+    let listing = common::weir(&["checkpoints", dir.path("checkpoints").to_str().unwrap()]);
+    assert!(listing.stdout().contains("written by a newer Weir (format version 99"), "{}", listing.stdout());
+    assert!(listing.failure().contains("resumes this directory only with that Weir"), "fails as `weir run` does");
 }
 
 /// With every checkpoint corrupt, or with none left, starting over would

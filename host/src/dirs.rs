@@ -97,10 +97,15 @@ const LINEAGE_FILE: &str = "LINEAGE";
 /// read into memory without end.
 pub fn read_file_of_at_most(path: &Path, max: u64) -> io::Result<Vec<u8>> {
     use std::io::Read;
+    let not_regular = || io::Error::new(io::ErrorKind::InvalidInput, "it is not a regular file");
+    // Looked at before it is opened: opening a named pipe waits for a writer.
+    if !std::fs::metadata(path)?.is_file() {
+        return Err(not_regular());
+    }
     let file = std::fs::File::open(path)?;
     let metadata = file.metadata()?;
     if !metadata.is_file() {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "it is not a regular file"));
+        return Err(not_regular());
     }
     let too_large = || io::Error::new(io::ErrorKind::InvalidInput, format!("it is larger than {} MiB", max >> 20));
     if metadata.len() > max {

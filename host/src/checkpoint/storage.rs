@@ -128,6 +128,12 @@ impl CheckpointStorage {
         crate::dirs::write_durably(&dir.join(MANIFEST), &manifest.encode())
     }
 
+    /// The format version of checkpoint `id`'s manifest if a newer Weir
+    /// wrote it (see [`Manifest::newer_format`]).
+    pub fn newer_format(&self, id: u64) -> Option<u32> {
+        std::fs::read(self.manifest_path(id)).ok().and_then(|bytes| Manifest::newer_format(&bytes))
+    }
+
     /// The directory's lineage, made when first asked for: every manifest
     /// written here carries it.
     pub fn lineage(&self) -> std::io::Result<String> {
@@ -198,7 +204,7 @@ impl CheckpointStorage {
         let mut recovered = Recovered::default();
         // A directory without a manifest never completed: not a checkpoint.
         for id in self.complete_ids().into_iter().rev().take_while(|&id| id >= first) {
-            if let Some(version) = std::fs::read(self.manifest_path(id)).ok().and_then(|bytes| Manifest::newer_format(&bytes)) {
+            if let Some(version) = self.newer_format(id) {
                 recovered.newer = Some((id, version));
                 break;
             }

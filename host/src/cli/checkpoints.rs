@@ -58,6 +58,12 @@ pub fn list(dir: &Path) -> anyhow::Result<()> {
             Err(reason) => out!("{id:>10}  CORRUPT     {reason}"),
         }
     }
+    if let Some((id, version)) = storage.complete_ids().last().and_then(|&id| Some((id, storage.newer_format(id)?))) {
+        anyhow::bail!(
+            "checkpoint {id} was written by a newer Weir (checkpoint format {version}): `weir run` resumes this \
+             directory only with that Weir"
+        );
+    }
     match start {
         Some(start) => report_savepoint_start(&start, &storage, usable),
         None if usable == 0 => anyhow::bail!("no checkpoint in {} verifies: the job has none to resume from", dir.display()),
