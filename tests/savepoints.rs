@@ -230,19 +230,25 @@ fn an_upgraded_job_restarted_from_its_unchanged_job_file_keeps_its_new_plugin() 
     assert!(warning.contains("faulty.wasm") && warning.contains("word_count_v1.wasm"), "{warning}");
 }
 
+/// A keyed count of a million events whose sink, a `discard` sink, takes
+/// 200 events/s: the job falls behind at once and stays behind.
+fn paced_count_job(dir: &JobDir, name: &str) -> PathBuf {
+    let job = count_job(dir, name, 1_000_000, 100, 20_000, &plugin("word-count"));
+    let text = std::fs::read_to_string(&job).unwrap();
+    let paced = text.replace("type = \"files\"\ninput = \"count\"\npath = \"out\"", "type = \"discard\"\ninput = \"count\"\nrate = 200");
+    assert_ne!(paced, text);
+    std::fs::write(&job, paced).unwrap();
+    job
+}
+
 /// A job being upgraded can be cancelled: the upgrade is given up, its
 /// request says so, and the job ends cancelled — no new version starts.
 #[test]
 fn a_job_cancelled_during_its_upgrade_ends_and_is_not_upgraded() {
     let dir = JobDir::new();
-    let job = count_job(&dir, "slow", 1_000_000, 100, 20_000, &plugin("word-count"));
-    let text = std::fs::read_to_string(&job).unwrap();
-    // A sink taking 200 events/s holds barriers back behind its backlog:
-    // the upgrade's savepoints take seconds.
-    let slow = text.replace("type = \"files\"\ninput = \"count\"\npath = \"out\"", "type = \"discard\"\ninput = \"count\"\nrate = 200");
-    assert_ne!(slow, text);
-    std::fs::write(&job, slow).unwrap();
-    let host = Host::start(&job, &[]);
+    // Its sink holds barriers back behind its backlog: the upgrade's
+    // savepoints take seconds.
+    let host = Host::start(&paced_count_job(&dir, "slow"), &[]);
     host.wait_for_records("slow", 5_000);
     let (api, v2) = (host.api.clone(), plugin("faulty"));
     let upgrade =
@@ -266,11 +272,7 @@ fn a_job_cancelled_during_its_upgrade_ends_and_is_not_upgraded() {
 #[test]
 fn a_cancel_does_not_wait_for_a_rate_limited_sink() {
     let dir = JobDir::new();
-    let job = count_job(&dir, "paced", 1_000_000, 100, 20_000, &plugin("word-count"));
-    let text = std::fs::read_to_string(&job).unwrap();
-    let paced = text.replace("type = \"files\"\ninput = \"count\"\npath = \"out\"", "type = \"discard\"\ninput = \"count\"\nrate = 200");
-    std::fs::write(&job, paced).unwrap();
-    let host = Host::start(&job, &[]);
+    let host = Host::start(&paced_count_job(&dir, "paced"), &[]);
     host.wait_for_records("paced", 10_000);
     let cancel = host.weir(&["cancel", "paced"]);
     assert!(cancel.success().stdout().contains("cancelled"), "{}", cancel.stdout());
