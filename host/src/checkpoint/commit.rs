@@ -146,7 +146,7 @@ impl Committer {
                 // Said once: retrying every second changes nothing.
                 Some(error) if error.damaged_log() => {
                     if self.told_damaged.insert(epoch.wal.clone()) {
-                        tracing::error!(checkpoint = epoch.checkpoint, file = %epoch.wal.display(), "{error}");
+                        error!(checkpoint = epoch.checkpoint, file = %epoch.wal.display(), "{error}");
                     }
                 }
                 Some(error) => warn!(checkpoint = epoch.checkpoint, %error, "kafka output not committed yet; will retry"),

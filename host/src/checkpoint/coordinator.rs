@@ -166,6 +166,8 @@ pub struct Coordinator {
     /// has none; only savepoints are taken): removed at the end.
     ephemeral: bool,
     storage: CheckpointStorage,
+    /// The directory's lineage, which every manifest records.
+    lineage: Option<String>,
     hub: Arc<CheckpointHub>,
     persister: Option<std::thread::JoinHandle<()>>,
     acks: Receiver<Ack>,
@@ -219,6 +221,7 @@ impl Coordinator {
             orders: VecDeque::new(),
             stopped_with: None,
             ephemeral: false,
+            lineage: storage.lineage().ok(),
             storage,
             hub,
             persister: Some(persister),
@@ -513,7 +516,7 @@ impl Coordinator {
             stats: CheckpointStats::default(),
             plugins: self.job.plugins(),
             job_file_plugins: self.job_file_plugins.clone(),
-            lineage: self.storage.lineage().ok(),
+            lineage: self.lineage.clone(),
         }
     }
 

@@ -138,14 +138,19 @@ impl Manifest {
     /// moved or copied since is not where the part was written. Its copy
     /// then commits its own parts, not the original's.
     pub fn commits_in<'a>(&self, dir_of: impl Fn(&str) -> Option<&'a Path>) -> Vec<PendingCommit> {
-        let tasks = self.tasks.iter().flat_map(|task| task.commits.iter().map(|commit| (commit, dir_of(&task.node))).collect::<Vec<_>>());
-        let rooted = tasks.map(|(commit, dir)| match (commit, dir) {
-            (PendingCommit::Rename { from, to, size }, Some(dir)) => {
-                PendingCommit::Rename { from: in_dir(dir, from), to: in_dir(dir, to), size: *size }
+        let mut commits = self.carried.clone();
+        for task in &self.tasks {
+            let dir = dir_of(&task.node);
+            for commit in &task.commits {
+                commits.push(match (commit, dir) {
+                    (PendingCommit::Rename { from, to, size }, Some(dir)) => {
+                        PendingCommit::Rename { from: in_dir(dir, from), to: in_dir(dir, to), size: *size }
+                    }
+                    (commit, _) => commit.clone(),
+                });
             }
-            (commit, _) => commit.clone(),
-        });
-        self.carried.iter().cloned().chain(rooted).collect()
+        }
+        commits
     }
 
     /// Every split of source `node`, over all its subtasks.

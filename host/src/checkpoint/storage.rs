@@ -163,7 +163,7 @@ impl CheckpointStorage {
             read_verified(&self.root, file).map_err(|error| error.to_string())?;
         }
         let splits = manifest.tasks.iter().flat_map(|task| task.splits.iter().flatten().map(move |split| (task, split)));
-        if let Some((task, split)) = splits.into_iter().find(|(_, split)| split.end.is_some_and(|end| split.next > end)) {
+        if let Some((task, split)) = splits.into_iter().find(|(_, split)| split.past_its_end()) {
             return Err(format!(
                 "{}: source `{}`'s split {} is at {}, past its end {:?} (edited by hand?)",
                 self.manifest_path(id).display(),
@@ -176,17 +176,18 @@ impl CheckpointStorage {
         Ok(manifest)
     }
 
-    /// Checks that the output `manifest` has yet to commit is whole, its
-    /// part files where `dir_of` puts each sink's now (see
-    /// [`Manifest::commits_in`]): else an older checkpoint, whose output is
-    /// computed again, is the one to resume.
-    pub fn check_output<'a>(manifest: &Manifest, dir_of: impl Fn(&str) -> Option<&'a Path>) -> Result<(), String> {
+    /// [`CheckpointStorage::verify`], and that the output checkpoint `id`
+    /// has yet to commit is whole, its part files where `dir_of` puts each
+    /// sink's now (see [`Manifest::commits_in`]): else an older checkpoint,
+    /// whose output is computed again, is the one to resume.
+    pub fn verify_with_output<'a>(&self, id: u64, dir_of: impl Fn(&str) -> Option<&'a Path>) -> Result<Manifest, String> {
+        let manifest = self.verify(id)?;
         for commit in manifest.commits_in(dir_of) {
             if let PendingCommit::Rename { from, size, .. } = commit {
                 PendingCommit::check_size(&from, size).map_err(|error| format!("output file {}: {error}", from.display()))?;
             }
         }
-        Ok(())
+        Ok(manifest)
     }
 
     /// The manifest of checkpoint `id`, checked against its own checksum
@@ -208,7 +209,7 @@ impl CheckpointStorage {
                 recovered.newer = Some((id, version));
                 break;
             }
-            match self.verify(id).and_then(|manifest| Self::check_output(&manifest, &dir_of).map(|()| manifest)) {
+            match self.verify_with_output(id, &dir_of) {
                 Ok(manifest) => {
                     recovered.manifest = Some(manifest);
                     break;

@@ -40,8 +40,7 @@ pub fn list(dir: &Path) -> anyhow::Result<()> {
         }
         // Part files where the checkpoint wrote them (no job file here to say
         // where its sinks are now).
-        let checked = storage.verify(id).and_then(|m| CheckpointStorage::check_output(&m, |_| None).map(|()| m));
-        match checked {
+        match storage.verify_with_output(id, |_| None) {
             Ok(manifest) => {
                 usable += 1;
                 let stats = &manifest.stats;

@@ -43,8 +43,9 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     if let Some(p) = args.parallelism {
         say_if_unused(&graph, p);
     }
+    let engine = PluginEngine::new()?;
     let savepoint = match &args.from_savepoint {
-        Some(dir) => Some(open_savepoint(dir, &graph)?),
+        Some(dir) => Some(open_savepoint(dir, &graph, &engine)?),
         // Resuming, the job keeps the plugins it was upgraded to; from the
         // savepoint its last run began from, if that run took no checkpoint.
         None => {
@@ -52,7 +53,6 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
             weir::dataflow::savepoint_to_restore(&graph)?
         }
     };
-    let engine = PluginEngine::new()?;
     let manager = JobManager::new(engine);
     // The address the other commands use too, so that they find this host.
     let api = args.api.clone().or_else(|| std::env::var("WEIR_API").ok());
@@ -136,7 +136,7 @@ fn say_if_unused(graph: &JobGraph, p: u32) {
 /// The savepoint in `dir`, noting when it is another job's: restoring one
 /// into a fork or a new version of a job is the point of savepoints, but a
 /// wrong directory given by mistake should not pass unseen.
-fn open_savepoint(dir: &std::path::Path, graph: &JobGraph) -> anyhow::Result<Savepoint> {
+fn open_savepoint(dir: &std::path::Path, graph: &JobGraph, engine: &PluginEngine) -> anyhow::Result<Savepoint> {
     let savepoint = Savepoint::open(dir)?;
     let taken_of = &savepoint.manifest.job;
     if *taken_of != graph.name {
@@ -147,31 +147,32 @@ fn open_savepoint(dir: &std::path::Path, graph: &JobGraph) -> anyhow::Result<Sav
             graph.name
         );
     }
-    say_other_plugins(&savepoint, graph);
+    say_other_plugins(&savepoint, graph, engine);
     Ok(savepoint)
 }
 
 /// Notes each operator that restores with another plugin than the one the
 /// savepoint was taken with: the job file's wins (so a job upgraded before
 /// its savepoint goes back to the plugin its file names, unless the file
-/// is changed too), and its state is checked against it before it starts.
-fn say_other_plugins(savepoint: &Savepoint, graph: &JobGraph) {
-    for node in &graph.nodes {
-        let (NodeKind::Operator(now), Some(then)) = (&node.kind, savepoint.manifest.operator(&node.name)) else { continue };
-        let same = match &then.plugin_sha256 {
-            Some(digest) => weir::dirs::read_file_of_at_most(&now.plugin, 1 << 30)
-                .is_ok_and(|bytes| weir::plugin::sha256_hex(&bytes) == *digest),
-            None => now.plugin == then.plugin,
-        };
-        if !same {
-            say!(
-                "weir: operator `{}` restores with {} (named in the job file); the savepoint was taken with {} — \
-                 name that one in the job file to keep it",
-                node.name,
-                now.plugin.display(),
-                then.plugin.display()
-            );
+/// is changed too), and its state is checked against it before it starts
+/// (by the same [`changed_plugins`](weir::dataflow::changed_plugins), whose
+/// plugins the engine then has compiled; one that cannot be loaded is
+/// reported there).
+fn say_other_plugins(savepoint: &Savepoint, graph: &JobGraph, engine: &PluginEngine) {
+    let wrote = |uid: &str| savepoint.manifest.operator(uid).map(|op| op.plugin_sha256.as_deref());
+    for (uid, now) in weir::dataflow::changed_plugins(graph, engine, wrote).unwrap_or_default() {
+        let Some(then) = savepoint.manifest.operator(&uid) else { continue };
+        // A savepoint that does not record the digest: the same file is
+        // taken for the same plugin.
+        if then.plugin_sha256.is_none() && then.plugin == now.path {
+            continue;
         }
+        say!(
+            "weir: operator `{uid}` restores with {} (named in the job file); the savepoint was taken with {} — name \
+             that one in the job file to keep it",
+            now.path.display(),
+            then.plugin.display()
+        );
     }
 }
 

@@ -126,6 +126,14 @@ fn is_zero(shape: &u64) -> bool {
     *shape == 0
 }
 
+impl SourceSplit {
+    /// Whether its position lies past its end: no source writes that, so a
+    /// snapshot holding one was edited by hand.
+    pub fn past_its_end(&self) -> bool {
+        self.end.is_some_and(|end| self.next > end)
+    }
+}
+
 /// The splits a restored source subtask reads, out of how many the source has.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RestoredSplits {

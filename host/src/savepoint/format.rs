@@ -176,7 +176,7 @@ impl SavepointManifest {
             }
         }
         for source in &self.sources {
-            if let Some(split) = source.splits.iter().find(|split| split.end.is_some_and(|end| split.next > end)) {
+            if let Some(split) = source.splits.iter().find(|split| split.past_its_end()) {
                 return Err(format!("source `{}`'s split {} is at {}, past its end {:?}", source.name, split.id, split.next, split.end));
             }
         }
