@@ -155,7 +155,7 @@ impl<T: Operator> EmbeddedInstance<T> {
         let mut state = self.state.borrow_mut();
         state.end_call();
         if let Some(failure) = state.backend_failure.take() {
-            return Err(CallError::Operator(failure));
+            return Err(CallError::Backend(failure));
         }
         result.map_err(operator_error)
     }

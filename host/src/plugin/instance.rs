@@ -229,7 +229,7 @@ impl OperatorInstance {
 
     fn returned<T>(&mut self, result: wasmtime::Result<Result<T, OperatorError>>) -> Result<T, CallError> {
         if let Some(failure) = self.store.data_mut().backend_failure.take() {
-            return Err(CallError::Operator(failure));
+            return Err(CallError::Backend(failure));
         }
         match result {
             Ok(Ok(value)) => Ok(value),

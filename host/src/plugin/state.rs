@@ -530,9 +530,10 @@ fn write(
 /// and the plugin sees a state error.
 fn record_failure<T>(failure: &mut Option<String>, result: Result<T, BackendError>) -> Result<T, StateError> {
     result.map_err(|error| {
-        let message = format!("the state backend failed: {error}");
-        failure.get_or_insert(message.clone());
-        StateError::MalformedWrite(message)
+        let message = error.to_string();
+        let seen = format!("the state backend failed: {message}");
+        failure.get_or_insert(message);
+        StateError::MalformedWrite(seen)
     })
 }
 
@@ -545,6 +546,24 @@ mod tests {
 
     fn one_value(value: &[u8]) -> SlotValues {
         SlotValues { present: vec![true], data: value.to_vec(), offsets: vec![0, value.len() as u32] }
+    }
+
+    /// A backend failure fails the call with the backend's own error (the
+    /// plugin, which only sees a state error, is not blamed for it).
+    #[test]
+    fn a_backend_failure_is_kept_for_the_call_in_the_backends_words() {
+        let mut failure = None;
+        let failed: Result<(), BackendError> = Err(crate::state::StateError::io("/state/000042.log")(
+            std::io::Error::from_raw_os_error(28),
+        ));
+        let seen = record_failure(&mut failure, failed).unwrap_err();
+        assert!(matches!(&seen, StateError::MalformedWrite(m) if m.starts_with("the state backend failed: I/O error on /state/000042.log")), "{seen:?}");
+        let kept = failure.clone().unwrap();
+        assert!(kept.starts_with("I/O error on /state/000042.log") && kept.contains("No space left"), "{kept}");
+        let later: Result<(), BackendError> = Err(crate::state::StateError::Incompatible("later".into()));
+        let _ = record_failure(&mut failure, later);
+        assert_eq!(failure.as_deref(), Some(kept.as_str()), "the first failure is the one kept");
+        assert!(crate::plugin::CallError::Backend(kept).to_string().starts_with("the state backend failed: I/O error"));
     }
 
     /// `set-keyed` writes where a slot-addressed write of the same key and
