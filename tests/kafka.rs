@@ -281,6 +281,41 @@ fn epochs_left_uncommitted_by_a_stop_during_an_outage_are_committed_by_the_resto
     assert_exact_counts(&committed_counts(&broker), 12_000);
 }
 
+/// `weir checkpoints` names a pending epoch whose write-ahead log is
+/// damaged: its checkpoint still resumes, but those records can never be
+/// committed, and the listing says so rather than "ok" alone.
+#[test]
+fn weir_checkpoints_names_a_pending_epoch_whose_log_is_damaged() {
+    let _serial = one_at_a_time();
+    let broker = broker_with_input(12_000);
+    let dir = JobDir::new();
+    let host = Host::start(&count_job(&dir, "job", &broker, 1, "rate = 3000", "timeout_ms = 30000"), &[]);
+    host.wait_for_records("kafka-count", 3_000);
+    broker.proxy.down();
+    // Checkpoints go on completing while their epochs wait for the brokers.
+    std::thread::sleep(Duration::from_secs(2));
+    drop(host); // SIGKILL
+    let checkpoints = dir.path("checkpoints");
+    let list = || common::weir(&["checkpoints", checkpoints.to_str().unwrap()]).success().stdout();
+    assert!(!list().contains("can never be committed"), "{}", list());
+    let logs: Vec<PathBuf> = std::fs::read_dir(checkpoints.join(weir::connectors::kafka::LOG_DIR))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|e| e == "wal") && std::fs::metadata(path).is_ok_and(|m| m.len() > 64))
+        .collect();
+    // The oldest epoch waiting: a completed checkpoint's (a newer one's
+    // checkpoint may not have completed before the kill).
+    let epoch = |path: &PathBuf| path.file_stem().and_then(|s| s.to_str()?.rsplit_once('.')?.1.parse::<u64>().ok());
+    let log = logs.iter().min_by_key(|path| epoch(path)).expect("an epoch waits in a write-ahead log");
+    let mut bytes = std::fs::read(log).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x20;
+    std::fs::write(log, bytes).unwrap();
+    let listing = list();
+    let line = listing.lines().find(|line| line.contains("can never be committed")).unwrap_or_else(|| panic!("{listing}"));
+    assert!(line.contains("kafka sink `out`") && line.contains(&log.display().to_string()) && line.contains("damaged"), "{line}");
+}
+
 /// A job resumed at offsets past the end of its partitions (the topic
 /// recreated with fewer records, here on a fresh broker) says so: the
 /// records it will not read are not skipped in silence.

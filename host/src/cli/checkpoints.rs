@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use weir::checkpoint::{CheckpointStorage, SavepointStart};
+use weir::checkpoint::{CheckpointStorage, Manifest, PendingCommit, SavepointStart};
 use weir::plugin::now_ms;
 use weir::savepoint::{Savepoint, MANIFEST_FILE};
 
@@ -53,6 +53,7 @@ pub fn list(dir: &Path) -> anyhow::Result<()> {
                     bytes(stats.size_bytes),
                     bytes(stats.written_bytes),
                 );
+                say_damaged_kafka_logs(&manifest);
             }
             Err(reason) => out!("{id:>10}  CORRUPT     {reason}"),
         }
@@ -67,6 +68,24 @@ pub fn list(dir: &Path) -> anyhow::Result<()> {
         Some(start) => report_savepoint_start(&start, &storage, usable),
         None if usable == 0 => anyhow::bail!("no checkpoint in {} verifies: the job has none to resume from", dir.display()),
         None => Ok(()),
+    }
+}
+
+/// Names each pending Kafka epoch of `manifest` whose write-ahead log is
+/// damaged: the checkpoint resumes, but that epoch can never be committed
+/// (the job's log says the same, with the ways out).
+fn say_damaged_kafka_logs(manifest: &Manifest) {
+    for commit in manifest.commits_in(|_| None) {
+        let PendingCommit::Kafka(commit) = commit else { continue };
+        if let Err(error) = commit.check_log() {
+            out!(
+                "{:>10}  its pending output for kafka sink `{}` can never be committed: the write-ahead log {error}; \
+                 move the file away to commit the rest without it, or restore a savepoint taken before checkpoint {}",
+                "",
+                commit.sink,
+                commit.checkpoint
+            );
+        }
     }
 }
 

@@ -66,6 +66,20 @@ pub struct KafkaCommit {
     pub lineage: String,
 }
 
+impl KafkaCommit {
+    /// Reads the epoch's write-ahead log through, if it is still there (a
+    /// committed epoch's is deleted): an error says it is cut short or
+    /// damaged, so that the epoch can never be committed.
+    pub fn check_log(&self) -> std::io::Result<()> {
+        if !self.wal.exists() {
+            return Ok(());
+        }
+        let mut log = wal::WalReader::open(&self.wal)?;
+        while log.next_record()?.is_some() {}
+        Ok(())
+    }
+}
+
 /// Why an epoch could not be committed (it stays pending).
 #[derive(Debug, thiserror::Error)]
 pub enum CommitError {
