@@ -166,6 +166,9 @@ impl Drop for WorkingDir {
     }
 }
 
+/// The size at which a database's MANIFEST is rolled (see [`options`]).
+const MAX_MANIFEST_BYTES: usize = 64 << 10;
+
 fn options(memory: &RocksDbMemory) -> Options {
     let mut options = Options::default();
     options.create_if_missing(true);
@@ -173,6 +176,16 @@ fn options(memory: &RocksDbMemory) -> Options {
     options.set_max_write_buffer_number(2);
     options.set_max_open_files(256);
     options.set_compression_type(rocksdb::DBCompressionType::Lz4);
+    // Every checkpoint copies the MANIFEST, which otherwise grows by each
+    // flush's edit for as long as the database is open (a day of
+    // checkpoints every second would copy ~14 MB each). It is rolled —
+    // started again from a snapshot of the live files — once above this
+    // size and twice that snapshot (`max_manifest_space_amp_pct`, below;
+    // RocksDB's default lets it grow to six times).
+    options.set_max_manifest_file_size(MAX_MANIFEST_BYTES);
+    // RocksDB's own info log (a few KB per checkpoint) rolls and keeps two.
+    options.set_max_log_file_size(1 << 20);
+    options.set_keep_log_file_num(2);
     let mut table = BlockBasedOptions::default();
     if memory.block_cache_mb == 0 {
         table.disable_cache();
@@ -182,11 +195,11 @@ fn options(memory: &RocksDbMemory) -> Options {
     table.set_bloom_filter(10.0, false);
     options.set_block_based_table_factory(&table);
     // The working copy is removed once closed, so closing it need not
-    // flush the memtable to a file first (the crate has no setter for it).
-    match options.get_options_from_string("avoid_flush_during_shutdown=true") {
-        Ok(without_shutdown_flush) => without_shutdown_flush,
-        Err(_) => options,
-    }
+    // flush the memtable to a file first (the crate has setters for
+    // neither).
+    options
+        .get_options_from_string("avoid_flush_during_shutdown=true;max_manifest_space_amp_pct=100")
+        .expect("RocksDB knows these options")
 }
 
 /// A new, empty directory for a database, and a name for it.
@@ -416,6 +429,40 @@ mod tests {
         restored.for_each(&mut |e| all.push((e.key.clone(), e.value.clone()))).unwrap();
         all.sort();
         assert_eq!(all, expected);
+    }
+
+    /// What a checkpoint copies besides new SST files (the MANIFEST, the
+    /// OPTIONS) stays bounded however many checkpoints the database has
+    /// taken: the MANIFEST grew by every flush's edit until the process
+    /// ended.
+    #[test]
+    fn what_each_checkpoint_copies_does_not_grow_with_the_checkpoints_taken() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut backend = RocksDbBackend::open(&dir.path().join("work"), &RocksDbMemory::default()).unwrap();
+        let mut private_bytes = Vec::new();
+        for checkpoint in 0..1200u32 {
+            // Keys across the whole key space, as a keyed operator's are:
+            // each flush overlaps the files before it and is compacted.
+            for i in 0..50 {
+                let key = format!("key-{}", (checkpoint * 37 + i * 101) % 5000);
+                backend.put(StateId(0), HashedKey::new(key.as_bytes(), 128), &checkpoint.to_le_bytes()).unwrap();
+            }
+            let target = SnapshotTarget { root: dir.path().into(), dir: format!("chk-{checkpoint}"), name: "op-0".into() };
+            let BackendHandle::Rocksdb { private, .. } = backend.snapshot().unwrap().persist(&target).unwrap() else {
+                panic!("a RocksDB snapshot")
+            };
+            private_bytes.push(private.iter().map(|file| file.size).sum::<u64>());
+            std::fs::remove_dir_all(dir.path().join(format!("chk-{checkpoint}"))).unwrap();
+        }
+        let most = *private_bytes.iter().max().unwrap();
+        assert!(most < MAX_MANIFEST_BYTES as u64 + (32 << 10), "a checkpoint copied {most} bytes besides its SSTs");
+        let mut restored = super::super::restore_backend(&BackendConfig::new(BackendKind::Rocksdb), &{
+            let target = SnapshotTarget { root: dir.path().into(), dir: "chk-last".into(), name: "op-0".into() };
+            backend.snapshot().unwrap().persist(&target).unwrap()
+        }, dir.path(), &dir.path().join("work")).unwrap();
+        let mut count = 0;
+        restored.for_each(&mut |_| count += 1).unwrap();
+        assert_eq!(count, 5000, "the rolled MANIFEST still names every file");
     }
 
     /// A fresh database is empty; one written to — also while the write
