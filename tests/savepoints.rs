@@ -652,6 +652,31 @@ fn a_fork_resumes_from_its_own_job_file_after_its_host_is_killed() {
     assert_eq!(committed_lines(&same, None), original_after, "the fork, resumed, as the original from the fork point on");
 }
 
+/// A host that forks and cancels jobs all day lists (and exports metrics
+/// of) only the newest of the cancelled ones, beside the jobs it runs.
+#[test]
+fn a_host_forgets_all_but_its_newest_cancelled_forks() {
+    let dir = JobDir::new();
+    dir.write("events.jsonl", &fraud_events(300, 200_000));
+    let job = fraud_job(&dir, "original", "fraud-detector", 2_000, "alerts-original");
+    let host = Host::start(&job, &[]);
+    host.wait_for_checkpoint("original");
+    let forks = weir::host::KEPT_ENDED_JOBS + 2;
+    for i in 0..forks {
+        let (name, out) = (format!("fork{i}"), dir.path(&format!("alerts-{i}")));
+        host.weir(&["fork", "original", "--name", &name, "--sink", &format!("out={}", out.display())]).success();
+        host.weir(&["cancel", &name]).success();
+    }
+    let jobs = host.weir(&["jobs"]).success().stdout();
+    let listed = |name: &str| jobs.lines().any(|line| line.split_whitespace().next() == Some(name));
+    assert!(listed("original") && jobs.contains("running"), "{jobs}");
+    assert!(!listed("fork0") && !listed("fork1"), "the oldest cancelled forks are forgotten: {jobs}");
+    assert!((2..forks).all(|i| listed(&format!("fork{i}"))), "the newest are kept: {jobs}");
+    let metrics = weir::control::client::ApiClient::new(&host.api).metrics().unwrap();
+    assert!(!metrics.contains("job=\"fork0\"") && metrics.contains(&format!("job=\"fork{}\"", forks - 1)), "{metrics}");
+    host.weir(&["cancel", "original"]).success();
+}
+
 #[test]
 fn rejected_upgrades_leave_the_running_job_running() {
     let dir = JobDir::new();

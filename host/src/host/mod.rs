@@ -40,6 +40,13 @@ const STATUS_TIMEOUT: Duration = Duration::from_secs(2);
 /// stuck (a task in a plugin call without a deadline never returns).
 const CANCEL_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How many cancelled or stopped jobs the host keeps in its table (for
+/// `weir jobs` and `/metrics`) beside the running ones: a host that forks
+/// and cancels jobs all day would otherwise list every one, each with its
+/// metrics series, until it ends. Finished and failed jobs are kept: the
+/// host's exit status and report are theirs.
+pub const KEPT_ENDED_JOBS: usize = 16;
+
 /// What became of a job.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum JobStatus {
@@ -235,6 +242,7 @@ impl JobManager {
         };
         job.summary = result.ok();
         job.ended = Some(Instant::now());
+        forget_old_jobs(&mut jobs);
         drop(jobs);
         self.changed.notify_all();
     }
@@ -378,6 +386,22 @@ impl JobManager {
             last_failure: None,
         };
         (info, job.status.is_active().then(|| job.commands.clone()))
+    }
+}
+
+/// Drops all but the [`KEPT_ENDED_JOBS`] most recently ended of the
+/// cancelled and stopped jobs.
+fn forget_old_jobs(jobs: &mut BTreeMap<String, Job>) {
+    let mut forgettable: Vec<(Instant, String)> = jobs
+        .iter()
+        .filter(|(_, job)| matches!(job.status, JobStatus::Cancelled | JobStatus::Stopped))
+        .filter_map(|(name, job)| Some((job.ended?, name.clone())))
+        .collect();
+    forgettable.sort();
+    let excess = forgettable.len().saturating_sub(KEPT_ENDED_JOBS);
+    for (_, name) in forgettable.into_iter().take(excess) {
+        let status = jobs.remove(&name).map(|job| job.status.word());
+        info!(job = %name, status, kept = KEPT_ENDED_JOBS, "the host no longer lists this ended job: it keeps the newest cancelled or stopped ones");
     }
 }
 
