@@ -652,10 +652,11 @@ fn a_fork_resumes_from_its_own_job_file_after_its_host_is_killed() {
     assert_eq!(committed_lines(&same, None), original_after, "the fork, resumed, as the original from the fork point on");
 }
 
-/// A host that forks and cancels jobs all day lists (and exports metrics
-/// of) only the newest of the cancelled ones, beside the jobs it runs.
+/// A host that forks, cancels and upgrades jobs all day lists (and exports
+/// metrics of) only the newest of the cancelled ones, beside the jobs it
+/// runs, and keeps only the newest of the savepoints it took for them.
 #[test]
-fn a_host_forgets_all_but_its_newest_cancelled_forks() {
+fn a_host_forgets_all_but_its_newest_cancelled_forks_and_their_savepoints() {
     let dir = JobDir::new();
     dir.write("events.jsonl", &fraud_events(300, 200_000));
     let job = fraud_job(&dir, "original", "fraud-detector", 2_000, "alerts-original");
@@ -674,6 +675,20 @@ fn a_host_forgets_all_but_its_newest_cancelled_forks() {
     assert!((2..forks).all(|i| listed(&format!("fork{i}"))), "the newest are kept: {jobs}");
     let metrics = weir::control::client::ApiClient::new(&host.api).metrics().unwrap();
     assert!(!metrics.contains("job=\"fork0\"") && metrics.contains(&format!("job=\"fork{}\"", forks - 1)), "{metrics}");
+    let plugins = [plugin("fraud-detector-v2"), plugin("fraud-detector")];
+    for i in 0..weir::host::KEPT_HOST_SAVEPOINTS + 2 {
+        let plugin = plugins[i % 2].to_str().unwrap();
+        host.weir(&["upgrade", "original", "--operator", "detector", "--plugin", plugin]).success();
+    }
+    let savepoints = |label: &str| {
+        let names = std::fs::read_dir(dir.path("checkpoints-original").join("savepoints")).unwrap();
+        names.filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with(label)).count()
+    };
+    assert_eq!(savepoints("fork-original-"), weir::host::KEPT_HOST_SAVEPOINTS);
+    assert_eq!(savepoints("upgrade-original-"), weir::host::KEPT_HOST_SAVEPOINTS);
+    let jobs = host.weir(&["jobs"]).success().stdout();
+    let original = jobs.lines().find(|line| line.starts_with("original ")).unwrap_or_else(|| panic!("{jobs}"));
+    assert!(original.contains("running") && original.contains("detector=fraud_detector_v2.wasm"), "the last upgrade runs: {jobs}");
     host.weir(&["cancel", "original"]).success();
 }
 

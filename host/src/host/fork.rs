@@ -21,21 +21,21 @@ pub(super) fn fork(manager: &Arc<JobManager>, request: ForkRequest) -> Result<Fo
     if manager.lock().get(&request.name).is_some_and(|j| j.status.is_active()) {
         return Err(ControlError::Conflict(format!("a job named `{}` is running already; choose another name", request.name)));
     }
-    // (Whether the savepoint was taken for this fork.)
-    let (mut graph, savepoint, took_savepoint) = match manager.running(&request.from) {
+    // (The job the savepoint was taken from for this fork, if it was.)
+    let (mut graph, savepoint, taken_from) = match manager.running(&request.from) {
         Ok((base, _, _)) => {
             // Checked before the savepoint is taken: a refused fork leaves none behind.
             let graph = forked_graph(manager, base.clone(), &request)?;
             load_new_plugins(manager, &request)?;
             let dir = manager.default_savepoint_dir(&base, "fork");
             let info = manager.take_savepoint(&request.from, dir, false, "be forked")?;
-            (graph, Savepoint::open(&info.dir).map_err(|e| ControlError::Failed(e.to_string()))?, true)
+            (graph, Savepoint::open(&info.dir).map_err(|e| ControlError::Failed(e.to_string()))?, Some(base))
         }
         Err(ControlError::NoSuchJob(_)) => {
             let savepoint = Savepoint::open(Path::new(&request.from)).map_err(|e| {
                 ControlError::Rejected(format!("`{}` is neither a job of this host nor a savepoint: {e}", request.from))
             })?;
-            (forked_graph(manager, graph_of(&savepoint)?, &request)?, savepoint, false)
+            (forked_graph(manager, graph_of(&savepoint)?, &request)?, savepoint, None)
         }
         Err(other) => return Err(other),
     };
@@ -47,10 +47,13 @@ pub(super) fn fork(manager: &Arc<JobManager>, request: ForkRequest) -> Result<Fo
             let _ = std::fs::remove_file(file);
             let _ = file.parent().map(std::fs::remove_dir);
         }
-        if took_savepoint {
+        if taken_from.is_some() {
             let _ = std::fs::remove_dir_all(&savepoint.dir);
         }
         return Err(refused);
+    }
+    if let Some(base) = &taken_from {
+        manager.forget_old_savepoints(base, "fork");
     }
     let info = manager.job(&graph.name)?;
     Ok(ForkInfo { job: info, savepoint: savepoint.dir, job_file })

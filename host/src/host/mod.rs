@@ -11,7 +11,10 @@
 
 mod fork;
 mod fork_file;
+mod retention;
 mod upgrade;
+
+pub use retention::KEPT_HOST_SAVEPOINTS;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -351,12 +354,15 @@ impl JobManager {
     /// the job's checkpoint directory, else `savepoints/` in the working
     /// directory.
     fn default_savepoint_dir(&self, graph: &JobGraph, label: &str) -> PathBuf {
-        let root = match &graph.checkpoints {
+        self.default_savepoint_root(graph).join(format!("{label}-{}-{}", graph.name, now_ms()))
+    }
+
+    /// The directory of [`JobManager::default_savepoint_dir`]s.
+    fn default_savepoint_root(&self, graph: &JobGraph) -> PathBuf {
+        absolute(&match &graph.checkpoints {
             Some(settings) => settings.dir.join("savepoints"),
             None => PathBuf::from("savepoints"),
-        };
-        let dir = root.join(format!("{label}-{}-{}", graph.name, now_ms()));
-        absolute(&dir)
+        })
     }
 
     /// What the table knows of a job (figures of its end, if it ended), and

@@ -78,6 +78,7 @@ pub(super) fn upgrade(manager: &Arc<JobManager>, name: &str, request: UpgradeReq
         }
     }
     let downtime_ms = stop_requested.elapsed().as_secs_f64() * 1000.0;
+    manager.forget_old_savepoints(&graph, "upgrade");
     info!(job = %name, operator = %uid, plugin = %plugin_path.display(), downtime_ms, "upgraded");
     Ok(UpgradeInfo { job: name.to_owned(), operator: uid.clone(), plugin: plugin_path, savepoint, downtime_ms, checked_entries })
 }
