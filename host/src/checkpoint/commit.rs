@@ -14,7 +14,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use tracing::{error, info, warn};
+use tracing::{debug, error, warn};
 
 use crate::connectors::kafka::{KafkaCommit, KafkaCommitter, KafkaSinkSpec};
 
@@ -118,7 +118,7 @@ impl Committer {
         for commit in all {
             match commit {
                 PendingCommit::Rename { from, to, size } => match PendingCommit::rename(&from, &to, size) {
-                    Ok(true) => info!(file = %to.display(), "output committed"),
+                    Ok(true) => debug!(file = %to.display(), "output committed"),
                     Ok(false) => {}
                     Err(error) if error.kind() == std::io::ErrorKind::NotFound => error!(
                         file = %from.display(),

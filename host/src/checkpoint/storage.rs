@@ -12,7 +12,7 @@ use std::collections::HashSet;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use tracing::{info, warn};
+use tracing::{debug, warn};
 
 use super::{Manifest, PendingCommit};
 use crate::state::read_verified;
@@ -232,7 +232,7 @@ impl CheckpointStorage {
         for id in self.ids().into_iter().filter(|&id| id < newest && !keep.contains(&id)) {
             let dir = self.root.join(Self::dir_name(id));
             match std::fs::remove_dir_all(&dir) {
-                Ok(()) => info!(checkpoint = id, "deleted an old checkpoint"),
+                Ok(()) => debug!(checkpoint = id, "deleted an old checkpoint"),
                 Err(error) => warn!(checkpoint = id, %error, "cannot delete an old checkpoint"),
             }
         }

@@ -35,7 +35,7 @@ use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{BaseProducer, Producer};
 use rdkafka::{Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
-use tracing::{info, warn};
+use tracing::{debug, warn};
 
 use super::closing::GroupConsumer;
 use super::config::KafkaSinkSpec;
@@ -256,7 +256,7 @@ fn commit_epoch(
         .map_err(|e| failed(format!("cannot add the commit marker to the transaction: {e}")))?;
     producer.commit_transaction(timeout).map_err(|e| failed(format!("cannot commit the transaction: {e}")))?;
     remove_log(&commit.wal);
-    info!(sink = %commit.sink, transaction = %commit.transactional_id, checkpoint = commit.checkpoint,
+    debug!(sink = %commit.sink, transaction = %commit.transactional_id, checkpoint = commit.checkpoint,
           records = log.records(), "kafka transaction committed");
     Ok(true)
 }
