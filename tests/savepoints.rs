@@ -666,6 +666,9 @@ fn a_host_forgets_all_but_its_newest_cancelled_forks_and_their_savepoints() {
     for i in 0..forks {
         let (name, out) = (format!("fork{i}"), dir.path(&format!("alerts-{i}")));
         host.weir(&["fork", "original", "--name", &name, "--sink", &format!("out={}", out.display())]).success();
+        // (Once it has a checkpoint: until then its savepoint is all a
+        // later `weir run` of its job file could resume it from.)
+        host.wait_for_checkpoint(&name);
         host.weir(&["cancel", &name]).success();
     }
     let jobs = host.weir(&["jobs"]).success().stdout();
@@ -675,8 +678,12 @@ fn a_host_forgets_all_but_its_newest_cancelled_forks_and_their_savepoints() {
     assert!((2..forks).all(|i| listed(&format!("fork{i}"))), "the newest are kept: {jobs}");
     let metrics = weir::control::client::ApiClient::new(&host.api).metrics().unwrap();
     assert!(!metrics.contains("job=\"fork0\"") && metrics.contains(&format!("job=\"fork{}\"", forks - 1)), "{metrics}");
+    // A savepoint the user asked for is theirs, whatever its name.
+    let mine = dir.path("checkpoints-original").join("savepoints").join("upgrade-original-1000000000000");
     let plugins = [plugin("fraud-detector-v2"), plugin("fraud-detector")];
-    for i in 0..weir::host::KEPT_HOST_SAVEPOINTS + 2 {
+    let v2 = plugins[0].to_str().unwrap();
+    host.weir(&["upgrade", "original", "--operator", "detector", "--plugin", v2, "--savepoint-dir", mine.to_str().unwrap()]).success();
+    for i in 1..weir::host::KEPT_HOST_SAVEPOINTS + 3 {
         let plugin = plugins[i % 2].to_str().unwrap();
         host.weir(&["upgrade", "original", "--operator", "detector", "--plugin", plugin]).success();
     }
@@ -685,11 +692,46 @@ fn a_host_forgets_all_but_its_newest_cancelled_forks_and_their_savepoints() {
         names.filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with(label)).count()
     };
     assert_eq!(savepoints("fork-original-"), weir::host::KEPT_HOST_SAVEPOINTS);
-    assert_eq!(savepoints("upgrade-original-"), weir::host::KEPT_HOST_SAVEPOINTS);
+    assert_eq!(savepoints("upgrade-original-"), weir::host::KEPT_HOST_SAVEPOINTS + 1);
+    assert!(mine.join("_SAVEPOINT").is_file(), "the user's savepoint is kept");
     let jobs = host.weir(&["jobs"]).success().stdout();
     let original = jobs.lines().find(|line| line.starts_with("original ")).unwrap_or_else(|| panic!("{jobs}"));
-    assert!(original.contains("running") && original.contains("detector=fraud_detector_v2.wasm"), "the last upgrade runs: {jobs}");
+    assert!(original.contains("running") && original.contains("detector=fraud_detector.wasm"), "the last upgrade (to v1) runs: {jobs}");
     host.weir(&["cancel", "original"]).success();
+}
+
+/// A fork whose host is killed before the fork's first checkpoint resumes
+/// from the savepoint it began from, however many forks the restarted host
+/// makes meanwhile: the host keeps a savepoint a run still needs.
+#[test]
+fn a_forks_only_savepoint_is_kept_after_its_host_is_gone() {
+    let dir = JobDir::new();
+    dir.write("events.jsonl", &fraud_events(300, 200_000));
+    let job = fraud_job(&dir, "original", "fraud-detector", 2_000, "alerts-original");
+    let host = Host::start(&job, &[]);
+    host.wait_for_checkpoint("original");
+    let early = dir.path("alerts-early");
+    host.weir(&["fork", "original", "--name", "early", "--sink", &format!("out={}", early.display())]).success();
+    drop(host); // SIGKILL, within the fork's first checkpoint interval
+    let early_checkpoints = dir.path("early");
+    let started = std::fs::read_to_string(early_checkpoints.join("_STARTED_FROM_SAVEPOINT")).unwrap();
+    let host = Host::start(&job, &[]);
+    host.wait_for_checkpoint("original");
+    for i in 0..weir::host::KEPT_HOST_SAVEPOINTS + 1 {
+        let (name, out) = (format!("later{i}"), dir.path(&format!("alerts-later{i}")));
+        host.weir(&["fork", "original", "--name", &name, "--sink", &format!("out={}", out.display())]).success();
+        host.wait_for_checkpoint(&name);
+        host.weir(&["cancel", &name]).success();
+    }
+    let kept = std::fs::read_dir(dir.path("checkpoints-original").join("savepoints")).unwrap().count();
+    let has_checkpoint = std::fs::read_dir(&early_checkpoints).unwrap().flatten().any(|e| e.path().join("_MANIFEST").is_file());
+    if !has_checkpoint {
+        assert_eq!(kept, weir::host::KEPT_HOST_SAVEPOINTS + 1, "the early fork's savepoint is kept: {started}");
+        host.weir(&["cancel", "original"]).success();
+        let resumed = Host::start(&early_checkpoints.join("job.toml"), &[]);
+        resumed.wait_for_checkpoint("early");
+        resumed.weir(&["cancel", "early"]).success();
+    }
 }
 
 #[test]

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::fork_file::write_fork_file;
 use super::upgrade::with_plugin;
-use super::JobManager;
+use super::{JobManager, retention};
 use crate::checkpoint::{CheckpointStorage, SavepointStart};
 use crate::connectors::committed_parts;
 use crate::control::{ControlError, ControlPlane, ForkInfo, ForkRequest};
@@ -29,6 +29,7 @@ pub(super) fn fork(manager: &Arc<JobManager>, request: ForkRequest) -> Result<Fo
             load_new_plugins(manager, &request)?;
             let dir = manager.default_savepoint_dir(&base, "fork");
             let info = manager.take_savepoint(&request.from, dir, false, "be forked")?;
+            retention::mark_taken_by_host(&info.dir, "fork");
             (graph, Savepoint::open(&info.dir).map_err(|e| ControlError::Failed(e.to_string()))?, Some(base))
         }
         Err(ControlError::NoSuchJob(_)) => {

@@ -193,6 +193,9 @@ impl JobManager {
             jobs.insert(name.clone(), job);
             generation
         };
+        if let (Some(savepoint), Some(settings)) = (&savepoint, &graph.checkpoints) {
+            retention::note_run_from(&savepoint.dir, &settings.dir);
+        }
         let options = RunOptions {
             savepoint,
             allow_non_restored_state,

@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use tracing::{info, warn};
 
-use super::{JobManager, JobStatus};
+use super::{JobManager, JobStatus, retention};
 use crate::control::{ControlError, UpgradeInfo, UpgradeRequest};
 use crate::dataflow::{StateCheckError, changed_plugins, check_state};
 use crate::dirs::absolute;
@@ -50,6 +50,9 @@ pub(super) fn upgrade(manager: &Arc<JobManager>, name: &str, request: UpgradeReq
         None => manager.default_savepoint_dir(&graph, "upgrade"),
     };
     let savepoint = manager.take_savepoint(name, dir, true, "be upgraded").map_err(give_up)?;
+    if request.savepoint_dir.is_none() {
+        retention::mark_taken_by_host(&savepoint.dir, "upgrade");
+    }
     manager.wait_ended(name, generation, None);
     // After it stopped: a host shutting down or a cancel leaves it stopped.
     let not_upgraded = |error: ControlError| match error {

@@ -208,7 +208,8 @@ fn options(memory: &RocksDbMemory) -> Options {
     // size and twice that snapshot (`max_manifest_space_amp_pct`, below;
     // RocksDB's default lets it grow to six times).
     options.set_max_manifest_file_size(MAX_MANIFEST_BYTES);
-    // RocksDB's own info log (a few KB per checkpoint) rolls and keeps two.
+    // RocksDB's own info log (a few KB per checkpoint) rolls at 1 MiB;
+    // the live one and one old one are kept.
     options.set_max_log_file_size(1 << 20);
     options.set_keep_log_file_num(2);
     let mut table = BlockBasedOptions::default();
