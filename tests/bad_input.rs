@@ -388,7 +388,7 @@ fn checkpoint_settings_out_of_range_or_without_a_directory() {
     let dir = JobDir::new();
     let job = job_file(&dir, |t| t.replace("name = \"edited\"", "name = \"edited\"\ncheckpoint_timeout_ms = 500"));
     let error = run_job(&job, &[]).failure();
-    assert!(error.contains("checkpoint_timeout_ms need checkpoint_dir: add it"), "{error}");
+    assert!(error.contains("tolerable_failed_checkpoints need checkpoint_dir: add it"), "{error}");
 
     let settings = "name = \"edited\"\ncheckpoint_dir = \"checkpoints\"\ncheckpoint_timeout_ms = 0";
     let job = job_file(&dir, |t| t.replace("name = \"edited\"", settings));

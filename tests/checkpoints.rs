@@ -156,10 +156,27 @@ fn output_of_abandoned_checkpoints_is_committed_with_a_later_one() {
     // after the sinks pre-committed their part files. Two kills restart
     // the job from checkpoints that completed after abandoned ones.
     let dir = JobDir::new();
-    let job = count_job(&dir, "memory", &plugin("word-count"), "", "checkpoint_timeout_ms = 3");
+    let job = count_job(&dir, "memory", &plugin("word-count"), "", "checkpoint_timeout_ms = 3\ntolerable_failed_checkpoints = 1000000");
     let stderr = run_with_kills(&job, 2);
     assert!(stderr.contains("checkpoint timed out; abandoning it"), "checkpoints were abandoned: {stderr}");
     assert!(stderr.contains(" failed (the log says why)"), "and the summary counts them: {stderr}");
+    assert_exact_counts(&committed(&dir.path("out")), 60000, 600);
+}
+
+/// Checkpoints that keep failing fail the job over (a state backend that
+/// failed once may fail every snapshot after: RocksDB after its disk was
+/// full) instead of leaving it running with nothing newer to recover from;
+/// the next run resumes exactly.
+#[test]
+fn checkpoints_failing_in_a_row_fail_the_job_over() {
+    let dir = JobDir::new();
+    let failing = "checkpoint_timeout_ms = 1\ntolerable_failed_checkpoints = 2\n[restart]\nstrategy = \"none\"";
+    let job = count_job(&dir, "memory", &plugin("word-count"), "", failing);
+    let error = run_job(&job, &[]).failure();
+    assert!(error.contains("checkpoints in a row failed (the job file's tolerable_failed_checkpoints is 2)"), "{error}");
+    assert!(error.contains("the last: it timed out"), "{error}");
+    let job = count_job(&dir, "memory", &plugin("word-count"), "", "");
+    run_job(&job, &[]).success();
     assert_exact_counts(&committed(&dir.path("out")), 60000, 600);
 }
 

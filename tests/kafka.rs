@@ -223,7 +223,7 @@ fn epochs_of_abandoned_checkpoints_are_committed_with_a_later_one() {
     let dir = JobDir::new();
     // Checkpoints time out after 1 ms: most are abandoned after the sinks
     // sealed their epochs' logs, which must then go with a later checkpoint.
-    let job = count_job_with(&dir, "job", &broker, 2, "checkpoint_timeout_ms = 1", "bounded = true\nrate = 6000", "");
+    let job = count_job_with(&dir, "job", &broker, 2, "checkpoint_timeout_ms = 1\ntolerable_failed_checkpoints = 1000000", "bounded = true\nrate = 6000", "");
     let stderr = run_with_kills(&job, 1);
     assert!(stderr.contains("checkpoint timed out; abandoning it"), "checkpoints were abandoned: {stderr}");
     assert_exact_counts(&committed_counts(&broker), 12_000);

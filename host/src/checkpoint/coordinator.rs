@@ -31,6 +31,9 @@ pub struct CheckpointSettings {
     pub retain: usize,
     /// A checkpoint not complete after this long is abandoned.
     pub timeout: Duration,
+    /// How many checkpoints may fail in a row before the job fails over
+    /// (see [`CheckpointCoordinator::failing`]).
+    pub tolerable_failures: u32,
 }
 
 /// Work for the persister thread: writing a captured snapshot.
@@ -184,6 +187,8 @@ pub struct Coordinator {
     /// Files of the last completed checkpoint (to tell written from shared).
     previous_files: HashSet<String>,
     completed: CheckpointHistory,
+    /// Why the newest checkpoint that failed did.
+    last_failure: Option<String>,
     commits: CommitQueue,
 }
 
@@ -234,6 +239,7 @@ impl Coordinator {
             finished_sources: Vec::new(),
             previous_files,
             completed: CheckpointHistory::default(),
+            last_failure: None,
             commits: CommitQueue::start(Committer::new(Vec::new())),
         }
     }
@@ -308,6 +314,23 @@ impl Coordinator {
         self.storage.root()
     }
 
+    /// Why the job must fail over, if more checkpoints than its
+    /// `tolerable_failed_checkpoints` failed in a row: a state backend that
+    /// failed once may fail every snapshot after (RocksDB after a disk was
+    /// full), and a job that runs on without checkpoints has nothing to
+    /// recover from but an ever older one. The restart starts its tasks
+    /// afresh from the newest checkpoint.
+    pub fn failing(&self) -> Option<String> {
+        let in_a_row = self.completed.failed_in_a_row();
+        (in_a_row > u64::from(self.settings.tolerable_failures)).then(|| {
+            format!(
+                "{in_a_row} checkpoints in a row failed (the job file's tolerable_failed_checkpoints is {}); the last: {}",
+                self.settings.tolerable_failures,
+                self.last_failure.as_deref().unwrap_or("unknown")
+            )
+        })
+    }
+
     /// The checkpoints completed so far (and how many failed).
     pub fn completed(&self) -> &CheckpointHistory {
         &self.completed
@@ -374,6 +397,7 @@ impl Coordinator {
     fn abandon(&mut self, reason: &str, answer: fn(SavepointOrder, String)) {
         let Some(flight) = self.in_flight.take() else { return };
         self.completed.record_failure();
+        self.last_failure = Some(reason.to_owned());
         if let Some(order) = flight.savepoint {
             self.hub.stop_at.store(0, Ordering::Release);
             answer(order, format!("checkpoint {} for the savepoint failed: {reason}", flight.id));
@@ -437,6 +461,7 @@ impl Coordinator {
         if let Err(error) = self.storage.write_manifest(&manifest) {
             warn!(checkpoint = flight.id, %error, "cannot write the checkpoint manifest; the checkpoint failed");
             self.completed.record_failure();
+            self.last_failure = Some(format!("its manifest could not be written: {error}"));
             if let Some(order) = order {
                 self.hub.stop_at.store(0, Ordering::Release);
                 order.fail(format!("cannot write the manifest of checkpoint {}: {error}", flight.id));

@@ -17,6 +17,8 @@ pub struct CheckpointHistory {
     /// Checkpoints abandoned or failed (timed out, a subtask could not
     /// snapshot, the manifest could not be written).
     failed: u64,
+    /// Of those, how many since the last that completed.
+    failed_in_a_row: u64,
 }
 
 impl CheckpointHistory {
@@ -27,6 +29,7 @@ impl CheckpointHistory {
         }
         self.kept.push((id, stats));
         self.count += 1;
+        self.failed_in_a_row = 0;
     }
 
     /// How many completed.
@@ -37,6 +40,12 @@ impl CheckpointHistory {
     /// A checkpoint was abandoned or failed.
     pub fn record_failure(&mut self) {
         self.failed += 1;
+        self.failed_in_a_row += 1;
+    }
+
+    /// How many failed since the last that completed.
+    pub fn failed_in_a_row(&self) -> u64 {
+        self.failed_in_a_row
     }
 
     /// How many were abandoned or failed.

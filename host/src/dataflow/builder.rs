@@ -462,6 +462,8 @@ fn savepoints_only(work_dir: &std::path::Path) -> CheckpointSettings {
         interval: Duration::MAX,
         retain: 1,
         timeout: Duration::from_secs(600),
+        // Its checkpoints are savepoints, whose failure the request hears of.
+        tolerable_failures: u32::MAX,
     }
 }
 

@@ -741,6 +741,13 @@ impl RunningJob {
                 default(Duration::from_millis(20)) => Some(Err(())),
             };
             self.coordinator.tick();
+            if failure.is_none()
+                && let Some(cause) = self.coordinator.failing()
+            {
+                error!(job = %self.name, %cause, "checkpoints keep failing; failing the job over");
+                self.cancel.cancel();
+                failure = Some(RunError::TaskFailed { task: "the checkpoints".to_owned(), cause });
+            }
             if self.coordinator.stopped_with().is_some() && !self.cancel.is_cancelled() {
                 info!(job = %self.name, "stopped with a savepoint");
                 self.cancel.cancel();

@@ -121,10 +121,22 @@ fn restart_policy(spec: &JobSpec) -> RestartSpec {
     spec.restart.clone().unwrap_or_else(|| RestartSpec::with_defaults(strategy))
 }
 
+/// Checkpoints that may fail in a row before the job fails over, unless
+/// the job file says otherwise.
+const DEFAULT_TOLERABLE_FAILURES: u32 = 3;
+
 fn checkpoint_settings(spec: &JobSpec, base: &Path) -> Result<Option<CheckpointSettings>, String> {
     let Some(dir) = &spec.checkpoint_dir else {
-        if spec.checkpoint_interval_ms.is_some() || spec.checkpoints_retained.is_some() || spec.checkpoint_timeout_ms.is_some() {
-            return Err("checkpoint_interval_ms, checkpoints_retained and checkpoint_timeout_ms need checkpoint_dir: add it".into());
+        if spec.checkpoint_interval_ms.is_some()
+            || spec.checkpoints_retained.is_some()
+            || spec.checkpoint_timeout_ms.is_some()
+            || spec.tolerable_failed_checkpoints.is_some()
+        {
+            return Err(
+                "checkpoint_interval_ms, checkpoints_retained, checkpoint_timeout_ms and tolerable_failed_checkpoints \
+                 need checkpoint_dir: add it"
+                    .into(),
+            );
         }
         return Ok(None);
     };
@@ -145,6 +157,7 @@ fn checkpoint_settings(spec: &JobSpec, base: &Path) -> Result<Option<CheckpointS
         interval: Duration::from_millis(interval),
         retain,
         timeout: Duration::from_millis(timeout),
+        tolerable_failures: spec.tolerable_failed_checkpoints.unwrap_or(DEFAULT_TOLERABLE_FAILURES),
     }))
 }
 

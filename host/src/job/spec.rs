@@ -41,6 +41,7 @@
 //! checkpoint_interval_ms = 1000
 //! checkpoints_retained = 3
 //! checkpoint_timeout_ms = 120000  # a checkpoint not complete by then is abandoned
+//! tolerable_failed_checkpoints = 3 # failed in a row, then the job fails over
 //!
 //! [restart]
 //! strategy = "fixed-delay"        # or "exponential-backoff", "none"
@@ -78,6 +79,8 @@ pub struct JobSpec {
     pub checkpoint_interval_ms: Option<u64>,
     pub checkpoints_retained: Option<usize>,
     pub checkpoint_timeout_ms: Option<u64>,
+    /// Checkpoints that may fail in a row before the job fails over.
+    pub tolerable_failed_checkpoints: Option<u32>,
     pub restart: Option<RestartSpec>,
 }
 
