@@ -323,8 +323,12 @@ impl Coordinator {
     pub fn failing(&self) -> Option<String> {
         let in_a_row = self.completed.failed_in_a_row();
         (in_a_row > u64::from(self.settings.tolerable_failures)).then(|| {
+            let failed = match in_a_row {
+                1 => "a checkpoint failed".to_owned(),
+                n => format!("{n} checkpoints failed in a row"),
+            };
             format!(
-                "{in_a_row} checkpoints in a row failed (the job file's tolerable_failed_checkpoints is {}); the last: {}",
+                "{failed}, more than tolerable_failed_checkpoints = {} allows; the last: {}",
                 self.settings.tolerable_failures,
                 self.last_failure.as_deref().unwrap_or("unknown")
             )
@@ -343,7 +347,8 @@ impl Coordinator {
             && flight.started.elapsed() > self.settings.timeout
         {
             warn!(checkpoint = flight.id, missing = flight.missing, "checkpoint timed out; abandoning it");
-            self.abandon("it timed out", SavepointOrder::fail);
+            let reason = format!("it timed out after {} ms", self.settings.timeout.as_millis());
+            self.abandon(&reason, SavepointOrder::fail);
         }
         let due = self.last_trigger.elapsed() >= self.settings.interval || !self.orders.is_empty();
         if self.stopped || self.in_flight.is_some() || !due || self.stopped_with.is_some() {

@@ -352,9 +352,12 @@ pub fn run_job_with(graph: &JobGraph, engine: &Arc<PluginEngine>, options: RunOp
         let running = match start_job_from(graph, engine, restore, restarts) {
             Ok(running) => running.with_commands(commands.clone()).with_restarts(history.clone()),
             // A restart that cannot start — its connectors' brokers still
-            // away — is a failed attempt like one that fails later, so that
-            // the restart strategy, not the first retry, decides.
-            Err(failure @ RunError::Connector { .. }) if restarts > 0 => {
+            // away, its state not restored (a disk still full) — is a
+            // failed attempt like one that fails later, so that the restart
+            // strategy, not the first retry, decides.
+            Err(failure @ (RunError::Connector { .. } | RunError::Restore { .. } | RunError::Rescale { .. }))
+                if restarts > 0 =>
+            {
                 restarts += 1;
                 history = restart_after(graph, &commands, failure, restarts)?;
                 continue;
