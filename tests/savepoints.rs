@@ -652,20 +652,33 @@ fn a_fork_resumes_from_its_own_job_file_after_its_host_is_killed() {
     assert_eq!(committed_lines(&same, None), original_after, "the fork, resumed, as the original from the fork point on");
 }
 
+/// A fraud job `original` on an endless-enough input, in a host, once it
+/// has completed a checkpoint.
+fn checkpointing_original(dir: &JobDir) -> (PathBuf, Host) {
+    dir.write("events.jsonl", &fraud_events(300, 200_000));
+    let job = fraud_job(dir, "original", "fraud-detector", 2_000, "alerts-original");
+    let host = Host::start(&job, &[]);
+    host.wait_for_checkpoint("original");
+    (job, host)
+}
+
+/// Forks job `original` of `host` as `name`, its alerts into `alerts-NAME`.
+fn fork_original(host: &Host, dir: &JobDir, name: &str) {
+    let out = dir.path(&format!("alerts-{name}"));
+    host.weir(&["fork", "original", "--name", name, "--sink", &format!("out={}", out.display())]).success();
+}
+
 /// A host that forks, cancels and upgrades jobs all day lists (and exports
 /// metrics of) only the newest of the cancelled ones, beside the jobs it
 /// runs, and keeps only the newest of the savepoints it took for them.
 #[test]
 fn a_host_forgets_all_but_its_newest_cancelled_forks_and_their_savepoints() {
     let dir = JobDir::new();
-    dir.write("events.jsonl", &fraud_events(300, 200_000));
-    let job = fraud_job(&dir, "original", "fraud-detector", 2_000, "alerts-original");
-    let host = Host::start(&job, &[]);
-    host.wait_for_checkpoint("original");
+    let (_, host) = checkpointing_original(&dir);
     let forks = weir::host::KEPT_ENDED_JOBS + 2;
     for i in 0..forks {
-        let (name, out) = (format!("fork{i}"), dir.path(&format!("alerts-{i}")));
-        host.weir(&["fork", "original", "--name", &name, "--sink", &format!("out={}", out.display())]).success();
+        let name = format!("fork{i}");
+        fork_original(&host, &dir, &name);
         // (Once it has a checkpoint: until then its savepoint is all a
         // later `weir run` of its job file could resume it from.)
         host.wait_for_checkpoint(&name);
@@ -706,20 +719,16 @@ fn a_host_forgets_all_but_its_newest_cancelled_forks_and_their_savepoints() {
 #[test]
 fn a_forks_only_savepoint_is_kept_after_its_host_is_gone() {
     let dir = JobDir::new();
-    dir.write("events.jsonl", &fraud_events(300, 200_000));
-    let job = fraud_job(&dir, "original", "fraud-detector", 2_000, "alerts-original");
-    let host = Host::start(&job, &[]);
-    host.wait_for_checkpoint("original");
-    let early = dir.path("alerts-early");
-    host.weir(&["fork", "original", "--name", "early", "--sink", &format!("out={}", early.display())]).success();
+    let (job, host) = checkpointing_original(&dir);
+    fork_original(&host, &dir, "early");
     drop(host); // SIGKILL, within the fork's first checkpoint interval
     let early_checkpoints = dir.path("early");
     let started = std::fs::read_to_string(early_checkpoints.join("_STARTED_FROM_SAVEPOINT")).unwrap();
     let host = Host::start(&job, &[]);
     host.wait_for_checkpoint("original");
     for i in 0..weir::host::KEPT_HOST_SAVEPOINTS + 1 {
-        let (name, out) = (format!("later{i}"), dir.path(&format!("alerts-later{i}")));
-        host.weir(&["fork", "original", "--name", &name, "--sink", &format!("out={}", out.display())]).success();
+        let name = format!("later{i}");
+        fork_original(&host, &dir, &name);
         host.wait_for_checkpoint(&name);
         host.weir(&["cancel", &name]).success();
     }
