@@ -207,6 +207,9 @@ fn serve(plane: &dyn ControlPlane, mut request: Request) {
     let method = method.as_str();
     if status >= 500 {
         tracing::warn!(method, path = %path, status, ms, "control request");
+    } else if method == "GET" {
+        // Status and metrics polls, every few seconds from a scraper.
+        tracing::debug!(method, path = %path, status, ms, "control request");
     } else {
         tracing::info!(method, path = %path, status, ms, "control request");
     }
