@@ -32,7 +32,7 @@ pub struct CheckpointSettings {
     /// A checkpoint not complete after this long is abandoned.
     pub timeout: Duration,
     /// How many checkpoints may fail in a row before the job fails over
-    /// (see [`CheckpointCoordinator::failing`]).
+    /// (see [`Coordinator::failing`]).
     pub tolerable_failures: u32,
 }
 
@@ -187,8 +187,6 @@ pub struct Coordinator {
     /// Files of the last completed checkpoint (to tell written from shared).
     previous_files: HashSet<String>,
     completed: CheckpointHistory,
-    /// Why the newest checkpoint that failed did.
-    last_failure: Option<String>,
     commits: CommitQueue,
 }
 
@@ -239,7 +237,6 @@ impl Coordinator {
             finished_sources: Vec::new(),
             previous_files,
             completed: CheckpointHistory::default(),
-            last_failure: None,
             commits: CommitQueue::start(Committer::new(Vec::new())),
         }
     }
@@ -330,7 +327,7 @@ impl Coordinator {
             format!(
                 "{failed}, more than tolerable_failed_checkpoints = {} allows; the last: {}",
                 self.settings.tolerable_failures,
-                self.last_failure.as_deref().unwrap_or("unknown")
+                self.completed.last_failure().unwrap_or("unknown")
             )
         })
     }
@@ -401,8 +398,7 @@ impl Coordinator {
     /// sources go on.
     fn abandon(&mut self, reason: &str, answer: fn(SavepointOrder, String)) {
         let Some(flight) = self.in_flight.take() else { return };
-        self.completed.record_failure();
-        self.last_failure = Some(reason.to_owned());
+        self.completed.record_failure(reason);
         if let Some(order) = flight.savepoint {
             self.hub.stop_at.store(0, Ordering::Release);
             answer(order, format!("checkpoint {} for the savepoint failed: {reason}", flight.id));
@@ -465,8 +461,7 @@ impl Coordinator {
         };
         if let Err(error) = self.storage.write_manifest(&manifest) {
             warn!(checkpoint = flight.id, %error, "cannot write the checkpoint manifest; the checkpoint failed");
-            self.completed.record_failure();
-            self.last_failure = Some(format!("its manifest could not be written: {error}"));
+            self.completed.record_failure(&format!("its manifest could not be written: {error}"));
             if let Some(order) = order {
                 self.hub.stop_at.store(0, Ordering::Release);
                 order.fail(format!("cannot write the manifest of checkpoint {}: {error}", flight.id));

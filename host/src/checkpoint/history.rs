@@ -19,6 +19,8 @@ pub struct CheckpointHistory {
     failed: u64,
     /// Of those, how many since the last that completed.
     failed_in_a_row: u64,
+    /// Why the newest that failed did.
+    last_failure: Option<String>,
 }
 
 impl CheckpointHistory {
@@ -37,10 +39,16 @@ impl CheckpointHistory {
         self.count
     }
 
-    /// A checkpoint was abandoned or failed.
-    pub fn record_failure(&mut self) {
+    /// A checkpoint was abandoned or failed, for `reason`.
+    pub fn record_failure(&mut self, reason: &str) {
         self.failed += 1;
         self.failed_in_a_row += 1;
+        self.last_failure = Some(reason.to_owned());
+    }
+
+    /// Why the newest that failed did.
+    pub fn last_failure(&self) -> Option<&str> {
+        self.last_failure.as_deref()
     }
 
     /// How many failed since the last that completed.

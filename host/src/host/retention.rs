@@ -71,8 +71,8 @@ impl JobManager {
         taken.sort();
         let excess = taken.len().saturating_sub(KEPT_HOST_SAVEPOINTS);
         for (_, dir, marker) in taken.into_iter().take(excess) {
-            let runs = marker.lines().skip(1).map(Path::new);
-            if runs.into_iter().any(|run| started_from_without_checkpoints(run).is_some_and(|from| from == dir)) {
+            let mut runs = marker.lines().skip(1).map(Path::new);
+            if runs.any(|run| started_from_without_checkpoints(run).is_some_and(|from| from == dir)) {
                 continue;
             }
             match std::fs::remove_dir_all(&dir) {

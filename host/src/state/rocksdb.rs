@@ -141,9 +141,7 @@ impl RocksDbBackend {
         self.hot.mark_written();
         Ok(())
     }
-}
 
-impl RocksDbBackend {
     /// Compacts a small database that has become many small files into
     /// few. Each checkpoint flushes what changed into a file; when those
     /// changes are a few keys that overlap no other file (new keys
@@ -151,7 +149,7 @@ impl RocksDbBackend {
     /// merging it, and every checkpoint after lists one more file — 86 400
     /// a day at one a second. A small database compacts in milliseconds;
     /// a large one is left to RocksDB (its flushes are large too).
-    fn compact_small_files(&mut self) -> Result<(), StateError> {
+    fn compact_small_files(&self) -> Result<(), StateError> {
         let files = self.db.live_files()?;
         let small = files.iter().filter(|file| file.size < SMALL_FILE_BYTES).count();
         let total: usize = files.iter().map(|file| file.size).sum();
