@@ -330,6 +330,19 @@ fn source_numbers_a_source_cannot_run_with() {
 }
 
 #[test]
+fn rolling_settings_a_files_sink_cannot_run_with() {
+    let dir = JobDir::new();
+    for setting in ["roll_interval_ms", "roll_size_mb"] {
+        let sink = format!("type = \"files\"\npath = \"out\"\n{setting} = 0");
+        let job = job_file(&dir, |t| t.replace("type = \"discard\"", &sink));
+        let error = run_job(&job, &[]).failure();
+        assert!(error.contains(&format!("sink `out`: `{setting}` must be at least 1")), "{setting}: {error}");
+    }
+    let job = job_file(&dir, |t| t.replace("type = \"discard\"", "type = \"files\"\npath = \"out\"\nroll_after_ms = 5"));
+    assert!(run_job(&job, &[]).failure().contains("roll_after_ms"), "an unknown field is named");
+}
+
+#[test]
 fn job_names_that_are_not_one_path_component() {
     let dir = JobDir::new();
     for name in ["", "..", "../escape", "a/b"] {

@@ -150,6 +150,61 @@ fn sigkill_with_rocksdb_at_its_smallest_memory_budgets_loses_and_duplicates_noth
     chaos("rocksdb", "[rocksdb]\nblock_cache_mb = 0\nwrite_buffer_mb = 1\nhot_entries_mb = 0\n");
 }
 
+/// Gives the job's `files` sink (the last table of its file) `setting`.
+fn with_sink_setting(job: &Path, setting: &str) {
+    use std::io::Write;
+    let mut file = std::fs::OpenOptions::new().append(true).open(job).unwrap();
+    writeln!(file, "{setting}").unwrap();
+}
+
+/// The names of the files in `dir` whose names start with `prefix`.
+fn names_starting(dir: &Path, prefix: &str) -> Vec<String> {
+    let names = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned());
+    names.filter(|name| name.starts_with(prefix)).collect()
+}
+
+/// Parts rolled every 600 ms while checkpoints come every 150 ms: a part
+/// spans checkpoints, the kills land while parts are in progress, and each
+/// restore commits the share of the part its checkpoint covered. Every
+/// count exactly once, in fewer parts than a part per checkpoint.
+#[test]
+fn sigkill_with_parts_rolling_across_checkpoints_loses_and_duplicates_nothing() {
+    let dir = JobDir::new();
+    let job = count_job(&dir, "memory", &plugin("word-count"), "", "");
+    with_sink_setting(&job, "roll_interval_ms = 600");
+    let stderr = run_with_kills(&job, 6);
+    assert!(stderr.contains("resumed from checkpoint"), "the last run resumes: {stderr}");
+    assert_exact_counts(&committed(&dir.path("out")), 60000, 600);
+    assert!(names_starting(&dir.path("out"), ".part-").is_empty(), "no part left in progress");
+    // About 7.5 s of input and 6 restarts: a part per checkpoint would be
+    // ~50–80; rolled every 600 ms, about 12, and one more per restart.
+    let parts = names_starting(&dir.path("out"), "part-");
+    assert!(parts.len() <= 30, "{} parts: {parts:?}", parts.len());
+}
+
+/// A savepoint commits the part in progress whole, however young: its
+/// output needs no checkpoint of the run that took it. Run from it with
+/// that run's checkpoints gone, the job goes on to exact counts.
+#[test]
+fn a_savepoint_commits_the_part_in_progress_whole() {
+    let dir = JobDir::new();
+    let job = count_job(&dir, "memory", &plugin("word-count"), "", "");
+    with_sink_setting(&job, "roll_interval_ms = 3600000");
+    let host = Host::start(&job, &[]);
+    host.wait_for_checkpoint("chaos-count");
+    host.wait_for_records("chaos-count", 20_000);
+    let savepoint = dir.path("savepoint");
+    host.stop_with_savepoint("chaos-count", &savepoint);
+    let (status, stderr) = host.wait();
+    assert!(status.success(), "{stderr}");
+    let out = dir.path("out");
+    assert!(names_starting(&out, ".part-").is_empty(), "{:?}", names_starting(&out, ""));
+    assert_eq!(names_starting(&out, "part-").len(), 1, "the hour-long part, rolled by the savepoint");
+    std::fs::remove_dir_all(dir.path("checkpoints")).unwrap();
+    run_job(&job, &["--from-savepoint", savepoint.to_str().unwrap()]).success();
+    assert_exact_counts(&committed(&out), 60000, 600);
+}
+
 #[test]
 fn output_of_abandoned_checkpoints_is_committed_with_a_later_one() {
     // Checkpoints time out after 3 ms: about half of them are abandoned
@@ -468,8 +523,15 @@ fn file_ending(dir: &Path, suffix: &str) -> PathBuf {
 }
 
 fn recovers_from_the_previous_checkpoint(corrupt: impl Fn(&Path, &Path), what: &str) {
+    recovers_from_the_previous_checkpoint_with("", corrupt, what);
+}
+
+/// [`recovers_from_the_previous_checkpoint`], with `sink_setting` on the
+/// `files` sink.
+fn recovers_from_the_previous_checkpoint_with(sink_setting: &str, corrupt: impl Fn(&Path, &Path), what: &str) {
     let dir = JobDir::new();
     let job = count_job(&dir, "memory", &plugin("word-count"), "", "");
+    with_sink_setting(&job, sink_setting);
     kill_after_checkpoints(&job, &dir.path("checkpoints"), 2);
     let checkpoints = complete_checkpoints(&dir.path("checkpoints"));
     let (previous, newest) = (&checkpoints[checkpoints.len() - 2], &checkpoints[checkpoints.len() - 1]);
@@ -504,6 +566,24 @@ fn a_checkpoint_with_a_flipped_byte_is_skipped_for_the_previous_one() {
             std::fs::write(&file, bytes).unwrap();
         },
         "flipped byte",
+    );
+}
+
+/// With parts rolled across checkpoints, the previous checkpoint's part
+/// may have been committed by the newest (corrupt) one since: the restore
+/// takes the previous one's share of it.
+#[test]
+fn a_checkpoint_with_a_flipped_byte_is_skipped_for_the_previous_one_with_rolling_parts() {
+    recovers_from_the_previous_checkpoint_with(
+        "roll_interval_ms = 300",
+        |previous, newest| {
+            let file = own_state_file(previous, newest);
+            let mut bytes = std::fs::read(&file).unwrap();
+            let middle = bytes.len() / 2;
+            bytes[middle] ^= 0x20;
+            std::fs::write(&file, bytes).unwrap();
+        },
+        "flipped byte, rolling parts",
     );
 }
 

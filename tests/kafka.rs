@@ -634,7 +634,7 @@ fn a_committed_epoch_is_never_sent_again() {
         batch.push(b"k", i.to_string().as_bytes(), None);
     }
     sink.write(&batch).unwrap();
-    let commits = sink.precommit(1).unwrap();
+    let commits = sink.precommit(1, false).unwrap();
     let PendingCommit::Kafka(commit) = &commits[0] else { panic!("a kafka commit: {commits:?}") };
     let log = std::fs::read(&commit.wal).unwrap();
 

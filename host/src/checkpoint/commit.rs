@@ -32,6 +32,12 @@ pub enum PendingCommit {
     },
     /// A Kafka sink subtask's epoch, to write in one transaction.
     Kafka(KafkaCommit),
+    /// A part file still being written at the barrier (its sink rolls
+    /// parts less often than it checkpoints), synced: its first `durable`
+    /// bytes are the checkpoint's. Nothing is committed when the checkpoint
+    /// completes — a later one commits the whole part — but a restore of the
+    /// checkpoint commits those bytes as `to`.
+    InProgress { in_progress: PathBuf, durable: u64, to: PathBuf },
 }
 
 impl PendingCommit {
@@ -64,8 +70,13 @@ impl PendingCommit {
     pub fn commit_file(&self) -> std::io::Result<()> {
         match self {
             PendingCommit::Rename { from, to, size } => Self::rename(from, to, *size).map(drop),
-            PendingCommit::Kafka(_) => Ok(()),
+            PendingCommit::Kafka(_) | PendingCommit::InProgress { .. } => Ok(()),
         }
+    }
+
+    /// Whether it is a part in progress (see [`PendingCommit::InProgress`]).
+    pub fn in_progress(&self) -> bool {
+        matches!(self, PendingCommit::InProgress { .. })
     }
 
     /// The Kafka epoch at the end of input takes the final checkpoint's id.
@@ -105,6 +116,26 @@ impl Committer {
         &self.pending
     }
 
+    /// Commits the output of a restored checkpoint: what it left to commit,
+    /// and the share of each part it found in progress.
+    pub fn recover(&mut self, restored: Vec<PendingCommit>) {
+        let (in_progress, to_commit): (Vec<_>, Vec<_>) = restored.into_iter().partition(PendingCommit::in_progress);
+        self.commit(to_commit);
+        for part in in_progress {
+            let PendingCommit::InProgress { in_progress, durable, to } = part else { continue };
+            match crate::connectors::commit_in_progress(&in_progress, durable, &to) {
+                Ok(true) => debug!(file = %to.display(), "output in progress at the checkpoint committed"),
+                Ok(false) => {}
+                Err(error) => error!(
+                    file = %in_progress.display(),
+                    %error,
+                    "the part file in progress at the restored checkpoint cannot be committed: its events up to the \
+                     checkpoint are not in the output"
+                ),
+            }
+        }
+    }
+
     /// Commits what is pending and then `new`, in order; a Kafka epoch that
     /// fails keeps the later epochs of its transactional id pending too.
     pub fn commit(&mut self, new: impl IntoIterator<Item = PendingCommit>) {
@@ -135,6 +166,8 @@ impl Committer {
                     Err(error) => warn!(file = %from.display(), %error, "cannot commit output file"),
                 },
                 PendingCommit::Kafka(epoch) => kafka.push(epoch),
+                // Committed by a later checkpoint, or by a restore of this one.
+                PendingCommit::InProgress { .. } => {}
             }
         }
         if kafka.is_empty() {
@@ -221,6 +254,10 @@ impl CommitQueue {
 
     /// Hands over the commits of a completed checkpoint.
     pub fn push(&self, commits: impl IntoIterator<Item = PendingCommit>) {
+        // A part in progress has nothing to commit now, and must not be
+        // carried into later manifests as outstanding: restored from one of
+        // those, it would be committed cut at this checkpoint's length.
+        let commits = commits.into_iter().filter(|commit| !commit.in_progress());
         self.shared.outstanding.lock().expect("commit queue").extend(commits);
         self.shared.wake.notify_one();
     }

@@ -86,6 +86,8 @@ pub struct CheckpointHub {
     requested: AtomicU64,
     /// The checkpoint sources stop at (a stop-with-savepoint); 0: none.
     stop_at: AtomicU64,
+    /// The newest checkpoint triggered for a savepoint; 0: none.
+    savepoint_at: AtomicU64,
     acks: Sender<Ack>,
     /// Jobs for the persister thread; `None` tells it to stop.
     persist: Sender<Option<PersistJob>>,
@@ -113,6 +115,12 @@ impl CheckpointHub {
     /// The checkpoint after whose barrier sources read nothing more.
     pub fn stop_at(&self) -> Option<u64> {
         Some(self.stop_at.load(Ordering::Acquire)).filter(|&id| id != 0)
+    }
+
+    /// Whether checkpoint `id` is taken for a savepoint (sinks then
+    /// commit all they have written: a savepoint's output is whole).
+    pub fn is_savepoint(&self, id: u64) -> bool {
+        self.savepoint_at.load(Ordering::Acquire) == id
     }
 
     pub fn ack(&self, ack: Ack) {
@@ -209,6 +217,7 @@ impl Coordinator {
         let hub = Arc::new(CheckpointHub {
             requested: AtomicU64::new(0),
             stop_at: AtomicU64::new(0),
+            savepoint_at: AtomicU64::new(0),
             acks: acks_tx,
             persist: persist_tx,
             storage: storage.clone(),
@@ -363,6 +372,10 @@ impl Coordinator {
             sync: Duration::ZERO,
             savepoint: self.orders.pop_front(),
         };
+        if flight.savepoint.is_some() {
+            // Before the barrier is requested, so every sink sees it.
+            self.hub.savepoint_at.store(id, Ordering::Release);
+        }
         if flight.savepoint.as_ref().is_some_and(|o| o.stop) {
             // Before the barrier is requested, so every source sees both.
             self.hub.stop_at.store(id, Ordering::Release);

@@ -146,6 +146,9 @@ impl Manifest {
                     (PendingCommit::Rename { from, to, size }, Some(dir)) => {
                         PendingCommit::Rename { from: in_dir(dir, from), to: in_dir(dir, to), size: *size }
                     }
+                    (PendingCommit::InProgress { in_progress, durable, to }, Some(dir)) => {
+                        PendingCommit::InProgress { in_progress: in_dir(dir, in_progress), durable: *durable, to: in_dir(dir, to) }
+                    }
                     (commit, _) => commit.clone(),
                 });
             }

@@ -183,9 +183,14 @@ impl CheckpointStorage {
     pub fn verify_with_output<'a>(&self, id: u64, dir_of: impl Fn(&str) -> Option<&'a Path>) -> Result<Manifest, String> {
         let manifest = self.verify(id)?;
         for commit in manifest.commits_in(dir_of) {
-            if let PendingCommit::Rename { from, size, .. } = commit {
-                PendingCommit::check_size(&from, size).map_err(|error| format!("output file {}: {error}", from.display()))?;
-            }
+            let checked = match &commit {
+                PendingCommit::Rename { from, size, .. } => PendingCommit::check_size(from, *size).map_err(|e| (from, e)),
+                PendingCommit::InProgress { in_progress, durable, .. } => {
+                    crate::connectors::check_in_progress(in_progress, *durable).map_err(|e| (in_progress, e))
+                }
+                PendingCommit::Kafka(_) => Ok(()),
+            };
+            checked.map_err(|(file, error)| format!("output file {}: {error}", file.display()))?;
         }
         Ok(manifest)
     }

@@ -21,7 +21,7 @@ pub use backlog::{Backlog, PartitionBacklog};
 pub use file_source::FileSource;
 pub use generator::Generator;
 pub use line_sink::{DiscardSink, LineSink};
-pub use part_files::{DirectoryLock, PartFileSink, committed_parts};
+pub use part_files::{DirectoryLock, PartFileSink, RollingPolicy, check_in_progress, commit_in_progress, committed_parts};
 
 use crate::checkpoint::PendingCommit;
 use crate::dataflow::RecordBatch;
@@ -163,11 +163,12 @@ pub fn assign_splits(mut all: Vec<SourceSplit>, subtask: u32, parallelism: u32) 
 /// One subtask of a sink.
 pub trait Sink: Send {
     fn write(&mut self, batch: &RecordBatch) -> Result<(), ConnectorError>;
-    /// At checkpoint `checkpoint`'s barrier: makes what was written so far
-    /// durable and returns what must be committed once the checkpoint is
-    /// complete (nothing, for a sink that is not transactional).
-    fn precommit(&mut self, checkpoint: u64) -> Result<Vec<PendingCommit>, ConnectorError> {
-        let _ = checkpoint;
+    /// At checkpoint `checkpoint`'s barrier (a savepoint's, with
+    /// `savepoint`): makes what was written so far durable and returns what
+    /// must be committed once the checkpoint is complete (nothing, for a
+    /// sink that is not transactional).
+    fn precommit(&mut self, checkpoint: u64, savepoint: bool) -> Result<Vec<PendingCommit>, ConnectorError> {
+        let _ = (checkpoint, savepoint);
         self.flush()?;
         Ok(Vec::new())
     }
@@ -264,7 +265,13 @@ pub fn open_sink(spec: &SinkSpec, place: &SinkPlace<'_>) -> Result<Box<dyn Sink>
     Ok(match spec {
         SinkSpec::Stdout { format, .. } => Box::new(LineSink::stdout(*format)),
         SinkSpec::File { path, format, .. } => Box::new(LineSink::file(path, *format, restored > 0)?),
-        SinkSpec::Files { path, format, .. } => Box::new(PartFileSink::open(path, subtask, parallelism, *format, restored, restored_at_ms)?),
+        SinkSpec::Files { path, format, roll_interval_ms, roll_size_mb, .. } => {
+            let rolling = RollingPolicy {
+                interval: roll_interval_ms.map(std::time::Duration::from_millis),
+                size: roll_size_mb.map(|mb| mb << 20),
+            };
+            Box::new(PartFileSink::open(path, subtask, parallelism, *format, rolling, restored, restored_at_ms)?)
+        }
         SinkSpec::Discard { rate, .. } => Box::new(DiscardSink::new(*rate)),
         SinkSpec::Kafka(spec) => Box::new(kafka::KafkaSink::open(spec, place)?),
     })

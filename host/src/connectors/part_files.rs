@@ -2,26 +2,37 @@
 //! visible only when the checkpoint that covers its records completes.
 //!
 //! ```text
-//! DIR/.part-0.inprogress        being written (records after the last barrier)
-//! DIR/.part-0-00000007.pending  closed at barrier 7, waiting for checkpoint 7
-//! DIR/part-0-00000007           committed: checkpoint 7 completed
-//! DIR/part-0-final              committed at the end of input
+//! DIR/.part-0-00000007.inprogress  opened after barrier 7, being written
+//! DIR/part-0-00000009              committed: rolled at barrier 9, which completed
+//! DIR/part-0-final                 committed at the end of input
 //! ```
 //!
-//! At a barrier the in-progress file is synced and renamed to pending; the
-//! coordinator renames pending to committed after writing the checkpoint's
-//! manifest (and again on recovery, which is harmless). Opening the sink
-//! for a job resuming from checkpoint `k` deletes what no complete
-//! checkpoint covers: in-progress and pending files, and parts of
-//! checkpoints after `k` (only there if a newer checkpoint was corrupt) —
-//! their records will be produced again from `k`. A job starting afresh
-//! refuses a directory that holds committed parts: it would produce their
-//! records again, and deleting them would lose output that a checkpoint
-//! committed (the user decides, by resuming or by moving them away).
+//! At each barrier the open part is synced. By default it is also *rolled*:
+//! closed, handed to the checkpoint to be renamed to `part-S-<checkpoint>`
+//! once the checkpoint completes, and the next record opens a new part. A
+//! sink with a rolling policy (`roll_interval_ms`, `roll_size_mb`, as
+//! Flink's `DefaultRollingPolicy`) keeps a part open across barriers until
+//! it is old or large enough, so that checkpoints every second do not
+//! commit a file each: such a checkpoint records how much of the open part
+//! is its own ([`PendingCommit::InProgress`]), and a restore of it commits
+//! that much (the rest is produced again). Savepoints and the end of input
+//! always roll, so a savepoint's output is committed whole.
+//!
+//! The coordinator renames after writing the checkpoint's manifest (and
+//! again on recovery, which is harmless). Opening the sink for a job
+//! resuming from checkpoint `k` deletes what no complete checkpoint covers:
+//! parts in progress that `k` did not record, and parts of checkpoints
+//! after `k` (only there if a newer checkpoint was corrupt, or the job went
+//! back to an older savepoint) — their records will be produced again from
+//! `k`. A job starting afresh refuses a directory that holds committed
+//! parts: it would produce their records again, and deleting them would
+//! lose output that a checkpoint committed (the user decides, by resuming
+//! or by moving them away).
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use tracing::{info, warn};
 
@@ -36,8 +47,41 @@ pub struct PartFileSink {
     dir: PathBuf,
     subtask: u32,
     format: OutputFormat,
-    current: Option<BufWriter<File>>,
+    rolling: RollingPolicy,
+    current: Option<OpenPart>,
+    /// The last barrier passed (at first, the checkpoint restored): names
+    /// the next part opened, so no two parts in progress share a name.
+    last_barrier: u64,
     line: Vec<u8>,
+}
+
+/// The part being written.
+struct OpenPart {
+    path: PathBuf,
+    file: BufWriter<File>,
+    opened: Instant,
+    written: u64,
+}
+
+/// When a `files` sink commits its open part (the job file's
+/// `roll_interval_ms` and `roll_size_mb`): at the first barrier after the
+/// part has been open `interval` or has reached `size` bytes; at every
+/// barrier if neither is set.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RollingPolicy {
+    pub interval: Option<Duration>,
+    pub size: Option<u64>,
+}
+
+impl RollingPolicy {
+    fn rolls(&self, part: &OpenPart) -> bool {
+        match (self.interval, self.size) {
+            (None, None) => true,
+            (interval, size) => {
+                interval.is_some_and(|i| part.opened.elapsed() >= i) || size.is_some_and(|s| part.written >= s)
+            }
+        }
+    }
 }
 
 impl PartFileSink {
@@ -49,18 +93,16 @@ impl PartFileSink {
         subtask: u32,
         parallelism: u32,
         format: OutputFormat,
+        rolling: RollingPolicy,
         restored: u64,
         restored_at_ms: i64,
     ) -> Result<Self, ConnectorError> {
         crate::dirs::create(dir).map_err(|source| ConnectorError::Open { path: dir.into(), source })?;
         check_directory(dir, restored, restored_at_ms)?;
-        let sink = PartFileSink { dir: dir.into(), subtask, format, current: None, line: Vec::new() };
+        let sink =
+            PartFileSink { dir: dir.into(), subtask, format, rolling, current: None, last_barrier: restored, line: Vec::new() };
         sink.clean_up(restored, parallelism)?;
         Ok(sink)
-    }
-
-    fn in_progress(&self) -> PathBuf {
-        self.dir.join(format!(".part-{}.inprogress", self.subtask))
     }
 
     fn io_error(&self, source: std::io::Error) -> ConnectorError {
@@ -105,17 +147,30 @@ impl PartFileSink {
         Ok(())
     }
 
-    /// Closes the in-progress file as pending under `label`; `None` when
-    /// nothing was written since the last one.
-    fn close(&mut self, label: &str) -> Result<Option<PendingCommit>, ConnectorError> {
-        let Some(mut file) = self.current.take() else { return Ok(None) };
-        file.flush().map_err(|e| self.io_error(e))?;
-        file.get_ref().sync_all().map_err(|e| self.io_error(e))?;
-        let size = file.get_ref().metadata().map_err(|e| self.io_error(e))?.len();
-        let pending = self.dir.join(format!(".part-{}-{label}.pending", self.subtask));
-        std::fs::rename(self.in_progress(), &pending).map_err(|e| self.io_error(e))?;
+    /// Syncs the open part and returns what checkpoint `label` commits of
+    /// it: the whole part with `roll` (it is closed; the next record opens
+    /// another), else the part so far, to commit only if the checkpoint is
+    /// restored. Nothing when no part is open.
+    fn seal(&mut self, label: &str, roll: bool) -> Result<Option<PendingCommit>, ConnectorError> {
+        let Some(part) = self.current.as_mut() else { return Ok(None) };
+        let synced = part.file.flush().and_then(|()| part.file.get_ref().sync_all());
+        synced.map_err(|source| ConnectorError::Io { what: self.dir.display().to_string(), source })?;
         let to = self.dir.join(format!("part-{}-{label}", self.subtask));
-        Ok(Some(PendingCommit::Rename { from: pending, to, size: Some(size) }))
+        if !roll {
+            return Ok(Some(PendingCommit::InProgress { in_progress: part.path.clone(), durable: part.written, to }));
+        }
+        let part = self.current.take().expect("a part is open");
+        Ok(Some(PendingCommit::Rename { from: part.path, to, size: Some(part.written) }))
+    }
+
+    fn open_part(&mut self) -> Result<&mut OpenPart, ConnectorError> {
+        if self.current.is_none() {
+            let path = self.dir.join(format!(".part-{}-{:08}.inprogress", self.subtask, self.last_barrier));
+            let file = File::create(&path).map_err(|e| self.io_error(e))?;
+            let file = BufWriter::with_capacity(1 << 16, file);
+            self.current = Some(OpenPart { path, file, opened: Instant::now(), written: 0 });
+        }
+        Ok(self.current.as_mut().expect("opened above"))
     }
 }
 
@@ -173,6 +228,79 @@ fn refuse_committed_parts(dir: &Path) -> Result<(), ConnectorError> {
     }
 }
 
+/// Commits the share of a part that was in progress at a restored
+/// checkpoint — its first `durable` bytes — as `to`; Ok(false) if that was
+/// done before. The part is where the checkpoint left it, or, restoring a
+/// checkpoint older than the newest (the newer ones corrupt), it may have
+/// been committed since under a later label: the share is then copied from
+/// it (the sink deletes the later part when it opens, recording the
+/// rollback). Its later bytes are produced again.
+pub fn commit_in_progress(in_progress: &Path, durable: u64, to: &Path) -> std::io::Result<bool> {
+    if std::fs::metadata(in_progress).is_ok() {
+        check_in_progress(in_progress, durable)?;
+        let file = std::fs::OpenOptions::new().write(true).open(in_progress)?;
+        file.set_len(durable)?;
+        file.sync_all()?;
+        std::fs::rename(in_progress, to)?;
+        return Ok(true);
+    }
+    if to.exists() {
+        return Ok(false);
+    }
+    let not_found = || std::io::Error::new(std::io::ErrorKind::NotFound, format!("{} is missing", in_progress.display()));
+    let later = later_part(to).ok_or_else(not_found)?;
+    copy_prefix(&later, durable, to)?;
+    Ok(true)
+}
+
+/// Fails if part `in_progress`, if it is still there, is shorter than the
+/// `durable` bytes a checkpoint recorded of it.
+pub fn check_in_progress(in_progress: &Path, durable: u64) -> std::io::Result<()> {
+    match std::fs::metadata(in_progress) {
+        Ok(meta) if meta.len() < durable => Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("damaged: {} bytes, where the checkpoint recorded {durable}", meta.len()),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The committed part of `to`'s subtask with the lowest label after
+/// `to`'s: the part that was in progress at `to`'s checkpoint, once rolled
+/// (a subtask writes one part at a time, and a restore commits the part
+/// in progress at once).
+fn later_part(to: &Path) -> Option<PathBuf> {
+    let dir = to.parent()?;
+    let (subtask, label) = parse_part_name(to.file_name()?.to_str()?)?;
+    let after: u64 = label?.parse().ok()?;
+    let order = |label: &str| if label == "final" { Some(u64::MAX) } else { label.parse::<u64>().ok() };
+    let entries = std::fs::read_dir(dir).ok()?.flatten();
+    let later = entries.filter_map(|entry| {
+        let name = entry.file_name().into_string().ok()?;
+        let (of, label) = parse_part_name(&name)?;
+        let rank = order(label?).filter(|&rank| of == subtask && rank > after)?;
+        Some((rank, entry.path()))
+    });
+    later.min_by_key(|(rank, _)| *rank).map(|(_, path)| path)
+}
+
+/// Writes the first `length` bytes of `from` to `to`, whole or not at all.
+fn copy_prefix(from: &Path, length: u64, to: &Path) -> std::io::Result<()> {
+    let name = to.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let temporary = to.with_file_name(format!(".{name}.recovering"));
+    let mut source = std::io::Read::take(File::open(from)?, length);
+    let mut copy = File::create(&temporary)?;
+    let copied = std::io::copy(&mut source, &mut copy)?;
+    if copied < length {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("damaged: {} holds {copied} bytes, where the checkpoint recorded {length}", from.display()),
+        ));
+    }
+    copy.sync_all()?;
+    std::fs::rename(temporary, to)
+}
+
 /// The subtask of a part file's name, and for a committed part its label:
 /// `part-S-LABEL` → (S, Some(LABEL)); `.part-S.inprogress` and
 /// `.part-S-LABEL.pending` → (S, None).
@@ -187,32 +315,33 @@ fn parse_part_name(name: &str) -> Option<(u32, Option<&str>)> {
 
 impl Sink for PartFileSink {
     fn write(&mut self, batch: &RecordBatch) -> Result<(), ConnectorError> {
-        if self.current.is_none() {
-            let file = File::create(self.in_progress()).map_err(|e| self.io_error(e))?;
-            self.current = Some(BufWriter::with_capacity(1 << 16, file));
-        }
         self.line.clear();
         for record in batch.iter() {
             format_line(&record, self.format, &mut self.line);
         }
-        let file = self.current.as_mut().expect("opened above");
-        let result = file.write_all(&self.line);
+        let line = std::mem::take(&mut self.line);
+        let part = self.open_part()?;
+        let result = part.file.write_all(&line);
+        part.written += line.len() as u64;
+        self.line = line;
         result.map_err(|e| self.io_error(e))
     }
 
-    fn precommit(&mut self, checkpoint: u64) -> Result<Vec<PendingCommit>, ConnectorError> {
-        Ok(self.close(&format!("{checkpoint:08}"))?.into_iter().collect())
+    fn precommit(&mut self, checkpoint: u64, savepoint: bool) -> Result<Vec<PendingCommit>, ConnectorError> {
+        self.last_barrier = checkpoint;
+        let roll = savepoint || self.current.as_ref().is_some_and(|part| self.rolling.rolls(part));
+        Ok(self.seal(&format!("{checkpoint:08}"), roll)?.into_iter().collect())
     }
 
     fn flush(&mut self) -> Result<(), ConnectorError> {
         match self.current.as_mut() {
-            Some(file) => file.flush().map_err(|source| ConnectorError::Io { what: self.dir.display().to_string(), source }),
+            Some(part) => part.file.flush().map_err(|source| ConnectorError::Io { what: self.dir.display().to_string(), source }),
             None => Ok(()),
         }
     }
 
     fn finish(&mut self) -> Result<Vec<PendingCommit>, ConnectorError> {
-        let last = self.close("final")?;
+        let last = self.seal("final", true)?;
         info!(dir = %self.dir.display(), "part files closed");
         Ok(last.into_iter().collect())
     }
@@ -229,23 +358,127 @@ mod tests {
         batch
     }
 
+    fn open(dir: &Path, subtask: u32, parallelism: u32, rolling: RollingPolicy, restored: u64) -> Result<PartFileSink, ConnectorError> {
+        PartFileSink::open(dir, subtask, parallelism, OutputFormat::Value, rolling, restored, 0)
+    }
+
+    /// Rolls only when asked to by size: a part stays open across barriers.
+    fn by_size(bytes: u64) -> RollingPolicy {
+        RollingPolicy { interval: None, size: Some(bytes) }
+    }
+
+    /// What a restore of a checkpoint that pre-committed `commits` does.
+    fn recover(commits: &[PendingCommit]) {
+        let mut committer = crate::checkpoint::Committer::new(Vec::new());
+        committer.recover(commits.to_vec());
+    }
+
+    fn read(dir: &Path, name: &str) -> String {
+        std::fs::read_to_string(dir.join(name)).unwrap()
+    }
+
     #[test]
     fn output_is_visible_only_once_committed_and_uncommitted_output_is_dropped_on_restore() {
         let dir = tempfile::tempdir().unwrap();
-        let mut sink = PartFileSink::open(dir.path(), 0, 1, OutputFormat::Value, 0, 0).unwrap();
+        let mut sink = open(dir.path(), 0, 1, RollingPolicy::default(), 0).unwrap();
         sink.write(&batch(&["a", "b"])).unwrap();
-        let commits = sink.precommit(1).unwrap();
+        let commits = sink.precommit(1, false).unwrap();
         sink.write(&batch(&["c"])).unwrap();
         sink.flush().unwrap();
-        assert_eq!(dir_names(dir.path()), [".part-0-00000001.pending", ".part-0.inprogress"]);
+        assert_eq!(dir_names(dir.path()), [".part-0-00000000.inprogress", ".part-0-00000001.inprogress"]);
         commits[0].commit_file().unwrap();
         commits[0].commit_file().unwrap(); // Again, as recovery does: harmless.
-        assert_eq!(std::fs::read_to_string(dir.path().join("part-0-00000001")).unwrap(), "a\nb\n");
+        assert_eq!(read(dir.path(), "part-0-00000001"), "a\nb\n");
         // Checkpoint 2 was pre-committed but never completed; the job restarts from 1.
-        sink.precommit(2).unwrap();
+        sink.precommit(2, false).unwrap();
         drop(sink);
-        PartFileSink::open(dir.path(), 0, 1, OutputFormat::Value, 1, 0).unwrap();
+        open(dir.path(), 0, 1, RollingPolicy::default(), 1).unwrap();
         assert_eq!(dir_names(dir.path()), ["part-0-00000001"]);
+    }
+
+    #[test]
+    fn a_rolling_part_spans_checkpoints_and_a_restore_commits_what_its_checkpoint_covered() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut sink = open(dir.path(), 0, 1, by_size(8), 0).unwrap();
+        sink.write(&batch(&["a", "b"])).unwrap();
+        let first = sink.precommit(1, false).unwrap();
+        let PendingCommit::InProgress { durable, .. } = &first[0] else { panic!("in progress: {first:?}") };
+        assert_eq!(*durable, 4);
+        first[0].commit_file().unwrap(); // Checkpoint 1 completes: nothing to see yet.
+        assert!(committed_parts(dir.path()).is_empty());
+        sink.write(&batch(&["c"])).unwrap();
+        let second = sink.precommit(2, false).unwrap();
+        sink.write(&batch(&["d", "e"])).unwrap(); // Past 8 bytes: the next barrier rolls.
+        sink.flush().unwrap();
+        drop(sink); // Killed before barrier 3.
+        // Restored from checkpoint 2: "a b c" are its output, "d e" come again.
+        recover(&second);
+        open(dir.path(), 0, 1, by_size(8), 2).unwrap();
+        assert_eq!(dir_names(dir.path()), ["part-0-00000002"]);
+        assert_eq!(read(dir.path(), "part-0-00000002"), "a\nb\nc\n");
+        recover(&second); // Again, after a crash during the restore: harmless.
+        assert_eq!(read(dir.path(), "part-0-00000002"), "a\nb\nc\n");
+        // The part grows past its size and rolls at the next barrier, whole.
+        let mut sink = open(dir.path(), 0, 1, by_size(8), 2).unwrap();
+        sink.write(&batch(&["d", "e", "f", "g"])).unwrap();
+        let third = sink.precommit(3, false).unwrap();
+        assert!(matches!(&third[0], PendingCommit::Rename { size: Some(8), .. }), "{third:?}");
+        third[0].commit_file().unwrap();
+        assert_eq!(read(dir.path(), "part-0-00000003"), "d\ne\nf\ng\n");
+    }
+
+    #[test]
+    fn savepoints_and_the_end_of_input_commit_a_rolling_part_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut sink = open(dir.path(), 0, 1, by_size(1 << 20), 0).unwrap();
+        sink.write(&batch(&["a"])).unwrap();
+        assert!(sink.precommit(1, false).unwrap()[0].in_progress());
+        let savepoint = sink.precommit(2, true).unwrap();
+        assert!(matches!(&savepoint[0], PendingCommit::Rename { size: Some(2), .. }), "{savepoint:?}");
+        sink.write(&batch(&["b"])).unwrap();
+        let last = sink.finish().unwrap();
+        savepoint.iter().chain(&last).for_each(|commit| commit.commit_file().unwrap());
+        assert_eq!(committed_parts(dir.path()), ["part-0-00000002", "part-0-final"]);
+        let interval = RollingPolicy { interval: Some(Duration::ZERO), size: None };
+        let other = tempfile::tempdir().unwrap();
+        let mut sink = open(other.path(), 0, 1, interval, 0).unwrap();
+        sink.write(&batch(&["a"])).unwrap();
+        assert!(matches!(&sink.precommit(1, false).unwrap()[0], PendingCommit::Rename { .. }), "rolled by age");
+    }
+
+    #[test]
+    fn restoring_an_older_checkpoint_takes_its_share_of_a_part_committed_since() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut sink = open(dir.path(), 0, 1, by_size(6), 0).unwrap();
+        sink.write(&batch(&["a", "b"])).unwrap();
+        let first = sink.precommit(1, false).unwrap();
+        sink.write(&batch(&["c"])).unwrap();
+        sink.precommit(2, false).unwrap()[0].commit_file().unwrap(); // Rolled and committed.
+        sink.write(&batch(&["d"])).unwrap();
+        sink.precommit(3, false).unwrap();
+        drop(sink);
+        assert_eq!(committed_parts(dir.path()), ["part-0-00000002"]);
+        // Checkpoints 2 and 3 turn out corrupt: the job goes back to 1.
+        recover(&first);
+        open(dir.path(), 0, 1, by_size(6), 1).unwrap();
+        assert_eq!(dir_names(dir.path()), [".rollbacks-0", "part-0-00000001"]);
+        assert_eq!(read(dir.path(), "part-0-00000001"), "a\nb\n");
+    }
+
+    #[test]
+    fn a_part_in_progress_cut_short_is_damaged_and_not_committed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut sink = open(dir.path(), 0, 1, by_size(100), 0).unwrap();
+        sink.write(&batch(&["abc"])).unwrap();
+        let first = sink.precommit(1, false).unwrap();
+        drop(sink);
+        let PendingCommit::InProgress { in_progress, durable, to } = &first[0] else { panic!("{first:?}") };
+        std::fs::write(in_progress, "ab").unwrap();
+        let error = commit_in_progress(in_progress, *durable, to).unwrap_err();
+        assert!(error.to_string().contains("damaged: 2 bytes, where the checkpoint recorded 4"), "{error}");
+        assert!(!to.exists());
+        std::fs::remove_file(in_progress).unwrap();
+        assert_eq!(commit_in_progress(in_progress, *durable, to).unwrap_err().kind(), std::io::ErrorKind::NotFound);
     }
 
     #[test]
@@ -253,12 +486,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join(".part-1.inprogress"), "x\n").unwrap();
         std::fs::write(dir.path().join("notes.txt"), "x\n").unwrap();
-        PartFileSink::open(dir.path(), 0, 2, OutputFormat::Value, 0, 0).unwrap();
+        open(dir.path(), 0, 2, RollingPolicy::default(), 0).unwrap();
         std::fs::write(dir.path().join("part-1-00000003"), "x\n").unwrap();
-        let error = PartFileSink::open(dir.path(), 0, 2, OutputFormat::Value, 0, 0).err().unwrap().to_string();
+        let error = open(dir.path(), 0, 2, RollingPolicy::default(), 0).err().unwrap().to_string();
         assert!(error.contains("1 committed part file(s), such as part-1-00000003") && error.contains("move"), "{error}");
         std::fs::write(dir.path().join("part-0-final"), "x\n").unwrap();
-        let error = PartFileSink::open(dir.path(), 1, 2, OutputFormat::Value, 0, 0).err().unwrap().to_string();
+        let error = open(dir.path(), 1, 2, RollingPolicy::default(), 0).err().unwrap().to_string();
         assert!(error.contains("2 committed part file(s)"), "{error}");
         assert_eq!(dir_names(dir.path()), [".part-1.inprogress", "notes.txt", "part-0-final", "part-1-00000003"]);
     }
@@ -266,13 +499,14 @@ mod tests {
     #[test]
     fn a_restore_at_lower_parallelism_cleans_up_after_the_subtasks_gone_and_drops_later_final_parts() {
         let dir = tempfile::tempdir().unwrap();
-        for name in ["part-0-00000001", "part-0-final", "part-3-00000001", "part-3-00000002", ".part-3.inprogress", ".part-3-00000002.pending", "part-1-00000002"] {
+        for name in ["part-0-00000001", "part-0-final", "part-3-00000001", "part-3-00000002", ".part-3.inprogress", ".part-3-00000002.pending", ".part-3-00000001.inprogress", "part-1-00000002"] {
             std::fs::write(dir.path().join(name), "x\n").unwrap();
         }
-        PartFileSink::open(dir.path(), 0, 2, OutputFormat::Value, 1, 0).unwrap();
+        open(dir.path(), 0, 2, RollingPolicy::default(), 1).unwrap();
         assert_eq!(dir_names(dir.path()), [".rollbacks-0", "part-0-00000001", "part-1-00000002", "part-3-00000001"]);
         assert_eq!(parse_part_name("part-12-final"), Some((12, Some("final"))));
         assert_eq!(parse_part_name(".part-12-00000003.pending"), Some((12, None)));
+        assert_eq!(parse_part_name(".part-12-00000003.inprogress"), Some((12, None)));
         assert_eq!(parse_part_name("notes.txt"), None);
     }
 }

@@ -524,7 +524,7 @@ fn latest_checkpoint(graph: &JobGraph, first: u64) -> Result<Option<Manifest>, R
 pub(super) fn recovery_committer(graph: &JobGraph, restored: Option<&Manifest>) -> Committer {
     let mut committer = Committer::new(graph.kafka_sinks());
     if let Some(manifest) = restored {
-        committer.commit(manifest.commits_in(|sink| graph.files_sink_dir(sink)));
+        committer.recover(manifest.commits_in(|sink| graph.files_sink_dir(sink)));
     }
     committer
 }

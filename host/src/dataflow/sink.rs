@@ -47,7 +47,8 @@ impl SinkWriter {
     /// At checkpoint `n`'s barrier (aligned after `alignment`): makes the
     /// output durable and hands what must be committed to the checkpoint.
     pub fn barrier(&mut self, n: u64, alignment: Duration) -> Result<(), TaskError> {
-        let commits = self.sink.precommit(n).map_err(|error| self.failed(error))?;
+        let savepoint = self.checkpoint.as_ref().is_some_and(|c| c.hub.is_savepoint(n));
+        let commits = self.sink.precommit(n, savepoint).map_err(|error| self.failed(error))?;
         if let Some(checkpoint) = &self.checkpoint {
             self.precommits.ack(checkpoint, n, commits, alignment);
         }

@@ -120,6 +120,11 @@ impl SinkPrecommits {
     fn with_unconfirmed(&mut self, checkpoint: &TaskCheckpoint, n: u64, commits: Vec<PendingCommit>) -> Vec<PendingCommit> {
         let completed = checkpoint.hub.completed();
         self.unconfirmed.retain(|(earlier, _)| *earlier > completed);
+        // A part in progress at an earlier barrier is in progress at this
+        // one too, or committed whole by it.
+        for (_, earlier) in &mut self.unconfirmed {
+            earlier.retain(|commit| !commit.in_progress());
+        }
         self.unconfirmed.push((n, commits));
         self.unconfirmed.iter().flat_map(|(_, commits)| commits.iter().cloned()).collect()
     }

@@ -355,6 +355,7 @@ fn check_connectors(spec: &JobSpec) -> Result<(), String> {
         .collect();
     let mut paths = HashMap::new();
     for sink in &spec.sinks {
+        sink.check_numbers()?;
         // By the place named, however spelt (`x.txt`, `./x.txt`, a link).
         if let SinkSpec::File { name, path, .. } | SinkSpec::Files { name, path, .. } = sink {
             let place = crate::dirs::resolved(path);
@@ -580,7 +581,9 @@ fn resolve_source(mut source: SourceSpec, base: &Path) -> SourceSpec {
 fn resolve_sink(sink: SinkSpec, base: &Path) -> SinkSpec {
     match sink {
         SinkSpec::File { name, input, path, format } => SinkSpec::File { name, input, path: base.join(path), format },
-        SinkSpec::Files { name, input, path, format } => SinkSpec::Files { name, input, path: base.join(path), format },
+        SinkSpec::Files { path, name, input, format, roll_interval_ms, roll_size_mb } => {
+            SinkSpec::Files { path: base.join(path), name, input, format, roll_interval_ms, roll_size_mb }
+        }
         other => other,
     }
 }

@@ -398,12 +398,17 @@ pub enum SinkSpec {
     },
     /// Writes part files into the directory `path`, each made visible
     /// when the checkpoint covering its events completes: exactly once.
+    /// A part is committed at every checkpoint, or, with a rolling policy,
+    /// at the first checkpoint after it has been open `roll_interval_ms`
+    /// or grown to `roll_size_mb`.
     Files {
         name: String,
         input: String,
         path: PathBuf,
         #[serde(default)]
         format: OutputFormat,
+        roll_interval_ms: Option<u64>,
+        roll_size_mb: Option<u64>,
     },
     /// Counts events and drops them (benchmarks), optionally no faster
     /// than `rate` events per second (to test backpressure).
@@ -421,6 +426,20 @@ impl SinkSpec {
             | SinkSpec::Discard { name, .. } => name,
             SinkSpec::Kafka(spec) => &spec.name,
         }
+    }
+
+    /// Numbers the TOML types allow but the sink cannot run with.
+    pub(crate) fn check_numbers(&self) -> Result<(), String> {
+        let SinkSpec::Files { name, roll_interval_ms, roll_size_mb, .. } = self else { return Ok(()) };
+        for (field, value) in [("roll_interval_ms", roll_interval_ms), ("roll_size_mb", roll_size_mb)] {
+            if *value == Some(0) {
+                return Err(format!(
+                    "sink `{name}`: `{field}` must be at least 1 (leave both rolling settings out to commit a part at \
+                     every checkpoint)"
+                ));
+            }
+        }
+        Ok(())
     }
 
     pub fn input(&self) -> &str {

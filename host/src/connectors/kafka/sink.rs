@@ -58,8 +58,8 @@ impl Sink for KafkaSink {
         self.inner().write(batch)
     }
 
-    fn precommit(&mut self, checkpoint: u64) -> Result<Vec<PendingCommit>, ConnectorError> {
-        self.inner().precommit(checkpoint)
+    fn precommit(&mut self, checkpoint: u64, savepoint: bool) -> Result<Vec<PendingCommit>, ConnectorError> {
+        self.inner().precommit(checkpoint, savepoint)
     }
 
     fn flush(&mut self) -> Result<(), ConnectorError> {
@@ -163,7 +163,7 @@ impl Sink for LoggedSink {
         self.log()?.append(batch).map_err(|source| ConnectorError::Io { what: path.display().to_string(), source })
     }
 
-    fn precommit(&mut self, checkpoint: u64) -> Result<Vec<PendingCommit>, ConnectorError> {
+    fn precommit(&mut self, checkpoint: u64, _savepoint: bool) -> Result<Vec<PendingCommit>, ConnectorError> {
         self.seal(checkpoint)
     }
 
