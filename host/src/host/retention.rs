@@ -41,6 +41,10 @@ pub(super) fn mark_taken_by_host(dir: &Path, label: &str) {
 /// Notes in savepoint `dir`, if the host took it, that a run with
 /// checkpoint directory `checkpoints` starts from it.
 pub(super) fn note_run_from(dir: &Path, checkpoints: &Path) {
+    // Read, appended to and written back: two forks started at once from
+    // one savepoint would each write back the list with only their line.
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _editing = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let marker = dir.join(MARKER);
     let Ok(mut text) = std::fs::read_to_string(&marker) else { return };
     text.push_str(&format!("{}\n", checkpoints.display()));
@@ -89,4 +93,26 @@ fn started_from_without_checkpoints(dir: &Path) -> Option<PathBuf> {
     let start = SavepointStart::read(dir).ok()??;
     let storage = CheckpointStorage::open(dir).ok()?;
     (!start.has_checkpoints(&storage)).then_some(start.savepoint)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_started_at_once_from_one_savepoint_are_all_noted() {
+        let savepoint = tempfile::tempdir().unwrap();
+        mark_taken_by_host(savepoint.path(), "fork");
+        std::thread::scope(|scope| {
+            for run in 0..24 {
+                let dir = savepoint.path();
+                scope.spawn(move || note_run_from(dir, Path::new(&format!("/checkpoints/fork-{run}"))));
+            }
+        });
+        let text = std::fs::read_to_string(savepoint.path().join(MARKER)).unwrap();
+        assert_eq!(text.lines().next(), Some("fork"));
+        for run in 0..24 {
+            assert!(text.lines().any(|line| line == format!("/checkpoints/fork-{run}")), "run {run} noted: {text}");
+        }
+    }
 }
