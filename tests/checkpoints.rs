@@ -555,18 +555,18 @@ fn recovers_from_the_previous_checkpoint_with(sink_setting: &str, corrupt: impl 
     assert_exact_counts(&committed(&dir.path("out")), 60000, 600);
 }
 
+/// Flips a byte in the middle of a state file of `newest`'s own.
+fn flip_a_byte_of_the_newest(previous: &Path, newest: &Path) {
+    let file = own_state_file(previous, newest);
+    let mut bytes = std::fs::read(&file).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x20;
+    std::fs::write(&file, bytes).unwrap();
+}
+
 #[test]
 fn a_checkpoint_with_a_flipped_byte_is_skipped_for_the_previous_one() {
-    recovers_from_the_previous_checkpoint(
-        |previous, newest| {
-            let file = own_state_file(previous, newest);
-            let mut bytes = std::fs::read(&file).unwrap();
-            let middle = bytes.len() / 2;
-            bytes[middle] ^= 0x20;
-            std::fs::write(&file, bytes).unwrap();
-        },
-        "flipped byte",
-    );
+    recovers_from_the_previous_checkpoint(flip_a_byte_of_the_newest, "flipped byte");
 }
 
 /// With parts rolled across checkpoints, the previous checkpoint's part
@@ -574,17 +574,7 @@ fn a_checkpoint_with_a_flipped_byte_is_skipped_for_the_previous_one() {
 /// takes the previous one's share of it.
 #[test]
 fn a_checkpoint_with_a_flipped_byte_is_skipped_for_the_previous_one_with_rolling_parts() {
-    recovers_from_the_previous_checkpoint_with(
-        "roll_interval_ms = 300",
-        |previous, newest| {
-            let file = own_state_file(previous, newest);
-            let mut bytes = std::fs::read(&file).unwrap();
-            let middle = bytes.len() / 2;
-            bytes[middle] ^= 0x20;
-            std::fs::write(&file, bytes).unwrap();
-        },
-        "flipped byte, rolling parts",
-    );
+    recovers_from_the_previous_checkpoint_with("roll_interval_ms = 300", flip_a_byte_of_the_newest, "flipped byte, rolling parts");
 }
 
 #[test]
