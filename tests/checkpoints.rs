@@ -363,6 +363,27 @@ fn a_plugin_that_always_traps_exhausts_the_restart_attempts() {
     assert!(committed(&dir.path("out")).values().all(|counts| counts.windows(2).all(|w| w[0] < w[1])));
 }
 
+/// A host lists a failed job with how far its last attempt got, as it
+/// lists a running one, not with zeros.
+#[test]
+fn a_failed_job_is_listed_with_the_figures_of_its_last_attempt() {
+    use weir::control::ControlPlane;
+    let dir = JobDir::new();
+    let restart = "[restart]\nstrategy = \"fixed-delay\"\nmax_attempts = 1\ndelay_ms = 50";
+    let job = count_job(&dir, "memory", &plugin("faulty"), "mode = \"always-trap\", after = 2000", restart);
+    let graph = weir::job::load(&job, weir::Overrides::default()).unwrap();
+    let manager = weir::host::JobManager::new(weir::PluginEngine::new().unwrap());
+    manager.submit(graph, None, false).unwrap();
+    manager.wait_all();
+    let info = manager.job("chaos-count").unwrap();
+    assert_eq!(info.status, "failed", "{info:?}");
+    assert!(info.error.as_deref().is_some_and(|e| e.contains("trapped on purpose")), "{info:?}");
+    assert!(info.read >= 2000 && info.written > 0, "read {}, written {}", info.read, info.written);
+    assert_eq!(info.restarts, 1, "{info:?}");
+    let count = info.nodes.iter().find(|node| node.node == "operator `count`").expect("the operator is listed");
+    assert!(count.counters.records_in >= 2000, "{count:?}");
+}
+
 /// Starts the job and kills it once at least `n` checkpoints are complete.
 fn kill_after_checkpoints(job: &Path, checkpoints: &Path, n: usize) {
     kill_once(job, &format!("{n} checkpoints"), || complete_checkpoints(checkpoints).len() >= n);

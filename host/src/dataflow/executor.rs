@@ -6,7 +6,7 @@
 //! job's restart strategy allows.
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -264,6 +264,9 @@ pub struct RunOptions {
     pub commands: Option<Receiver<JobCommand>>,
     /// Told when the job's tasks are running (each attempt).
     pub started: Option<Sender<()>>,
+    /// Given the figures of each attempt that fails, for a failed job's
+    /// (which has no summary).
+    pub figures_at_failure: Option<Arc<Mutex<Option<Progress>>>>,
 }
 
 /// A job whose tasks are running.
@@ -281,6 +284,7 @@ pub struct RunningJob {
     restored_from: Option<u64>,
     commands: Receiver<JobCommand>,
     restarts: Restarts,
+    figures_at_failure: Option<Arc<Mutex<Option<Progress>>>>,
 }
 
 /// Runs `graph` to completion (every source exhausted and every record at a
@@ -350,7 +354,10 @@ pub fn run_job_with(graph: &JobGraph, engine: &Arc<PluginEngine>, options: RunOp
             return Ok(JobSummary { name, restored_from: Some(manifest.checkpoint), already_finished: true, ..Default::default() });
         }
         let running = match start_job_from(graph, engine, restore, restarts) {
-            Ok(running) => running.with_commands(commands.clone()).with_restarts(history.clone()),
+            Ok(running) => running
+                .with_commands(commands.clone())
+                .with_restarts(history.clone())
+                .with_figures_at_failure(options.figures_at_failure.clone()),
             // A restart that cannot start — its connectors' brokers still
             // away, its state not restored (a disk still full) — is a
             // failed attempt like one that fails later, so that the restart
@@ -593,6 +600,7 @@ pub fn start_job_from(
         restored_from: restore.map(|r| r.checkpoint()),
         commands: crossbeam_channel::never(),
         restarts: Restarts::default(),
+        figures_at_failure: None,
     })
 }
 
@@ -656,6 +664,12 @@ impl RunningJob {
         self
     }
 
+    /// Gives its figures to `figures` if it fails.
+    pub fn with_figures_at_failure(mut self, figures: Option<Arc<Mutex<Option<Progress>>>>) -> Self {
+        self.figures_at_failure = figures;
+        self
+    }
+
     /// Takes commands from `commands` while supervising.
     pub fn with_commands(mut self, commands: Receiver<JobCommand>) -> Self {
         self.commands = commands;
@@ -675,6 +689,9 @@ impl RunningJob {
             let _ = thread.join();
         }
         if let Some(failure) = failure {
+            if let Some(figures) = &self.figures_at_failure {
+                *figures.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(self.progress());
+            }
             return Err(failure);
         }
         let stopped_with = self.coordinator.stopped_with().cloned();

@@ -30,7 +30,7 @@ use crate::control::{
     ControlError, ControlPlane, ForkInfo, ForkRequest, JobInfo, OperatorInfo, SavepointInfo, SavepointRequest,
     UpgradeInfo, UpgradeRequest,
 };
-use crate::dataflow::{JobCommand, JobSummary, RunError, RunOptions, panic_message, run_job_with};
+use crate::dataflow::{JobCommand, JobSummary, Progress, RunError, RunOptions, panic_message, run_job_with};
 use crate::dirs::absolute;
 use crate::job::{JobGraph, NodeKind};
 use crate::plugin::{PluginEngine, now_ms};
@@ -94,6 +94,8 @@ struct Job {
     summary: Option<JobSummary>,
     /// Its figures as `cancel` last saw them: a cancelled run has no summary.
     cancelled_with: Option<JobInfo>,
+    /// The figures of its last attempt, if it failed (no summary either).
+    failed_with: Option<Progress>,
     /// Cancelled while being upgraded: the upgrade starts no new version.
     cancel_asked: bool,
 }
@@ -188,6 +190,7 @@ impl JobManager {
                 generation,
                 summary: None,
                 cancelled_with: None,
+                failed_with: None,
                 cancel_asked: false,
             };
             jobs.insert(name.clone(), job);
@@ -196,11 +199,13 @@ impl JobManager {
         if let (Some(savepoint), Some(settings)) = (&savepoint, &graph.checkpoints) {
             retention::note_run_from(&savepoint.dir, &settings.dir);
         }
+        let figures_at_failure = Arc::new(Mutex::new(None));
         let options = RunOptions {
             savepoint,
             allow_non_restored_state,
             commands: Some(receiver),
             started: Some(started_tx),
+            figures_at_failure: Some(figures_at_failure.clone()),
         };
         let manager = self.clone();
         std::thread::Builder::new()
@@ -212,7 +217,8 @@ impl JobManager {
                 let result = std::panic::catch_unwind(run).unwrap_or_else(|panic| {
                     Err(RunError::TaskFailed { task: format!("job `{}`'s supervisor", graph.name), cause: panic_message(&panic) })
                 });
-                manager.ended(&graph.name, generation, result);
+                let figures = figures_at_failure.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+                manager.ended(&graph.name, generation, result, figures);
             })
             .expect("spawn a job thread");
         // The job thread says when its tasks run; if it ends first, it failed to start.
@@ -228,8 +234,9 @@ impl JobManager {
         Ok(())
     }
 
-    /// Records how a job's thread ended.
-    fn ended(&self, name: &str, generation: u64, result: Result<JobSummary, RunError>) {
+    /// Records how a job's thread ended (with the figures of its last
+    /// attempt, if one failed).
+    fn ended(&self, name: &str, generation: u64, result: Result<JobSummary, RunError>, figures: Option<Progress>) {
         let mut jobs = self.lock();
         let Some(job) = jobs.get_mut(name).filter(|j| j.generation == generation) else { return };
         job.status = match &result {
@@ -246,6 +253,7 @@ impl JobManager {
                 JobStatus::Failed(error.to_string())
             }
         };
+        job.failed_with = figures.filter(|_| matches!(job.status, JobStatus::Failed(_)));
         job.summary = result.ok();
         job.ended = Some(Instant::now());
         forget_old_jobs(&mut jobs);
@@ -394,6 +402,10 @@ impl JobManager {
             restarts: job.summary.as_ref().map_or(0, |s| s.restarts),
             last_failure: None,
         };
+        let info = match &job.failed_with {
+            Some(figures) => with_figures(info, figures.clone()),
+            None => info,
+        };
         (info, job.status.is_active().then(|| job.commands.clone()))
     }
 }
@@ -422,18 +434,23 @@ fn with_progress((info, commands): (JobInfo, Option<Sender<JobCommand>>)) -> Job
         answer.recv_timeout(STATUS_TIMEOUT).ok()
     });
     match progress {
-        Some(progress) => JobInfo {
-            status: if progress.restarting { "restarting".to_owned() } else { info.status },
-            read: progress.read,
-            written: progress.written,
-            checkpoint: progress.checkpoint.or(info.checkpoint),
-            checkpoints_failed: progress.checkpoints_failed,
-            nodes: progress.nodes,
-            restarts: progress.restarts.count,
-            last_failure: progress.restarts.last_failure,
-            ..info
-        },
+        Some(progress) => with_figures(info, progress),
         None => info,
+    }
+}
+
+/// `info` with the figures of a run, current or failed.
+fn with_figures(info: JobInfo, progress: Progress) -> JobInfo {
+    JobInfo {
+        status: if progress.restarting { "restarting".to_owned() } else { info.status },
+        read: progress.read,
+        written: progress.written,
+        checkpoint: progress.checkpoint.or(info.checkpoint),
+        checkpoints_failed: progress.checkpoints_failed,
+        nodes: progress.nodes,
+        restarts: progress.restarts.count,
+        last_failure: progress.restarts.last_failure,
+        ..info
     }
 }
 
