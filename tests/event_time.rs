@@ -149,6 +149,79 @@ key_by = true
     assert!(warning.contains("output=late") && warning.contains(r#"`input = "windows.late"`"#), "{warning}");
 }
 
+/// Killed between a window's firing and a reading too late for it, and
+/// resumed, the windows judge the replayed reading against the event time
+/// they had reached: it goes to the late output, as in a run that was
+/// never killed, and the fired window is not emitted again with it.
+#[test]
+fn a_resumed_operator_keeps_the_event_time_it_had_reached() {
+    let dir = JobDir::new();
+    let lines = [
+        r#"{"key":"a","value":1,"timestamp":100}"#,
+        r#"{"key":"a","value":10,"timestamp":5000}"#,
+        r#"{"key":"a","value":2,"timestamp":200}"#,
+        r#"{"key":"f","value":0,"timestamp":5000}"#,
+    ];
+    dir.write("readings.jsonl", &(lines.join("\n") + "\n"));
+    let job = dir.write(
+        "job.toml",
+        &format!(
+            r#"
+name = "resumed-late"
+checkpoint_dir = "checkpoints"
+checkpoint_interval_ms = 100
+
+[[source]]
+name = "readings"
+type = "file"
+path = "readings.jsonl"
+format = "json"
+rate = 1.0
+
+[[operator]]
+uid = "windows"
+plugin = {plugin}
+inputs = ["readings"]
+key_by = true
+
+[[sink]]
+name = "sums"
+type = "files"
+path = "sums"
+input = "windows"
+
+[[sink]]
+name = "late"
+type = "files"
+path = "late"
+input = "windows.late"
+"#,
+            plugin = toml_path(&plugin("sensor-window"))
+        ),
+    );
+    // The second reading fires the window [0, 1000); once a checkpoint has
+    // committed it, the job is killed, a second before the third reading.
+    let mut child = std::process::Command::new(common::weir_binary())
+        .args(["run", job.to_str().unwrap()])
+        .env("WEIR_LOG", "warn")
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !dir.path("sums").exists() || common::committed_lines(&dir.path("sums"), None).is_empty() {
+        assert!(Instant::now() < deadline, "the first window was not committed");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(run_job(&job, &[]).success().stderr().contains("resumed from checkpoint"));
+    let sums = common::committed_lines(&dir.path("sums"), None);
+    let first: Vec<&String> = sums.iter().filter(|line| line.contains(r#""start":0,"#)).collect();
+    assert_eq!(first.len(), 1, "the window [0, 1000) fired once: {sums:?}");
+    assert!(first[0].ends_with(r#""value":1.0}"#), "{sums:?}");
+    assert_eq!(common::committed_lines(&dir.path("late"), None), ["a\t2"], "the late reading goes to the late output");
+}
+
 /// An idle source does not hold event time back, whether it feeds the
 /// windows directly or through other operators: one chained to it (in its
 /// thread) and one behind an exchange, each idle because its input is.

@@ -124,7 +124,9 @@ impl TestStates {
 pub struct TestHarness<T> {
     runtime: Runtime<T>,
     states: Rc<RefCell<TestStates>>,
-    watermark: i64,
+    /// The event time reached (the SDK's own tests set it back, as a host
+    /// that restores no watermark would).
+    pub(crate) watermark: i64,
     processing_time: i64,
 }
 

@@ -405,7 +405,8 @@ impl<A: Aggregate> Windows<A> {
     }
 
     /// Folds `input` into a held window (emitting its result again into
-    /// `updated` if it had fired); returns whether this opened the window.
+    /// `updated` if it had fired); returns whether the window's timers are
+    /// to be set: this opened it, or it is to fire again.
     fn fold(
         &self,
         held: &mut HeldWindow<A::Acc>,
@@ -416,13 +417,21 @@ impl<A: Aggregate> Windows<A> {
         let opened = held.window.is_none();
         let (acc, fired) = held.window.get_or_insert_with(|| (self.aggregate.create(), false));
         self.aggregate.add(acc, input);
+        // A window that fired, before a watermark that has not reached its
+        // end (a host that restored no watermark): it fires again, with
+        // this event, when its end is passed — as Flink's trigger sets the
+        // window's timer for every event — rather than holding it unsaid.
+        let fires_again = *fired && end - 1 > watermark;
+        if fires_again {
+            *fired = false;
+        }
         if end - 1 <= watermark {
             // Late, within the allowed lateness: the result changes now.
             *fired = true;
             updated.push(WindowResult { start, end, value: self.aggregate.result(acc) });
         }
         held.touch();
-        opened
+        opened || fires_again
     }
 
     /// Adds `event` (with `input` for the aggregate) to its windows. Returns
@@ -947,6 +956,22 @@ mod tests {
         let late = h.process([event("a", 4.0, 300)]).unwrap();
         assert!(results(&late).is_empty());
         assert_eq!(late.iter().map(|e| (e.output.as_str(), e.value_str())).collect::<Vec<_>>(), vec![("late", "4".to_owned())]);
+    }
+
+    /// Restored on a host that did not keep the watermark (one before it
+    /// did, or a rescale that restores the lowest of the subtasks'), an
+    /// event replayed into a window that has fired, within the lateness,
+    /// is not lost: the window fires again when the watermark passes it.
+    #[test]
+    fn a_fired_window_updated_below_its_end_fires_again() {
+        let mut h = harness(&[("lateness", "100000")]);
+        h.process([event("a", 1.0, 100), event("a", 10.0, 5000)]).unwrap();
+        assert_eq!(results(&h.advance_watermark(4999).unwrap()), vec![row("a", 0, 1000, 1.0)]);
+        let mut restored = h.restored(&[("lateness", "100000")]).unwrap();
+        restored.watermark = i64::MIN;
+        assert!(results(&restored.process([event("a", 2.0, 200)]).unwrap()).is_empty(), "not late at no watermark");
+        let fired = restored.advance_watermark(4999).unwrap();
+        assert_eq!(results(&fired), vec![row("a", 0, 1000, 3.0)], "the update is emitted, not held unsaid");
     }
 
     /// Tumbling and sliding windows hold their accumulators in the

@@ -60,6 +60,7 @@ impl<T: Operator> EmbeddedInstance<T> {
     /// `weir.` keys), on `state`.
     pub fn new(state: InitialState, config: &[(String, String)]) -> Result<Self, CallError> {
         let mut data = PluginState::new(usize::MAX, state.backend, state.key_groups, state.max_parallelism);
+        let watermark = state.meta.as_ref().map_or(NO_TIMESTAMP, |meta| meta.watermark);
         if let Some(meta) = state.meta {
             data.registry = meta.registry;
             data.broadcast = meta.broadcast;
@@ -67,7 +68,7 @@ impl<T: Operator> EmbeddedInstance<T> {
         }
         let state = Rc::new(RefCell::new(data));
         let operator = Embedded::new(config.to_vec(), Box::new(HostStates(state.clone()))).map_err(operator_error)?;
-        Ok(EmbeddedInstance { state, operator, watermark: NO_TIMESTAMP })
+        Ok(EmbeddedInstance { state, operator, watermark })
     }
 
     /// Runs the operator on one batch that arrived on `input`.
@@ -147,7 +148,7 @@ impl<T: Operator> EmbeddedInstance<T> {
         self.state.borrow_mut().begin_call(false, false);
         let flushed = self.operator.flush();
         self.returned(flushed)?;
-        self.state.borrow_mut().capture(started)
+        self.state.borrow_mut().capture(started, self.watermark)
     }
 
     /// Ends the call; its result, or the backend's failure during it.

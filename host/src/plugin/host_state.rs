@@ -168,10 +168,11 @@ impl PluginState {
     }
 
     /// Captures the instance's state for a checkpoint, once the operator
-    /// has written back what it holds (the snapshot began at `started`).
-    pub fn capture(&mut self, started: Instant) -> Result<CapturedState, CallError> {
+    /// has written back what it holds (the snapshot began at `started`),
+    /// with the instance's `watermark`.
+    pub fn capture(&mut self, started: Instant, watermark: i64) -> Result<CapturedState, CallError> {
         let flushed = started.elapsed();
-        let meta = snapshot::encode(&self.registry, &self.broadcast, &self.timers);
+        let meta = snapshot::encode(&self.registry, &self.broadcast, &self.timers, watermark);
         let encoded = started.elapsed();
         let keyed = self.backend.snapshot().map_err(|e| CallError::Backend(e.to_string()))?;
         // Where a checkpoint's synchronous part goes: the plugin writing

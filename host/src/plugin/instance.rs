@@ -77,6 +77,7 @@ impl OperatorInstance {
             )));
         }
         let mut data = PluginState::new(limits.memory_bytes, state.backend, state.key_groups, state.max_parallelism);
+        let watermark = state.meta.as_ref().map_or(NO_TIMESTAMP, |meta| meta.watermark);
         if let Some(meta) = state.meta {
             data.registry = meta.registry;
             data.broadcast = meta.broadcast;
@@ -93,7 +94,7 @@ impl OperatorInstance {
             Ok(bindings) => bindings,
             Err(error) => return Err(classify(&store, &limits, error, CallError::Instantiate)),
         };
-        let mut instance = OperatorInstance { store, bindings, limits, watermark: NO_TIMESTAMP };
+        let mut instance = OperatorInstance { store, bindings, limits, watermark };
         instance.init_with_host_keys(config)?;
         Ok(instance)
     }
@@ -199,7 +200,8 @@ impl OperatorInstance {
     pub fn snapshot(&mut self) -> Result<CapturedState, CallError> {
         let started = Instant::now();
         self.flush()?;
-        self.store.data_mut().capture(started)
+        let watermark = self.watermark;
+        self.store.data_mut().capture(started, watermark)
     }
 
     /// Calls the plugin's `flush`: state it keeps between calls goes to

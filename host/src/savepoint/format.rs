@@ -66,6 +66,11 @@ pub struct OperatorSnapshot {
     pub keyed: Vec<KeyedFile>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub broadcast: Option<FileRef>,
+    /// The lowest watermark of its subtasks, if each had one: restored,
+    /// its subtasks judge events against it as they did (see
+    /// `plugin::snapshot`). Absent from savepoints before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watermark: Option<i64>,
 }
 
 /// One state of an operator.
@@ -231,6 +236,7 @@ mod tests {
             states: Vec::new(),
             keyed,
             broadcast: None,
+            watermark: None,
         };
         manifest.operators = vec![operator];
         let error = SavepointManifest::decode(path, &manifest.encode()).unwrap_err();

@@ -162,7 +162,7 @@ impl Savepoint {
         let broadcast = self.broadcast(operator).map_err(error)?;
         Ok(Some(InitialState {
             backend,
-            meta: Some(InstanceMeta { registry, broadcast, timers }),
+            meta: Some(InstanceMeta { registry, broadcast, timers, watermark: operator.watermark.unwrap_or(i64::MIN) }),
             max_parallelism,
             key_groups: groups,
         }))

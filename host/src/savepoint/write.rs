@@ -186,9 +186,11 @@ fn write_files(
                     states: Vec::new(),
                     keyed: Vec::new(),
                     broadcast: None,
+                    watermark: None,
                 };
                 let metas: Vec<InstanceMeta> =
                     tasks.iter().map(|task| read_meta(task, checkpoint_root)).collect::<Result<_, _>>().map_err(state_error)?;
+                snapshot.watermark = metas.iter().map(|meta| meta.watermark).min().filter(|&w| w > i64::MIN);
                 let ids: Vec<StateIds> = metas.iter().map(|meta| StateIds::new(&mut snapshot.states, meta)).collect();
                 // Subtasks are read and sorted in parallel, then written in order.
                 let gathered: Vec<Result<Entries, StateError>> = std::thread::scope(|scope| {
