@@ -149,13 +149,9 @@ key_by = true
     assert!(warning.contains("output=late") && warning.contains(r#"`input = "windows.late"`"#), "{warning}");
 }
 
-/// Killed between a window's firing and a reading too late for it, and
-/// resumed, the windows judge the replayed reading against the event time
-/// they had reached: it goes to the late output, as in a run that was
-/// never killed, and the fired window is not emitted again with it.
-#[test]
-fn a_resumed_operator_keeps_the_event_time_it_had_reached() {
-    let dir = JobDir::new();
+/// A job whose second reading fires the window [0, 1000) of key `a`, and
+/// whose third, a second later, is too late for it.
+fn job_with_a_late_reading(dir: &JobDir) -> std::path::PathBuf {
     let lines = [
         r#"{"key":"a","value":1,"timestamp":100}"#,
         r#"{"key":"a","value":10,"timestamp":5000}"#,
@@ -163,7 +159,7 @@ fn a_resumed_operator_keeps_the_event_time_it_had_reached() {
         r#"{"key":"f","value":0,"timestamp":5000}"#,
     ];
     dir.write("readings.jsonl", &(lines.join("\n") + "\n"));
-    let job = dir.write(
+    dir.write(
         "job.toml",
         &format!(
             r#"
@@ -198,28 +194,63 @@ input = "windows.late"
 "#,
             plugin = toml_path(&plugin("sensor-window"))
         ),
-    );
-    // The second reading fires the window [0, 1000); once a checkpoint has
-    // committed it, the job is killed, a second before the third reading.
+    )
+}
+
+/// Waits until the window [0, 1000) is committed (its checkpoint complete).
+fn wait_for_the_first_window(dir: &JobDir) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !dir.path("sums").exists() || common::committed_lines(&dir.path("sums"), None).is_empty() {
+        assert!(Instant::now() < deadline, "the first window was not committed");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The late reading went to the late output, as in a run never stopped,
+/// and the fired window was not emitted again with it.
+fn assert_judged_late_as_the_first_time(dir: &JobDir) {
+    let sums = common::committed_lines(&dir.path("sums"), None);
+    let first: Vec<&String> = sums.iter().filter(|line| line.contains(r#""start":0,"#)).collect();
+    assert_eq!(first.len(), 1, "the window [0, 1000) fired once: {sums:?}");
+    assert!(first[0].ends_with(r#""value":1.0}"#), "{sums:?}");
+    assert_eq!(common::committed_lines(&dir.path("late"), None), ["a\t2"], "the late reading goes to the late output");
+}
+
+/// Killed between a window's firing and a reading too late for it, and
+/// resumed, the windows judge the replayed reading against the event time
+/// they had reached, not as if none had passed.
+#[test]
+fn a_resumed_operator_keeps_the_event_time_it_had_reached() {
+    let dir = JobDir::new();
+    let job = job_with_a_late_reading(&dir);
     let mut child = std::process::Command::new(common::weir_binary())
         .args(["run", job.to_str().unwrap()])
         .env("WEIR_LOG", "warn")
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !dir.path("sums").exists() || common::committed_lines(&dir.path("sums"), None).is_empty() {
-        assert!(Instant::now() < deadline, "the first window was not committed");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_for_the_first_window(&dir);
     child.kill().unwrap();
     child.wait().unwrap();
     assert!(run_job(&job, &[]).success().stderr().contains("resumed from checkpoint"));
-    let sums = common::committed_lines(&dir.path("sums"), None);
-    let first: Vec<&String> = sums.iter().filter(|line| line.contains(r#""start":0,"#)).collect();
-    assert_eq!(first.len(), 1, "the window [0, 1000) fired once: {sums:?}");
-    assert!(first[0].ends_with(r#""value":1.0}"#), "{sums:?}");
-    assert_eq!(common::committed_lines(&dir.path("late"), None), ["a\t2"], "the late reading goes to the late output");
+    assert_judged_late_as_the_first_time(&dir);
+}
+
+/// The same through a savepoint (an upgrade's way): it keeps the event
+/// time too, and needs no checkpoint to restore it.
+#[test]
+fn an_operator_restored_from_a_savepoint_keeps_the_event_time_it_had_reached() {
+    let dir = JobDir::new();
+    let job = job_with_a_late_reading(&dir);
+    let host = Host::start(&job, &[]);
+    wait_for_the_first_window(&dir);
+    let savepoint = dir.path("savepoint");
+    host.stop_with_savepoint("resumed-late", &savepoint);
+    let (status, stderr) = host.wait();
+    assert!(status.success(), "{stderr}");
+    std::fs::remove_dir_all(dir.path("checkpoints")).unwrap();
+    run_job(&job, &["--from-savepoint", savepoint.to_str().unwrap()]).success();
+    assert_judged_late_as_the_first_time(&dir);
 }
 
 /// An idle source does not hold event time back, whether it feeds the
