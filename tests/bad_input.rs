@@ -340,6 +340,12 @@ fn rolling_settings_a_files_sink_cannot_run_with() {
     }
     let job = job_file(&dir, |t| t.replace("type = \"discard\"", "type = \"files\"\npath = \"out\"\nroll_after_ms = 5"));
     assert!(run_job(&job, &[]).failure().contains("roll_after_ms"), "an unknown field is named");
+    let huge = "type = \"files\"\npath = \"out\"\nroll_size_mb = 17592186044416";
+    let error = run_job(&job_file(&dir, |t| t.replace("type = \"discard\"", huge)), &[]).failure();
+    assert!(error.contains("`roll_size_mb` may be at most 1073741824 (1 PiB)"), "{error}");
+    let unchecked = "type = \"files\"\npath = \"out\"\nroll_interval_ms = 60000";
+    let error = run_job(&job_file(&dir, |t| t.replace("type = \"discard\"", unchecked)), &[]).failure();
+    assert!(error.contains("files sink `out` has a rolling policy, but the job takes no checkpoints"), "{error}");
 }
 
 #[test]

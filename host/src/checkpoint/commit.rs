@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use tracing::{debug, error, warn};
 
+use crate::connectors::PartInProgress;
 use crate::connectors::kafka::{KafkaCommit, KafkaCommitter, KafkaSinkSpec};
 
 /// Output a sink pre-committed at a checkpoint's barrier.
@@ -33,11 +34,10 @@ pub enum PendingCommit {
     /// A Kafka sink subtask's epoch, to write in one transaction.
     Kafka(KafkaCommit),
     /// A part file still being written at the barrier (its sink rolls
-    /// parts less often than it checkpoints), synced: its first `durable`
-    /// bytes are the checkpoint's. Nothing is committed when the checkpoint
-    /// completes — a later one commits the whole part — but a restore of the
-    /// checkpoint commits those bytes as `to`.
-    InProgress { in_progress: PathBuf, durable: u64, to: PathBuf },
+    /// parts less often than it checkpoints). Nothing is committed when the
+    /// checkpoint completes — a later one commits the whole part — but a
+    /// restore of the checkpoint commits its share.
+    InProgress(PartInProgress),
 }
 
 impl PendingCommit {
@@ -122,12 +122,12 @@ impl Committer {
         let (in_progress, to_commit): (Vec<_>, Vec<_>) = restored.into_iter().partition(PendingCommit::in_progress);
         self.commit(to_commit);
         for part in in_progress {
-            let PendingCommit::InProgress { in_progress, durable, to } = part else { continue };
-            match crate::connectors::commit_in_progress(&in_progress, durable, &to) {
-                Ok(true) => debug!(file = %to.display(), "output in progress at the checkpoint committed"),
+            let PendingCommit::InProgress(part) = part else { continue };
+            match part.commit() {
+                Ok(true) => debug!(file = %part.to.display(), "output in progress at the checkpoint committed"),
                 Ok(false) => {}
                 Err(error) => error!(
-                    file = %in_progress.display(),
+                    file = %part.in_progress.display(),
                     %error,
                     "the part file in progress at the restored checkpoint cannot be committed: its events up to the \
                      checkpoint are not in the output"

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::PendingCommit;
-use crate::connectors::SourceSplit;
+use crate::connectors::{PartInProgress, SourceSplit};
 use crate::state::{BackendHandle, BackendKind, FileRef, header_version, strip_header, with_header};
 
 /// The version of the manifest format. Version 3 added change files to
@@ -146,9 +146,11 @@ impl Manifest {
                     (PendingCommit::Rename { from, to, size }, Some(dir)) => {
                         PendingCommit::Rename { from: in_dir(dir, from), to: in_dir(dir, to), size: *size }
                     }
-                    (PendingCommit::InProgress { in_progress, durable, to }, Some(dir)) => {
-                        PendingCommit::InProgress { in_progress: in_dir(dir, in_progress), durable: *durable, to: in_dir(dir, to) }
-                    }
+                    (PendingCommit::InProgress(part), Some(dir)) => PendingCommit::InProgress(PartInProgress {
+                        in_progress: in_dir(dir, &part.in_progress),
+                        to: in_dir(dir, &part.to),
+                        ..part.clone()
+                    }),
                     (commit, _) => commit.clone(),
                 });
             }

@@ -185,9 +185,7 @@ impl CheckpointStorage {
         for commit in manifest.commits_in(dir_of) {
             let checked = match &commit {
                 PendingCommit::Rename { from, size, .. } => PendingCommit::check_size(from, *size).map_err(|e| (from, e)),
-                PendingCommit::InProgress { in_progress, durable, .. } => {
-                    crate::connectors::check_in_progress(in_progress, *durable).map_err(|e| (in_progress, e))
-                }
+                PendingCommit::InProgress(part) => part.check().map_err(|e| (&part.in_progress, e)),
                 PendingCommit::Kafka(_) => Ok(()),
             };
             checked.map_err(|(file, error)| format!("output file {}: {error}", file.display()))?;

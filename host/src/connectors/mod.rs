@@ -21,7 +21,7 @@ pub use backlog::{Backlog, PartitionBacklog};
 pub use file_source::FileSource;
 pub use generator::Generator;
 pub use line_sink::{DiscardSink, LineSink};
-pub use part_files::{DirectoryLock, PartFileSink, RollingPolicy, check_in_progress, commit_in_progress, committed_parts};
+pub use part_files::{DirectoryLock, PartFileSink, PartInProgress, RollingPolicy, committed_parts};
 
 use crate::checkpoint::PendingCommit;
 use crate::dataflow::RecordBatch;
@@ -266,10 +266,7 @@ pub fn open_sink(spec: &SinkSpec, place: &SinkPlace<'_>) -> Result<Box<dyn Sink>
         SinkSpec::Stdout { format, .. } => Box::new(LineSink::stdout(*format)),
         SinkSpec::File { path, format, .. } => Box::new(LineSink::file(path, *format, restored > 0)?),
         SinkSpec::Files { path, format, roll_interval_ms, roll_size_mb, .. } => {
-            let rolling = RollingPolicy {
-                interval: roll_interval_ms.map(std::time::Duration::from_millis),
-                size: roll_size_mb.map(|mb| mb << 20),
-            };
+            let rolling = RollingPolicy::from_settings(*roll_interval_ms, *roll_size_mb);
             Box::new(PartFileSink::open(path, subtask, parallelism, *format, rolling, restored, restored_at_ms)?)
         }
         SinkSpec::Discard { rate, .. } => Box::new(DiscardSink::new(*rate)),

@@ -34,6 +34,7 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
 use super::line_sink::format_line;
@@ -61,6 +62,8 @@ struct OpenPart {
     file: BufWriter<File>,
     opened: Instant,
     written: u64,
+    /// The CRC-32 of what was written.
+    crc: crc32fast::Hasher,
 }
 
 /// When a `files` sink commits its open part (the job file's
@@ -74,6 +77,22 @@ pub struct RollingPolicy {
 }
 
 impl RollingPolicy {
+    /// The largest `roll_size_mb`: 1 PiB.
+    pub const LARGEST_SIZE_MB: u64 = 1 << 30;
+
+    /// The policy of a sink's settings. One left out takes Flink's
+    /// default (60 s, 128 MiB), so that a part rolled by size alone is
+    /// still visible within a minute on a slow stream.
+    pub fn from_settings(interval_ms: Option<u64>, size_mb: Option<u64>) -> Self {
+        if interval_ms.is_none() && size_mb.is_none() {
+            return RollingPolicy::default();
+        }
+        RollingPolicy {
+            interval: Some(Duration::from_millis(interval_ms.unwrap_or(60_000))),
+            size: Some(size_mb.unwrap_or(128).min(Self::LARGEST_SIZE_MB) << 20),
+        }
+    }
+
     fn rolls(&self, part: &OpenPart) -> bool {
         match (self.interval, self.size) {
             (None, None) => true,
@@ -157,7 +176,8 @@ impl PartFileSink {
         synced.map_err(|source| ConnectorError::Io { what: self.dir.display().to_string(), source })?;
         let to = self.dir.join(format!("part-{}-{label}", self.subtask));
         if !roll {
-            return Ok(Some(PendingCommit::InProgress { in_progress: part.path.clone(), durable: part.written, to }));
+            let (in_progress, durable, crc32) = (part.path.clone(), part.written, part.crc.clone().finalize());
+            return Ok(Some(PendingCommit::InProgress(PartInProgress { in_progress, durable, crc32, to })));
         }
         let part = self.current.take().expect("a part is open");
         Ok(Some(PendingCommit::Rename { from: part.path, to, size: Some(part.written) }))
@@ -168,7 +188,7 @@ impl PartFileSink {
             let path = self.dir.join(format!(".part-{}-{:08}.inprogress", self.subtask, self.last_barrier));
             let file = File::create(&path).map_err(|e| self.io_error(e))?;
             let file = BufWriter::with_capacity(1 << 16, file);
-            self.current = Some(OpenPart { path, file, opened: Instant::now(), written: 0 });
+            self.current = Some(OpenPart { path, file, opened: Instant::now(), written: 0, crc: crc32fast::Hasher::new() });
         }
         Ok(self.current.as_mut().expect("opened above"))
     }
@@ -228,60 +248,117 @@ fn refuse_committed_parts(dir: &Path) -> Result<(), ConnectorError> {
     }
 }
 
-/// Commits the share of a part that was in progress at a restored
-/// checkpoint — its first `durable` bytes — as `to`; Ok(false) if that was
-/// done before. The part is where the checkpoint left it, or, restoring a
-/// checkpoint older than the newest (the newer ones corrupt), it may have
-/// been committed since under a later label: the share is then copied from
-/// it (the sink deletes the later part when it opens, recording the
-/// rollback). Its later bytes are produced again.
-pub fn commit_in_progress(in_progress: &Path, durable: u64, to: &Path) -> std::io::Result<bool> {
-    if std::fs::metadata(in_progress).is_ok() {
-        check_in_progress(in_progress, durable)?;
-        let file = std::fs::OpenOptions::new().write(true).open(in_progress)?;
-        file.set_len(durable)?;
-        file.sync_all()?;
-        std::fs::rename(in_progress, to)?;
-        return Ok(true);
-    }
-    if to.exists() {
-        return Ok(false);
-    }
-    let not_found = || std::io::Error::new(std::io::ErrorKind::NotFound, format!("{} is missing", in_progress.display()));
-    let later = later_part(to).ok_or_else(not_found)?;
-    copy_prefix(&later, durable, to)?;
-    Ok(true)
+/// A part in progress at a checkpoint's barrier, synced: its first
+/// `durable` bytes (whose CRC-32 is `crc32`) are the checkpoint's output,
+/// committed as `to` if the checkpoint is restored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartInProgress {
+    pub in_progress: PathBuf,
+    pub durable: u64,
+    pub crc32: u32,
+    pub to: PathBuf,
 }
 
-/// Fails if part `in_progress`, if it is still there, is shorter than the
-/// `durable` bytes a checkpoint recorded of it.
-pub fn check_in_progress(in_progress: &Path, durable: u64) -> std::io::Result<()> {
-    match std::fs::metadata(in_progress) {
-        Ok(meta) if meta.len() < durable => Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!("damaged: {} bytes, where the checkpoint recorded {durable}", meta.len()),
-        )),
-        _ => Ok(()),
+impl PartInProgress {
+    /// Commits the checkpoint's share of the part as `to`; Ok(false) if
+    /// that was done before. The part is where the checkpoint left it, or,
+    /// restoring a checkpoint older than the newest (the newer ones
+    /// corrupt), committed since under a later label: the share is then
+    /// copied from it (the sink deletes the later part when it opens,
+    /// recording the rollback). Its later bytes are produced again.
+    pub fn commit(&self) -> std::io::Result<bool> {
+        if std::fs::metadata(&self.in_progress).is_ok() {
+            self.check_share_of(&self.in_progress)?;
+            let file = std::fs::OpenOptions::new().write(true).open(&self.in_progress)?;
+            file.set_len(self.durable)?;
+            file.sync_all()?;
+            std::fs::rename(&self.in_progress, &self.to)?;
+            return Ok(true);
+        }
+        if self.to.exists() {
+            return Ok(false);
+        }
+        let committed = self.committed_since()?;
+        copy_prefix(&committed, self.durable, &self.to)?;
+        Ok(true)
+    }
+
+    /// Fails unless the checkpoint's share can be committed: the part is
+    /// there, at least as long as the checkpoint recorded (what it holds
+    /// is read only when committed, or when it is not there); or the share
+    /// was committed already, or the part was, under a later label.
+    pub fn check(&self) -> std::io::Result<()> {
+        match std::fs::metadata(&self.in_progress) {
+            Ok(meta) if meta.len() < self.durable => Err(damaged(format!(
+                "damaged: {} bytes, where the checkpoint recorded {}",
+                meta.len(),
+                self.durable
+            ))),
+            Ok(_) => Ok(()),
+            Err(_) if self.to.exists() => Ok(()),
+            Err(_) => self.committed_since().map(drop),
+        }
+    }
+
+    /// Fails unless the first `durable` bytes of `path` are the share.
+    fn check_share_of(&self, path: &Path) -> std::io::Result<()> {
+        let mut share = std::io::Read::take(File::open(path)?, self.durable);
+        let mut crc = crc32fast::Hasher::new();
+        let mut buffer = vec![0; 1 << 16];
+        let mut read = 0;
+        loop {
+            let n = std::io::Read::read(&mut share, &mut buffer)?;
+            if n == 0 {
+                break;
+            }
+            crc.update(&buffer[..n]);
+            read += n as u64;
+        }
+        match (read, crc.finalize()) {
+            (read, _) if read < self.durable => {
+                Err(damaged(format!("damaged: {read} bytes, where the checkpoint recorded {}", self.durable)))
+            }
+            (_, crc) if crc != self.crc32 => {
+                Err(damaged(format!("damaged: its first {} bytes are not those the checkpoint recorded", self.durable)))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The committed part the part in progress became: among the parts of
+    /// `to`'s subtask committed after `to`'s checkpoint, the first whose
+    /// start is the checkpoint's share (a part moved away by a consumer is
+    /// not taken for another).
+    fn committed_since(&self) -> std::io::Result<PathBuf> {
+        let missing =
+            || std::io::Error::new(std::io::ErrorKind::NotFound, format!("{} is missing", self.in_progress.display()));
+        let later = later_parts(&self.to).ok_or_else(missing)?;
+        later.into_iter().find(|part| self.check_share_of(part).is_ok()).ok_or_else(missing)
     }
 }
 
-/// The committed part of `to`'s subtask with the lowest label after
-/// `to`'s: the part that was in progress at `to`'s checkpoint, once rolled
-/// (a subtask writes one part at a time, and a restore commits the part
-/// in progress at once).
-fn later_part(to: &Path) -> Option<PathBuf> {
+fn damaged(message: String) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidData, message)
+}
+
+/// The committed parts of `to`'s subtask with labels after `to`'s, lowest
+/// first (the final part last).
+fn later_parts(to: &Path) -> Option<Vec<PathBuf>> {
     let dir = to.parent()?;
     let (subtask, label) = parse_part_name(to.file_name()?.to_str()?)?;
     let after: u64 = label?.parse().ok()?;
     let order = |label: &str| if label == "final" { Some(u64::MAX) } else { label.parse::<u64>().ok() };
     let entries = std::fs::read_dir(dir).ok()?.flatten();
-    let later = entries.filter_map(|entry| {
-        let name = entry.file_name().into_string().ok()?;
-        let (of, label) = parse_part_name(&name)?;
-        let rank = order(label?).filter(|&rank| of == subtask && rank > after)?;
-        Some((rank, entry.path()))
-    });
-    later.min_by_key(|(rank, _)| *rank).map(|(_, path)| path)
+    let mut later: Vec<(u64, PathBuf)> = entries
+        .filter_map(|entry| {
+            let name = entry.file_name().into_string().ok()?;
+            let (of, label) = parse_part_name(&name)?;
+            let rank = order(label?).filter(|&rank| of == subtask && rank > after)?;
+            Some((rank, entry.path()))
+        })
+        .collect();
+    later.sort();
+    Some(later.into_iter().map(|(_, path)| path).collect())
 }
 
 /// Writes the first `length` bytes of `from` to `to`, whole or not at all.
@@ -290,13 +367,7 @@ fn copy_prefix(from: &Path, length: u64, to: &Path) -> std::io::Result<()> {
     let temporary = to.with_file_name(format!(".{name}.recovering"));
     let mut source = std::io::Read::take(File::open(from)?, length);
     let mut copy = File::create(&temporary)?;
-    let copied = std::io::copy(&mut source, &mut copy)?;
-    if copied < length {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!("damaged: {} holds {copied} bytes, where the checkpoint recorded {length}", from.display()),
-        ));
-    }
+    std::io::copy(&mut source, &mut copy)?;
     copy.sync_all()?;
     std::fs::rename(temporary, to)
 }
@@ -323,6 +394,7 @@ impl Sink for PartFileSink {
         let part = self.open_part()?;
         let result = part.file.write_all(&line);
         part.written += line.len() as u64;
+        part.crc.update(&line);
         self.line = line;
         result.map_err(|e| self.io_error(e))
     }
@@ -402,8 +474,8 @@ mod tests {
         let mut sink = open(dir.path(), 0, 1, by_size(8), 0).unwrap();
         sink.write(&batch(&["a", "b"])).unwrap();
         let first = sink.precommit(1, false).unwrap();
-        let PendingCommit::InProgress { durable, .. } = &first[0] else { panic!("in progress: {first:?}") };
-        assert_eq!(*durable, 4);
+        let PendingCommit::InProgress(part) = &first[0] else { panic!("in progress: {first:?}") };
+        assert_eq!(part.durable, 4);
         first[0].commit_file().unwrap(); // Checkpoint 1 completes: nothing to see yet.
         assert!(committed_parts(dir.path()).is_empty());
         sink.write(&batch(&["c"])).unwrap();
@@ -466,19 +538,47 @@ mod tests {
     }
 
     #[test]
-    fn a_part_in_progress_cut_short_is_damaged_and_not_committed() {
+    fn a_part_in_progress_cut_short_changed_or_missing_is_damaged_and_not_committed() {
         let dir = tempfile::tempdir().unwrap();
         let mut sink = open(dir.path(), 0, 1, by_size(100), 0).unwrap();
         sink.write(&batch(&["abc"])).unwrap();
         let first = sink.precommit(1, false).unwrap();
         drop(sink);
-        let PendingCommit::InProgress { in_progress, durable, to } = &first[0] else { panic!("{first:?}") };
-        std::fs::write(in_progress, "ab").unwrap();
-        let error = commit_in_progress(in_progress, *durable, to).unwrap_err();
-        assert!(error.to_string().contains("damaged: 2 bytes, where the checkpoint recorded 4"), "{error}");
-        assert!(!to.exists());
-        std::fs::remove_file(in_progress).unwrap();
-        assert_eq!(commit_in_progress(in_progress, *durable, to).unwrap_err().kind(), std::io::ErrorKind::NotFound);
+        let PendingCommit::InProgress(part) = &first[0] else { panic!("{first:?}") };
+        std::fs::write(&part.in_progress, "ab").unwrap();
+        for error in [part.check().unwrap_err(), part.commit().unwrap_err()] {
+            assert!(error.to_string().contains("damaged: 2 bytes, where the checkpoint recorded 4"), "{error}");
+        }
+        std::fs::write(&part.in_progress, "abd\n").unwrap();
+        let error = part.commit().unwrap_err();
+        assert!(error.to_string().contains("its first 4 bytes are not those the checkpoint recorded"), "{error}");
+        assert!(!part.to.exists());
+        std::fs::remove_file(&part.in_progress).unwrap();
+        assert_eq!(part.check().unwrap_err().kind(), std::io::ErrorKind::NotFound, "so the checkpoint is not resumed");
+        assert_eq!(part.commit().unwrap_err().kind(), std::io::ErrorKind::NotFound);
+    }
+
+    /// A consumer moved the part the checkpoint's share went into away: a
+    /// later part, which starts otherwise, is not taken for it.
+    #[test]
+    fn a_later_part_that_is_not_the_one_in_progress_is_not_copied_from() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut sink = open(dir.path(), 0, 1, by_size(6), 0).unwrap();
+        sink.write(&batch(&["a", "b"])).unwrap();
+        let first = sink.precommit(1, false).unwrap();
+        sink.write(&batch(&["c"])).unwrap();
+        sink.precommit(2, false).unwrap()[0].commit_file().unwrap();
+        sink.write(&batch(&["d", "e", "f"])).unwrap();
+        sink.precommit(3, false).unwrap()[0].commit_file().unwrap();
+        drop(sink);
+        std::fs::rename(dir.path().join("part-0-00000002"), dir.path().join("collected")).unwrap();
+        let PendingCommit::InProgress(part) = &first[0] else { panic!("{first:?}") };
+        assert_eq!(part.check().unwrap_err().kind(), std::io::ErrorKind::NotFound);
+        assert!(part.commit().is_err() && !part.to.exists(), "part-0-00000003 holds other events");
+        std::fs::rename(dir.path().join("collected"), dir.path().join("part-0-00000002")).unwrap();
+        part.check().unwrap();
+        assert!(part.commit().unwrap());
+        assert_eq!(read(dir.path(), "part-0-00000001"), "a\nb\n");
     }
 
     #[test]

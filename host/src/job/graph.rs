@@ -356,6 +356,15 @@ fn check_connectors(spec: &JobSpec) -> Result<(), String> {
     let mut paths = HashMap::new();
     for sink in &spec.sinks {
         sink.check_numbers()?;
+        if let SinkSpec::Files { name, roll_interval_ms, roll_size_mb, .. } = sink
+            && (roll_interval_ms.is_some() || roll_size_mb.is_some())
+            && spec.checkpoint_dir.is_none()
+        {
+            return Err(format!(
+                "files sink `{name}` has a rolling policy, but the job takes no checkpoints, so its one part is \
+                 committed at the end of input: set `checkpoint_dir`, or remove `roll_interval_ms` and `roll_size_mb`"
+            ));
+        }
         // By the place named, however spelt (`x.txt`, `./x.txt`, a link).
         if let SinkSpec::File { name, path, .. } | SinkSpec::Files { name, path, .. } = sink {
             let place = crate::dirs::resolved(path);

@@ -439,6 +439,12 @@ impl SinkSpec {
                 ));
             }
         }
+        if roll_size_mb.is_some_and(|mb| mb > crate::connectors::RollingPolicy::LARGEST_SIZE_MB) {
+            return Err(format!(
+                "sink `{name}`: `roll_size_mb` may be at most {} (1 PiB)",
+                crate::connectors::RollingPolicy::LARGEST_SIZE_MB
+            ));
+        }
         Ok(())
     }
 
