@@ -188,6 +188,8 @@ pub struct Windows<A: Aggregate> {
     held: ResidentCell<WindowStore<A::Acc>>,
     /// Tumbling: the start of the window the last event fell in.
     last_tumbling: Cell<Option<i64>>,
+    /// The timestamps whose windows, and their timers, fit in 64-bit time.
+    fitting: std::ops::RangeInclusive<i64>,
     name: String,
 }
 
@@ -222,6 +224,7 @@ impl<A: Aggregate> Windows<A> {
             by_start,
             held: ResidentCell::default(),
             last_tumbling: Cell::new(None),
+            fitting: fitting(kind, 0),
             name: name.to_owned(),
         }
     }
@@ -260,6 +263,7 @@ impl<A: Aggregate> Windows<A> {
     /// Keeps windows open this long (ms) after the watermark passed their end.
     pub fn allowed_lateness(mut self, lateness: i64) -> Self {
         self.allowed_lateness = lateness.max(0);
+        self.fitting = fitting(self.kind, self.allowed_lateness);
         self
     }
 
@@ -447,6 +451,9 @@ impl<A: Aggregate> Windows<A> {
                 .timestamp()
                 .ok_or_else(|| Error::input("event-time windows need events with timestamps"))?,
         };
+        if !self.fitting.contains(&timestamp) {
+            return Err(self.beyond_time(timestamp));
+        }
         if let Some(size) = self.fixed_size() {
             return self.add_fixed(ctx, event, input, timestamp, size);
         }
@@ -532,6 +539,22 @@ impl<A: Aggregate> Windows<A> {
             self.send_late(ctx, event);
         }
         Ok(updated)
+    }
+
+    /// Why an event at `timestamp` cannot be placed: its windows would end
+    /// (or be kept for their lateness) past the end of 64-bit time, or
+    /// start before its beginning, and wrap round.
+    #[cold]
+    fn beyond_time(&self, timestamp: i64) -> Error {
+        Error::input(format!(
+            "windows `{}`: an event at {timestamp} ms is too near the ends of 64-bit time for its windows ({:?}, \
+             {} ms of lateness), which would not fit: timestamps must lie in {}..={} (is it in milliseconds?)",
+            self.name,
+            self.kind,
+            self.allowed_lateness,
+            self.fitting.start(),
+            self.fitting.end()
+        ))
     }
 
     /// Whether a window ending at `end` is gone: the watermark passed its
@@ -696,6 +719,20 @@ impl<A: Aggregate> Windows<A> {
         results.sort_by_key(|r| r.start);
         Ok(results.into())
     }
+}
+
+/// The timestamps whose windows of `kind`, kept `lateness` ms after their
+/// end, start and end within 64-bit time: an event's windows start no
+/// earlier than its timestamp less their length, and end (with their
+/// lateness) no later than its timestamp plus it.
+fn fitting(kind: WindowKind, lateness: i64) -> std::ops::RangeInclusive<i64> {
+    let reach = match kind {
+        WindowKind::Tumbling { size } => size,
+        // The first start is found a slide below `timestamp - size`.
+        WindowKind::Sliding { size, slide } => size.saturating_add(slide),
+        WindowKind::Session { gap } => gap,
+    };
+    i64::MIN.saturating_add(reach) ..= i64::MAX.saturating_sub(reach).saturating_sub(lateness)
 }
 
 #[cfg(test)]
@@ -956,6 +993,24 @@ mod tests {
         let late = h.process([event("a", 4.0, 300)]).unwrap();
         assert!(results(&late).is_empty());
         assert_eq!(late.iter().map(|e| (e.output.as_str(), e.value_str())).collect::<Vec<_>>(), vec![("late", "4".to_owned())]);
+    }
+
+    /// An event whose windows would not fit in 64-bit time (a timestamp in
+    /// microseconds, a corrupt one) fails with a clear error instead of
+    /// windows that wrap round; one just inside fires at the end of time.
+    #[test]
+    fn timestamps_near_the_ends_of_time_fail_clearly_instead_of_wrapping() {
+        for (kind, at) in [("tumbling", i64::MAX - 10), ("tumbling", i64::MIN + 1), ("sliding", i64::MIN + 1200), ("session", i64::MAX - 50)] {
+            let mut h = harness(&[("kind", kind), ("lateness", "100")]);
+            let error = h.process([event("a", 1.0, at)]).unwrap_err().to_string();
+            assert!(error.contains(&format!("an event at {at} ms is too near the ends of 64-bit time")), "{kind}: {error}");
+        }
+        let mut h = harness(&[("lateness", "100")]);
+        let last = i64::MAX - 1100;
+        h.process([event("a", 1.0, last)]).unwrap();
+        let fired = h.advance_watermark(i64::MAX).unwrap();
+        let start = last.div_euclid(1000) * 1000;
+        assert_eq!(results(&fired), vec![row("a", start, start + 1000, 1.0)]);
     }
 
     /// Restored on a host that did not keep the watermark (one before it
