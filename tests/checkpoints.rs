@@ -631,6 +631,26 @@ fn a_checkpoint_whose_pending_output_is_cut_short_is_skipped_for_the_previous_on
     );
 }
 
+/// A part in progress changed within the newest checkpoint's share (its
+/// length kept): that checkpoint is damaged and skipped for the previous
+/// one, whose shorter share is intact, and the output is exact.
+#[test]
+fn a_checkpoint_whose_part_in_progress_was_changed_is_skipped_for_the_previous_one() {
+    recovers_from_the_previous_checkpoint_with(
+        "roll_interval_ms = 100000",
+        |_, newest| {
+            let manifest = manifest_json(newest);
+            let commits = manifest["tasks"].as_array().unwrap().iter().flat_map(|t| t["commits"].as_array().into_iter().flatten());
+            let part = commits.filter(|c| c["durable"].as_u64() > Some(1)).next().expect("a part in progress");
+            let (path, durable) = (Path::new(part["in_progress"].as_str().unwrap()), part["durable"].as_u64().unwrap());
+            let mut bytes = std::fs::read(path).unwrap();
+            bytes[durable as usize - 2] ^= 0x01; // A digit of the share's last line.
+            std::fs::write(path, bytes).unwrap();
+        },
+        "part in progress changed",
+    );
+}
+
 /// A manifest that says it is another checkpoint than its directory's
 /// (copied in from elsewhere) is not that checkpoint.
 #[test]

@@ -160,6 +160,9 @@ fn parse_json_line(line: &str) -> Result<(Vec<u8>, Vec<u8>, Option<i64>), String
         // The least i64 is how a batch marks "no timestamp".
         Some(Value::Number(n)) if n.as_i64().is_some_and(|t| t != crate::dataflow::NO_TIMESTAMP) => n.as_i64(),
         Some(Value::Number(n)) if n.is_i64() => return Err(format!("timestamp {n} is out of range: give one above it, or none")),
+        Some(Value::Number(n)) if n.is_u64() => {
+            return Err(format!("timestamp {n} is out of range: milliseconds since 1970 fit in a signed 64-bit integer"));
+        }
         Some(other) => return Err(format!("timestamp {other} is not an integer number of milliseconds")),
     };
     Ok((bytes(object.remove("key")), bytes(object.remove("value")), timestamp))
@@ -184,6 +187,8 @@ mod tests {
         assert!(parse_json_line(r#"{"vaule":1}"#).unwrap_err().contains("unknown field `vaule`"));
         assert!(parse_json_line(r#"{"timestamp":"x"}"#).unwrap_err().contains("not an integer"));
         assert!(parse_json_line(r#"{"timestamp":-9223372036854775808}"#).unwrap_err().contains("out of range"));
+        let error = parse_json_line(r#"{"timestamp":9223372036854775808}"#).unwrap_err();
+        assert!(error.contains("timestamp 9223372036854775808 is out of range: milliseconds since 1970 fit"), "{error}");
         assert_eq!(parse_json_line(r#"{"timestamp":-9223372036854775807}"#).unwrap().2, Some(i64::MIN + 1));
     }
 

@@ -284,20 +284,20 @@ impl PartInProgress {
     }
 
     /// Fails unless the checkpoint's share can be committed: the part is
-    /// there, at least as long as the checkpoint recorded (what it holds
-    /// is read only when committed, or when it is not there); or the share
-    /// was committed already, or the part was, under a later label.
+    /// there and starts with it; or the share was committed already, or
+    /// the part was, under a later label. A part whose directory is gone
+    /// is not judged: the sink's directory was moved (a job's run finds it
+    /// where its job file says; `weir checkpoints` knows only the old
+    /// place).
     pub fn check(&self) -> std::io::Result<()> {
-        match std::fs::metadata(&self.in_progress) {
-            Ok(meta) if meta.len() < self.durable => Err(damaged(format!(
-                "damaged: {} bytes, where the checkpoint recorded {}",
-                meta.len(),
-                self.durable
-            ))),
-            Ok(_) => Ok(()),
-            Err(_) if self.to.exists() => Ok(()),
-            Err(_) => self.committed_since().map(drop),
+        if std::fs::metadata(&self.in_progress).is_ok() {
+            return self.check_share_of(&self.in_progress);
         }
+        let moved = self.in_progress.parent().is_some_and(|dir| !dir.exists());
+        if moved || self.to.exists() {
+            return Ok(());
+        }
+        self.committed_since().map(drop)
     }
 
     /// Fails unless the first `durable` bytes of `path` are the share.
@@ -550,12 +550,16 @@ mod tests {
             assert!(error.to_string().contains("damaged: 2 bytes, where the checkpoint recorded 4"), "{error}");
         }
         std::fs::write(&part.in_progress, "abd\n").unwrap();
-        let error = part.commit().unwrap_err();
-        assert!(error.to_string().contains("its first 4 bytes are not those the checkpoint recorded"), "{error}");
+        for error in [part.check().unwrap_err(), part.commit().unwrap_err()] {
+            assert!(error.to_string().contains("its first 4 bytes are not those the checkpoint recorded"), "{error}");
+        }
         assert!(!part.to.exists());
         std::fs::remove_file(&part.in_progress).unwrap();
         assert_eq!(part.check().unwrap_err().kind(), std::io::ErrorKind::NotFound, "so the checkpoint is not resumed");
         assert_eq!(part.commit().unwrap_err().kind(), std::io::ErrorKind::NotFound);
+        // The whole directory moved: where it is now, only the job file says.
+        let moved = PartInProgress { in_progress: dir.path().join("gone/.part-0-00000000.inprogress"), ..part.clone() };
+        moved.check().unwrap();
     }
 
     /// A consumer moved the part the checkpoint's share went into away: a
