@@ -136,7 +136,7 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<()> {
     let steal = machine.map(|m| format!(" steal_pct={:.0}", m.steal_share() * 100.0)).unwrap_or_default();
     let memory = super::peak_memory_mib().map(|mib| format!(" peak_rss_mib={mib:.1}")).unwrap_or_default();
     let checkpoint_fields = super::CheckpointMeans::of(&summary.checkpoints).map(|c| c.result_fields()).unwrap_or_default();
-    println!(
+    out!(
         "RESULT workload={workload} backend={backend} par={} events={} seconds={seconds:.2} events_per_s={rate:.0} operator={implementation} checkpoints={}{alignment}{cpu}{steal}{memory}{checkpoint_fields}",
         args.parallelism,
         args.events,

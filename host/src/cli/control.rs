@@ -128,13 +128,13 @@ pub struct ForkArgs {
     pub api: ApiArg,
 }
 
-/// `NAME=PATH`.
+/// `UID=PLUGIN` or `NAME=PATH` (clap names which in its message).
 fn assignment(text: &str) -> Result<(String, PathBuf), String> {
     match text.split_once('=') {
         Some((name, path)) if !name.trim().is_empty() && !path.is_empty() => {
             Ok((name.trim().to_owned(), PathBuf::from(path)))
         }
-        _ => Err(format!("expected NAME=PATH, got `{text}`")),
+        _ => Err(format!("expected a name, `=` and a path, got `{text}`")),
     }
 }
 
@@ -159,7 +159,7 @@ pub fn jobs(args: &JobsArgs) -> anyhow::Result<()> {
         let job = client.job(name)?;
         // A cancelled job shows the figures it had last, over its last seconds.
         let live = matches!(job.status.as_str(), "running" | "upgrading" | "restarting" | "cancelled");
-        print!("{}{}{}", jobs_table(std::slice::from_ref(&job)), nodes_table(&job.nodes, live), backlogs(&job.nodes));
+        out_text!("{}{}{}", jobs_table(std::slice::from_ref(&job)), nodes_table(&job.nodes, live), backlogs(&job.nodes));
         return Ok(());
     }
     let jobs = client.jobs()?;
@@ -167,7 +167,7 @@ pub fn jobs(args: &JobsArgs) -> anyhow::Result<()> {
         out!("no jobs in the Weir host at {}", client.addr());
         return Ok(());
     }
-    print!("{}", jobs_table(&jobs));
+    out_text!("{}", jobs_table(&jobs));
     Ok(())
 }
 
@@ -404,7 +404,7 @@ pub fn fork(args: &ForkArgs) -> anyhow::Result<()> {
         info.savepoint.display(),
         info.job.status
     );
-    print!("{}", jobs_table(std::slice::from_ref(&info.job)));
+    out_text!("{}", jobs_table(std::slice::from_ref(&info.job)));
     if let Some(file) = &info.job_file {
         out!("its job file, to resume it after this host has stopped: weir run {}", file.display());
     }

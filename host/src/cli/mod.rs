@@ -21,6 +21,16 @@ macro_rules! out {
     }};
 }
 
+/// [`out!`] for text that ends its own lines (a table), as `print!`.
+macro_rules! out_text {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        if let Err(error) = write!(std::io::stdout(), $($arg)*) {
+            crate::cli::output_failed(error);
+        }
+    }};
+}
+
 /// What [`out!`] does when writing fails.
 pub(crate) fn output_failed(error: std::io::Error) {
     if error.kind() != std::io::ErrorKind::BrokenPipe {

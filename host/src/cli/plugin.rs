@@ -9,7 +9,7 @@ pub fn check(path: &Path) -> anyhow::Result<()> {
     let engine = PluginEngine::new()?;
     let (inspection, loaded) = engine.inspect(path)?;
     out!("{}: WebAssembly component", path.display());
-    print!("{inspection}");
+    out_text!("{inspection}");
     let loaded = loaded?;
     out!("ok: implements the {WIT_PACKAGE} plugin world (sha256 {})", loaded.digest);
     Ok(())

@@ -37,8 +37,8 @@ pub fn new_plugin(language: Language, name: &str, dir: &Path, sdk: Option<&Path>
             .with_context(|| format!("cannot create {}", project.display()))?;
         std::fs::write(&path, contents).with_context(|| format!("cannot write {}", path.display()))?;
     }
-    println!("created {} — build it with:", project.display());
-    println!("  cd {} && {build}", project.display());
+    out!("created {} — build it with:", project.display());
+    out!("  cd {} && {build}", project.display());
     Ok(())
 }
 

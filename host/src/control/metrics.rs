@@ -220,10 +220,13 @@ fn partition_lags(subtask: &SubtaskInfo) -> Vec<(String, f64)> {
         .collect()
 }
 
-/// `kind="operator",name="count"` for the node "operator `count`".
+/// `kind="operator",name="count"` for the node "operator `count`". Only
+/// the quoting backticks go: a uid may hold backticks of its own (`c` and
+/// `c\`` are two operators, and two series).
 fn node_labels(node: &str) -> String {
-    let (kind, name) = node.split_once(' ').unwrap_or(("node", node));
-    format!("kind=\"{}\",name=\"{}\"", escape(kind), escape(name.trim_matches('`')))
+    let (kind, quoted) = node.split_once(' ').unwrap_or(("node", node));
+    let name = quoted.strip_prefix('`').and_then(|name| name.strip_suffix('`')).unwrap_or(quoted);
+    format!("kind=\"{}\",name=\"{}\"", escape(kind), escape(name))
 }
 
 /// A label value as the format quotes it.
@@ -334,6 +337,13 @@ mod tests {
             let (_, value) = line.rsplit_once(' ').expect("name and value");
             assert!(value.parse::<f64>().is_ok(), "{line}");
         }
+    }
+
+    #[test]
+    fn uids_with_backticks_of_their_own_keep_them_in_their_label() {
+        assert_eq!(node_labels("operator `c`"), "kind=\"operator\",name=\"c\"");
+        assert_eq!(node_labels("operator `c``"), "kind=\"operator\",name=\"c`\"");
+        assert_eq!(node_labels("operator ``c`"), "kind=\"operator\",name=\"`c\"");
     }
 
     #[test]

@@ -14,7 +14,10 @@ pub struct JobInfo {
     /// `running`, `restarting` (after a failure), `upgrading`, `finished`,
     /// `failed`, `cancelled` or `stopped` (stopped with a savepoint).
     pub status: String,
-    /// Seconds since the job (its current incarnation) started.
+    /// Seconds since the job's current run started (a restart after a
+    /// failure or an upgrade starts another, and its counters afresh; 0
+    /// while it waits to restart); once it has ended, from its start to its
+    /// end.
     pub uptime_s: f64,
     /// Records read by its sources and written by its sinks so far.
     pub read: u64,

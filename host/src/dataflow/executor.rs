@@ -163,6 +163,9 @@ impl JobSummary {
 /// newest checkpoint.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Progress {
+    /// How long the current run has been running (none while it waits to
+    /// restart): what the counters below count over.
+    pub running_for: Duration,
     pub read: u64,
     pub written: u64,
     /// The newest checkpoint completed by the current run.
@@ -618,6 +621,7 @@ impl RunningJob {
     pub fn progress(&self) -> Progress {
         let tasks = self.task_summaries();
         Progress {
+            running_for: self.started.elapsed(),
             read: records_read(&tasks),
             written: records_written(&tasks),
             checkpoint: self.coordinator.completed().latest(),

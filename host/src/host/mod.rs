@@ -382,7 +382,8 @@ impl JobManager {
     fn snapshot(name: &str, job: &Job) -> (JobInfo, Option<Sender<JobCommand>>) {
         let uptime_s = job.ended.unwrap_or_else(Instant::now).duration_since(job.started).as_secs_f64();
         if let Some(last) = job.cancelled_with.as_ref().filter(|_| job.status == JobStatus::Cancelled) {
-            return (JobInfo { status: job.status.word().to_owned(), uptime_s, ..last.clone() }, None);
+            // Its uptime is that of its last run, as cancel saw it.
+            return (JobInfo { status: job.status.word().to_owned(), ..last.clone() }, None);
         }
         let (read, written) = job.summary.as_ref().map_or((0, 0), |s| (s.records_read(), s.records_written()));
         let info = JobInfo {
@@ -443,6 +444,9 @@ fn with_progress((info, commands): (JobInfo, Option<Sender<JobCommand>>)) -> Job
 fn with_figures(info: JobInfo, progress: Progress) -> JobInfo {
     JobInfo {
         status: if progress.restarting { "restarting".to_owned() } else { info.status },
+        // The current run's, as its counters are: a restart starts both
+        // afresh, so that read / uptime is the run's rate.
+        uptime_s: progress.running_for.as_secs_f64(),
         read: progress.read,
         written: progress.written,
         checkpoint: progress.checkpoint.or(info.checkpoint),
