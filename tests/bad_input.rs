@@ -322,10 +322,26 @@ fn source_numbers_a_source_cannot_run_with() {
         ("mode = \"sensors\"\nspeed = 0.0", "source `gen`: `speed = 0` must be a positive number"),
         ("keys = 0", "source `gen`: `keys` must be at least 1"),
         ("events_per_ms = 0", "source `gen`: `events_per_ms` must be at least 1"),
+        ("seed = 7", "source `gen`: `seed` does nothing in `sequence` mode"),
+        ("shuffle_ms = 100", "source `gen`: `shuffle_ms` does nothing in `sequence` mode"),
+        ("mode = \"words\"\nkeys = 5", "source `gen`: `keys` does nothing in `words` mode"),
+        ("mode = \"sensors\"\nevents_per_ms = 5", "source `gen`: `events_per_ms` does nothing in `sensors` mode"),
+        ("mode = \"logins\"\nspeed = 2.0", "source `gen` has `speed`, but its events have no event time"),
     ] {
         let job = job_file(&dir, |t| t.replace("events = 10", &format!("events = 10\n{setting}")));
         let error = run_job(&job, &[]).failure();
         assert!(error.contains(expected), "{setting}: {error}");
+    }
+}
+
+#[test]
+fn a_discard_sink_rate_it_cannot_run_with_is_refused_as_the_job_loads() {
+    let dir = JobDir::new();
+    for rate in ["0.0", "-5.0", "nan", "inf"] {
+        let job = job_file(&dir, |t| t.replace("type = \"discard\"", &format!("type = \"discard\"\nrate = {rate}")));
+        let error = run_job(&job, &[]).failure();
+        assert!(error.contains("sink `out`: `rate = ") && error.contains("must be a positive number"), "{rate}: {error}");
+        assert!(!error.contains("panicked"), "{rate}: {error}");
     }
 }
 
@@ -450,4 +466,27 @@ fn a_missing_job_file_and_a_missing_input_file() {
     let error = run_job(&job, &[]).failure();
     assert!(error.contains("source `gen`: cannot open"), "{error}");
     assert!(error.contains("missing.txt"), "{error}");
+}
+
+/// A listing written to a full disk ends the command with a clear error
+/// (exit status 1), not a panic; to a closed pipe (`| head`), quietly.
+#[test]
+fn a_listing_that_cannot_be_written_fails_cleanly() {
+    let check = |stdout: std::process::Stdio| {
+        let child = std::process::Command::new(common::weir_binary())
+            .args(["plugin", "check", plugin("word-count").to_str().unwrap()])
+            .stdout(stdout)
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let output = child.wait_with_output().unwrap();
+        (output.status.code(), String::from_utf8_lossy(&output.stderr).into_owned())
+    };
+    let (status, stderr) = check(std::fs::File::create("/dev/full").unwrap().into());
+    assert_eq!(status, Some(1), "{stderr}");
+    assert!(stderr.contains("cannot write to standard output") && !stderr.contains("panicked"), "{stderr}");
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let (status, stderr) = check(writer.into());
+    assert!(!stderr.contains("panicked"), "{status:?}: {stderr}");
 }

@@ -1022,3 +1022,30 @@ input = "count"
         assert!(dir.path("checkpoints").join(&file).exists(), "{file} is kept while referenced");
     }
 }
+
+/// Another job started afresh in the directory of a job whose rolling part
+/// is in progress (that job killed) is refused and deletes nothing: the
+/// part is the output of the first job's checkpoints until it resumes,
+/// and then the first job's counts are exact.
+#[test]
+fn another_job_is_refused_the_directory_of_a_rolling_part_in_progress() {
+    let dir = JobDir::new();
+    let job = count_job(&dir, "memory", &plugin("word-count"), "", "");
+    with_sink_setting(&job, "roll_interval_ms = 3600000");
+    kill_after_checkpoints(&job, &dir.path("checkpoints"), 3);
+    let out = dir.path("out");
+    let in_progress = || {
+        let mut names = names_starting(&out, ".part-");
+        names.sort();
+        names
+    };
+    let before = in_progress();
+    assert!(!before.is_empty() && names_starting(&out, "part-").is_empty(), "{:?}", names_starting(&out, ""));
+    let text = std::fs::read_to_string(&job).unwrap();
+    let other = text.replace("name = \"chaos-count\"", "name = \"other\"").replace("\"checkpoints\"", "\"other-checkpoints\"");
+    let error = run_job(&dir.write("other.toml", &other), &[]).failure();
+    assert!(error.contains("holds parts in progress of another job"), "{error}");
+    assert_eq!(in_progress(), before, "it deleted nothing");
+    run_job(&job, &[]).success();
+    assert_exact_counts(&committed(&out), 60000, 600);
+}

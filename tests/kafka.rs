@@ -627,7 +627,7 @@ fn a_committed_epoch_is_never_sent_again() {
     ))
     .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let place = SinkPlace { job: "job", subtask: 0, parallelism: 1, restored: 0, restored_at_ms: 0, checkpoint_dir: dir.path() };
+    let place = SinkPlace { job: "job", subtask: 0, parallelism: 1, restored: 0, restored_at_ms: 0, checkpoint_dir: dir.path(), lineage: None };
     let mut sink = KafkaSink::open(&spec, &place).unwrap();
     let mut batch = RecordBatch::new();
     for i in 0..10 {

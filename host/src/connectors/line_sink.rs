@@ -111,7 +111,9 @@ impl Sink for DiscardSink {
         self.count += batch.len() as u64;
         if let Some(rate) = self.rate {
             // Sleep until the events taken so far are due at `rate`.
-            let due = Duration::from_secs_f64(self.count as f64 / rate);
+            // A rate so low that the next event is due beyond what a
+            // `Duration` holds waits until the job is cancelled.
+            let due = Duration::try_from_secs_f64(self.count as f64 / rate).unwrap_or(Duration::MAX);
             // In slices: a batch at a low rate is a long wait, which a
             // cancel of the job ends.
             while let Some(wait) = due.checked_sub(self.started.elapsed()).filter(|w| !w.is_zero()) {

@@ -21,7 +21,7 @@ pub use backlog::{Backlog, PartitionBacklog};
 pub use file_source::FileSource;
 pub use generator::Generator;
 pub use line_sink::{DiscardSink, LineSink};
-pub use part_files::{DirectoryLock, PartFileSink, PartInProgress, RollingPolicy, committed_parts};
+pub use part_files::{DirectoryLock, PartFileSink, PartInProgress, RollingPolicy, committed_parts, refuse_others_parts_in_progress};
 
 use crate::checkpoint::PendingCommit;
 use crate::dataflow::RecordBatch;
@@ -43,6 +43,14 @@ pub enum ConnectorError {
          to start afresh"
     )]
     CommittedOutput { path: PathBuf, parts: usize, example: String },
+    #[error(
+        "{path} holds parts in progress of another job ({parts} file(s), such as {example}), written under the \
+         checkpoint directory whose LINEAGE file reads {lineage} — another job's, or this job's before its checkpoint \
+         directory was replaced. That job's checkpoints commit them when it resumes, and this run would delete them: \
+         give this job's sink a path of its own; or, if that job will never resume, move those `.part-*.inprogress` \
+         files away"
+    )]
+    OthersPartsInProgress { path: PathBuf, parts: usize, example: String, lineage: String },
     #[error(
         "{} is being written by another running job (or another run of this one): two jobs' part files in one \
          directory overwrite each other; give each job's `files` sink a path of its own, or stop the other job",
@@ -210,7 +218,7 @@ pub fn open_source(
             let config = generator::GeneratorConfig {
                 events: *events,
                 mode: *mode,
-                keys: *keys,
+                keys: keys.unwrap_or(crate::job::GENERATOR_KEYS),
                 rate: *rate,
                 seed: *seed,
                 events_per_ms: *events_per_ms,
@@ -239,13 +247,18 @@ pub struct SinkPlace<'a> {
     /// The job's checkpoint directory (transactional sinks keep their
     /// pre-committed output there).
     pub checkpoint_dir: &'a std::path::Path,
+    /// The lineage of the job's checkpoint directory (none without
+    /// checkpoints): which job's output a `files` sink's directory holds.
+    pub lineage: Option<String>,
 }
 
 /// Fails if a sink, opened at `place`, would refuse to open: what it
 /// checks before it changes anything (a `files` sink's committed output).
 pub fn check_sink(spec: &SinkSpec, place: &SinkPlace<'_>) -> Result<(), ConnectorError> {
     match spec {
-        SinkSpec::Files { path, .. } => part_files::check_directory(path, place.restored, place.restored_at_ms),
+        SinkSpec::Files { path, .. } => {
+            part_files::check_directory(path, &part_files::Restored::of(place))
+        }
         _ => Ok(()),
     }
 }
@@ -261,13 +274,14 @@ pub fn lock_sink(spec: &SinkSpec) -> Result<Option<DirectoryLock>, ConnectorErro
 
 /// Creates a subtask of a sink.
 pub fn open_sink(spec: &SinkSpec, place: &SinkPlace<'_>) -> Result<Box<dyn Sink>, ConnectorError> {
-    let SinkPlace { subtask, parallelism, restored, restored_at_ms, .. } = *place;
+    let SinkPlace { subtask, parallelism, .. } = *place;
     Ok(match spec {
         SinkSpec::Stdout { format, .. } => Box::new(LineSink::stdout(*format)),
-        SinkSpec::File { path, format, .. } => Box::new(LineSink::file(path, *format, restored > 0)?),
+        SinkSpec::File { path, format, .. } => Box::new(LineSink::file(path, *format, place.restored > 0)?),
         SinkSpec::Files { path, format, roll_interval_ms, roll_size_mb, .. } => {
             let rolling = RollingPolicy::from_settings(*roll_interval_ms, *roll_size_mb);
-            Box::new(PartFileSink::open(path, subtask, parallelism, *format, rolling, restored, restored_at_ms)?)
+            let restored = part_files::Restored::of(place);
+            Box::new(PartFileSink::open(path, subtask, parallelism, *format, rolling, &restored)?)
         }
         SinkSpec::Discard { rate, .. } => Box::new(DiscardSink::new(*rate)),
         SinkSpec::Kafka(spec) => Box::new(kafka::KafkaSink::open(spec, place)?),

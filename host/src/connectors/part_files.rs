@@ -103,24 +103,45 @@ impl RollingPolicy {
     }
 }
 
+/// What a `files` sink continues from.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Restored<'a> {
+    /// The checkpoint restored (0: none, the job starts afresh).
+    pub checkpoint: u64,
+    /// When it was taken (ms since the epoch).
+    pub taken_at_ms: i64,
+    /// The lineage of the job's checkpoint directory (none without
+    /// checkpoints), which the directory's [`OWNER_FILE`] records.
+    pub lineage: Option<&'a str>,
+}
+
+impl<'a> Restored<'a> {
+    pub fn of(place: &'a super::SinkPlace<'_>) -> Self {
+        Restored { checkpoint: place.restored, taken_at_ms: place.restored_at_ms, lineage: place.lineage.as_deref() }
+    }
+
+}
+
 impl PartFileSink {
     /// Opens subtask `subtask` (of `parallelism`)'s files in `dir`, cleaning
-    /// up to checkpoint `restored` (0: the job starts afresh), which was
-    /// taken at `restored_at_ms`.
+    /// up to the checkpoint `restored`.
     pub fn open(
         dir: &Path,
         subtask: u32,
         parallelism: u32,
         format: OutputFormat,
         rolling: RollingPolicy,
-        restored: u64,
-        restored_at_ms: i64,
+        restored: &Restored<'_>,
     ) -> Result<Self, ConnectorError> {
         crate::dirs::create(dir).map_err(|source| ConnectorError::Open { path: dir.into(), source })?;
-        check_directory(dir, restored, restored_at_ms)?;
+        check_directory(dir, restored)?;
+        let checkpoint = restored.checkpoint;
         let sink =
-            PartFileSink { dir: dir.into(), subtask, format, rolling, current: None, last_barrier: restored, line: Vec::new() };
-        sink.clean_up(restored, parallelism)?;
+            PartFileSink { dir: dir.into(), subtask, format, rolling, current: None, last_barrier: checkpoint, line: Vec::new() };
+        if let Some(lineage) = restored.lineage.filter(|_| subtask == 0) {
+            crate::dirs::write_durably(&dir.join(OWNER_FILE), lineage.as_bytes()).map_err(|e| sink.io_error(e))?;
+        }
+        sink.clean_up(checkpoint, parallelism)?;
         Ok(sink)
     }
 
@@ -214,16 +235,43 @@ pub fn lock_directory(dir: &Path) -> Result<DirectoryLock, ConnectorError> {
 /// The file a run locks in a `files` sink's directory.
 const LOCK_FILE: &str = ".lock";
 
-/// Fails if the output in `dir` cannot be continued from checkpoint
-/// `restored` (0: from the beginning), taken at `restored_at_ms`.
-pub(super) fn check_directory(dir: &Path, restored: u64, restored_at_ms: i64) -> Result<(), ConnectorError> {
+/// The file in a `files` sink's directory that names the job with
+/// checkpoints that wrote there last: the lineage of its checkpoint
+/// directory. A run of another job deletes no part in progress there,
+/// since that job's checkpoints may commit them. (A job without
+/// checkpoints writes no such file: nothing commits its parts in progress.
+/// Nor did Weir before 2026-12-05.)
+const OWNER_FILE: &str = ".owner";
+
+/// Fails if the output in `dir` cannot be continued from `restored`.
+pub(super) fn check_directory(dir: &Path, restored: &Restored<'_>) -> Result<(), ConnectorError> {
     if !dir.exists() {
         return Ok(());
     }
-    match restored {
+    refuse_others_parts_in_progress(dir, restored.lineage)?;
+    match restored.checkpoint {
         0 => refuse_committed_parts(dir),
-        _ => super::rollbacks::refuse_output_rolled_back(dir, restored, restored_at_ms),
+        checkpoint => super::rollbacks::refuse_output_rolled_back(dir, checkpoint, restored.taken_at_ms),
     }
+}
+
+/// Fails if `dir` holds parts in progress written by a job other than the
+/// one of checkpoint lineage `ours`: they are the output of that job's
+/// checkpoints until it resumes, and this run's clean-up would delete them.
+pub fn refuse_others_parts_in_progress(dir: &Path, ours: Option<&str>) -> Result<(), ConnectorError> {
+    let Ok(theirs) = std::fs::read_to_string(dir.join(OWNER_FILE)) else { return Ok(()) };
+    let theirs = theirs.trim();
+    if Some(theirs) == ours {
+        return Ok(());
+    }
+    let entries = std::fs::read_dir(dir).into_iter().flatten().flatten();
+    let mut in_progress: Vec<String> = entries
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with('.') && matches!(parse_part_name(name), Some((_, None))))
+        .collect();
+    in_progress.sort();
+    let Some(example) = in_progress.first().cloned() else { return Ok(()) };
+    Err(ConnectorError::OthersPartsInProgress { path: dir.into(), parts: in_progress.len(), example, lineage: theirs.into() })
 }
 
 /// The names of the committed parts (of any subtask) in `dir`, sorted;
@@ -431,7 +479,7 @@ mod tests {
     }
 
     fn open(dir: &Path, subtask: u32, parallelism: u32, rolling: RollingPolicy, restored: u64) -> Result<PartFileSink, ConnectorError> {
-        PartFileSink::open(dir, subtask, parallelism, OutputFormat::Value, rolling, restored, 0)
+        PartFileSink::open(dir, subtask, parallelism, OutputFormat::Value, rolling, &Restored { checkpoint: restored, ..Restored::default() })
     }
 
     /// Rolls only when asked to by size: a part stays open across barriers.
@@ -583,6 +631,29 @@ mod tests {
         part.check().unwrap();
         assert!(part.commit().unwrap());
         assert_eq!(read(dir.path(), "part-0-00000001"), "a\nb\n");
+    }
+
+    #[test]
+    fn parts_in_progress_of_another_jobs_checkpoints_are_refused_and_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let ours = |lineage| Restored { lineage: Some(lineage), ..Restored::default() };
+        let mut theirs = PartFileSink::open(dir.path(), 0, 1, OutputFormat::Value, by_size(1 << 20), &ours("theirs")).unwrap();
+        theirs.write(&batch(&["a"])).unwrap();
+        theirs.precommit(1, false).unwrap();
+        drop(theirs);
+        let left = dir_names(dir.path());
+        assert_eq!(left, [".owner", ".part-0-00000000.inprogress"]);
+        for (who, restored) in [("another job", ours("mine")), ("a job without checkpoints", Restored::default())] {
+            let error = PartFileSink::open(dir.path(), 0, 1, OutputFormat::Value, by_size(1 << 20), &restored).err();
+            let error = error.unwrap_or_else(|| panic!("{who} is refused")).to_string();
+            assert!(error.contains("holds parts in progress of another job") && error.contains("LINEAGE file reads theirs"), "{error}");
+            assert_eq!(dir_names(dir.path()), left, "{who} deleted nothing");
+        }
+        assert!(PartFileSink::open(dir.path(), 0, 1, OutputFormat::Value, by_size(1 << 20), &ours("theirs")).is_ok(), "their own");
+        assert_eq!(dir_names(dir.path()), [".owner"], "their own cleaned up");
+        std::fs::write(dir.path().join(".part-0-00000000.inprogress"), "x\n").unwrap();
+        std::fs::remove_file(dir.path().join(".owner")).unwrap();
+        assert!(open(dir.path(), 0, 1, RollingPolicy::default(), 0).is_ok(), "a directory no one marked (an older Weir's) as before");
     }
 
     #[test]

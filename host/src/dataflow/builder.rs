@@ -75,6 +75,9 @@ pub(super) struct Builder<'a> {
     alignment: JobAlignment,
     /// Whether the run's start from a savepoint is recorded.
     savepoint_start_recorded: std::cell::Cell<bool>,
+    /// The lineage of the job's checkpoint directory, if it has one: its
+    /// `files` sinks mark their directories with it.
+    lineage: Option<String>,
 }
 
 impl<'a> Builder<'a> {
@@ -93,6 +96,13 @@ impl<'a> Builder<'a> {
         };
         let coordinator = coordinator(graph, describe(graph, &plugins), restored_checkpoint, savepoint_of, &work_dir)?
             .numbered_after(restore.map_or(0, |r| r.checkpoint()));
+        let lineage = match &graph.checkpoints {
+            Some(settings) => Some(
+                crate::dirs::lineage(&settings.dir)
+                    .map_err(|source| RunError::Checkpoints { dir: settings.dir.clone(), source })?,
+            ),
+            None => None,
+        };
         let states = match restore {
             Some(_) => preload_states(graph, restore, &work_dir),
             None => PreloadedStates::default(),
@@ -123,6 +133,7 @@ impl<'a> Builder<'a> {
             states,
             alignment: JobAlignment::of(graph),
             savepoint_start_recorded: std::cell::Cell::new(false),
+            lineage,
         })
     }
 
@@ -250,6 +261,7 @@ impl<'a> Builder<'a> {
             restored: self.restore.map_or(0, |r| r.checkpoint()),
             restored_at_ms: self.restore.map_or(0, |r| r.taken_at_ms()),
             checkpoint_dir,
+            lineage: self.lineage.clone(),
         }
     }
 

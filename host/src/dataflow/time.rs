@@ -146,6 +146,13 @@ impl WatermarkSettings {
             idle_timeout: idle_timeout_ms.map(Duration::from_millis),
         }
     }
+
+    /// How far (ms) the watermark trails the newest timestamp: a bound
+    /// beyond 64-bit time (`out_of_orderness_ms` of 2^63 or more) holds it
+    /// back for good instead of wrapping round into the future.
+    fn bound_ms(&self) -> i64 {
+        i64::try_from(self.out_of_orderness.as_millis()).unwrap_or(i64::MAX)
+    }
 }
 
 /// Makes the watermarks of one source subtask.
@@ -184,7 +191,7 @@ impl WatermarkGenerator {
             self.max_timestamp = self.max_timestamp.max(batch.max_timestamp());
         }
         if let Some(max) = self.max_timestamp {
-            let bound = self.settings.out_of_orderness.as_millis() as i64;
+            let bound = self.settings.bound_ms();
             let watermark = max.saturating_sub(bound).saturating_sub(1);
             if watermark > self.emitted || (self.idle && !batch.is_empty()) {
                 self.emitted = self.emitted.max(watermark);
@@ -254,7 +261,7 @@ impl SplitClock {
 
     /// What to send downstream now, after the records seen so far.
     pub fn signal(&mut self) -> Option<Signal> {
-        let bound = self.settings.out_of_orderness.as_millis() as i64;
+        let bound = self.settings.bound_ms();
         let now = Instant::now();
         for (index, split) in self.splits.iter_mut().enumerate().filter(|(_, s)| !s.finished) {
             let quiet = self.settings.idle_timeout.is_some_and(|t| now.duration_since(split.last_record) >= t);
@@ -358,6 +365,22 @@ mod tests {
         assert_eq!(generator.observe(&batch), Some(Signal::Watermark(899)));
         assert_eq!(generator.observe(&batch), None, "no progress, nothing to send");
         assert_eq!(generator.observe(&RecordBatch::new()), None);
+    }
+
+    #[test]
+    fn a_bound_beyond_64_bit_time_holds_the_watermark_back_instead_of_wrapping() {
+        let settings = WatermarkSettings::from_ms(1 << 63, None);
+        let mut generator = WatermarkGenerator::new(settings);
+        let mut batch = RecordBatch::new();
+        batch.push(b"k", b"v", Some(1000));
+        // 2^63 ms taken as a signed number is the earliest time: the
+        // watermark would have wrapped round to the latest, judging every
+        // event late; held back by the longest bound there is, none is.
+        let far_back = Some(Signal::Watermark(1000 - i64::MAX - 1));
+        assert_eq!(generator.observe(&batch), far_back);
+        let mut clock = SplitClock::new(settings, 1);
+        clock.record(0, Some(1000));
+        assert_eq!(clock.signal(), far_back);
     }
 
     #[test]

@@ -10,7 +10,7 @@ use super::fork_file::write_fork_file;
 use super::upgrade::with_plugin;
 use super::{JobManager, retention};
 use crate::checkpoint::{CheckpointStorage, SavepointStart};
-use crate::connectors::committed_parts;
+use crate::connectors::{committed_parts, refuse_others_parts_in_progress};
 use crate::control::{ControlError, ControlPlane, ForkInfo, ForkRequest};
 use crate::dirs::{absolute, resolved};
 use crate::job::{JobGraph, NodeKind, Overrides, SinkSpec, check_job_name};
@@ -139,6 +139,11 @@ fn refuse_used_places(graph: &JobGraph) -> Result<(), ControlError> {
         match &node.kind {
             NodeKind::Sink(SinkSpec::Files { path, .. }) if !committed_parts(path).is_empty() => {
                 return refuse(format!("sink `{}`'s directory", node.name), path, "committed output", &flag);
+            }
+            // The fork's checkpoint directory is new: whatever job wrote
+            // the parts in progress there, it is not the fork.
+            NodeKind::Sink(SinkSpec::Files { path, .. }) if refuse_others_parts_in_progress(path, None).is_err() => {
+                return refuse(format!("sink `{}`'s directory", node.name), path, "another job's parts in progress", &flag);
             }
             NodeKind::Sink(SinkSpec::File { path, .. }) if std::fs::metadata(path).is_ok_and(|m| m.len() > 0) => {
                 return refuse(format!("sink `{}`'s file", node.name), path, "output", &flag);

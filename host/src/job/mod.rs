@@ -16,7 +16,7 @@ use crate::savepoint::JobDefinition;
 
 pub use graph::{Edge, JobGraph, Node, NodeId, NodeKind, OperatorNode, Partitioning, check_job_name};
 pub use spec::{
-    AlignmentSpec, FileFormat, GeneratorMode, JobSpec, OperatorSpec, OutputFormat, RestartSpec, RestartStrategy, SinkSpec, SourceSpec,
+    AlignmentSpec, FileFormat, GENERATOR_KEYS, GeneratorMode, JobSpec, OperatorSpec, OutputFormat, RestartSpec, RestartStrategy, SinkSpec, SourceSpec,
 };
 
 /// Options given on the command line that override the job file.

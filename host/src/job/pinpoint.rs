@@ -36,29 +36,67 @@ fn in_words(message: &str) -> String {
 }
 
 /// The span of the key or value `message` names, if `span` is a table's
-/// header and exactly one line of that table holds it.
+/// header and exactly one line of the tables under that header holds it.
+/// (toml reports an error in any table of an array of tables, `[[source]]`,
+/// at the first one's header.) Where several tables hold it, the one whose
+/// other keys are all among those the message expects is meant.
 fn line_in_table(text: &str, span: &Range<usize>, message: &str) -> Option<Range<usize>> {
     let header_start = text[..span.start].rfind('\n').map_or(0, |i| i + 1);
-    if !text[header_start..].trim_start().starts_with('[') {
+    let header = text[header_start..].lines().next()?.trim();
+    if !header.starts_with('[') {
         return None; // toml knew the place: not a tagged table's header.
     }
-    let body_start = header_start + text[header_start..].find('\n')? + 1;
     let wanted = Wanted::from_message(message)?;
-    let mut found = None;
-    let mut offset = body_start;
-    for line in text[body_start..].split_inclusive('\n') {
-        if line.trim_start().starts_with('[') {
-            break;
+    let mut candidates = Vec::new();
+    for table in tables_under(text, header) {
+        let mut places = table.iter().filter_map(|&(offset, line)| {
+            wanted.place_in(line).map(|place| offset + place.start..offset + place.end)
+        });
+        match (places.next(), places.next()) {
+            (Some(place), None) => candidates.push((place, table)),
+            (Some(_), Some(_)) => return None, // Two in one table: the header is the honest place.
+            _ => {}
         }
-        if let Some(place) = wanted.place_in(line) {
-            if found.is_some() {
-                return None; // Two candidates: the header is the honest place.
+    }
+    if candidates.len() > 1 {
+        let expected = expected_keys(message);
+        candidates.retain(|(_, table)| {
+            table.iter().filter_map(|(_, line)| Some(line.split_once('=')?.0.trim())).all(|key| {
+                key == "type" || matches!(&wanted, Wanted::Key(k) if k == key) || expected.contains(&key)
+            })
+        });
+    }
+    match candidates.as_slice() {
+        [(place, _)] => Some(place.clone()),
+        _ => None,
+    }
+}
+
+/// The lines (with their offsets in `text`) of each table whose header
+/// line is `header`.
+fn tables_under<'t>(text: &'t str, header: &str) -> Vec<Vec<(usize, &'t str)>> {
+    let mut tables = Vec::new();
+    let mut current: Option<Vec<(usize, &str)>> = None;
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        if line.trim_start().starts_with('[') {
+            tables.extend(current.take());
+            if line.trim() == header {
+                current = Some(Vec::new());
             }
-            found = Some(offset + place.start..offset + place.end);
+        } else if let Some(table) = current.as_mut() {
+            table.push((offset, line));
         }
         offset += line.len();
     }
-    found
+    tables.extend(current);
+    tables
+}
+
+/// The names after "expected one of" in a serde message.
+fn expected_keys(message: &str) -> Vec<&str> {
+    let Some(at) = message.find("expected one of ") else { return Vec::new() };
+    message[at..].split('`').skip(1).step_by(2).collect()
 }
 
 /// What an error message names: a key, or a value as it is written.
@@ -149,6 +187,18 @@ mod tests {
         assert!(negative.ends_with("invalid value: integer `-5`, expected a whole number, 0 or more"), "{negative}");
         let string = error("events = 100", "events = \"many\"");
         assert!(string.contains("line 7, column 10"), "{string}");
+    }
+
+    #[test]
+    fn an_error_in_a_later_table_of_an_array_is_shown_in_that_table() {
+        let second = "\n[[source]]\nname = \"lines\"\ntype = \"file\"\npath = \"x.txt\"\nparallelism = 1\n";
+        let text = JOB.replace("\n[[sink]]", &format!("{second}\n[[sink]]"));
+        let alone = describe(&text, &toml::from_str::<JobSpec>(&text).expect_err("parallelism in a file source"));
+        assert!(alone.starts_with("TOML parse error at line 13, column 1\n"), "{alone}");
+        // Both tables set `parallelism`; only the file source may not.
+        let both = text.replace("events = 100", "events = 100\nparallelism = 1");
+        let error = describe(&both, &toml::from_str::<JobSpec>(&both).expect_err("parallelism in a file source"));
+        assert!(error.starts_with("TOML parse error at line 14, column 1\n"), "{error}");
     }
 
     #[test]

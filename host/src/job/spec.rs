@@ -210,9 +210,9 @@ pub enum SourceSpec {
         events: Option<u64>,
         #[serde(default)]
         mode: GeneratorMode,
-        /// Number of distinct keys (`sequence` mode: key = i mod keys).
-        #[serde(default = "default_keys")]
-        keys: u64,
+        /// Number of distinct keys (`sequence` mode: key = i mod keys;
+        /// [`GENERATOR_KEYS`] when absent).
+        keys: Option<u64>,
         /// Events per second over all subtasks (as fast as possible if absent).
         rate: Option<f64>,
         #[serde(default)]
@@ -258,11 +258,42 @@ impl SourceSpec {
             SourceSpec::Generator { keys, rate, events_per_ms, speed, .. } => {
                 positive("rate", *rate)?;
                 positive("speed", *speed)?;
-                at_least_one("keys", Some(*keys))?;
-                at_least_one("events_per_ms", *events_per_ms)
+                at_least_one("keys", *keys)?;
+                at_least_one("events_per_ms", *events_per_ms)?;
+                self.check_generator_mode()
             }
             SourceSpec::Kafka(_) => Ok(()),
         }
+    }
+
+    /// Refuses a generator setting that its mode does nothing with, so
+    /// that a setting in the wrong place is not taken for one that works.
+    fn check_generator_mode(&self) -> Result<(), String> {
+        let SourceSpec::Generator { name, mode, keys, seed, events_per_ms, shuffle_ms, speed, .. } = self else {
+            return Ok(());
+        };
+        use GeneratorMode::*;
+        let unused = match mode {
+            Sequence if *seed != 0 => Some("seed"),
+            Words | Sensors if keys.is_some() => Some("keys"),
+            Sensors if events_per_ms.is_some() => Some("events_per_ms"),
+            Sequence | Words | Logins if *shuffle_ms != 0 => Some("shuffle_ms"),
+            _ => None,
+        };
+        if let Some(setting) = unused {
+            let mode = format!("{mode:?}").to_lowercase();
+            return Err(format!(
+                "source `{name}`: `{setting}` does nothing in `{mode}` mode: remove it, or choose a mode that uses it \
+                 (see the generator's settings in docs/job-file.md)"
+            ));
+        }
+        if speed.is_some() && !self.has_event_time() {
+            return Err(format!(
+                "source `{name}` has `speed`, but its events have no event time to replay at that speed: give them \
+                 timestamps (`events_per_ms`) or remove `speed` (and pace it with `rate`)"
+            ));
+        }
+        Ok(())
     }
 
     pub fn name(&self) -> &str {
@@ -319,9 +350,9 @@ impl AlignmentSpec {
     }
 }
 
-fn default_keys() -> u64 {
-    100
-}
+/// A `sequence` or `logins` generator's number of keys when its table
+/// gives none.
+pub const GENERATOR_KEYS: u64 = 100;
 
 /// How a file source reads lines.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -430,6 +461,11 @@ impl SinkSpec {
 
     /// Numbers the TOML types allow but the sink cannot run with.
     pub(crate) fn check_numbers(&self) -> Result<(), String> {
+        if let SinkSpec::Discard { name, rate: Some(rate), .. } = self
+            && !(*rate > 0.0 && rate.is_finite())
+        {
+            return Err(format!("sink `{name}`: `rate = {rate}` must be a positive number (or left out: no limit)"));
+        }
         let SinkSpec::Files { name, roll_interval_ms, roll_size_mb, .. } = self else { return Ok(()) };
         for (field, value) in [("roll_interval_ms", roll_interval_ms), ("roll_size_mb", roll_size_mb)] {
             if *value == Some(0) {

@@ -266,7 +266,7 @@ mod tests {
         for name in ["weir-j-out-0.3.wal", "weir-j-out-0.5.wal", "weir-j-out-0.open", "weir-j-out-2.3.wal", "weir-j-out-2.5.wal", "weir-j-out-1.5.wal"] {
             std::fs::write(logs.join(name), "x").unwrap();
         }
-        let place = |subtask| SinkPlace { job: "j", subtask, parallelism: 2, restored: 4, restored_at_ms: 0, checkpoint_dir: root.path() };
+        let place = |subtask| SinkPlace { job: "j", subtask, parallelism: 2, restored: 4, restored_at_ms: 0, checkpoint_dir: root.path(), lineage: None };
         LoggedSink::open(&spec, &place(1)).unwrap();
         assert!(!dir_names(&logs).contains(&"weir-j-out-1.5.wal".to_owned()), "subtask 1 drops its own");
         LoggedSink::open(&spec, &place(0)).unwrap();
