@@ -138,11 +138,24 @@ impl PartFileSink {
         let checkpoint = restored.checkpoint;
         let sink =
             PartFileSink { dir: dir.into(), subtask, format, rolling, current: None, last_barrier: checkpoint, line: Vec::new() };
-        if let Some(lineage) = restored.lineage.filter(|_| subtask == 0) {
-            crate::dirs::write_durably(&dir.join(OWNER_FILE), lineage.as_bytes()).map_err(|e| sink.io_error(e))?;
+        if subtask == 0 {
+            sink.mark_owner(restored.lineage)?;
         }
         sink.clean_up(checkpoint, parallelism)?;
         Ok(sink)
+    }
+
+    /// Names the job that now writes the directory in [`OWNER_FILE`]: its
+    /// checkpoint lineage, or no one for a job without checkpoints (whose
+    /// parts in progress nothing commits, so that its own, left by a crash
+    /// or a failure, do not stand in its way when it runs again).
+    fn mark_owner(&self, lineage: Option<&str>) -> Result<(), ConnectorError> {
+        let owner = self.dir.join(OWNER_FILE);
+        let marked = match lineage {
+            Some(lineage) => crate::dirs::write_durably(&owner, lineage.as_bytes()),
+            None => std::fs::remove_file(&owner).or_else(|e| if e.kind() == std::io::ErrorKind::NotFound { Ok(()) } else { Err(e) }),
+        };
+        marked.map_err(|e| self.io_error(e))
     }
 
     fn io_error(&self, source: std::io::Error) -> ConnectorError {
@@ -236,11 +249,11 @@ pub fn lock_directory(dir: &Path) -> Result<DirectoryLock, ConnectorError> {
 const LOCK_FILE: &str = ".lock";
 
 /// The file in a `files` sink's directory that names the job with
-/// checkpoints that wrote there last: the lineage of its checkpoint
+/// checkpoints that writes there: the lineage of its checkpoint
 /// directory. A run of another job deletes no part in progress there,
 /// since that job's checkpoints may commit them. (A job without
-/// checkpoints writes no such file: nothing commits its parts in progress.
-/// Nor did Weir before 2026-12-05.)
+/// checkpoints removes it: nothing commits its parts in progress. Weir
+/// before 2026-12-05 wrote none.)
 const OWNER_FILE: &str = ".owner";
 
 /// Fails if the output in `dir` cannot be continued from `restored`.
@@ -654,6 +667,15 @@ mod tests {
         std::fs::write(dir.path().join(".part-0-00000000.inprogress"), "x\n").unwrap();
         std::fs::remove_file(dir.path().join(".owner")).unwrap();
         assert!(open(dir.path(), 0, 1, RollingPolicy::default(), 0).is_ok(), "a directory no one marked (an older Weir's) as before");
+        // A job without checkpoints takes over a directory whose owner left
+        // no part in progress, and its own, left by a failure, stand in no
+        // one's way when it runs again.
+        std::fs::write(dir.path().join(".owner"), "theirs").unwrap();
+        let mut unchecked = open(dir.path(), 0, 1, RollingPolicy::default(), 0).unwrap();
+        unchecked.write(&batch(&["b"])).unwrap();
+        drop(unchecked);
+        assert_eq!(dir_names(dir.path()), [".part-0-00000000.inprogress"], "unmarked");
+        assert!(open(dir.path(), 0, 1, RollingPolicy::default(), 0).is_ok(), "its own part in progress");
     }
 
     #[test]

@@ -81,7 +81,11 @@ fn graph_of(savepoint: &Savepoint) -> Result<JobGraph, ControlError> {
     };
     let base = definition.path.parent().map(Path::to_path_buf).unwrap_or_default();
     let mut graph = crate::job::parse(&definition.text, &base, Overrides::default()).map_err(|e| {
-        ControlError::Rejected(format!("the job file recorded in savepoint {} no longer parses: {e:?}", savepoint.dir.display()))
+        ControlError::Rejected(format!(
+            "the job file recorded in savepoint {} is not valid for this Weir: {e}; fork by the running job's name, or \
+             run a fixed copy of the job file with `weir run JOB --from-savepoint {0}`",
+            savepoint.dir.display()
+        ))
     })?;
     graph.definition = Some(definition.clone());
     for operator in &savepoint.manifest.operators {

@@ -42,13 +42,10 @@ fn in_words(message: &str) -> String {
 /// other keys are all among those the message expects is meant.
 fn line_in_table(text: &str, span: &Range<usize>, message: &str) -> Option<Range<usize>> {
     let header_start = text[..span.start].rfind('\n').map_or(0, |i| i + 1);
-    let header = text[header_start..].lines().next()?.trim();
-    if !header.starts_with('[') {
-        return None; // toml knew the place: not a tagged table's header.
-    }
+    let header = header_name(text[header_start..].lines().next()?)?;
     let wanted = Wanted::from_message(message)?;
     let mut candidates = Vec::new();
-    for table in tables_under(text, header) {
+    for table in tables_under(text, &header) {
         let mut places = table.iter().filter_map(|&(offset, line)| {
             wanted.place_in(line).map(|place| offset + place.start..offset + place.end)
         });
@@ -79,9 +76,9 @@ fn tables_under<'t>(text: &'t str, header: &str) -> Vec<Vec<(usize, &'t str)>> {
     let mut current: Option<Vec<(usize, &str)>> = None;
     let mut offset = 0;
     for line in text.split_inclusive('\n') {
-        if line.trim_start().starts_with('[') {
+        if let Some(name) = header_name(line) {
             tables.extend(current.take());
-            if line.trim() == header {
+            if name == header {
                 current = Some(Vec::new());
             }
         } else if let Some(table) = current.as_mut() {
@@ -91,6 +88,19 @@ fn tables_under<'t>(text: &'t str, header: &str) -> Vec<Vec<(usize, &'t str)>> {
     }
     tables.extend(current);
     tables
+}
+
+/// A table header line as written without its spaces and comment
+/// (`[[ source ]] # the file` → `[[source]]`); none for another line.
+/// (A `#` inside a quoted key would be cut too: none of a job file's
+/// tables has one.)
+fn header_name(line: &str) -> Option<String> {
+    let line = line.trim_start();
+    if !line.starts_with('[') {
+        return None; // Not a table's header: toml knew the place.
+    }
+    let header = line.split('#').next().unwrap_or(line);
+    Some(header.chars().filter(|c| !c.is_whitespace()).collect())
 }
 
 /// The names after "expected one of" in a serde message.
@@ -198,6 +208,9 @@ mod tests {
         // Both tables set `parallelism`; only the file source may not.
         let both = text.replace("events = 100", "events = 100\nparallelism = 1");
         let error = describe(&both, &toml::from_str::<JobSpec>(&both).expect_err("parallelism in a file source"));
+        assert!(error.starts_with("TOML parse error at line 14, column 1\n"), "{error}");
+        let commented = both.replace("[[source]]\nname = \"lines\"", "[[ source ]] # the file\nname = \"lines\"");
+        let error = describe(&commented, &toml::from_str::<JobSpec>(&commented).expect_err("parallelism in a file source"));
         assert!(error.starts_with("TOML parse error at line 14, column 1\n"), "{error}");
     }
 
