@@ -119,7 +119,6 @@ impl<'a> Restored<'a> {
     pub fn of(place: &'a super::SinkPlace<'_>) -> Self {
         Restored { checkpoint: place.restored, taken_at_ms: place.restored_at_ms, lineage: place.lineage.as_deref() }
     }
-
 }
 
 impl PartFileSink {
@@ -277,12 +276,7 @@ pub fn refuse_others_parts_in_progress(dir: &Path, ours: Option<&str>) -> Result
     if Some(theirs) == ours {
         return Ok(());
     }
-    let entries = std::fs::read_dir(dir).into_iter().flatten().flatten();
-    let mut in_progress: Vec<String> = entries
-        .map(|entry| entry.file_name().to_string_lossy().into_owned())
-        .filter(|name| name.starts_with('.') && matches!(parse_part_name(name), Some((_, None))))
-        .collect();
-    in_progress.sort();
+    let in_progress = part_names(dir, false);
     let Some(example) = in_progress.first().cloned() else { return Ok(()) };
     Err(ConnectorError::OthersPartsInProgress { path: dir.into(), parts: in_progress.len(), example, lineage: theirs.into() })
 }
@@ -290,13 +284,20 @@ pub fn refuse_others_parts_in_progress(dir: &Path, ours: Option<&str>) -> Result
 /// The names of the committed parts (of any subtask) in `dir`, sorted;
 /// none if it cannot be read.
 pub fn committed_parts(dir: &Path) -> Vec<String> {
+    part_names(dir, true)
+}
+
+/// The names of the committed parts, or of those not committed (in
+/// progress or pending), of any subtask in `dir`, sorted; none if it
+/// cannot be read.
+fn part_names(dir: &Path, committed: bool) -> Vec<String> {
     let entries = std::fs::read_dir(dir).into_iter().flatten().flatten();
-    let mut committed: Vec<String> = entries
+    let mut names: Vec<String> = entries
         .map(|entry| entry.file_name().to_string_lossy().into_owned())
-        .filter(|name| matches!(parse_part_name(name), Some((_, Some(_)))))
+        .filter(|name| matches!(parse_part_name(name), Some((_, label)) if label.is_some() == committed))
         .collect();
-    committed.sort();
-    committed
+    names.sort();
+    names
 }
 
 /// Fails if `dir` holds committed parts (of any subtask), naming one.

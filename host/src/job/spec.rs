@@ -243,12 +243,7 @@ impl SourceSpec {
     /// rate of 0 would never produce an event).
     pub(crate) fn check_numbers(&self) -> Result<(), String> {
         let name = self.name();
-        let positive = |field: &str, value: Option<f64>| match value {
-            Some(v) if !(v > 0.0 && v.is_finite()) => {
-                Err(format!("source `{name}`: `{field} = {v}` must be a positive number (or left out: as fast as possible)"))
-            }
-            _ => Ok(()),
-        };
+        let positive = |field, value| positive(&format!("source `{name}`"), field, value, "as fast as possible");
         let at_least_one = |field: &str, value: Option<u64>| match value {
             Some(0) => Err(format!("source `{name}`: `{field}` must be at least 1")),
             _ => Ok(()),
@@ -347,6 +342,17 @@ impl AlignmentSpec {
     /// The group of a source named `source` with this table.
     pub fn group_of<'a>(&'a self, source: &'a str) -> &'a str {
         self.group.as_deref().unwrap_or(source)
+    }
+}
+
+/// Fails if a setting `field` of `node` is set to other than a positive,
+/// finite number; `left_out` says what leaving it out means.
+fn positive(node: &str, field: &str, value: Option<f64>, left_out: &str) -> Result<(), String> {
+    match value {
+        Some(v) if !(v > 0.0 && v.is_finite()) => {
+            Err(format!("{node}: `{field} = {v}` must be a positive number (or left out: {left_out})"))
+        }
+        _ => Ok(()),
     }
 }
 
@@ -461,10 +467,8 @@ impl SinkSpec {
 
     /// Numbers the TOML types allow but the sink cannot run with.
     pub(crate) fn check_numbers(&self) -> Result<(), String> {
-        if let SinkSpec::Discard { name, rate: Some(rate), .. } = self
-            && !(*rate > 0.0 && rate.is_finite())
-        {
-            return Err(format!("sink `{name}`: `rate = {rate}` must be a positive number (or left out: no limit)"));
+        if let SinkSpec::Discard { name, rate, .. } = self {
+            positive(&format!("sink `{name}`"), "rate", *rate, "no limit")?;
         }
         let SinkSpec::Files { name, roll_interval_ms, roll_size_mb, .. } = self else { return Ok(()) };
         for (field, value) in [("roll_interval_ms", roll_interval_ms), ("roll_size_mb", roll_size_mb)] {
