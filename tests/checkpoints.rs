@@ -1044,7 +1044,8 @@ fn another_job_is_refused_the_directory_of_a_rolling_part_in_progress() {
     let text = std::fs::read_to_string(&job).unwrap();
     let other = text.replace("name = \"chaos-count\"", "name = \"other\"").replace("\"checkpoints\"", "\"other-checkpoints\"");
     let error = run_job(&dir.write("other.toml", &other), &[]).failure();
-    assert!(error.contains("holds parts in progress of another job"), "{error}");
+    let owner = format!("by the job with the checkpoint directory {}", dir.path("checkpoints").display());
+    assert!(error.contains("holds parts in progress of another job") && error.contains(&owner), "{error}");
     assert_eq!(in_progress(), before, "it deleted nothing");
     run_job(&job, &[]).success();
     assert_exact_counts(&committed(&out), 60000, 600);

@@ -44,13 +44,12 @@ pub enum ConnectorError {
     )]
     CommittedOutput { path: PathBuf, parts: usize, example: String },
     #[error(
-        "{path} holds parts in progress of another job ({parts} file(s), such as {example}), written under the \
-         checkpoint directory whose LINEAGE file reads {lineage} — another job's, or this job's before its checkpoint \
-         directory was replaced. That job's checkpoints commit them when it resumes, and this run would delete them: \
-         give this job's sink a path of its own; or, if that job will never resume, move those `.part-*.inprogress` \
+        "{path} holds parts in progress of another job ({parts} file(s), such as {example}), written by {owner} \
+         — another job, or this job before its checkpoint directory was replaced. That job's checkpoints commit \
+         them when it resumes, and this run would delete them: give this job's sink a path of its own; or, if that job will never resume, move those `.part-*.inprogress` \
          files away"
     )]
-    OthersPartsInProgress { path: PathBuf, parts: usize, example: String, lineage: String },
+    OthersPartsInProgress { path: PathBuf, parts: usize, example: String, owner: String },
     #[error(
         "{} is being written by another running job (or another run of this one): two jobs' part files in one \
          directory overwrite each other; give each job's `files` sink a path of its own, or stop the other job",

@@ -113,11 +113,19 @@ pub struct Restored<'a> {
     /// The lineage of the job's checkpoint directory (none without
     /// checkpoints), which the directory's [`OWNER_FILE`] records.
     pub lineage: Option<&'a str>,
+    /// The job's checkpoint directory, which [`OWNER_FILE`] records too,
+    /// for a refused job's message to name.
+    pub checkpoint_dir: Option<&'a Path>,
 }
 
 impl<'a> Restored<'a> {
     pub fn of(place: &'a super::SinkPlace<'_>) -> Self {
-        Restored { checkpoint: place.restored, taken_at_ms: place.restored_at_ms, lineage: place.lineage.as_deref() }
+        Restored {
+            checkpoint: place.restored,
+            taken_at_ms: place.restored_at_ms,
+            lineage: place.lineage.as_deref(),
+            checkpoint_dir: place.lineage.as_ref().map(|_| place.checkpoint_dir),
+        }
     }
 }
 
@@ -138,7 +146,7 @@ impl PartFileSink {
         let sink =
             PartFileSink { dir: dir.into(), subtask, format, rolling, current: None, last_barrier: checkpoint, line: Vec::new() };
         if subtask == 0 {
-            sink.mark_owner(restored.lineage)?;
+            sink.mark_owner(restored)?;
         }
         sink.clean_up(checkpoint, parallelism)?;
         Ok(sink)
@@ -148,10 +156,13 @@ impl PartFileSink {
     /// checkpoint lineage, or no one for a job without checkpoints (whose
     /// parts in progress nothing commits, so that its own, left by a crash
     /// or a failure, do not stand in its way when it runs again).
-    fn mark_owner(&self, lineage: Option<&str>) -> Result<(), ConnectorError> {
+    fn mark_owner(&self, restored: &Restored<'_>) -> Result<(), ConnectorError> {
         let owner = self.dir.join(OWNER_FILE);
-        let marked = match lineage {
-            Some(lineage) => crate::dirs::write_durably(&owner, lineage.as_bytes()),
+        let marked = match restored.lineage {
+            Some(lineage) => {
+                let dir = restored.checkpoint_dir.map(|dir| dir.display().to_string()).unwrap_or_default();
+                crate::dirs::write_durably(&owner, format!("{lineage}\n{dir}\n").as_bytes())
+            }
             None => std::fs::remove_file(&owner).or_else(|e| if e.kind() == std::io::ErrorKind::NotFound { Ok(()) } else { Err(e) }),
         };
         marked.map_err(|e| self.io_error(e))
@@ -249,7 +260,8 @@ const LOCK_FILE: &str = ".lock";
 
 /// The file in a `files` sink's directory that names the job with
 /// checkpoints that writes there: the lineage of its checkpoint
-/// directory. A run of another job deletes no part in progress there,
+/// directory on the first line, the directory's path on the second
+/// (Weir before 2026-12-06 wrote the lineage alone). A run of another job deletes no part in progress there,
 /// since that job's checkpoints may commit them. (A job without
 /// checkpoints removes it: nothing commits its parts in progress. Weir
 /// before 2026-12-05 wrote none.)
@@ -271,14 +283,19 @@ pub(super) fn check_directory(dir: &Path, restored: &Restored<'_>) -> Result<(),
 /// one of checkpoint lineage `ours`: they are the output of that job's
 /// checkpoints until it resumes, and this run's clean-up would delete them.
 pub fn refuse_others_parts_in_progress(dir: &Path, ours: Option<&str>) -> Result<(), ConnectorError> {
-    let Ok(theirs) = std::fs::read_to_string(dir.join(OWNER_FILE)) else { return Ok(()) };
-    let theirs = theirs.trim();
+    let Ok(owner) = std::fs::read_to_string(dir.join(OWNER_FILE)) else { return Ok(()) };
+    let mut lines = owner.lines().map(str::trim);
+    let theirs = lines.next().unwrap_or_default();
     if Some(theirs) == ours {
         return Ok(());
     }
     let in_progress = part_names(dir, false);
     let Some(example) = in_progress.first().cloned() else { return Ok(()) };
-    Err(ConnectorError::OthersPartsInProgress { path: dir.into(), parts: in_progress.len(), example, lineage: theirs.into() })
+    let owner = match lines.next().filter(|dir| !dir.is_empty()) {
+        Some(checkpoint_dir) => format!("the job with the checkpoint directory {checkpoint_dir} (LINEAGE {theirs})"),
+        None => format!("the job whose checkpoint directory's LINEAGE file reads {theirs}"),
+    };
+    Err(ConnectorError::OthersPartsInProgress { path: dir.into(), parts: in_progress.len(), example, owner })
 }
 
 /// The names of the committed parts (of any subtask) in `dir`, sorted;
@@ -650,7 +667,7 @@ mod tests {
     #[test]
     fn parts_in_progress_of_another_jobs_checkpoints_are_refused_and_kept() {
         let dir = tempfile::tempdir().unwrap();
-        let ours = |lineage| Restored { lineage: Some(lineage), ..Restored::default() };
+        let ours = |lineage| Restored { lineage: Some(lineage), checkpoint_dir: Some(Path::new("/ck/theirs")), ..Restored::default() };
         let mut theirs = PartFileSink::open(dir.path(), 0, 1, OutputFormat::Value, by_size(1 << 20), &ours("theirs")).unwrap();
         theirs.write(&batch(&["a"])).unwrap();
         theirs.precommit(1, false).unwrap();
@@ -660,12 +677,17 @@ mod tests {
         for (who, restored) in [("another job", ours("mine")), ("a job without checkpoints", Restored::default())] {
             let error = PartFileSink::open(dir.path(), 0, 1, OutputFormat::Value, by_size(1 << 20), &restored).err();
             let error = error.unwrap_or_else(|| panic!("{who} is refused")).to_string();
-            assert!(error.contains("holds parts in progress of another job") && error.contains("LINEAGE file reads theirs"), "{error}");
+            let named = error.contains("by the job with the checkpoint directory /ck/theirs (LINEAGE theirs)");
+            assert!(error.contains("holds parts in progress of another job") && named, "{error}");
             assert_eq!(dir_names(dir.path()), left, "{who} deleted nothing");
         }
         assert!(PartFileSink::open(dir.path(), 0, 1, OutputFormat::Value, by_size(1 << 20), &ours("theirs")).is_ok(), "their own");
         assert_eq!(dir_names(dir.path()), [".owner"], "their own cleaned up");
         std::fs::write(dir.path().join(".part-0-00000000.inprogress"), "x\n").unwrap();
+        // An older Weir's mark names the lineage alone.
+        std::fs::write(dir.path().join(".owner"), "theirs").unwrap();
+        let error = PartFileSink::open(dir.path(), 0, 1, OutputFormat::Value, by_size(1 << 20), &ours("mine")).err();
+        assert!(error.unwrap().to_string().contains("whose checkpoint directory's LINEAGE file reads theirs"));
         std::fs::remove_file(dir.path().join(".owner")).unwrap();
         assert!(open(dir.path(), 0, 1, RollingPolicy::default(), 0).is_ok(), "a directory no one marked (an older Weir's) as before");
         // A job without checkpoints takes over a directory whose owner left

@@ -5,9 +5,9 @@
 //! it knows which variant it is, and the positions of its keys are gone by
 //! then. A user told "line 3: unknown variant `sequnce`" has to search the
 //! table for it. So when an error points at a table's header and names a
-//! key or a value that exactly one line of that table holds, the error is
-//! shown at that line instead; and serde's type names (`u64`, `f64`) are
-//! said in words.
+//! key or a value that exactly one line of that table holds (in an inline
+//! table on that line too), the error is shown at that key or value
+//! instead; and serde's type names (`u64`, `f64`) are said in words.
 
 use std::ops::Range;
 
@@ -131,22 +131,58 @@ impl Wanted {
         Some(Wanted::Value(literal.to_owned()))
     }
 
-    /// Where in `line` (`key = value`) the wanted key or value is.
+    /// Where in `line` (`key = value`, the value perhaps an inline
+    /// table of such pairs) the wanted key or value is.
     fn place_in(&self, line: &str) -> Option<Range<usize>> {
-        let (key, rest) = line.split_once('=')?;
-        match self {
-            Wanted::Key(wanted) => {
-                let start = key.find(wanted.as_str())?;
-                (key.trim() == wanted).then(|| start..start + wanted.len())
-            }
-            Wanted::Value(wanted) => {
-                let value = rest.trim_start();
-                let after = value.strip_prefix(wanted.as_str())?.trim();
-                let start = key.len() + 1 + (rest.len() - value.len());
-                (after.is_empty() || after.starts_with('#')).then(|| start..start + wanted.len())
-            }
+        pairs(line, 0).into_iter().find_map(|(key, value)| match self {
+            Wanted::Key(wanted) => (&line[key.clone()] == wanted).then_some(key),
+            Wanted::Value(wanted) => (&line[value.clone()] == wanted).then_some(value),
+        })
+    }
+}
+
+/// The spans of the keys and values of `text` (`key = value`, from
+/// `offset` of a line): its own pair, then those of an inline table it
+/// holds (`alignment = { group = "a", max_drift_ms = -1 }`), in order.
+fn pairs(text: &str, offset: usize) -> Vec<(Range<usize>, Range<usize>)> {
+    let Some((key, rest)) = text.split_once('=') else { return Vec::new() };
+    let value = &rest[..outside_quotes(rest).find(|&(_, c)| c == '#').map_or(rest.len(), |(i, _)| i)];
+    let key = trimmed(key, offset);
+    let value = trimmed(value, offset + text.len() - rest.len());
+    let mut found = vec![(key, value.clone())];
+    let inner = &text[value.start - offset..value.end - offset];
+    if let Some(table) = inner.strip_prefix('{').and_then(|inner| inner.strip_suffix('}')) {
+        let mut start = 0;
+        let commas = outside_quotes(table).filter(|&(_, c)| c == ',').map(|(i, _)| i);
+        for end in commas.chain([table.len()]) {
+            found.extend(pairs(&table[start..end], value.start + 1 + start));
+            start = end + 1;
         }
     }
+    found
+}
+
+/// The characters of `text` outside quoted strings, arrays and inline
+/// tables, with their offsets.
+fn outside_quotes(text: &str) -> impl Iterator<Item = (usize, char)> + '_ {
+    let (mut quote, mut depth) = (None, 0u32);
+    text.char_indices().filter(move |&(_, c)| {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'') => quote = Some(c),
+            (None, '[' | '{') => depth += 1,
+            (None, ']' | '}') => depth = depth.saturating_sub(1),
+            (None, _) => return depth == 0,
+        }
+        false
+    })
+}
+
+/// The span of `text` (at `offset`) without its surrounding spaces.
+fn trimmed(text: &str, offset: usize) -> Range<usize> {
+    let start = offset + text.len() - text.trim_start().len();
+    start..start + text.trim().len()
 }
 
 /// The text between `prefix` and the next `end` in `message`.
@@ -212,6 +248,18 @@ mod tests {
         let commented = both.replace("[[source]]\nname = \"lines\"", "[[ source ]] # the file\nname = \"lines\"");
         let error = describe(&commented, &toml::from_str::<JobSpec>(&commented).expect_err("parallelism in a file source"));
         assert!(error.starts_with("TOML parse error at line 14, column 1\n"), "{error}");
+    }
+
+    #[test]
+    fn an_error_inside_an_inline_table_is_shown_at_its_value() {
+        let sensors = "mode = \"sensors\"\nwatermark_alignment = { group = \"a\", max_drift_ms = -1 } # held back";
+        let negative = error("mode = \"sequence\"", sensors);
+        assert!(negative.starts_with("TOML parse error at line 7, column 53\n"), "{negative}");
+        assert!(negative.contains(&format!("  | {}^^\n", " ".repeat(52))), "{negative}");
+        let string = error("mode = \"sequence\"", &sensors.replace("-1", "\"1 s\""));
+        assert!(string.starts_with("TOML parse error at line 7, column 53\n"), "{string}");
+        let key = error("mode = \"sequence\"", &sensors.replace("max_drift_ms", "max_drift"));
+        assert!(key.starts_with("TOML parse error at line 7, column 38\n"), "{key}");
     }
 
     #[test]
