@@ -115,10 +115,17 @@ fn a_component_with_the_right_name_but_wrong_functions() {
 #[test]
 fn a_missing_plugin_path() {
     let dir = JobDir::new();
-    let error = run_job(&job_with_plugin(&dir, &dir.path("nowhere/op.wasm")), &[]).failure();
+    let job = job_with_plugin(&dir, &dir.path("nowhere/op.wasm"));
+    // With checkpoints and a files sink: the failed start leaves no
+    // directories behind (it made empty ones, with lock files).
+    let text = std::fs::read_to_string(&job).unwrap();
+    let text = text.replace("name = \"bad-plugin\"", "name = \"bad-plugin\"\ncheckpoint_dir = \"ck\"");
+    std::fs::write(&job, text.replace("type = \"discard\"", "type = \"files\"\npath = \"out\"")).unwrap();
+    let error = run_job(&job, &[]).failure();
     assert!(error.contains("operator `suspect`"), "{error}");
     assert!(error.contains("nowhere/op.wasm"), "{error}");
     assert!(error.contains("check the path (an operator's `plugin` in the job file"), "{error}");
+    assert!(!dir.path("ck").exists() && !dir.path("out").exists(), "{:?}", std::fs::read_dir(dir.dir.path()).unwrap().collect::<Vec<_>>());
 }
 
 /// A device, a directory or a named pipe as the plugin or the job file is

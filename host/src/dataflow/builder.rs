@@ -504,6 +504,23 @@ fn is_chainable(graph: &JobGraph, node: &Node) -> bool {
         && graph.consumers(edge.from).count() == 1
 }
 
+/// Fails if an operator's plugin file is not there: checked before a
+/// run takes its directories, so that a mistyped path leaves none behind
+/// (loading it says what else may be wrong with it).
+pub(super) fn check_plugins_present(graph: &JobGraph) -> Result<(), RunError> {
+    let plugins = graph.nodes.iter().filter_map(|node| match &node.kind {
+        NodeKind::Operator(op) if native_name(&op.plugin).is_none() => Some((node, &op.plugin)),
+        _ => None,
+    });
+    for (node, plugin) in plugins {
+        if let Err(source) = std::fs::metadata(plugin) {
+            let source = crate::plugin::PluginError::Read { path: plugin.clone(), source };
+            return Err(RunError::Plugin { uid: node.name.clone(), source });
+        }
+    }
+    Ok(())
+}
+
 /// Compiles every operator's plugin before anything starts, so a bad module
 /// fails the job up front with the operator's uid.
 fn load_plugins(graph: &JobGraph, engine: &PluginEngine) -> Result<Vec<Option<LoadedPlugin>>, RunError> {

@@ -305,6 +305,7 @@ pub fn run_job_with(graph: &JobGraph, engine: &Arc<PluginEngine>, options: RunOp
         let check = savepoint.check(graph, options.allow_non_restored_state)?;
         info!(job = %graph.name, savepoint = %savepoint.dir.display(), new = ?check.new_nodes, dropped = ?check.dropped, "restoring from savepoint");
     }
+    super::builder::check_plugins_present(graph)?;
     // Checkpoints from before this run (numbered below this) are not ours
     // to recover from when starting from a savepoint.
     let (first_own, _lock) = match &graph.checkpoints {

@@ -45,6 +45,9 @@ struct RunPlugins<'a> {
 /// resumed from that savepoint, with the plugins that run recorded there.
 pub fn carry_upgrades(graph: &mut JobGraph) -> Vec<CarriedUpgrade> {
     let Some(settings) = &graph.checkpoints else { return Vec::new() };
+    if !settings.dir.exists() {
+        return Vec::new(); // A first run: nothing to carry (and no directory made for a run that may not start).
+    }
     let Ok(storage) = CheckpointStorage::open(&settings.dir) else { return Vec::new() };
     // (An unreadable record is reported when the run looks for its savepoint.)
     let start = super::executor::newest_savepoint_start(graph).ok().flatten().and_then(|(start, has)| (!has).then_some(start));
