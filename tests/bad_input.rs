@@ -243,6 +243,12 @@ fn watermark_settings_on_a_source_without_event_time() {
     let error = run_job(&job, &[]).failure();
     assert!(error.contains("source `gen` has `out_of_orderness_ms`, but its events have no event time to bound"), "{error}");
     assert!(error.contains("or remove the setting"), "{error}");
+    // So is idleness: without event time no watermark is held back.
+    let job = job_file(&dir, |t| t.replace("events = 10", "events = 10\nidle_timeout_ms = 100"));
+    let error = run_job(&job, &[]).failure();
+    assert!(error.contains("source `gen` has `idle_timeout_ms`, but its events have no event time to stop holding back"), "{error}");
+    let job = job_file(&dir, |t| t.replace("events = 10", "events = 10\nidle_timeout_ms = 100\nevents_per_ms = 1"));
+    run_job(&job, &[]).success();
 }
 
 #[test]
@@ -302,7 +308,7 @@ fn duplicate_names_and_bad_parallelism() {
     assert!(error.contains("is 300 bytes long; at most 200 (it names checkpoint files)"), "{error}");
     let job = job_file(&dir, |t| t.replace("uid = \"count\"", "uid = \"a/b\"").replace("input = \"count\"", "input = \"a/b\""));
     let error = run_job(&job, &[]).failure();
-    assert!(error.contains("operator name \"a/b\" must be non-empty and must not contain '.', '/'"), "{error}");
+    assert!(error.contains("operator uid \"a/b\" must be non-empty and must not contain '.', '/'"), "{error}");
 
     let job = job_file(&dir, |t| t.replace("name = \"edited\"", "name = \"edited\"\nparallelism = 0"));
     let error = run_job(&job, &[]).failure();
@@ -496,4 +502,27 @@ fn a_listing_that_cannot_be_written_fails_cleanly() {
     drop(reader);
     let (status, stderr) = check(writer.into());
     assert!(!stderr.contains("panicked"), "{status:?}: {stderr}");
+}
+
+/// An API address asked for (`--api` or `WEIR_API`) that another program
+/// holds fails the run, saying how to run a host beside it, rather than
+/// being swapped for another address behind the user's back.
+#[test]
+fn an_api_address_in_use_is_refused_with_the_ways_out() {
+    let dir = JobDir::new();
+    let job = job_file(&dir, |t| t);
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let error = run_job(&job, &["--api", &addr]).failure();
+    assert!(error.contains(&format!("cannot serve the control API on {addr}")) && error.contains("(the address --api gives)"), "{error}");
+    assert!(error.contains("`--api 127.0.0.1:0` takes any free port") && !error.contains("WEIR_API"), "{error}");
+    let output = std::process::Command::new(common::weir_binary())
+        .arg("run")
+        .arg(&job)
+        .env("WEIR_API", &addr)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("(the address $WEIR_API gives)") && stderr.contains("or unset WEIR_API"), "{stderr}");
 }

@@ -261,7 +261,7 @@ fn a_job_waiting_to_restart_says_so_and_can_be_cancelled_at_once() {
     let restarting = wait_for_status(&host, "restarting");
     let asked = Instant::now();
     let jobs = host.weir(&["jobs"]).success().stdout();
-    assert!(jobs.contains("after 1 restart(s); the last failure: ") && jobs.contains("trapped"), "{jobs}");
+    assert!(jobs.contains("job `chaos-count` restarting (restart 1); the last failure: ") && jobs.contains("trapped"), "{jobs}");
     let error = host.weir(&["savepoint", "chaos-count", "--dir", dir.path("sp").to_str().unwrap()]).failure();
     assert!(error.contains("the job failed and restarts in"), "{error}");
     let faulty = plugin("faulty");

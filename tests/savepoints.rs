@@ -241,6 +241,35 @@ fn paced_count_job(dir: &JobDir, name: &str) -> PathBuf {
     job
 }
 
+/// A fork of a job without checkpoints has none either: `weir fork` says
+/// it cannot be resumed once the host stops, and refuses a checkpoint
+/// directory it would not use.
+#[test]
+fn a_fork_of_a_job_without_checkpoints_says_it_cannot_be_resumed() {
+    let dir = JobDir::new();
+    let job = paced_count_job(&dir, "plain");
+    let text = std::fs::read_to_string(&job).unwrap();
+    let unchecked: String = text.lines().filter(|l| !l.starts_with("checkpoint")).map(|l| format!("{l}\n")).collect();
+    assert_ne!(unchecked, text);
+    std::fs::write(&job, unchecked).unwrap();
+    let host = Host::start(&job, &[]);
+    host.wait_for_records("plain", 1_000);
+    let savepoint = dir.path("point");
+    host.savepoint("plain", &savepoint);
+    let from = savepoint.to_str().unwrap();
+    let kept = dir.path("kept");
+    let refused = host.weir(&["fork", from, "--name", "kept", "--checkpoint-dir", kept.to_str().unwrap()]).failure();
+    assert!(refused.contains("the fork would have no checkpoints to keep in") && refused.contains("no `checkpoint_dir`"), "{refused}");
+    assert!(!kept.exists());
+    let reply = host.weir(&["fork", from, "--name", "copy"]).success().stdout();
+    assert!(reply.contains("it takes no checkpoints") && reply.contains("cannot be resumed once this host stops"), "{reply}");
+    for name in ["plain", "copy"] {
+        host.weir(&["cancel", name]).success();
+    }
+    let (status, stderr) = host.wait();
+    assert!(status.success(), "{stderr}");
+}
+
 /// A job being upgraded can be cancelled: the upgrade is given up, its
 /// request says so, and the job ends cancelled — no new version starts.
 #[test]
@@ -954,7 +983,8 @@ fn restores_refuse_savepoints_that_do_not_fit_the_job() {
     let error = run_job(&job, &["--from-savepoint", dir.path("nowhere").to_str().unwrap()]).failure();
     assert!(error.contains("is not a Weir savepoint: it does not exist"), "{error}");
     let error = run_job(&job, &["--from-savepoint", dir.path("checkpoints-small").to_str().unwrap()]).failure();
-    assert!(error.contains("it has no _SAVEPOINT file: it holds checkpoints; see them with `weir checkpoints`"), "{error}");
+    assert!(error.contains("it has no _SAVEPOINT file: it holds checkpoints (see them with `weir checkpoints`)"), "{error}");
+    assert!(error.contains("without --from-savepoint"), "says how a job resumes from its checkpoints: {error}");
     let error = weir(&["checkpoints", sp]).failure();
     assert!(error.contains("is a savepoint, not a checkpoint directory: see it with `weir savepoint inspect"), "{error}");
     let usage = weir(&["savepoint", "inspect", sp, "--limit", "3"]);

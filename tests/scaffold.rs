@@ -60,6 +60,9 @@ fn scaffolded_python_and_javascript_plugins_build_and_run_unmodified() {
         let created = weir(&["plugin", "new", "my-op", "--lang", language, "--dir", &base]).success().stdout();
         let project = dir.path("my-op");
         let readme = std::fs::read_to_string(project.join("README.md")).unwrap();
+        // CPython in Wasm needs more memory than the default: the job
+        // file snippet says so.
+        assert_eq!(readme.contains("memory_limit_mb = 512"), language == "python", "{readme}");
         // Build it exactly as the README says.
         let command = readme.lines().find(|l| l.contains(script)).unwrap_or_else(|| panic!("no build command in {readme}"));
         assert!(created.contains(command.trim()), "{created}");

@@ -203,7 +203,12 @@ fn jobs_table(jobs: &[JobInfo]) -> String {
             out += &format!("\njob `{}` {}: {error}\n", job.name, job.status);
         }
         if let Some(failure) = job.last_failure.as_ref().filter(|_| job.error.is_none()) {
-            out += &format!("\njob `{}` {}, after {} restart(s); the last failure: {failure}\n", job.name, job.status, job.restarts);
+            // While it waits, its count is of the restart to come.
+            let restarts = match job.status.as_str() {
+                "restarting" => format!("restarting (restart {})", job.restarts),
+                status => format!("{status}, after {} restart(s)", job.restarts),
+            };
+            out += &format!("\njob `{}` {restarts}; the last failure: {failure}\n", job.name);
         }
     }
     out
@@ -405,8 +410,9 @@ pub fn fork(args: &ForkArgs) -> anyhow::Result<()> {
         info.job.status
     );
     out_text!("{}", jobs_table(std::slice::from_ref(&info.job)));
-    if let Some(file) = &info.job_file {
-        out!("its job file, to resume it after this host has stopped: weir run {}", file.display());
+    match &info.job_file {
+        Some(file) => out!("its job file, to resume it after this host has stopped: weir run {}", file.display()),
+        None => out!("it takes no checkpoints (the job it was forked from has no `checkpoint_dir`): it cannot be resumed once this host stops"),
     }
     Ok(())
 }

@@ -55,8 +55,12 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     };
     let manager = JobManager::new(engine);
     // The address the other commands use too, so that they find this host.
-    let api = args.api.clone().or_else(|| std::env::var("WEIR_API").ok());
-    let server = serve(api.as_deref(), &manager)?;
+    let api = match (&args.api, std::env::var("WEIR_API")) {
+        (Some(addr), _) => Some((addr.clone(), "--api")),
+        (None, Ok(addr)) => Some((addr, "$WEIR_API")),
+        (None, Err(_)) => None,
+    };
+    let server = serve(api.as_ref().map(|(addr, from)| (addr.as_str(), *from)), &manager)?;
     let stopped_by = shut_down_on_signals(&manager)?;
     if let Err(refused) = manager.submit(graph.clone(), savepoint, args.allow_non_restored_state) {
         exit_if_signalled(&stopped_by);
@@ -176,13 +180,23 @@ fn say_other_plugins(savepoint: &Savepoint, graph: &JobGraph, engine: &PluginEng
     }
 }
 
-/// Serves the control API on `requested`, or on the default address — or
-/// any free port if another host has that one.
-fn serve(requested: Option<&str>, manager: &Arc<JobManager>) -> anyhow::Result<ApiServer> {
+/// Serves the control API on `requested` (the address, and the flag or
+/// variable that gave it), or on the default address — or any free port
+/// if another host has that one.
+fn serve(requested: Option<(&str, &str)>, manager: &Arc<JobManager>) -> anyhow::Result<ApiServer> {
     let plane = Arc::new(manager.clone());
-    if let Some(addr) = requested {
-        // Its error names the address and says why.
-        return Ok(ApiServer::start(addr, plane)?);
+    if let Some((addr, from)) = requested {
+        // Its error names the address and says why; an address asked for
+        // is not swapped for another behind the user's back.
+        return ApiServer::start(addr, plane).map_err(|error| match error.kind() {
+            std::io::ErrorKind::AddrInUse => anyhow::anyhow!(
+                "{error} (the address {from} gives). Another weir host may be serving there (`weir jobs --api {addr}` \
+                 asks it) — perhaps running this job already; to run another host beside it, give it an address of \
+                 its own with --api (`--api 127.0.0.1:0` takes any free port){}",
+                if from == "$WEIR_API" { ", or unset WEIR_API for the default (127.0.0.1:7070, else any free port)" } else { "" }
+            ),
+            _ => error.into(),
+        });
     }
     ApiServer::start(DEFAULT_API_ADDR, plane.clone())
         .or_else(|_| ApiServer::start("127.0.0.1:0", plane))

@@ -98,13 +98,15 @@ and use it in a job file:
 uid = "{name}"
 plugin = "{wasm}"
 inputs = ["your-source"]
-key_by = true
+key_by = true{memory}
 ```
 
 The contract is in Weir's docs/plugin-guide.md; the SDK's API in Weir's
 guest-sdk/{sdk}/README.md.
 "#,
-        sdk = if language == "Python" { "python" } else { "js" }
+        sdk = if language == "Python" { "python" } else { "js" },
+        // CPython in Wasm needs more than the default 256 MiB (plugin guide).
+        memory = if language == "Python" { "\nmemory_limit_mb = 512" } else { "" }
     )
 }
 

@@ -83,7 +83,7 @@ pub enum RunError {
         #[source]
         source: SavepointError,
     },
-    #[error("{last}\n(gave up after {restarts} restart(s); the job's [restart] table allows {max_attempts})")]
+    #[error("{last}\n(gave up after {restarts} restart(s): the restart strategy allows {max_attempts}; the job file's [restart] table sets it)")]
     RestartsExhausted { last: Box<RunError>, restarts: u32, max_attempts: u32 },
 }
 

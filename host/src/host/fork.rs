@@ -111,6 +111,14 @@ fn forked_graph(manager: &JobManager, base: JobGraph, request: &ForkRequest) -> 
         set_sink_topic(&mut graph, sink, topic)?;
     }
     own_transactional_ids(&mut graph);
+    if let (None, Some(dir)) = (&graph.checkpoints, &request.checkpoint_dir) {
+        return Err(ControlError::Rejected(format!(
+            "the fork would have no checkpoints to keep in {}: its job has none (no `checkpoint_dir` in its job \
+             file), and a fork takes its job's settings. Fork without a checkpoint directory, or add \
+             `checkpoint_dir` to the job file and run the job with it",
+            dir.display()
+        )));
+    }
     if let Some(settings) = graph.checkpoints.as_mut() {
         settings.dir = match &request.checkpoint_dir {
             Some(dir) => absolute(dir),

@@ -47,8 +47,8 @@ pub(super) fn write_fork_file(fork: &mut JobGraph, savepoint: &Path) -> Result<O
     }
     let text = format!(
         "# The job file of fork `{}`, written by the Weir host that started it from job `{}` ({}).\n\
-         # `weir run` it to resume the fork from its newest checkpoint; before its first,\n\
-         # `weir run` it with `--from-savepoint {}`.\n\n{}",
+         # `weir run` it to resume the fork from its newest checkpoint (before its first,\n\
+         # from savepoint {}, which it started from).\n\n{}",
         fork.name,
         forked_from,
         original.path.display(),

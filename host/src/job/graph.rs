@@ -218,7 +218,14 @@ impl JobGraph {
             return Err(format!("max_parallelism = {max_parallelism} must be between {least} and {most}"));
         }
         let parallelism = overrides.parallelism.or(spec.parallelism).unwrap_or(1);
-        check_parallelism("the job", parallelism, max_parallelism)?;
+        let job = if overrides.parallelism.is_some() { "the job (-p on the command line)" } else { "the job" };
+        check_parallelism(job, parallelism, max_parallelism).map_err(|error| {
+            // The key groups are fixed for the life of a job's state.
+            format!(
+                "{error}; max_parallelism, the number of key groups, cannot change once the job has state \
+                 (a new job may set a larger one)"
+            )
+        })?;
         check_job_name(&spec.name)?;
         check_names(&spec)?;
         check_connectors(&spec)?;
@@ -321,6 +328,8 @@ fn setting_needing_event_time(source: &SourceSpec) -> Option<(&'static str, &'st
         Some(("`watermark_alignment`", "to align", "the table"))
     } else if !source.watermark_settings().out_of_orderness.is_zero() {
         Some(("`out_of_orderness_ms`", "to bound", "the setting"))
+    } else if source.watermark_settings().idle_timeout.is_some() {
+        Some(("`idle_timeout_ms`", "to stop holding back", "the setting"))
     } else {
         None
     }
@@ -421,17 +430,17 @@ fn check_names(spec: &JobSpec) -> Result<(), String> {
     let names = spec
         .sources
         .iter()
-        .map(|s| ("source", s.name()))
-        .chain(spec.operators.iter().map(|o| ("operator", o.uid.as_str())))
-        .chain(spec.sinks.iter().map(|s| ("sink", s.name())));
+        .map(|s| ("source name", s.name()))
+        .chain(spec.operators.iter().map(|o| ("operator uid", o.uid.as_str())))
+        .chain(spec.sinks.iter().map(|s| ("sink name", s.name())));
     let mut seen = HashSet::new();
     for (kind, name) in names {
         if name.is_empty() || name.contains(['.', '/', '\\']) || name.chars().any(char::is_control) {
-            return Err(format!("{kind} name {name:?} must be non-empty and must not contain '.', '/', '\\' or control characters"));
+            return Err(format!("{kind} {name:?} must be non-empty and must not contain '.', '/', '\\' or control characters"));
         }
         if name.len() > MAX_JOB_NAME {
             let length = name.len();
-            return Err(format!("{kind} name `{name}` is {length} bytes long; at most {MAX_JOB_NAME} (it names checkpoint files)"));
+            return Err(format!("{kind} `{name}` is {length} bytes long; at most {MAX_JOB_NAME} (it names checkpoint files)"));
         }
         if !seen.insert(name) {
             return Err(format!("the name `{name}` is used twice; sources, operators and sinks need distinct names"));

@@ -51,7 +51,12 @@ impl Savepoint {
         let bytes = std::fs::read(&path).map_err(|error| match error.kind() {
             std::io::ErrorKind::NotFound if !dir.is_dir() => not_one("it does not exist, or is not a directory".into()),
             std::io::ErrorKind::NotFound if CheckpointStorage::holds_checkpoints(dir) => {
-                not_one(format!("it has no {MANIFEST_FILE} file: it holds checkpoints; see them with `weir checkpoints`"))
+                not_one(format!(
+                    "it has no {MANIFEST_FILE} file: it holds checkpoints (see them with `weir checkpoints`). \
+                     A job resumes from its newest complete checkpoint on its own: `weir run` the job file whose \
+                     `checkpoint_dir` it is, without --from-savepoint. To start from a particular point, take \
+                     savepoints (`weir savepoint JOB`) and restore one of those"
+                ))
             }
             std::io::ErrorKind::NotFound => not_one(format!("it has no {MANIFEST_FILE} file")),
             _ => not_one(format!("cannot read {}: {error}", path.display())),
