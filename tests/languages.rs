@@ -179,3 +179,78 @@ path = "sums.txt"
     assert_eq!(pressure.len(), 10, "ten 1 s windows: {sums}");
     assert!(pressure.iter().all(|s| s.abs() < 1e-9), "{pressure:?}");
 }
+
+/// A JavaScript operator judges lateness by the watermark the host passes:
+/// none before the first (jco hands the host's "no watermark" over as
+/// 2^63, which every event was judged late against) and negative ones as
+/// negative. In-order events from -20 s on: not one is late.
+#[test]
+fn a_javascript_operator_sees_no_watermark_before_the_first_and_negative_ones_as_such() {
+    let dir = JobDir::new();
+    let source = dir.write(
+        "late-split.js",
+        r#"import { Operator, ValueState, exportOperator } from "weir-sdk";
+
+class LateSplit extends Operator {
+  init(config) {
+    config.allowOnly([]);
+    this.count = new ValueState("count");
+  }
+
+  process(ctx, event) {
+    if (ctx.isLate(event.timestamp)) {
+      ctx.emitTo("late", event.key, `${event.timestamp} behind ${ctx.watermark}`);
+      return;
+    }
+    const n = (this.count.get(ctx) ?? 0) + 1;
+    this.count.set(ctx, n);
+    ctx.emit(event.key, n);
+  }
+}
+
+export const operator = exportOperator(LateSplit);
+"#,
+    );
+    let plugin = build("build-js-plugin.sh", &source, "late-split-js");
+    let events: String =
+        (0..20_000).map(|i| format!("{{\"key\": \"k{}\", \"value\": 1, \"timestamp\": {}}}\n", i % 10, i - 20_000)).collect();
+    dir.write("in.jsonl", &events);
+    let job = dir.write(
+        "job.toml",
+        &format!(
+            r#"
+name = "late-split"
+
+[[source]]
+name = "in"
+type = "file"
+format = "json"
+path = "in.jsonl"
+
+[[operator]]
+uid = "split"
+plugin = {plugin}
+inputs = ["in"]
+key_by = true
+memory_limit_mb = 512
+
+[[sink]]
+name = "counts"
+type = "file"
+input = "split"
+path = "counts.txt"
+
+[[sink]]
+name = "late"
+type = "file"
+input = "split.late"
+path = "late.txt"
+"#,
+            plugin = toml_path(&plugin)
+        ),
+    );
+    run_job(&job, &[]).success();
+    let late = dir.read("late.txt");
+    assert_eq!(late.lines().count(), 0, "in-order events judged late: {}", late.lines().take(3).collect::<Vec<_>>().join("; "));
+    assert_eq!(dir.read("counts.txt").lines().count(), 20_000);
+}

@@ -323,9 +323,12 @@ function toS64(ms, what) {
   return BigInt(ms);
 }
 
-/** A WIT s64 time as a number, or null for the sentinel. */
+/** A WIT s64 time as a number, or null for the sentinel. (jco hands a
+ *  scalar s64 over as its 64 bits read unsigned — i64::MIN, the host's "no
+ *  watermark", as 2^63 — so it is read back as signed first.) */
 function fromS64(t) {
-  return t === NO_TIME ? null : Number(t);
+  const signed = BigInt.asIntN(64, BigInt(t));
+  return signed === NO_TIME ? null : Number(signed);
 }
 
 // ---------------------------------------------------------------------------
@@ -859,7 +862,7 @@ export class Context {
 
   /** Whether an event with this timestamp is late: at or below the watermark. */
   isLate(timestamp) {
-    return this.watermark !== null && timestamp <= this.watermark;
+    return this.watermark !== null && timestamp !== null && timestamp !== undefined && timestamp <= this.watermark;
   }
 
   /**
@@ -925,7 +928,7 @@ class Runtime {
     const stamped = timestamps.length > 0;
     const input = batch.input;
     const op = this.operator;
-    const ctx = new Context(states, this.outputs, fromS64(batch.watermark), Number(batch.processingTime));
+    const ctx = new Context(states, this.outputs, fromS64(batch.watermark), fromS64(batch.processingTime));
     return this.call(() => {
       if (offsets.length !== 2 * n + 1 || (keyed && keySlots.length !== n) || (stamped && timestamps.length !== n)) {
         throw OperatorError.invalidInput("the host sent a malformed batch");
@@ -962,7 +965,7 @@ class Runtime {
     const states = this.states;
     const { data, offsets, timestamps, domains, keySlots } = timers;
     const op = this.operator;
-    const ctx = new Context(states, this.outputs, fromS64(timers.watermark), Number(timers.processingTime));
+    const ctx = new Context(states, this.outputs, fromS64(timers.watermark), fromS64(timers.processingTime));
     return this.call(() => {
       for (let i = 0; i < timestamps.length; i++) {
         const timestamp = Number(timestamps[i]);
