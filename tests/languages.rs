@@ -254,3 +254,47 @@ path = "late.txt"
     assert_eq!(late.lines().count(), 0, "in-order events judged late: {}", late.lines().take(3).collect::<Vec<_>>().join("; "));
     assert_eq!(dir.read("counts.txt").lines().count(), 20_000);
 }
+
+/// Numbers a JavaScript operator emits are written as the Rust SDK writes
+/// an `f64` (Rust's `Display`), never with an exponent: plugins in either
+/// language give the same text.
+#[test]
+fn a_javascript_operator_writes_numbers_as_rust_does() {
+    let numbers = [0.0, -0.0, 7.0, -1.0, 0.25, -2.25, 1e-7, 123.456, 0.1 + 0.2, 2.5e15, 1e21, 1.5e300, f64::MAX, 5e-324, -1e-300];
+    let literals: Vec<String> = numbers.iter().map(|x| format!("{x:e}")).collect();
+    let dir = JobDir::new();
+    let source = dir.write(
+        "numbers.js",
+        &format!(
+            r#"import {{ Operator, exportOperator }} from "weir-sdk";
+
+class Numbers extends Operator {{
+  process(ctx, event) {{
+    for (const x of [{}]) ctx.emit(event.key, x);
+    ctx.emit(event.key, NaN);
+    ctx.emit(event.key, -Infinity);
+  }}
+}}
+
+export const operator = exportOperator(Numbers);
+"#,
+            literals.join(", ")
+        ),
+    );
+    let plugin = build("build-js-plugin.sh", &source, "numbers-js");
+    dir.write("in.jsonl", "{\"key\": \"n\", \"value\": 1}\n");
+    let job = dir.write(
+        "job.toml",
+        &format!(
+            "name = \"numbers\"\n[[source]]\nname = \"in\"\ntype = \"file\"\nformat = \"json\"\npath = \"in.jsonl\"\n\n\
+             [[operator]]\nuid = \"numbers\"\nplugin = {}\ninputs = [\"in\"]\nmemory_limit_mb = 512\n\n\
+             [[sink]]\nname = \"out\"\ntype = \"stdout\"\ninput = \"numbers\"\nformat = \"value\"\n",
+            toml_path(&plugin)
+        ),
+    );
+    let run = run_job(&job, &[]);
+    run.success();
+    let mut expected: Vec<String> = numbers.iter().map(|x| x.to_string()).collect();
+    expected.extend([f64::NAN.to_string(), f64::NEG_INFINITY.to_string()]);
+    assert_eq!(run.stdout().lines().collect::<Vec<_>>(), expected);
+}

@@ -323,6 +323,25 @@ function toS64(ms, what) {
   return BigInt(ms);
 }
 
+/** A number as decimal text, as Rust's `Display` writes an f64 (and the
+ *  Python SDK): `20`, `0.25`, `0.0000001`, `1000000000000000000000`, `-0` —
+ *  never an exponent, so that plugins in different languages agree.
+ *  (`toExponential()` gives the shortest digits that read back the same.) */
+function formatNumber(x) {
+  if (Number.isNaN(x)) return "NaN";
+  if (x === Infinity) return "inf";
+  if (x === -Infinity) return "-inf";
+  if (x === 0) return Object.is(x, -0) ? "-0" : "0";
+  const sign = x < 0 ? "-" : "";
+  const [mantissa, exponent] = Math.abs(x).toExponential().split("e");
+  const digits = mantissa.replace(".", "");
+  const zeros = Number(exponent) - (digits.length - 1);
+  if (zeros >= 0) return sign + digits + "0".repeat(zeros);
+  const whole = digits.length + zeros;
+  if (whole > 0) return `${sign}${digits.slice(0, whole)}.${digits.slice(whole)}`;
+  return `${sign}0.${"0".repeat(-whole)}${digits}`;
+}
+
 /** A WIT s64 time as a number, or null for the sentinel. (jco hands a
  *  scalar s64 over as its 64 bits read unsigned — i64::MIN, the host's "no
  *  watermark", as 2^63 — so it is read back as signed first.) */
@@ -361,7 +380,7 @@ class OutputBuffer {
   // ASCII strings, non-negative integers) avoid allocations and calls.
   _write(x) {
     const type = typeof x;
-    if (type === "number" && x >= 0 && x <= 0xffffffff && x % 1 === 0) {
+    if (type === "number" && (x > 0 || Object.is(x, 0)) && x <= 0xffffffff && x % 1 === 0) {
       this._reserve(10);
       const data = this.data;
       let len = this.len;
@@ -383,7 +402,9 @@ class OutputBuffer {
     let text;
     if (type === "string") {
       text = x;
-    } else if (type === "number" || type === "bigint" || type === "boolean") {
+    } else if (type === "number") {
+      text = formatNumber(x);
+    } else if (type === "bigint" || type === "boolean") {
       text = String(x);
     } else if (x === undefined || x === null) {
       return; // empty bytes
