@@ -99,6 +99,18 @@ fn a_plugin_looping_forever_is_interrupted_at_its_deadline() {
     assert!(error.contains("call_timeout_ms"), "says what to change: {error}");
 }
 
+/// A plugin asleep is blocked in the host, where wasmtime's epoch checks
+/// do not run: its sleep ends at the call's deadline, and the call is
+/// interrupted (it ran the hour it asked for, and a cancel waited as long).
+#[test]
+fn a_plugin_sleeping_is_interrupted_at_its_deadline() {
+    let dir = JobDir::new();
+    let run = run_job(&faulty_job(&dir, "sleep", "call_timeout_ms = 300"), &[]);
+    let error = run.failure();
+    assert!(error.contains("operator `misbehaving-sleep`"), "{error}");
+    assert!(error.contains("exceeded its deadline of 300 ms"), "{error}");
+}
+
 /// `call_timeout_ms = 0` turns the deadline off (the plugin compiled
 /// without its checks, on a second engine): the job runs and says so, and
 /// the memory cap still holds.

@@ -11,6 +11,7 @@ use wasmtime::{Config, Engine, OptLevel};
 use super::bindings::PluginPre;
 use super::broadcast::BroadcastAccess;
 use super::cache::ComponentCache;
+use super::clocks::DeadlineClocksAccess;
 use super::timers::TimersAccess;
 use super::error::PluginError;
 use super::host_state::PluginState;
@@ -123,6 +124,13 @@ impl Compiler {
         let mut linker = Linker::new(engine);
         let link = |r: wasmtime::Result<()>| r.map_err(|e| internal(format!("cannot link host functions: {e}")));
         link(wasmtime_wasi::p2::add_to_linker_sync(&mut linker))?;
+        // Sleeps bounded by the call's deadline, in place of WASI's own.
+        linker.allow_shadowing(true);
+        link(wasmtime_wasi::p2::bindings::clocks::monotonic_clock::add_to_linker::<_, DeadlineClocksAccess>(
+            &mut linker,
+            PluginState::clocks,
+        ))?;
+        linker.allow_shadowing(false);
         link(super::bindings::weir::operator::types::add_to_linker::<_, HasSelf<PluginState>>(&mut linker, |s| s))?;
         link(super::bindings::weir::operator::state::add_to_linker::<_, KeyedStateAccess>(
             &mut linker,

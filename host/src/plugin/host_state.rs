@@ -14,6 +14,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use super::bindings::weir::operator::types::TimeDomain as WitDomain;
 use super::bindings::{EventBatch, InputBatch, TimerBatch};
 use super::broadcast::{BroadcastMaps, BroadcastView};
+use super::clocks::DeadlineClocks;
 use super::error::CallError;
 use super::instance::{CapturedState, InputKind, now_ms};
 use super::limits::MemoryLimiter;
@@ -53,6 +54,9 @@ pub struct PluginState {
     pub keyed_call: bool,
     /// Whether the current call processes a batch from a broadcast input.
     pub broadcast_call: bool,
+    /// When the current call must end, if it has a deadline: a sleep in
+    /// the plugin ends then ([`super::clocks`]).
+    pub call_deadline: Option<Instant>,
 }
 
 impl PluginState {
@@ -74,6 +78,7 @@ impl PluginState {
             backend_failure: None,
             keyed_call: false,
             broadcast_call: false,
+            call_deadline: None,
         }
     }
 
@@ -203,6 +208,12 @@ impl PluginState {
     /// The view the `timers` interface is implemented on.
     pub fn timers(&mut self) -> TimersView<'_> {
         TimersView { timers: &mut self.timers, keys: self.keyed_call.then_some(&self.keys), in_call: self.in_call }
+    }
+
+    /// The view `wasi:clocks/monotonic-clock` is implemented on.
+    pub fn clocks(&mut self) -> DeadlineClocks<'_> {
+        let deadline = self.call_deadline;
+        DeadlineClocks { wasi: wasmtime_wasi::clocks::WasiClocksView::clocks(self), deadline }
     }
 
     /// The view the `broadcast-state` interface is implemented on.

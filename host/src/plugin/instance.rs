@@ -255,7 +255,12 @@ impl OperatorInstance {
 /// fire.
 fn arm_deadline(store: &mut Store<PluginState>, limits: &Limits) {
     const NEVER: u64 = u64::MAX >> 1;
-    store.set_epoch_deadline(limits.deadline_ticks().unwrap_or(NEVER));
+    let ticks = limits.deadline_ticks();
+    store.set_epoch_deadline(ticks.unwrap_or(NEVER));
+    // A sleep wakes once the epoch has passed the deadline (a tick after
+    // its last), so that the plugin's next check interrupts it.
+    let after = |ticks: u64| super::limits::EPOCH_TICK.saturating_mul(u32::try_from(ticks + 1).unwrap_or(u32::MAX));
+    store.data_mut().call_deadline = ticks.and_then(|ticks| Instant::now().checked_add(after(ticks)));
 }
 
 /// Turns a wasmtime error into the cause a user can act on: memory cap,

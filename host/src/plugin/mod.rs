@@ -17,6 +17,7 @@
 mod bindings;
 mod broadcast;
 mod cache;
+mod clocks;
 mod embedded;
 mod engine;
 mod error;

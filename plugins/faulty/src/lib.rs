@@ -4,6 +4,9 @@
 //! - `panic`: panics (a trap), with the message "faulty operator panicked on purpose";
 //! - `alloc`: allocates memory without bound, until the memory cap stops it;
 //! - `loop`: loops forever, until the call deadline interrupts it;
+//! - `sleep`: sleeps for an hour (blocked in the host's
+//!   `wasi:clocks`/`wasi:io/poll`, where no epoch check runs), until the
+//!   call deadline ends the sleep and interrupts it;
 //! - `error`: returns an error;
 //! - `probe`: tries to escape the sandbox (read a file, list the
 //!   environment, open a connection) and emits what happened, keyed
@@ -43,6 +46,7 @@ enum Mode {
     Panic,
     Alloc,
     Loop,
+    Sleep,
     Error,
     Probe,
     None,
@@ -61,6 +65,7 @@ impl Operator for Faulty {
             "panic" => Mode::Panic,
             "alloc" => Mode::Alloc,
             "loop" => Mode::Loop,
+            "sleep" => Mode::Sleep,
             "error" => Mode::Error,
             "probe" => Mode::Probe,
             "none" => Mode::None,
@@ -72,7 +77,7 @@ impl Operator for Faulty {
             "rearm" => Mode::Rearm,
             other => {
                 return Err(Error::config(format!(
-                    "unknown mode {other:?}; use panic, alloc, loop, error, probe, none, huge, chatty, trap-once, always-trap, pre-weir-state or rearm"
+                    "unknown mode {other:?}; use panic, alloc, loop, sleep, error, probe, none, huge, chatty, trap-once, always-trap, pre-weir-state or rearm"
                 )));
             }
         };
@@ -113,6 +118,10 @@ impl Operator for Faulty {
                 loop {
                     n = std::hint::black_box(n.wrapping_add(1));
                 }
+            }
+            Mode::Sleep => {
+                std::thread::sleep(std::time::Duration::from_secs(3600));
+                Ok(())
             }
             Mode::Error => {
                 eprintln!("faulty: giving up on this batch");
