@@ -96,6 +96,44 @@ class WordCountTest(unittest.TestCase):
         self.assertEqual(h.timers, set())
 
 
+    def test_times_and_output_names_the_host_cannot_take_fail_where_given(self):
+        class Emitting(Operator):
+            config_keys = ("mode",)
+
+            def init(self, config):
+                self.mode = config.get("mode")
+
+            def process(self, ctx, event):
+                if self.mode == "whole-float":
+                    ctx.emit(event.key, "v", timestamp=5.0)
+                    ctx.register_timer(7.0)
+                elif self.mode == "fraction":
+                    ctx.emit(event.key, "v", timestamp=1.5)
+                elif self.mode == "too-late":
+                    ctx.emit(event.key, "v", timestamp=2**63)
+                elif self.mode == "timer":
+                    ctx.register_timer(1.5)
+                elif self.mode == "output":
+                    ctx.emit(event.key, "v", output=5)
+
+        out = Harness(Emitting, config=[("mode", "whole-float")]).process([("a", "x")])
+        self.assertEqual([e.timestamp for e in out], [5])
+        for mode, message in [
+            ("fraction", "an event's timestamp must be a whole number of ms within 64 bits, got 1.5"),
+            ("too-late", "an event's timestamp must be a whole number of ms within 64 bits"),
+            ("timer", "a timer's timestamp must be a whole number of ms within 64 bits, got 1.5"),
+            ("output", "a side output's name must be a str, got 5"),
+        ]:
+            with self.assertRaisesRegex(TypeError, message):
+                Harness(Emitting, config=[("mode", mode)]).process([("a", "x")])
+
+    def test_the_base_class_called_by_the_bindings_says_export_was_forgotten(self):
+        # componentize-py calls the app module's `Operator` with the host's
+        # config (a list of pairs) when app.py never called export().
+        with self.assertRaisesRegex(TypeError, r"call weir_sdk.export\(YourOperator\)"):
+            Operator().init([("weir.state", "new")])
+
+
 class SensorWindowTest(unittest.TestCase):
     def test_sums_each_sensor_per_window_like_the_rust_plugin(self):
         h = Harness(SensorWindow)

@@ -192,6 +192,17 @@ class _Output:
 _SAME = object()
 
 
+def _whole_ms(t, what):
+    """``t`` as the whole number of ms the host takes (a 64-bit time, above
+    the "none" sentinel); a clear error for anything else, raised where the
+    plugin gave it (the bindings would fail later, naming no line of it)."""
+    if type(t) is float and t.is_integer():
+        t = int(t)
+    if type(t) is int and NO_TIMESTAMP < t < 2**63:
+        return t
+    raise TypeError(f"{what} must be a whole number of ms within 64 bits, got {t!r}")
+
+
 class Context:
     """What an operator can do while it handles one event or timer: emit
     events, use the current key's state, register timers, read the clocks.
@@ -238,6 +249,8 @@ class Context:
         if output:
             out = self._outputs.get(output)
             if out is None:
+                if type(output) is not str:
+                    raise TypeError(f"a side output's name must be a str, got {output!r}")
                 out = self._outputs[output] = _Output()
         else:
             out = self._main
@@ -249,6 +262,8 @@ class Context:
         offsets.append(len(data))
         if timestamp is _SAME:
             timestamp = self.timestamp
+        elif timestamp is not None:
+            timestamp = _whole_ms(timestamp, "an event's timestamp")
         if timestamp is None:
             out.timestamps.append(NO_TIMESTAMP)
         else:
@@ -262,14 +277,14 @@ class Context:
         slot = self._slot
         if slot is None:
             raise StateError(_TIMER_NOT_KEYED)
-        self._store.timers[(slot, int(timestamp), _domain(domain))] = False
+        self._store.timers[(slot, _whole_ms(timestamp, "a timer's timestamp"), _domain(domain))] = False
 
     def delete_timer(self, timestamp, domain=TimeDomain.EVENT_TIME):
         """Deletes a timer of the current key, if it is registered."""
         slot = self._slot
         if slot is None:
             raise StateError(_TIMER_NOT_KEYED)
-        self._store.timers[(slot, int(timestamp), _domain(domain))] = True
+        self._store.timers[(slot, _whole_ms(timestamp, "a timer's timestamp"), _domain(domain))] = True
 
 
 class Batch:
@@ -310,6 +325,13 @@ class Operator:
 
     def init(self, config):
         """Called once with the :class:`Config`. Create states here."""
+        if not isinstance(config, Config):
+            # Called by componentize-py with the host's config: the app
+            # module never called export(), so its `Operator` is this class.
+            raise TypeError(
+                "the plugin's app module does not export its operator: call weir_sdk.export(YourOperator) "
+                "once, at the end of app.py (componentize-py found weir_sdk's own Operator class instead)"
+            )
 
     def prepare(self, batch):
         """Called before the events of a keyed batch are processed, to

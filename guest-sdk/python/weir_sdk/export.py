@@ -48,7 +48,7 @@ class _Exports:
     def init(self, config):
         try:
             _exported["runtime"] = Runtime(_exported["cls"], config, _host.WitHost)
-        except Exception as e:  # noqa: BLE001
+        except BaseException as e:  # noqa: BLE001 (sys.exit() too: SystemExit, with its traceback)
             raise _wit_error(e) from None
 
     def process(self, batch):
@@ -58,7 +58,7 @@ class _Exports:
             outputs = runtime.process(
                 batch.input, ev.data, ev.offsets, ev.timestamps, batch.key_slots, batch.watermark, batch.processing_time
             )
-        except Exception as e:  # noqa: BLE001
+        except BaseException as e:  # noqa: BLE001 (sys.exit() too: SystemExit, with its traceback)
             raise _wit_error(e) from None
         return _batches(outputs)
 
@@ -75,7 +75,7 @@ class _Exports:
                 timers.watermark,
                 timers.processing_time,
             )
-        except Exception as e:  # noqa: BLE001
+        except BaseException as e:  # noqa: BLE001 (sys.exit() too: SystemExit, with its traceback)
             raise _wit_error(e) from None
         return _batches(outputs)
 
