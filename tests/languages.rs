@@ -257,7 +257,8 @@ path = "late.txt"
 
 /// Numbers a JavaScript operator emits are written as the Rust SDK writes
 /// an `f64` (Rust's `Display`), never with an exponent: plugins in either
-/// language give the same text.
+/// language give the same text. Its config says how it starts, as the Rust
+/// SDK's does.
 #[test]
 fn a_javascript_operator_writes_numbers_as_rust_does() {
     let numbers = [0.0, -0.0, 7.0, -1.0, 0.25, -2.25, 1e-7, 123.456, 0.1 + 0.2, 2.5e15, 1e21, 1.5e300, f64::MAX, 5e-324, -1e-300];
@@ -269,7 +270,15 @@ fn a_javascript_operator_writes_numbers_as_rust_does() {
             r#"import {{ Operator, exportOperator }} from "weir-sdk";
 
 class Numbers extends Operator {{
+  init(config) {{
+    config.allowOnly(["bad"]);
+    this.bad = config.has("bad");
+    this.start = `restored ${{config.restored}}, ${{config.memoryLimitMb}} MiB`;
+  }}
+
   process(ctx, event) {{
+    if (this.bad) ctx.emitAt(event.key, "x", "abc");
+    ctx.emit(event.key, this.start);
     for (const x of [{}]) ctx.emit(event.key, x);
     ctx.emit(event.key, NaN);
     ctx.emit(event.key, -Infinity);
@@ -294,7 +303,13 @@ export const operator = exportOperator(Numbers);
     );
     let run = run_job(&job, &[]);
     run.success();
-    let mut expected: Vec<String> = numbers.iter().map(|x| x.to_string()).collect();
+    let mut expected = vec!["restored false, 512 MiB".to_owned()];
+    expected.extend(numbers.iter().map(|x| x.to_string()));
     expected.extend([f64::NAN.to_string(), f64::NEG_INFINITY.to_string()]);
     assert_eq!(run.stdout().lines().collect::<Vec<_>>(), expected);
+    // A timestamp that is not one fails the call where it was given (it
+    // went out as no timestamp).
+    let text = std::fs::read_to_string(&job).unwrap().replace("memory_limit_mb = 512", "memory_limit_mb = 512\nconfig = { bad = 1 }");
+    let error = run_job(&dir.write("bad.toml", &text), &[]).failure();
+    assert!(error.contains("an event's timestamp must be an integer number of ms (or a bigint), got abc"), "{error}");
 }

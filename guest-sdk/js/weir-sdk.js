@@ -153,6 +153,13 @@ export class Config extends Map {
       const n = Number.parseInt(host[name] ?? "", 10);
       if (Number.isFinite(n)) this.task[name] = n;
     }
+    /** Whether the instance starts from restored state (a checkpoint or a
+     *  savepoint), from the host's `weir.state`; an older host that does
+     *  not say counts as restored, as in the Rust SDK's `is_restored`. */
+    this.restored = (host.state ?? "restored") === "restored";
+    /** The instance's memory limit in MiB (`weir.memory-limit-mb`), or null. */
+    const limit = Number.parseInt(host["memory-limit-mb"] ?? "", 10);
+    this.memoryLimitMb = Number.isFinite(limit) ? limit : null;
   }
 
   /** The value of `key` as text, or undefined when it is not set. */
@@ -440,6 +447,9 @@ class OutputBuffer {
     this.len += utf8Encoder.encodeInto(text, this.data.subarray(this.len)).written;
   }
   push(key, value, timestamp) {
+    // Checked first, where the plugin gave it ("abc" went out as no
+    // timestamp), and before anything is written.
+    const time = timestamp === null || timestamp === undefined ? NaN : Number(toS64(timestamp, "an event's timestamp"));
     const n = this.count;
     if (2 * n + 3 > this.offsets.length) {
       const grown = new Uint32Array(this.offsets.length * 2);
@@ -453,12 +463,8 @@ class OutputBuffer {
     this.offsets[2 * n + 1] = this.len;
     this._write(value);
     this.offsets[2 * n + 2] = this.len;
-    if (timestamp === null || timestamp === undefined) {
-      this.times[n] = NaN;
-    } else {
-      this.times[n] = typeof timestamp === "bigint" ? Number(timestamp) : timestamp;
-      this.anyTime = true;
-    }
+    this.times[n] = time;
+    if (!Number.isNaN(time)) this.anyTime = true;
     this.count = n + 1;
   }
   /** The WIT `output-batch`, or null when nothing was emitted; resets. */

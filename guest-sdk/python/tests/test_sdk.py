@@ -12,6 +12,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "guest-sdk" / "python"))
 
 from weir_sdk import (  # noqa: E402
+    Config,
     ConfigError,
     InputError,
     Operator,
@@ -132,6 +133,31 @@ class WordCountTest(unittest.TestCase):
         # config (a list of pairs) when app.py never called export().
         with self.assertRaisesRegex(TypeError, r"call weir_sdk.export\(YourOperator\)"):
             Operator().init([("weir.state", "new")])
+
+
+    def test_the_host_keys_say_the_task_whether_restored_and_the_memory_limit(self):
+        config = Config([("weir.subtask", "1"), ("weir.parallelism", "3"), ("weir.state", "empty"), ("weir.memory-limit-mb", "512"), ("n", "2")])
+        self.assertEqual((config.task.subtask, config.task.parallelism), (1, 3))
+        self.assertEqual((config.restored, config.memory_limit_mb, dict(config)), (False, 512, {"n": "2"}))
+        # A host that does not say (an older one): restored, as in Rust;
+        # parallelism 1, as the host never runs fewer.
+        bare = Config([])
+        self.assertEqual((bare.restored, bare.memory_limit_mb, bare.task.parallelism), (True, None, 1))
+
+    def test_state_keeps_only_finite_numbers(self):
+        class Keeping(Operator):
+            def init(self, config):
+                self.last = ValueState("last")
+
+            def process(self, ctx, event):
+                self.last.set(ctx, float(event.value.decode()))
+
+        h = Harness(Keeping)
+        h.process([("a", "1.5")])
+        self.assertEqual(h.state("last", "a"), 1.5)
+        with self.assertRaisesRegex(StateError, "cannot encode value state `last`: nan is not a finite number"):
+            h.process([("a", "nan")])
+        self.assertEqual(h.state("last", "a"), 1.5, "the failed batch wrote nothing")
 
 
 class SensorWindowTest(unittest.TestCase):

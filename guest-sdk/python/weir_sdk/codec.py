@@ -91,16 +91,20 @@ def format_float(x):
     return sign + "0." + "0" * -kk + digits
 
 
-def dumps(value):
+def dumps(value, finite=False):
     """``value`` as compact JSON text, written as the Rust SDK writes it.
 
     Supports ``None``, ``bool``, ``int``, ``float``, ``str``, lists, tuples
-    (as arrays) and dicts with string keys.
+    (as arrays) and dicts with string keys. A NaN or infinity is written
+    as ``null``, as serde_json does — or, with ``finite`` (state, which the
+    Rust SDK keeps only finite), refused with ``ValueError``.
     """
     t = type(value)
     if t is int:
         return str(value)
     if t is float:
+        if finite and not math.isfinite(value):
+            raise ValueError(f"{value} is not a finite number, and state keeps only finite ones (JSON has no NaN)")
         return _json_float(value)
     if t is str:
         return _json_str(value)
@@ -109,13 +113,13 @@ def dumps(value):
     if t is bool:
         return "true" if value else "false"
     if t is list or t is tuple:
-        return "[" + ",".join([dumps(v) for v in value]) + "]"
+        return "[" + ",".join([dumps(v, finite) for v in value]) + "]"
     if t is dict:
-        return "{" + ",".join([_json_str(_key(k)) + ":" + dumps(v) for k, v in value.items()]) + "}"
+        return "{" + ",".join([_json_str(_key(k)) + ":" + dumps(v, finite) for k, v in value.items()]) + "}"
     # Subclasses (IntEnum, OrderedDict, namedtuple, ...) by their base type.
     for base, convert in ((bool, bool), (int, int), (float, float), (str, str), (dict, dict), (list, list), (tuple, list)):
         if isinstance(value, base):
-            return dumps(convert(value))
+            return dumps(convert(value), finite)
     raise TypeError(f"cannot encode a {t.__name__} as JSON")
 
 

@@ -54,14 +54,20 @@ class Config(dict):
         host = {k[len(_HOST_PREFIX) :]: pairs.pop(k) for k in list(pairs) if k.startswith(_HOST_PREFIX)}
         super().__init__(pairs)
 
-        def number(name):
+        def number(name, default=0):
             try:
-                return int(host.get(name, "0"))
+                return int(host.get(name, str(default)))
             except ValueError:
-                return 0
+                return default
 
         #: :class:`TaskInfo` from the host's ``weir.subtask``, ``weir.parallelism``, ``weir.attempt``.
-        self.task = TaskInfo(number("subtask"), number("parallelism"), number("attempt"))
+        self.task = TaskInfo(number("subtask"), number("parallelism", 1), number("attempt"))
+        #: Whether the instance starts from restored state (a checkpoint or a
+        #: savepoint), from the host's ``weir.state``; an older host that does
+        #: not say counts as restored, as in the Rust SDK's ``is_restored``.
+        self.restored = host.get("state", "restored") == "restored"
+        #: The instance's memory limit in MiB (``weir.memory-limit-mb``), or ``None``.
+        self.memory_limit_mb = number("memory-limit-mb", None) if "memory-limit-mb" in host else None
 
     def allow_only(self, *known):
         """Raises :class:`ConfigError` naming the first key not in ``known``."""

@@ -88,7 +88,7 @@ def _decode(kind, name, raw):
 
 def _encode(kind, name, value):
     try:
-        return codec.dumps(value).encode()
+        return codec.dumps(value, finite=True).encode()
     except (TypeError, ValueError, RecursionError) as e:
         raise StateError(f"cannot encode {kind} `{name}`: {e}") from None
 
