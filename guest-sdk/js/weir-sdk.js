@@ -184,7 +184,7 @@ export class Config extends Map {
     const text = this.get(key);
     if (text === undefined) return fallback;
     const n = Number(text);
-    if (text.trim() === "" || !Number.isFinite(n)) {
+    if (!DECIMAL.test(text) || !Number.isFinite(n)) {
       throw OperatorError.invalidConfig(`\`${key}\` = ${JSON.stringify(text)} is not a valid number`);
     }
     return n;
@@ -248,10 +248,14 @@ function decodeUtf8(bytes, what) {
 }
 
 /** Decimal text as a number, failing with `invalid-input` otherwise. */
+/** Decimal text as Rust's `f64` parser reads it (`12`, `-0.5`, `.5`,
+ *  `1e3`): not JavaScript's hex, octal, binary or padding with spaces. */
+const DECIMAL = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/;
+
 function decodeNumber(bytes, what) {
   const text = decodeUtf8(bytes, what);
   const n = Number(text);
-  if (text.trim() === "" || !Number.isFinite(n)) {
+  if (!DECIMAL.test(text) || !Number.isFinite(n)) {
     throw OperatorError.invalidInput(`expected a number as ${what}, got ${JSON.stringify(text.slice(0, 60))}`);
   }
   return n;

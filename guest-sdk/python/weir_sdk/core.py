@@ -2,6 +2,7 @@
 that drives it over the host's batches."""
 
 import enum
+import re
 from collections import namedtuple
 from itertools import repeat
 from operator import itemgetter
@@ -38,6 +39,24 @@ def _domain(domain):
 TaskInfo = namedtuple("TaskInfo", "subtask parallelism attempt")
 TaskInfo.__doc__ = """Which instance this is: ``subtask`` (from 0) of ``parallelism``, and
 ``attempt`` (restarts of the job after failures; for logging and tests only)."""
+
+
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+
+
+def _decimal_int(text):
+    """An integer as Rust's parser reads it: not Python's ``1_000`` or
+    padding with spaces, so that a job file means the same to every SDK."""
+    if not _INTEGER.fullmatch(text):
+        raise ValueError(text)
+    return int(text)
+
+
+def _decimal_float(text):
+    """A number as Rust's ``f64`` parser reads it (see :func:`_decimal_int`)."""
+    if "_" in text or text != text.strip():
+        raise ValueError(text)
+    return float(text)
 
 
 class Config(dict):
@@ -86,10 +105,10 @@ class Config(dict):
             raise ConfigError(f"`{key}` = {text!r} is not a valid {what}") from None
 
     def get_int(self, key, default=None):
-        return self._parse(key, default, int, "integer")
+        return self._parse(key, default, _decimal_int, "integer")
 
     def get_float(self, key, default=None):
-        return self._parse(key, default, float, "number")
+        return self._parse(key, default, _decimal_float, "number")
 
     def get_bool(self, key, default=None):
         def parse(text):
