@@ -328,8 +328,6 @@ fn setting_needing_event_time(source: &SourceSpec) -> Option<(&'static str, &'st
         Some(("`watermark_alignment`", "to align", "the table"))
     } else if !source.watermark_settings().out_of_orderness.is_zero() {
         Some(("`out_of_orderness_ms`", "to bound", "the setting"))
-    } else if source.watermark_settings().idle_timeout.is_some() {
-        Some(("`idle_timeout_ms`", "to stop holding back", "the setting"))
     } else {
         None
     }
