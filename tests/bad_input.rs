@@ -125,7 +125,14 @@ fn a_missing_plugin_path() {
     assert!(error.contains("operator `suspect`"), "{error}");
     assert!(error.contains("nowhere/op.wasm"), "{error}");
     assert!(error.contains("check the path (an operator's `plugin` in the job file"), "{error}");
-    assert!(!dir.path("ck").exists() && !dir.path("out").exists(), "{:?}", std::fs::read_dir(dir.dir.path()).unwrap().collect::<Vec<_>>());
+    let left = || std::fs::read_dir(dir.dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect::<Vec<_>>();
+    assert!(!dir.path("ck").exists() && !dir.path("out").exists(), "{:?}", left());
+    // Nor does a plugin that is there but is not one.
+    std::fs::create_dir(dir.path("nowhere")).unwrap();
+    std::fs::write(dir.path("nowhere/op.wasm"), "not wasm").unwrap();
+    let error = run_job(&job, &[]).failure();
+    assert!(error.contains("is not a WebAssembly file"), "{error}");
+    assert!(!dir.path("ck").exists() && !dir.path("out").exists(), "{:?}", left());
 }
 
 /// A device, a directory or a named pipe as the plugin or the job file is

@@ -57,8 +57,9 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     // The address the other commands use too, so that they find this host.
     let api = match (&args.api, std::env::var("WEIR_API")) {
         (Some(addr), _) => Some((addr.clone(), "--api")),
-        (None, Ok(addr)) => Some((addr, "$WEIR_API")),
-        (None, Err(_)) => None,
+        // Set but empty is unset, as for the other commands.
+        (None, Ok(addr)) if !addr.is_empty() => Some((addr, "$WEIR_API")),
+        (None, _) => None,
     };
     let server = serve(api.as_ref().map(|(addr, from)| (addr.as_str(), *from)), &manager)?;
     let stopped_by = shut_down_on_signals(&manager)?;
@@ -231,7 +232,10 @@ fn report(summary: &JobSummary, graph: &JobGraph) {
         summary.records_written(),
         match summary.restarts {
             0 => String::new(),
-            n => format!(" ({n} restart(s) after failures; the figures are the last run's, from its checkpoint on)"),
+            n if graph.checkpoints.is_some() => {
+                format!(" ({n} restart(s) after failures; the figures are the last run's, from its checkpoint on)")
+            }
+            n => format!(" ({n} restart(s) after failures; the figures are the last run's, from the beginning)"),
         }
     );
     let checkpoints = &summary.checkpoints;

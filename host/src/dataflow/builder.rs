@@ -504,18 +504,16 @@ fn is_chainable(graph: &JobGraph, node: &Node) -> bool {
         && graph.consumers(edge.from).count() == 1
 }
 
-/// Fails if an operator's plugin file is not there: checked before a
-/// run takes its directories, so that a mistyped path leaves none behind
-/// (loading it says what else may be wrong with it).
-pub(super) fn check_plugins_present(graph: &JobGraph) -> Result<(), RunError> {
-    let plugins = graph.nodes.iter().filter_map(|node| match &node.kind {
-        NodeKind::Operator(op) if native_name(&op.plugin).is_none() => Some((node, &op.plugin)),
-        _ => None,
-    });
-    for (node, plugin) in plugins {
-        if let Err(source) = std::fs::metadata(plugin) {
-            let source = crate::plugin::PluginError::Read { path: plugin.clone(), source };
-            return Err(RunError::Plugin { uid: node.name.clone(), source });
+/// Fails if an operator's plugin cannot be loaded (missing, not a
+/// component, not a Weir operator): checked before a run takes its
+/// directories, so that a bad path or module leaves none behind. The
+/// compiled plugins stay cached for the run's start.
+pub(super) fn check_plugins(graph: &JobGraph, engine: &PluginEngine) -> Result<(), RunError> {
+    for node in &graph.nodes {
+        if let NodeKind::Operator(op) = &node.kind
+            && native_name(&op.plugin).is_none()
+        {
+            engine.load_for(&op.plugin, &op.limits).map_err(|source| RunError::Plugin { uid: node.name.clone(), source })?;
         }
     }
     Ok(())

@@ -83,7 +83,10 @@ pub enum RunError {
         #[source]
         source: SavepointError,
     },
-    #[error("{last}\n(gave up after {restarts} restart(s): the restart strategy allows {max_attempts}; the job file's [restart] table sets it)")]
+    #[error(
+        "{last}\n(gave up after {restarts} restart(s): the restart strategy allows {max_attempts} — a [restart] table \
+         in the job file sets it; without one, 3 with checkpoints)"
+    )]
     RestartsExhausted { last: Box<RunError>, restarts: u32, max_attempts: u32 },
 }
 
@@ -305,7 +308,7 @@ pub fn run_job_with(graph: &JobGraph, engine: &Arc<PluginEngine>, options: RunOp
         let check = savepoint.check(graph, options.allow_non_restored_state)?;
         info!(job = %graph.name, savepoint = %savepoint.dir.display(), new = ?check.new_nodes, dropped = ?check.dropped, "restoring from savepoint");
     }
-    super::builder::check_plugins_present(graph)?;
+    super::builder::check_plugins(graph, engine)?;
     // Checkpoints from before this run (numbered below this) are not ours
     // to recover from when starting from a savepoint.
     let (first_own, _lock) = match &graph.checkpoints {

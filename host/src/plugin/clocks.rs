@@ -5,10 +5,13 @@
 //! plugin's code, which a plugin blocked in the host does not run: a
 //! `time.sleep(30)` in Python waits in `wasi:io/poll` on a pollable this
 //! interface made, and the deadline passed unnoticed until it woke (a
-//! cancel of the job waited as long). So a sleep here ends at the call's
-//! deadline at the latest: the plugin wakes early, reaches its next epoch
-//! check and is interrupted, as a busy loop is. Without a deadline
-//! (`call_timeout_ms = 0`) a sleep is as long as asked.
+//! cancel of the job waited as long). So a sleep that would outlast the
+//! call's deadline sleeps only until then, here, and fails the call as the
+//! epoch check fails a busy loop (`Trap::Interrupt`, reported as the
+//! deadline exceeded). Waking early instead and leaving the interruption
+//! to the epoch check is not enough: the epoch ticker runs a little behind
+//! the wall clock, and the plugin could finish its call in the gap. A sleep
+//! within the deadline, or without one (`call_timeout_ms = 0`), is WASI's.
 
 use std::time::Instant;
 
@@ -47,9 +50,13 @@ impl Host for DeadlineClocks<'_> {
     }
 
     fn subscribe_duration(&mut self, nanos: Duration) -> wasmtime::Result<Resource<DynPollable>> {
-        let left = self.deadline.map_or(u64::MAX, |deadline| {
-            u64::try_from(deadline.saturating_duration_since(Instant::now()).as_nanos()).unwrap_or(u64::MAX)
-        });
-        self.wasi.subscribe_duration(nanos.min(left))
+        if let Some(deadline) = self.deadline {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if u128::from(nanos) > left.as_nanos() {
+                std::thread::sleep(left);
+                return Err(wasmtime::Trap::Interrupt.into());
+            }
+        }
+        self.wasi.subscribe_duration(nanos)
     }
 }

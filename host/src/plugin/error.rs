@@ -50,7 +50,7 @@ pub enum CallError {
     )]
     MemoryCap { cap_mib: usize, asked_mib: usize },
     #[error(
-        "a call exceeded its deadline of {timeout_ms} ms and was interrupted (an endless loop?); raise \
+        "a call exceeded its deadline of {timeout_ms} ms and was interrupted (an endless loop, or a sleep?); raise \
          `call_timeout_ms` for this operator in the job file if a batch legitimately takes longer"
     )]
     Deadline { timeout_ms: u128 },

@@ -55,7 +55,7 @@ pub struct PluginState {
     /// Whether the current call processes a batch from a broadcast input.
     pub broadcast_call: bool,
     /// When the current call must end, if it has a deadline: a sleep in
-    /// the plugin ends then ([`super::clocks`]).
+    /// the plugin that would outlast it fails the call ([`super::clocks`]).
     pub call_deadline: Option<Instant>,
 }
 

@@ -257,10 +257,8 @@ fn arm_deadline(store: &mut Store<PluginState>, limits: &Limits) {
     const NEVER: u64 = u64::MAX >> 1;
     let ticks = limits.deadline_ticks();
     store.set_epoch_deadline(ticks.unwrap_or(NEVER));
-    // A sleep wakes once the epoch has passed the deadline (a tick after
-    // its last), so that the plugin's next check interrupts it.
-    let after = |ticks: u64| super::limits::EPOCH_TICK.saturating_mul(u32::try_from(ticks + 1).unwrap_or(u32::MAX));
-    store.data_mut().call_deadline = ticks.and_then(|ticks| Instant::now().checked_add(after(ticks)));
+    // A sleep in the plugin that would outlast it fails the call then.
+    store.data_mut().call_deadline = limits.call_timeout.and_then(|timeout| Instant::now().checked_add(timeout));
 }
 
 /// Turns a wasmtime error into the cause a user can act on: memory cap,
