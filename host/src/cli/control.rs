@@ -412,7 +412,10 @@ pub fn fork(args: &ForkArgs) -> anyhow::Result<()> {
     out_text!("{}", jobs_table(std::slice::from_ref(&info.job)));
     match &info.job_file {
         Some(file) => out!("its job file, to resume it after this host has stopped: weir run {}", file.display()),
-        None => out!("it takes no checkpoints (the job it was forked from has no `checkpoint_dir`): it cannot be resumed once this host stops"),
+        None => out!(
+            "it takes no checkpoints (the job it was forked from has no `checkpoint_dir`): it cannot be resumed \
+             once this host stops"
+        ),
     }
     Ok(())
 }

@@ -46,8 +46,8 @@ pub enum ConnectorError {
     #[error(
         "{path} holds parts in progress of another job ({parts} file(s), such as {example}), written by {owner} \
          — another job, or this job before its checkpoint directory was replaced. That job's checkpoints commit \
-         them when it resumes, and this run would delete them: give this job's sink a path of its own; or, if that job will never resume, move those `.part-*.inprogress` \
-         files away"
+         them when it resumes, and this run would delete them: give this job's sink a path of its own; or, if \
+         that job will never resume, move those `.part-*.inprogress` files away"
     )]
     OthersPartsInProgress { path: PathBuf, parts: usize, example: String, owner: String },
     #[error(

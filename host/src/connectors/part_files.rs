@@ -260,11 +260,12 @@ const LOCK_FILE: &str = ".lock";
 
 /// The file in a `files` sink's directory that names the job with
 /// checkpoints that writes there: the lineage of its checkpoint
-/// directory on the first line, the directory's path on the second
-/// (Weir before 2026-12-06 wrote the lineage alone). A run of another job deletes no part in progress there,
-/// since that job's checkpoints may commit them. (A job without
-/// checkpoints removes it: nothing commits its parts in progress. Weir
-/// before 2026-12-05 wrote none.)
+/// directory on the first line, the directory's path on the second (for
+/// messages; the first Weir to write the file wrote the lineage alone). A
+/// run of another job deletes no part in progress there, since that job's
+/// checkpoints may commit them. (A job without checkpoints removes it:
+/// nothing commits its parts in progress. Weir before 2026-12-05 wrote
+/// none.)
 const OWNER_FILE: &str = ".owner";
 
 /// Fails if the output in `dir` cannot be continued from `restored`.
