@@ -75,8 +75,8 @@ class Config(dict):
 
         def number(name, default=0):
             try:
-                return int(host.get(name, str(default)))
-            except ValueError:
+                return int(host[name])
+            except (KeyError, ValueError):
                 return default
 
         #: :class:`TaskInfo` from the host's ``weir.subtask``, ``weir.parallelism``, ``weir.attempt``.
@@ -86,7 +86,7 @@ class Config(dict):
         #: not say counts as restored, as in the Rust SDK's ``is_restored``.
         self.restored = host.get("state", "restored") == "restored"
         #: The instance's memory limit in MiB (``weir.memory-limit-mb``), or ``None``.
-        self.memory_limit_mb = number("memory-limit-mb", None) if "memory-limit-mb" in host else None
+        self.memory_limit_mb = number("memory-limit-mb", None)
 
     def allow_only(self, *known):
         """Raises :class:`ConfigError` naming the first key not in ``known``."""

@@ -110,12 +110,18 @@ pub struct Restored<'a> {
     pub checkpoint: u64,
     /// When it was taken (ms since the epoch).
     pub taken_at_ms: i64,
-    /// The lineage of the job's checkpoint directory (none without
-    /// checkpoints), which the directory's [`OWNER_FILE`] records.
-    pub lineage: Option<&'a str>,
-    /// The job's checkpoint directory, which [`OWNER_FILE`] records too,
-    /// for a refused job's message to name.
-    pub checkpoint_dir: Option<&'a Path>,
+    /// The job's checkpoints, which the directory's [`OWNER_FILE`]
+    /// records (none for a job without checkpoints).
+    pub owner: Option<Owner<'a>>,
+}
+
+/// The checkpoints of the job that writes a `files` sink's directory.
+#[derive(Debug, Clone, Copy)]
+pub struct Owner<'a> {
+    /// The lineage of its checkpoint directory: whose parts are whose.
+    pub lineage: &'a str,
+    /// The directory, for a refused job's message to name.
+    pub checkpoint_dir: &'a Path,
 }
 
 impl<'a> Restored<'a> {
@@ -123,8 +129,7 @@ impl<'a> Restored<'a> {
         Restored {
             checkpoint: place.restored,
             taken_at_ms: place.restored_at_ms,
-            lineage: place.lineage.as_deref(),
-            checkpoint_dir: place.lineage.as_ref().map(|_| place.checkpoint_dir),
+            owner: place.lineage.as_deref().map(|lineage| Owner { lineage, checkpoint_dir: place.checkpoint_dir }),
         }
     }
 }
@@ -158,10 +163,9 @@ impl PartFileSink {
     /// or a failure, do not stand in its way when it runs again).
     fn mark_owner(&self, restored: &Restored<'_>) -> Result<(), ConnectorError> {
         let owner = self.dir.join(OWNER_FILE);
-        let marked = match restored.lineage {
-            Some(lineage) => {
-                let dir = restored.checkpoint_dir.map(|dir| dir.display().to_string()).unwrap_or_default();
-                crate::dirs::write_durably(&owner, format!("{lineage}\n{dir}\n").as_bytes())
+        let marked = match restored.owner {
+            Some(Owner { lineage, checkpoint_dir }) => {
+                crate::dirs::write_durably(&owner, format!("{lineage}\n{}\n", checkpoint_dir.display()).as_bytes())
             }
             None => std::fs::remove_file(&owner).or_else(|e| if e.kind() == std::io::ErrorKind::NotFound { Ok(()) } else { Err(e) }),
         };
@@ -273,7 +277,7 @@ pub(super) fn check_directory(dir: &Path, restored: &Restored<'_>) -> Result<(),
     if !dir.exists() {
         return Ok(());
     }
-    refuse_others_parts_in_progress(dir, restored.lineage)?;
+    refuse_others_parts_in_progress(dir, restored.owner.map(|owner| owner.lineage))?;
     match restored.checkpoint {
         0 => refuse_committed_parts(dir),
         checkpoint => super::rollbacks::refuse_output_rolled_back(dir, checkpoint, restored.taken_at_ms),
@@ -668,7 +672,7 @@ mod tests {
     #[test]
     fn parts_in_progress_of_another_jobs_checkpoints_are_refused_and_kept() {
         let dir = tempfile::tempdir().unwrap();
-        let ours = |lineage| Restored { lineage: Some(lineage), checkpoint_dir: Some(Path::new("/ck/theirs")), ..Restored::default() };
+        let ours = |lineage| Restored { owner: Some(Owner { lineage, checkpoint_dir: Path::new("/ck/theirs") }), ..Restored::default() };
         let mut theirs = PartFileSink::open(dir.path(), 0, 1, OutputFormat::Value, by_size(1 << 20), &ours("theirs")).unwrap();
         theirs.write(&batch(&["a"])).unwrap();
         theirs.precommit(1, false).unwrap();

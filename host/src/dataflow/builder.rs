@@ -513,7 +513,7 @@ pub(super) fn check_plugins(graph: &JobGraph, engine: &PluginEngine) -> Result<(
         if let NodeKind::Operator(op) = &node.kind
             && native_name(&op.plugin).is_none()
         {
-            engine.load_for(&op.plugin, &op.limits).map_err(|source| RunError::Plugin { uid: node.name.clone(), source })?;
+            load_plugin(node, op, engine)?;
         }
     }
     Ok(())
@@ -534,14 +534,16 @@ fn load_plugins(graph: &JobGraph, engine: &PluginEngine) -> Result<Vec<Option<Lo
                         "no call deadline (call_timeout_ms = 0): a call of this plugin that never returns stalls its task"
                     );
                 }
-                engine
-                    .load_for(&op.plugin, &op.limits)
-                    .map(Some)
-                    .map_err(|source| RunError::Plugin { uid: node.name.clone(), source })
+                load_plugin(node, op, engine).map(Some)
             }
             _ => Ok(None),
         })
         .collect()
+}
+
+/// Compiles operator `node`'s plugin (from the engine's cache if it did before).
+fn load_plugin(node: &Node, op: &OperatorNode, engine: &PluginEngine) -> Result<LoadedPlugin, RunError> {
+    engine.load_for(&op.plugin, &op.limits).map_err(|source| RunError::Plugin { uid: node.name.clone(), source })
 }
 
 /// How many producers (channels) feed each subtask of `node`.

@@ -255,8 +255,7 @@ impl OperatorInstance {
 /// fire.
 fn arm_deadline(store: &mut Store<PluginState>, limits: &Limits) {
     const NEVER: u64 = u64::MAX >> 1;
-    let ticks = limits.deadline_ticks();
-    store.set_epoch_deadline(ticks.unwrap_or(NEVER));
+    store.set_epoch_deadline(limits.deadline_ticks().unwrap_or(NEVER));
     // A sleep in the plugin that would outlast it fails the call then.
     store.data_mut().call_deadline = limits.call_timeout.and_then(|timeout| Instant::now().checked_add(timeout));
 }
