@@ -223,6 +223,26 @@ fn plugins_cannot_reach_files_environment_or_network() {
     assert!(probe("net").starts_with("denied"), "network: {}", probe("net"));
 }
 
+/// A cancel interrupts a call under way instead of waiting for its
+/// deadline: a busy loop, a sleep past the deadline and one within it
+/// (two minutes and two hours here). `weir cancel` waits 30 s for the job
+/// to stop; before, it gave up on all three, the job running on until the
+/// deadline failed the call. The job ends as cancelled, not failed.
+#[test]
+fn a_cancel_interrupts_a_call_under_way() {
+    for (mode, deadline_ms) in [("loop", 120_000), ("sleep", 120_000), ("sleep", 7_200_000)] {
+        let dir = JobDir::new();
+        let host = Host::start(&faulty_job(&dir, mode, &format!("call_timeout_ms = {deadline_ms}")), &[]);
+        host.wait_for_records("faulty", 1);
+        std::thread::sleep(std::time::Duration::from_millis(300)); // Into the call.
+        let reply = host.weir(&["cancel", "faulty"]).success().stdout();
+        assert!(reply.contains("cancelled"), "{mode}, {deadline_ms} ms: {reply}");
+        let (status, stderr) = host.wait();
+        assert!(status.success() && stderr.contains("job `faulty` was cancelled"), "{mode}, {deadline_ms} ms: {stderr}");
+        assert!(!stderr.contains("failed"), "{mode}, {deadline_ms} ms: {stderr}");
+    }
+}
+
 /// A job stuck in a call without a deadline cannot be cancelled: `weir
 /// cancel` says so after its wait instead of hanging.
 #[test]

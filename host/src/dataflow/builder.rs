@@ -237,9 +237,9 @@ impl<'a> Builder<'a> {
             };
         }
         let plugin = self.plugins[node.id.0].as_ref().expect("operators have a loaded plugin");
-        OperatorInstance::new(plugin, *limits, state, &config)
-            .map(|instance| Box::new(instance) as Box<dyn OperatorLogic>)
-            .map_err(|error: CallError| failed(error.to_string()))
+        let mut instance = OperatorInstance::new(plugin, *limits, state, &config).map_err(|error: CallError| failed(error.to_string()))?;
+        instance.watch_cancel(self.cancel.clone());
+        Ok(Box::new(instance))
     }
 
     /// Opens subtask `subtask` of sink `node`.

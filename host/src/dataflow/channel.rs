@@ -161,7 +161,7 @@ impl ChainedOperator {
     }
 
     fn pass_on(&mut self, emitted: Result<Emitted, CallError>, cancel: &Cancel) -> Result<(), TaskError> {
-        let emitted = emitted.map_err(|error| TaskError::Operator { label: self.label.clone(), error })?;
+        let emitted = emitted.map_err(|error| TaskError::operator(&self.label, error))?;
         for (output, batch) in emitted {
             self.metrics.count_out(batch.len());
             self.outputs.emit(&output, batch, cancel)?;

@@ -40,6 +40,17 @@ pub enum TaskError {
     Panicked(String),
 }
 
+impl TaskError {
+    /// A failed call into operator subtask `label`; one the job's cancel
+    /// interrupted is the job's stop, not the operator's failure.
+    pub fn operator(label: &str, error: CallError) -> Self {
+        match error {
+            CallError::Cancelled => TaskError::Stopped,
+            error => TaskError::Operator { label: label.to_owned(), error },
+        }
+    }
+}
+
 impl From<ConnectorError> for TaskError {
     fn from(error: ConnectorError) -> Self {
         TaskError::Connector(error)
@@ -409,7 +420,7 @@ fn say_event_time_is_held_back(label: &str, channels: &[u32], input_of: &[Option
 
 /// Routes what an operator call emitted, or fails with the operator's label.
 fn pass_on(ctx: &mut TaskContext, emitted: Result<Emitted, CallError>) -> Result<(), TaskError> {
-    let emitted = emitted.map_err(|error| TaskError::Operator { label: ctx.label.clone(), error })?;
+    let emitted = emitted.map_err(|error| TaskError::operator(&ctx.label, error))?;
     for (output, batch) in emitted {
         ctx.metrics.count_out(batch.len());
         ctx.outputs.emit(&output, batch, &ctx.cancel)?;

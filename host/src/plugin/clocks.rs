@@ -10,21 +10,33 @@
 //! epoch check fails a busy loop (`Trap::Interrupt`, reported as the
 //! deadline exceeded). Waking early instead and leaving the interruption
 //! to the epoch check is not enough: the epoch ticker runs a little behind
-//! the wall clock, and the plugin could finish its call in the gap. A sleep
-//! within the deadline, or without one (`call_timeout_ms = 0`), is WASI's.
+//! the wall clock, and the plugin could finish its call in the gap.
+//!
+//! A cancel of the job ends a sleep too: the one to the deadline fails the
+//! call as cancelled, and one within the deadline wakes early, so that the
+//! plugin's next epoch check fails it ([`super::instance`]). A sleep
+//! without a deadline (`call_timeout_ms = 0`), or outside a job, is WASI's.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use wasmtime::component::{HasData, Resource};
+use wasmtime_wasi::async_trait;
 use wasmtime_wasi::clocks::WasiClocksCtxView;
-use wasmtime_wasi::p2::DynPollable;
-use wasmtime_wasi::p2::bindings::clocks::monotonic_clock::{Duration, Host, Instant as WasiInstant};
+use wasmtime_wasi::p2::bindings::clocks::monotonic_clock::{Duration as WasiDuration, Host, Instant as WasiInstant};
+use wasmtime_wasi::p2::{DynPollable, Pollable, subscribe};
+
+use super::instance::CallCancelled;
+use crate::dataflow::Cancel;
+
+/// How often a sleeping plugin's job's cancel flag is looked at.
+const CANCEL_LOOK: Duration = Duration::from_millis(20);
 
 /// What `monotonic-clock` sees of a plugin instance's store: WASI's clocks,
-/// and when the current call must end.
+/// when the current call must end, and the job's cancel flag.
 pub struct DeadlineClocks<'a> {
     pub wasi: WasiClocksCtxView<'a>,
     pub deadline: Option<Instant>,
+    pub cancel: Option<Cancel>,
 }
 
 /// Marker for [`HasData`]: `monotonic-clock` is implemented on
@@ -40,7 +52,7 @@ impl Host for DeadlineClocks<'_> {
         self.wasi.now()
     }
 
-    fn resolution(&mut self) -> wasmtime::Result<Duration> {
+    fn resolution(&mut self) -> wasmtime::Result<WasiDuration> {
         self.wasi.resolution()
     }
 
@@ -49,14 +61,52 @@ impl Host for DeadlineClocks<'_> {
         self.subscribe_duration(when.saturating_sub(now))
     }
 
-    fn subscribe_duration(&mut self, nanos: Duration) -> wasmtime::Result<Resource<DynPollable>> {
-        if let Some(deadline) = self.deadline {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if u128::from(nanos) > left.as_nanos() {
-                std::thread::sleep(left);
-                return Err(wasmtime::Trap::Interrupt.into());
-            }
+    fn subscribe_duration(&mut self, nanos: WasiDuration) -> wasmtime::Result<Resource<DynPollable>> {
+        let Some(deadline) = self.deadline else { return self.wasi.subscribe_duration(nanos) };
+        let left = deadline.saturating_duration_since(Instant::now());
+        let wanted = Duration::from_nanos(nanos);
+        if wanted > left {
+            sleep_unless_cancelled(left, self.cancel.as_ref())?;
+            return Err(wasmtime::Trap::Interrupt.into());
         }
-        self.wasi.subscribe_duration(nanos)
+        let Some(cancel) = self.cancel.clone() else { return self.wasi.subscribe_duration(nanos) };
+        let sleep = self.wasi.table.push(CancellableSleep { until: tokio::time::Instant::now() + wanted, cancel })?;
+        subscribe(self.wasi.table, sleep)
+    }
+}
+
+/// Sleeps for `duration` on this thread, or fails as cancelled once
+/// `cancel` is set.
+fn sleep_unless_cancelled(duration: Duration, cancel: Option<&Cancel>) -> Result<(), CallCancelled> {
+    let until = Instant::now() + duration;
+    loop {
+        if cancel.is_some_and(Cancel::is_cancelled) {
+            return Err(CallCancelled);
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(());
+        }
+        std::thread::sleep(left.min(CANCEL_LOOK));
+    }
+}
+
+/// A sleep within the call's deadline, ready at `until` or as soon as the
+/// job is cancelled.
+struct CancellableSleep {
+    until: tokio::time::Instant,
+    cancel: Cancel,
+}
+
+#[async_trait]
+impl Pollable for CancellableSleep {
+    async fn ready(&mut self) {
+        while !self.cancel.is_cancelled() {
+            let now = tokio::time::Instant::now();
+            if now >= self.until {
+                return;
+            }
+            tokio::time::sleep_until(self.until.min(now + CANCEL_LOOK)).await;
+        }
     }
 }

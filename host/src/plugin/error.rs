@@ -56,6 +56,10 @@ pub enum CallError {
     Deadline { timeout_ms: u128 },
     #[error("the plugin returned an error: {0}")]
     Operator(String),
+    /// The job was cancelled while the call ran, and the call interrupted:
+    /// the job's stop, not the plugin's failure.
+    #[error("the call was interrupted: the job is being cancelled")]
+    Cancelled,
     #[error("the plugin returned a malformed batch: {0}")]
     Malformed(String),
     #[error("cannot instantiate the plugin: {0}")]

@@ -22,7 +22,7 @@ use super::snapshot;
 use super::state::{BatchKeys, KeyedStateView};
 use super::stderr::StderrTail;
 use super::timers::TimersView;
-use crate::dataflow::{KeyNumbered, NO_TIMESTAMP, RecordBatch};
+use crate::dataflow::{Cancel, KeyNumbered, NO_TIMESTAMP, RecordBatch};
 use crate::state::{FiredTimer, KeyGroupRange, KeyedStateBackend, StateRegistry, TimeDomain, TimerService};
 
 /// How much of a plugin's stderr is kept for error reports (its newest bytes).
@@ -57,6 +57,9 @@ pub struct PluginState {
     /// When the current call must end, if it has a deadline: a sleep in
     /// the plugin that would outlast it fails the call ([`super::clocks`]).
     pub call_deadline: Option<Instant>,
+    /// The job's cancel flag, when the instance runs in a job: a cancel
+    /// interrupts the call under way ([`super::instance`], [`super::clocks`]).
+    pub cancel: Option<Cancel>,
 }
 
 impl PluginState {
@@ -79,6 +82,7 @@ impl PluginState {
             keyed_call: false,
             broadcast_call: false,
             call_deadline: None,
+            cancel: None,
         }
     }
 
@@ -212,8 +216,8 @@ impl PluginState {
 
     /// The view `wasi:clocks/monotonic-clock` is implemented on.
     pub fn clocks(&mut self) -> DeadlineClocks<'_> {
-        let deadline = self.call_deadline;
-        DeadlineClocks { wasi: wasmtime_wasi::clocks::WasiClocksView::clocks(self), deadline }
+        let (deadline, cancel) = (self.call_deadline, self.cancel.clone());
+        DeadlineClocks { wasi: wasmtime_wasi::clocks::WasiClocksView::clocks(self), deadline, cancel }
     }
 
     /// The view the `broadcast-state` interface is implemented on.

@@ -2,15 +2,15 @@
 
 use std::time::Instant;
 
-use wasmtime::{Store, Trap};
+use wasmtime::{Store, StoreContextMut, Trap, UpdateDeadline};
 
 use super::bindings::exports::weir::operator::operator::StateKind;
 use super::bindings::{EventBatch, OperatorError, Plugin};
 use super::engine::LoadedPlugin;
 use super::error::CallError;
 use super::host_state::PluginState;
-use super::limits::Limits;
-use crate::dataflow::{BATCH_SIZE, NO_TIMESTAMP, RecordBatch};
+use super::limits::{Limits, ticks_to_next_check};
+use crate::dataflow::{BATCH_SIZE, Cancel, NO_TIMESTAMP, RecordBatch};
 use super::snapshot::InstanceMeta;
 use crate::state::{FiringBudget, KeyGroupRange, KeyedStateBackend, StateSnapshot, TimeDomain};
 
@@ -89,6 +89,7 @@ impl OperatorInstance {
         // of it) is bounded by the instance's memory already; wasmtime's
         // default of 128 MiB would fail a plugin emitting large records.
         store.set_hostcall_fuel(store.hostcall_fuel().max(limits.memory_bytes));
+        store.epoch_deadline_callback(at_epoch_check);
         arm_deadline(&mut store, &limits);
         let bindings = match plugin.pre.instantiate(&mut store) {
             Ok(bindings) => bindings,
@@ -97,6 +98,15 @@ impl OperatorInstance {
         let mut instance = OperatorInstance { store, bindings, limits, watermark };
         instance.init_with_host_keys(config)?;
         Ok(instance)
+    }
+
+    /// Lets the job's cancel interrupt a call under way (within
+    /// [`CHECK_INTERVAL_TICKS`](super::limits::CHECK_INTERVAL_TICKS) ticks,
+    /// or at once in a sleep) rather than wait for its deadline; the call
+    /// then fails with [`CallError::Cancelled`]. A plugin without a
+    /// deadline has no checks, and its calls run to their end.
+    pub fn watch_cancel(&mut self, cancel: Cancel) {
+        self.store.data_mut().cancel = Some(cancel);
     }
 
     /// Calls `init`. Plugins built with the Rust SDK before the host added
@@ -255,10 +265,31 @@ impl OperatorInstance {
 /// fire.
 fn arm_deadline(store: &mut Store<PluginState>, limits: &Limits) {
     const NEVER: u64 = u64::MAX >> 1;
-    store.set_epoch_deadline(limits.deadline_ticks().unwrap_or(NEVER));
+    let deadline = limits.call_timeout.and_then(|timeout| Instant::now().checked_add(timeout));
     // A sleep in the plugin that would outlast it fails the call then.
-    store.data_mut().call_deadline = limits.call_timeout.and_then(|timeout| Instant::now().checked_add(timeout));
+    store.data_mut().call_deadline = deadline;
+    store.set_epoch_deadline(limits.call_timeout.map_or(NEVER, ticks_to_next_check));
 }
+
+/// Runs when a call has used the ticks it was given: ends it if its job is
+/// being cancelled or its deadline has passed, else gives it the ticks to
+/// the next look.
+fn at_epoch_check(store: StoreContextMut<'_, PluginState>) -> wasmtime::Result<UpdateDeadline> {
+    let state = store.data();
+    if state.cancel.as_ref().is_some_and(Cancel::is_cancelled) {
+        return Err(CallCancelled.into());
+    }
+    let Some(deadline) = state.call_deadline else { return Ok(UpdateDeadline::Continue(u64::MAX >> 1)) };
+    match deadline.checked_duration_since(Instant::now()) {
+        Some(left) if !left.is_zero() => Ok(UpdateDeadline::Continue(ticks_to_next_check(left))),
+        _ => Ok(UpdateDeadline::Interrupt),
+    }
+}
+
+/// The error that ends a call interrupted by its job's cancel.
+#[derive(Debug, thiserror::Error)]
+#[error("the job was cancelled during the call")]
+pub(super) struct CallCancelled;
 
 /// Turns a wasmtime error into the cause a user can act on: memory cap,
 /// deadline, or a trap with what the plugin printed.
@@ -268,6 +299,9 @@ fn classify(
     error: wasmtime::Error,
     otherwise: impl FnOnce(String) -> CallError,
 ) -> CallError {
+    if error.downcast_ref::<CallCancelled>().is_some() {
+        return CallError::Cancelled;
+    }
     if let Some(asked) = store.data().limiter.refused {
         return CallError::MemoryCap { cap_mib: store.data().limiter.cap() >> 20, asked_mib: asked.div_ceil(1 << 20) };
     }

@@ -2,9 +2,13 @@
 //! per call.
 //!
 //! Deadlines use wasmtime's epoch interruption: one ticker thread per engine
-//! advances the epoch every [`EPOCH_TICK`]; before each call the instance
-//! sets its deadline in ticks. This costs a counter check in loop headers of
-//! the guest, far cheaper than fuel metering.
+//! advances the epoch every [`EPOCH_TICK`]. This costs a counter check in
+//! loop headers of the guest, far cheaper than fuel metering. A call does
+//! not run to its deadline in one stretch of ticks: every
+//! [`CHECK_INTERVAL_TICKS`] at most the instance looks at the wall clock and
+//! at its job's cancel flag ([`super::instance`]), so that a cancel
+//! interrupts a call under way within a tenth of a second instead of
+//! waiting for its deadline (10 s by default).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,6 +19,10 @@ use wasmtime::{Engine, ResourceLimiter};
 
 /// How often the engine's epoch advances; the granularity of call deadlines.
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// The most ticks a call runs between looks at its deadline and its job's
+/// cancel flag: how long a cancel may wait for a busy call.
+pub const CHECK_INTERVAL_TICKS: u64 = 10;
 
 /// Limits for one operator's instances, from the job file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,13 +39,15 @@ impl Limits {
     pub const DEFAULT_MEMORY_MB: u64 = 256;
     pub const DEFAULT_CALL_TIMEOUT_MS: u64 = 10_000;
 
-    /// Ticks of [`EPOCH_TICK`] that cover the call timeout (at least one,
-    /// rounded up, plus one for the tick already under way); `None` without
-    /// a deadline.
-    pub fn deadline_ticks(&self) -> Option<u64> {
-        let tick = EPOCH_TICK.as_millis() as u64;
-        self.call_timeout.map(|timeout| (timeout.as_millis() as u64).div_ceil(tick).max(1) + 1)
-    }
+}
+
+/// Ticks until the next look at a call's deadline, `left` away: enough to
+/// cover it (rounded up; a tick under way may end early, and the look then
+/// finds time left and waits again), but no more than
+/// [`CHECK_INTERVAL_TICKS`].
+pub fn ticks_to_next_check(left: Duration) -> u64 {
+    let tick = EPOCH_TICK.as_millis();
+    (left.as_millis().div_ceil(tick) as u64).clamp(1, CHECK_INTERVAL_TICKS)
 }
 
 impl Default for Limits {
@@ -119,13 +129,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn deadline_ticks_round_up() {
-        let limits = |ms| Limits { memory_bytes: 0, call_timeout: Some(Duration::from_millis(ms)) };
-        assert_eq!(limits(0).deadline_ticks(), Some(2));
-        assert_eq!(limits(1).deadline_ticks(), Some(2));
-        assert_eq!(limits(10).deadline_ticks(), Some(2));
-        assert_eq!(limits(11).deadline_ticks(), Some(3));
-        assert_eq!(limits(1000).deadline_ticks(), Some(101));
-        assert_eq!(Limits { memory_bytes: 0, call_timeout: None }.deadline_ticks(), None);
+    fn a_call_is_looked_at_by_its_deadline_or_sooner() {
+        let ms = Duration::from_millis;
+        assert_eq!(ticks_to_next_check(ms(0)), 1);
+        assert_eq!(ticks_to_next_check(ms(1)), 1);
+        assert_eq!(ticks_to_next_check(ms(10)), 1);
+        assert_eq!(ticks_to_next_check(ms(11)), 2);
+        assert_eq!(ticks_to_next_check(ms(95)), 10);
+        assert_eq!(ticks_to_next_check(ms(10_000)), CHECK_INTERVAL_TICKS);
     }
 }
