@@ -53,8 +53,9 @@ def _decimal_int(text):
 
 
 def _decimal_float(text):
-    """A number as Rust's ``f64`` parser reads it (see :func:`_decimal_int`)."""
-    if "_" in text or text != text.strip():
+    """A number as Rust's ``f64`` parser reads it (see :func:`_decimal_int`):
+    ASCII only, not Python's other digits (``float("１２")`` is 12.0)."""
+    if "_" in text or text != text.strip() or not text.isascii():
         raise ValueError(text)
     return float(text)
 

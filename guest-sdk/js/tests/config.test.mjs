@@ -1,0 +1,92 @@
+// Unit tests of the JavaScript SDK's config and number reading, under Node:
+//
+//   node guest-sdk/js/tests/config.test.mjs
+//
+// Run by scripts/test.sh. What a plugin does on the host (state, timers,
+// output) is tested by the integration tests (tests/languages.rs).
+
+import { register } from "node:module";
+import test from "node:test";
+import assert from "node:assert/strict";
+
+register("./host-hooks.mjs", import.meta.url);
+const { Config, Event } = await import("../weir-sdk.js");
+
+const utf8 = new TextEncoder();
+
+/** Whether `read` throws the SDK's `kind` error with a message matching `pattern`. */
+function refuses(read, kind, pattern) {
+  assert.throws(read, (e) => e.kind === kind && pattern.test(e.message), `expected ${kind} matching ${pattern}`);
+}
+
+test("config numbers are read as the Rust SDK reads them", () => {
+  const good = { a: "12", b: "+5", c: "-0.5", d: ".5", e: "5.", f: "1e3", g: "2.5E-2" };
+  const config = new Config(Object.entries(good));
+  assert.deepEqual(
+    Object.keys(good).map((key) => config.number(key)),
+    [12, 5, -0.5, 0.5, 5, 1000, 0.025],
+  );
+  assert.equal(config.number("absent", 7), 7);
+  // JavaScript's own forms, padding and non-finite values are refused,
+  // naming the key.
+  const bad = ["0x10", "0b1", "0o7", "1_000", " 12", "12 ", "", "１２", "inf", "Infinity", "NaN", "1e999", "1e", "--1"];
+  const refused = new Config(bad.map((text, i) => [`k${i}`, text]));
+  bad.forEach((text, i) => {
+    refuses(() => refused.number(`k${i}`), "invalid-config", new RegExp(`^\`k${i}\` = .* is not a valid number$`));
+  });
+});
+
+test("config booleans are exactly true or false", () => {
+  const config = new Config([["on", "true"], ["off", "false"], ["yes", "yes"], ["one", "1"], ["caps", "True"]]);
+  assert.equal(config.boolean("on"), true);
+  assert.equal(config.boolean("off"), false);
+  assert.equal(config.boolean("absent", true), true);
+  for (const key of ["yes", "one", "caps"]) {
+    refuses(() => config.boolean(key), "invalid-config", new RegExp(`^\`${key}\` = .* is not a valid boolean$`));
+  }
+});
+
+test("the host's keys are the task's, not the operator's", () => {
+  const config = new Config([
+    ["weir.subtask", "1"],
+    ["weir.parallelism", "3"],
+    ["weir.attempt", "2"],
+    ["weir.state", "empty"],
+    ["weir.memory-limit-mb", "512"],
+    ["n", "2"],
+  ]);
+  assert.deepEqual(config.task, { subtask: 1, parallelism: 3, attempt: 2 });
+  assert.equal(config.restored, false);
+  assert.equal(config.memoryLimitMb, 512);
+  assert.deepEqual(config.toObject(), { n: "2" });
+  // A host that does not say (an older one): restored, as in Rust.
+  const bare = new Config([]);
+  assert.deepEqual([bare.restored, bare.memoryLimitMb, bare.task.parallelism], [true, null, 1]);
+});
+
+test("keys the operator never read are refused after init", () => {
+  const config = new Config([["window_ms", "1000"], ["windw_ms", "10"]]);
+  config.number("window_ms");
+  refuses(() => config._rejectUnread(), "invalid-config", /^unknown key `windw_ms`; this operator understands: window_ms$/);
+  const some = new Config([["a", "1"], ["b", "2"]]);
+  refuses(() => some.allowOnly(["a"]), "invalid-config", /^unknown key `b`; this operator understands: a$/);
+  const any = new Config([["x", "1"]]);
+  any.allowAny();
+  any._rejectUnread();
+});
+
+test("event numbers are decimal text, as in Rust", () => {
+  const texts = ["42", "-1.5", "1e3", "0x10", " 1", "", "Infinity"];
+  const data = utf8.encode(texts.join(""));
+  const offsets = [0];
+  for (const text of texts) offsets.push(offsets.at(-1), offsets.at(-1) + utf8.encode(text).length);
+  const event = new Event(data, Uint32Array.from(offsets), 0);
+  const read = (i) => {
+    event._i = i;
+    return event.valueNumber();
+  };
+  assert.deepEqual([0, 1, 2].map(read), [42, -1.5, 1000]);
+  for (const i of [3, 4, 5, 6]) {
+    refuses(() => read(i), "invalid-input", /^expected a number as value, got /);
+  }
+});
