@@ -36,7 +36,15 @@ find "$work" -name __pycache__ -prune -exec rm -rf {} +
 
 echo "==> building $out from $src/app.py" >&2
 # No VIRTUAL_ENV: componentize-py would add that venv's site-packages (the
-# build tools) to the plugin's path.
-env -u VIRTUAL_ENV "$componentize_py" -d "$root/wit" -w plugin componentize \
-    -p "$work/sdk" -p "$work/src" app -o "$out" >&2
+# build tools) to the plugin's path. Its errors (a syntax error in app.py,
+# an import that fails) name the modules by where it mounted them — /0/
+# the SDK, /1/ the plugin's directory — so they are named by their own
+# paths here; and without its Rust backtrace, which says nothing of the
+# plugin (printed when RUST_BACKTRACE is set, as for a Rust toolchain).
+if ! env -u VIRTUAL_ENV RUST_LIB_BACKTRACE=0 "$componentize_py" -d "$root/wit" -w plugin componentize \
+    -p "$work/sdk" -p "$work/src" app -o "$out" 2> "$work/errors"; then
+    sed -e "s|\"/0/|\"$root/guest-sdk/python/|g" -e "s|\"/1/|\"$src/|g" -e "s|(/1/|($src/|g" "$work/errors" >&2
+    echo "error: $src/app.py did not build into a plugin (the error above)" >&2
+    exit 1
+fi
 echo "==> $out ($(du -h "$out" | cut -f1))" >&2

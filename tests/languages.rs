@@ -39,6 +39,28 @@ fn js_plugin(name: &str) -> PathBuf {
     build("build-js-plugin.sh", &source, &format!("{name}-js"))
 }
 
+/// A Python plugin that does not compile fails its build naming its own
+/// file and line, without a Rust backtrace: componentize-py names it by
+/// where it mounted it (`/1/app.py`), and adds its backtrace when
+/// RUST_BACKTRACE is set, as it often is where Rust is written.
+#[test]
+fn a_python_plugin_with_a_syntax_error_fails_its_build_naming_the_line() {
+    let dir = JobDir::new();
+    std::fs::create_dir(dir.path("bad")).unwrap();
+    dir.write("bad/app.py", "from weir_sdk import Operator, export\n\nclass Bad(Operator):\n    def process(self, ctx, event)\n        pass\n\nexport(Bad)\n");
+    let (source, out) = (dir.path("bad").canonicalize().unwrap(), dir.path("bad.wasm"));
+    let built = Command::new("bash")
+        .arg(workspace().join("scripts/build-python-plugin.sh"))
+        .args([&source, &out])
+        .env("RUST_BACKTRACE", "1")
+        .output()
+        .expect("run the Python build script");
+    let stderr = String::from_utf8_lossy(&built.stderr);
+    assert!(!built.status.success() && !out.exists(), "{stderr}");
+    assert!(stderr.contains(&format!("File \"{}/app.py\", line 4", source.display())), "{stderr}");
+    assert!(stderr.contains("SyntaxError: expected ':'") && !stderr.contains("backtrace"), "{stderr}");
+}
+
 /// A keyed count of `in.jsonl` by `plugin`, printed as `key<TAB>count`.
 fn count_job(dir: &JobDir, name: &str, plugin: &Path, extra_source: &str) -> PathBuf {
     dir.write(
