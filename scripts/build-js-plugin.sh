@@ -38,7 +38,17 @@ echo "build-js-plugin: bundling $src" >&2
 "$esbuild" "$src" --bundle --format=esm --platform=neutral --target=es2022 \
     --alias:weir-sdk="$root/guest-sdk/js/weir-sdk.js" \
     '--external:weir:*' '--external:wasi:*' \
-    --log-level=warning --outfile="$work/plugin.js"
+    --log-level=warning --sourcemap=external --outfile="$work/plugin.js"
+# The bundle goes with its source map (the sources as absolute paths), so
+# that the SDK can name the plugin's own files and lines in the stack of an
+# error it reports, not the bundle's, which is deleted below.
+node -e '
+const fs = require("fs"), path = require("path");
+const bundle = process.argv[1];
+const map = JSON.parse(fs.readFileSync(`${bundle}.map`, "utf8"));
+const sources = map.sources.map((source) => path.resolve(path.dirname(bundle), source));
+fs.appendFileSync(bundle, `\nglobalThis.__weirSourceMap = ${JSON.stringify({ sources, mappings: map.mappings })};\n`);
+' "$work/plugin.js"
 
 args=(componentize "$work/plugin.js" --wit "$root/wit" --world-name plugin
       --disable http fetch-event -o "$work/plugin.wasm")

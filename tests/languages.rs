@@ -61,6 +61,35 @@ fn a_python_plugin_with_a_syntax_error_fails_its_build_naming_the_line() {
     assert!(stderr.contains("SyntaxError: expected ':'") && !stderr.contains("backtrace"), "{stderr}");
 }
 
+/// A JavaScript plugin that throws fails the job with a stack naming its
+/// own file and lines, not the bundle's (`plugin.js:842`, a file the build
+/// deleted): the build appends the bundle's source map, which the SDK reads.
+#[test]
+fn a_javascript_error_names_the_plugins_own_lines() {
+    let dir = JobDir::new();
+    let source = dir.write(
+        "thrower.js",
+        "import { Operator, exportOperator } from \"weir-sdk\";\n\nfunction parse(text) {\n  return JSON.parse(text).missing.field;\n}\n\n\
+         class Thrower extends Operator {\n  process(ctx, event) {\n    ctx.emit(event.key, String(parse(event.valueString())));\n  }\n}\n\
+         export const operator = exportOperator(Thrower);\n",
+    );
+    let wasm = build("build-js-plugin.sh", &source, "thrower-js");
+    dir.write("in.jsonl", "{\"key\":\"a\",\"value\":\"{}\"}\n");
+    let job = dir.write(
+        "job.toml",
+        &format!(
+            "name = \"thrower\"\n[[source]]\nname = \"in\"\ntype = \"file\"\nformat = \"json\"\npath = \"in.jsonl\"\n\n\
+             [[operator]]\nuid = \"throw\"\nplugin = {}\ninputs = [\"in\"]\n\n[[sink]]\nname = \"out\"\ntype = \"stdout\"\ninput = \"throw\"\n",
+            toml_path(&wasm)
+        ),
+    );
+    let error = run_job(&job, &[]).failure();
+    let file = source.canonicalize().unwrap();
+    assert!(error.contains("TypeError") && error.contains(&format!("parse@{}:4:", file.display())), "{error}");
+    assert!(error.contains(&format!("process@{}:9:", file.display())), "{error}");
+    assert!(!error.contains("plugin.js:"), "{error}");
+}
+
 /// A keyed count of `in.jsonl` by `plugin`, printed as `key<TAB>count`.
 fn count_job(dir: &JobDir, name: &str, plugin: &Path, extra_source: &str) -> PathBuf {
     dir.write(

@@ -77,11 +77,85 @@ function toWitError(error) {
   let message;
   if (error instanceof Error) {
     message = `${error.name}: ${error.message}`;
-    if (error.stack) message += `\n${error.stack}`;
+    if (error.stack) message += `\n${sourceStack(error.stack)}`;
   } else {
     message = String(error);
   }
   return { tag: "other", val: message };
+}
+
+// ---------------------------------------------------------------------------
+// Stacks
+
+/**
+ * `stack` with the bundle's positions (`plugin.js:LINE:COLUMN`: the plugin
+ * and this SDK bundled into one file, which the build deletes) as the
+ * files and lines they came from, by the source map that
+ * scripts/build-js-plugin.sh appends to the bundle as
+ * `globalThis.__weirSourceMap` ({ sources: absolute paths, mappings }).
+ * Without one (a bundle built otherwise), `stack` as it is.
+ */
+function sourceStack(stack) {
+  const map = globalThis.__weirSourceMap;
+  if (!map || typeof stack !== "string") return stack;
+  return stack.replace(/\bplugin\.js:(\d+):(\d+)/g, (whole, line, column) => {
+    const found = originalPosition(map, Number(line) - 1, Number(column) - 1);
+    return found ? `${found.source}:${found.line + 1}:${found.column + 1}` : whole;
+  });
+}
+
+/** The source position of a 0-based bundle position, or null. */
+function originalPosition(map, line, column) {
+  map.decoded ??= decodeMappings(map.mappings);
+  const segments = map.decoded[line];
+  if (!segments || segments.length === 0) return null;
+  let best = segments[0];
+  for (const segment of segments) {
+    if (segment[0] > column) break;
+    best = segment;
+  }
+  return { source: map.sources[best[1]] ?? "?", line: best[2], column: best[3] };
+}
+
+const BASE64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/**
+ * A source map's `mappings` (base64 VLQ, source map v3) as, for each
+ * generated line, its segments [column, source, line, column] in order;
+ * segments without a source are left out.
+ */
+function decodeMappings(mappings) {
+  const lines = [];
+  let source = 0, sourceLine = 0, sourceColumn = 0;
+  for (const text of mappings.split(";")) {
+    const segments = [];
+    let column = 0;
+    for (const segment of text.split(",")) {
+      if (segment === "") continue;
+      const fields = [];
+      let value = 0, shift = 0;
+      for (const ch of segment) {
+        const digit = BASE64.indexOf(ch);
+        value += (digit & 31) * 2 ** shift;
+        if (digit & 32) {
+          shift += 5;
+        } else {
+          fields.push(value % 2 ? -Math.floor(value / 2) : value / 2);
+          value = 0;
+          shift = 0;
+        }
+      }
+      column += fields[0];
+      if (fields.length >= 4) {
+        source += fields[1];
+        sourceLine += fields[2];
+        sourceColumn += fields[3];
+        segments.push([column, source, sourceLine, sourceColumn]);
+      }
+    }
+    lines.push(segments);
+  }
+  return lines;
 }
 
 /**
