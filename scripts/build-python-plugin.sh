@@ -33,6 +33,10 @@ mkdir -p "$work/sdk" "$work/src"
 cp -R "$root/guest-sdk/python/weir_sdk" "$work/sdk/"
 cp -R "$src/." "$work/src/"
 find "$work" -name __pycache__ -prune -exec rm -rf {} +
+# Where componentize-py's mounts (below) came from, so that a traceback at
+# run time names the plugin's own files (see weir_sdk/export.py).
+python3 -c 'import sys; print("MOUNTS = " + repr({"/0/": sys.argv[1] + "/", "/1/": sys.argv[2] + "/"}))' \
+    "$root/guest-sdk/python" "$src" > "$work/sdk/weir_sdk/_built_from.py"
 
 echo "==> building $out from $src/app.py" >&2
 # No VIRTUAL_ENV: componentize-py would add that venv's site-packages (the

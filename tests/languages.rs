@@ -61,30 +61,50 @@ fn a_python_plugin_with_a_syntax_error_fails_its_build_naming_the_line() {
     assert!(stderr.contains("SyntaxError: expected ':'") && !stderr.contains("backtrace"), "{stderr}");
 }
 
-/// A JavaScript plugin that throws fails the job with a stack naming its
-/// own file and lines, not the bundle's (`plugin.js:842`, a file the build
-/// deleted): the build appends the bundle's source map, which the SDK reads.
+/// A Python or JavaScript plugin that fails fails the job with a
+/// traceback naming its own files and lines: not the mount componentize-py
+/// built it from (`/1/app.py`), nor the bundle jco was given (`plugin.js:842`,
+/// a file the build deleted). The build scripts record where the sources
+/// were (for JavaScript, the bundle's source map), and the SDKs read it.
 #[test]
-fn a_javascript_error_names_the_plugins_own_lines() {
+fn an_error_in_a_python_or_javascript_plugin_names_its_own_lines() {
     let dir = JobDir::new();
-    let source = dir.write(
+    std::fs::create_dir(dir.path("py")).unwrap();
+    let python = dir.write(
+        "py/app.py",
+        "import json\nfrom weir_sdk import Operator, export\n\n\ndef parse(text):\n    return json.loads(text)[\"missing\"][\"field\"]\n\n\n\
+         class Thrower(Operator):\n    def process(self, ctx, event):\n        ctx.emit(event.key, str(parse(event.value.decode())))\n\n\n\
+         export(Thrower)\n",
+    );
+    let javascript = dir.write(
         "thrower.js",
         "import { Operator, exportOperator } from \"weir-sdk\";\n\nfunction parse(text) {\n  return JSON.parse(text).missing.field;\n}\n\n\
          class Thrower extends Operator {\n  process(ctx, event) {\n    ctx.emit(event.key, String(parse(event.valueString())));\n  }\n}\n\
          export const operator = exportOperator(Thrower);\n",
     );
-    let wasm = build("build-js-plugin.sh", &source, "thrower-js");
     dir.write("in.jsonl", "{\"key\":\"a\",\"value\":\"{}\"}\n");
-    let job = dir.write(
-        "job.toml",
-        &format!(
-            "name = \"thrower\"\n[[source]]\nname = \"in\"\ntype = \"file\"\nformat = \"json\"\npath = \"in.jsonl\"\n\n\
-             [[operator]]\nuid = \"throw\"\nplugin = {}\ninputs = [\"in\"]\n\n[[sink]]\nname = \"out\"\ntype = \"stdout\"\ninput = \"throw\"\n",
-            toml_path(&wasm)
-        ),
-    );
-    let error = run_job(&job, &[]).failure();
-    let file = source.canonicalize().unwrap();
+    let failure = |wasm: &Path| {
+        let job = dir.write(
+            "job.toml",
+            &format!(
+                "name = \"thrower\"\n[[source]]\nname = \"in\"\ntype = \"file\"\nformat = \"json\"\npath = \"in.jsonl\"\n\n\
+                 [[operator]]\nuid = \"throw\"\nplugin = {}\ninputs = [\"in\"]\nmemory_limit_mb = 512\n\n\
+                 [[sink]]\nname = \"out\"\ntype = \"stdout\"\ninput = \"throw\"\n",
+                toml_path(wasm)
+            ),
+        );
+        run_job(&job, &[]).failure()
+    };
+
+    let error = failure(&build("build-python-plugin.sh", &dir.path("py"), "thrower-py"));
+    let file = python.canonicalize().unwrap();
+    assert!(error.contains("KeyError: 'missing'"), "{error}");
+    assert!(error.contains(&format!("File \"{}\", line 6, in parse", file.display())), "{error}");
+    assert!(error.contains(&format!("File \"{}\", line 11, in process", file.display())), "{error}");
+    assert!(!error.contains("File \"/0/") && !error.contains("File \"/1/"), "{error}");
+
+    let error = failure(&build("build-js-plugin.sh", &javascript, "thrower-js"));
+    let file = javascript.canonicalize().unwrap();
     assert!(error.contains("TypeError") && error.contains(&format!("parse@{}:4:", file.display())), "{error}");
     assert!(error.contains(&format!("process@{}:9:", file.display())), "{error}");
     assert!(!error.contains("plugin.js:"), "{error}");

@@ -13,6 +13,11 @@ from .state import check_values
 
 __all__ = ["export"]
 
+try:
+    from ._built_from import MOUNTS as _MOUNTS
+except ImportError:
+    _MOUNTS = {}
+
 # The instance's operator class and runtime: a component instance is
 # single-threaded, so module globals are the instance's.
 _exported = {"cls": None, "runtime": None}
@@ -25,9 +30,20 @@ def _wit_error(error):
     else:
         # Not an SDK error: a bug or an unexpected input. The traceback goes
         # to stderr, which the host adds to its report.
-        traceback.print_exception(type(error), error, error.__traceback__, file=sys.stderr)
+        _print_traceback(error)
         case, message = "Other", f"{type(error).__name__}: {error}"
     return _host.Err(getattr(_host._types, "OperatorError_" + case)(message))
+
+
+def _print_traceback(error):
+    """The traceback of ``error`` on stderr, naming the files the plugin was
+    built from: componentize-py mounted them as ``/0/`` (the SDK) and
+    ``/1/`` (the plugin's directory), and the build script records where
+    those were (``_built_from``; absent in a plain CPython)."""
+    text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    for mount, path in _MOUNTS.items():
+        text = text.replace(f'File "{mount}', f'File "{path}')
+    sys.stderr.write(text)
 
 
 def _runtime():
