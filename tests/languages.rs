@@ -6,38 +6,8 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Mutex, OnceLock};
 
-use common::{Host, JobDir, plugin, run_job, toml_path, weir, workspace};
-
-/// Builds a Python or JavaScript plugin with its build script (once per
-/// test run and output name) into the test build directory.
-fn build(script: &str, source: &Path, name: &str) -> PathBuf {
-    static BUILT: OnceLock<Mutex<Vec<String>>> = OnceLock::new();
-    let out = common::target_dir().join("other-languages").join(format!("{name}.wasm"));
-    let built = BUILT.get_or_init(Mutex::default);
-    let mut built = built.lock().unwrap();
-    if !built.contains(&name.to_owned()) {
-        let status = Command::new("bash")
-            .arg(workspace().join("scripts").join(script))
-            .arg(source)
-            .arg(&out)
-            .status()
-            .expect("run a plugin build script");
-        assert!(status.success(), "{script} {} failed", source.display());
-        built.push(name.to_owned());
-    }
-    out
-}
-
-fn python_plugin(name: &str) -> PathBuf {
-    build("build-python-plugin.sh", &workspace().join("plugins/python").join(name), &format!("{name}-py"))
-}
-
-fn js_plugin(name: &str) -> PathBuf {
-    let source = workspace().join("plugins/js").join(name).join(format!("{name}.js"));
-    build("build-js-plugin.sh", &source, &format!("{name}-js"))
-}
+use common::{Host, JobDir, build_plugin as build, js_plugin, plugin, python_plugin, run_job, toml_path, weir, workspace};
 
 /// A Python plugin that does not compile fails its build naming its own
 /// file and line, without a Rust backtrace: componentize-py names it by
@@ -108,6 +78,98 @@ fn an_error_in_a_python_or_javascript_plugin_names_its_own_lines() {
     assert!(error.contains("TypeError") && error.contains(&format!("parse@{}:4:", file.display())), "{error}");
     assert!(error.contains(&format!("process@{}:9:", file.display())), "{error}");
     assert!(!error.contains("plugin.js:"), "{error}");
+}
+
+/// A JavaScript operator's map state: entries by sub-key, read and written
+/// through the host across batches, kept in a savepoint and restored —
+/// every count exact after a stop with a savepoint halfway and a restore.
+#[test]
+fn a_javascript_map_state_keeps_entries_by_sub_key_across_a_savepoint() {
+    let dir = JobDir::new();
+    let source = dir.write(
+        "category-count.js",
+        r#"import { MapState, Operator, exportOperator } from "weir-sdk";
+
+class CategoryCount extends Operator {
+  init(config) {
+    this.counts = new MapState("by-category", { check: (n) => Number.isSafeInteger(n) });
+  }
+  process(ctx, event) {
+    const category = event.valueString();
+    if (category.startsWith("reset-")) {
+      this.counts.remove(ctx, category.slice(6));
+      ctx.emit(event.key, category);
+      return;
+    }
+    const n = (this.counts.get(ctx, category) ?? 0) + 1;
+    this.counts.set(ctx, category, n);
+    ctx.emit(event.key, `${category} ${n}`);
+  }
+}
+export const operator = exportOperator(CategoryCount);
+"#,
+    );
+    let wasm = build("build-js-plugin.sh", &source, "category-count-js");
+    let categories = ["a", "b", "c", "a", "reset-a", "b", "c", "ä"];
+    let events: Vec<(String, &str)> = (0..9_000).map(|i| (format!("user{}", i % 7), categories[(i / 7) % categories.len()])).collect();
+    let input: String = events.iter().map(|(key, value)| format!("{{\"key\":\"{key}\",\"value\":\"{value}\"}}\n")).collect();
+    dir.write("in.jsonl", &input);
+    let job = dir.write(
+        "job.toml",
+        &format!(
+            r#"
+name = "categories"
+parallelism = 2
+checkpoint_dir = "checkpoints"
+checkpoint_interval_ms = 200
+
+[[source]]
+name = "events"
+type = "file"
+format = "json"
+path = "in.jsonl"
+rate = 3000
+
+[[operator]]
+uid = "count"
+plugin = {plugin}
+inputs = ["events"]
+key_by = true
+
+[[sink]]
+name = "out"
+type = "files"
+input = "count"
+path = "out"
+"#,
+            plugin = toml_path(&wasm)
+        ),
+    );
+    let host = Host::start(&job, &[]);
+    host.wait_for_records("categories", 3_000);
+    let savepoint = dir.path("sp");
+    host.stop_with_savepoint("categories", &savepoint);
+    let (status, stderr) = host.wait();
+    assert!(status.success(), "{stderr}");
+    run_job(&job, &["--from-savepoint", savepoint.to_str().unwrap()]).success();
+
+    let mut counts = std::collections::HashMap::<(String, String), u64>::new();
+    let mut expected: Vec<String> = events
+        .iter()
+        .map(|(key, value)| match value.strip_prefix("reset-") {
+            Some(category) => {
+                counts.remove(&(key.clone(), category.to_owned()));
+                format!("{key}\t{value}")
+            }
+            None => {
+                let n = counts.entry((key.clone(), value.to_string())).or_default();
+                *n += 1;
+                format!("{key}\t{value} {n}")
+            }
+        })
+        .collect();
+    expected.sort();
+    assert_eq!(sorted_output(&dir.path("out")), expected, "every count exactly once, resets included");
 }
 
 /// A keyed count of `in.jsonl` by `plugin`, printed as `key<TAB>count`.

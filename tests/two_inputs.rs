@@ -5,7 +5,7 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use common::{JobDir, amplifier_job, plugin, run_job, toml_path};
+use common::{JobDir, amplifier_job, js_plugin, plugin, run_job, toml_path};
 
 /// `key<TAB>value` lines → key → values, sorted numerically (the two source
 /// subtasks interleave in no fixed order).
@@ -40,7 +40,7 @@ fn amplifier_multiplies_readings_by_the_factor_its_control_stream_set() {
     assert_eq!(out[&999], ["999", "1999"]);
 }
 
-fn rules_job(dir: &JobDir, rules_input: &str) -> std::path::PathBuf {
+fn rules_job(dir: &JobDir, plugin: &std::path::Path, rules_input: &str) -> std::path::PathBuf {
     dir.write(
         "rules.jsonl",
         concat!(
@@ -87,33 +87,41 @@ type = "file"
 path = "blocked.txt"
 input = "filter.blocked"
 "#,
-            plugin = toml_path(&plugin("rules-filter"))
+            plugin = toml_path(plugin)
         ),
     )
 }
 
+/// The Rust plugin and its JavaScript twin (`plugins/js/rules-filter`, on
+/// the JavaScript SDK's `BroadcastState`) alike.
 #[test]
 fn rules_filter_applies_broadcast_rules_on_every_subtask() {
-    let dir = JobDir::new();
-    // Data keys 700-702 first appear ~0.7 s after the start on each of the
-    // two source subtasks (each produces one half of the range).
-    let job = rules_job(&dir, "inputs = [\"data\"]\nbroadcast = [\"rules\"]");
-    run_job(&job, &[]).success();
-    let passed = by_key(&dir.read("passed.txt"));
-    let expected: BTreeMap<u64, Vec<String>> =
-        [(700, vec!["700", "1700"]), (701, vec!["701", "1701"])].into_iter().map(|(k, v)| (k, v.into_iter().map(String::from).collect())).collect();
-    assert_eq!(passed, expected, "events 700 and 1700 come from different subtasks: both have the rules");
-    let blocked = by_key(&dir.read("blocked.txt"));
-    assert_eq!(blocked.values().map(Vec::len).sum::<usize>(), 1996, "everything else goes to the side output");
-    assert_eq!(blocked[&702], ["702", "1702"], "a later `block` rule removes the pass");
+    for (language, plugin) in [("rust", plugin("rules-filter")), ("js", js_plugin("rules-filter"))] {
+        let dir = JobDir::new();
+        // Data keys 700-702 first appear ~0.7 s after the start on each of the
+        // two source subtasks (each produces one half of the range).
+        let job = rules_job(&dir, &plugin, "inputs = [\"data\"]\nbroadcast = [\"rules\"]");
+        run_job(&job, &[]).success();
+        let passed = by_key(&dir.read("passed.txt"));
+        let expected: BTreeMap<u64, Vec<String>> = [(700, vec!["700", "1700"]), (701, vec!["701", "1701"])]
+            .into_iter()
+            .map(|(k, v)| (k, v.into_iter().map(String::from).collect()))
+            .collect();
+        assert_eq!(passed, expected, "{language}: events 700 and 1700 come from different subtasks: both have the rules");
+        let blocked = by_key(&dir.read("blocked.txt"));
+        assert_eq!(blocked.values().map(Vec::len).sum::<usize>(), 1996, "{language}: everything else goes to the side output");
+        assert_eq!(blocked[&702], ["702", "1702"], "{language}: a later `block` rule removes the pass");
+    }
 }
 
 #[test]
 fn broadcast_state_cannot_be_written_from_a_regular_input() {
-    let dir = JobDir::new();
-    let job = rules_job(&dir, "inputs = [\"data\", \"rules\"]");
-    let error = run_job(&job, &[]).failure();
-    assert!(error.contains("operator `filter`"), "{error}");
-    assert!(error.contains("broadcast state can only be changed"), "{error}");
-    assert!(error.contains("`broadcast` in the job file"), "says how to fix it: {error}");
+    for (language, plugin) in [("rust", plugin("rules-filter")), ("js", js_plugin("rules-filter"))] {
+        let dir = JobDir::new();
+        let job = rules_job(&dir, &plugin, "inputs = [\"data\", \"rules\"]");
+        let error = run_job(&job, &[]).failure();
+        assert!(error.contains("operator `filter`"), "{language}: {error}");
+        assert!(error.contains("broadcast state can only be changed"), "{language}: {error}");
+        assert!(error.contains("`broadcast` in the job file"), "{language}: says how to fix it: {error}");
+    }
 }

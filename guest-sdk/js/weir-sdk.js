@@ -32,7 +32,8 @@
 // State values are JSON (UTF-8 `JSON.stringify` text), as in the Rust SDK,
 // so JavaScript and Rust versions of a plugin read each other's state.
 
-import { ValueState as HostValueState } from "weir:operator/state@0.4.0";
+import { MapState as HostMapState, ValueState as HostValueState } from "weir:operator/state@0.4.0";
+import { BroadcastMap as HostBroadcastMap } from "weir:operator/broadcast-state@0.4.0";
 import { update as updateTimers } from "weir:operator/timers@0.4.0";
 
 /** Timestamp sentinel of the WIT contract: "no timestamp" / "no watermark". */
@@ -608,8 +609,9 @@ class Outputs {
 // ---------------------------------------------------------------------------
 // Keyed value state
 
-/** Declared states (name -> ValueState), for `check-state`. */
+/** Declared states (name -> ValueState or MapState), for `check-state`. */
 const declared = new Map();
+const declaredMaps = new Map();
 
 /** The runtime of the instance (set by `exportOperator`'s init). */
 let runtime = null;
@@ -874,8 +876,26 @@ export class ValueState {
 class StateStore {
   constructor() {
     this.caches = new Map();
+    this.maps = new Map();
+    this.mirrors = new Map();
     this.batch = 0;
     this.timerChanges = new Map();
+  }
+  mapCache(name) {
+    let cache = this.maps.get(name);
+    if (!cache) {
+      cache = new MapCache(name, this);
+      this.maps.set(name, cache);
+    }
+    return cache;
+  }
+  mirror(name) {
+    let mirror = this.mirrors.get(name);
+    if (!mirror) {
+      mirror = new Mirror(name);
+      this.mirrors.set(name, mirror);
+    }
+    return mirror;
   }
   cache(name) {
     let cache = this.caches.get(name);
@@ -898,6 +918,9 @@ class StateStore {
     for (const cache of this.caches.values()) {
       if (cache.batch === this.batch) cache.flush();
     }
+    for (const cache of this.maps.values()) {
+      if (cache.batch === this.batch) cache.flush();
+    }
     if (this.timerChanges.size > 0) {
       const changes = [...this.timerChanges.values()];
       this.timerChanges.clear();
@@ -910,7 +933,247 @@ class StateStore {
   }
   abort() {
     for (const cache of this.caches.values()) cache.abort();
+    for (const cache of this.maps.values()) cache.abort();
     this.timerChanges.clear();
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Keyed map state and broadcast state
+
+/** A writer that encodes keys and state values (its buffer is reused). */
+const scratch = new OutputBuffer("");
+
+/** `key` as bytes, encoded as `ctx.emit` encodes event keys. */
+function encodeKey(key) {
+  scratch.len = 0;
+  scratch._write(key);
+  return scratch.data.slice(0, scratch.len);
+}
+
+/** `value` as the JSON bytes state holds (numbers written as Rust writes
+ *  them, as for a `ValueState`); `what` names the state in errors. */
+function encodeValue(value, what) {
+  const type = typeof value;
+  scratch.len = 0;
+  if (type === "number") {
+    if (!Number.isFinite(value)) throw new TypeError(`${what}: ${value} cannot be stored as JSON`);
+    scratch._write(value);
+  } else {
+    const text = type === "object" || type === "string" || type === "boolean" ? JSON.stringify(value) : undefined;
+    if (text === undefined) {
+      throw new TypeError(`${what}: a ${type} cannot be stored as JSON; use remove() to remove a value`);
+    }
+    scratch._write(text);
+  }
+  return scratch.data.slice(0, scratch.len);
+}
+
+/** Stored JSON bytes as a value; `what` names the state in errors. */
+function decodeValue(bytes, what) {
+  let text;
+  try {
+    text = utf8Decoder.decode(bytes);
+  } catch {
+    throw OperatorError.state(`${what} holds a value that is not UTF-8 JSON`);
+  }
+  try {
+    return JSON.parse(text);
+  } catch (e) {
+    throw OperatorError.state(`${what} holds a value this plugin cannot read (${e.message}): ${preview(text)}`);
+  }
+}
+
+/** Bytes as a string that can key a JS Map (one char per byte). */
+function bytesKey(bytes) {
+  let key = "";
+  for (let i = 0; i < bytes.length; i++) key += String.fromCharCode(bytes[i]);
+  return key;
+}
+
+/** Concatenated byte strings and their offsets, as the WIT lists take them. */
+function flatten(parts) {
+  const offsets = new Uint32Array(parts.length + 1);
+  let len = 0;
+  for (let i = 0; i < parts.length; i++) {
+    len += parts[i].length;
+    offsets[i + 1] = len;
+  }
+  const data = new Uint8Array(len);
+  for (let i = 0; i < parts.length; i++) data.set(parts[i], offsets[i]);
+  return { data, offsets };
+}
+
+/**
+ * One map state's entries used in the current call: each fetched with one
+ * `get` on its first use, the changed ones written back with one
+ * `set-many` when the call is done.
+ */
+class MapCache {
+  constructor(name, store) {
+    this.name = name;
+    this.what = `map state \`${name}\``;
+    this.store = store;
+    this.host = null;
+    this.batch = -1;
+    this.entries = new Map(); // "slot:sub-key" -> { slot, subKey, bytes (null: absent), dirty }
+  }
+
+  begin() {
+    if (this.host === null) this.host = new HostMapState(this.name);
+    this.entries.clear();
+    this.batch = this.store.batch;
+  }
+
+  entry(slot, subKey) {
+    const id = `${slot}:${bytesKey(subKey)}`;
+    let entry = this.entries.get(id);
+    if (!entry) {
+      let bytes;
+      try {
+        bytes = this.host.get(slot, subKey);
+      } catch (e) {
+        throw OperatorError.state(stateErrorMessage(e));
+      }
+      entry = { slot, subKey, bytes: bytes ?? null, dirty: false };
+      this.entries.set(id, entry);
+    }
+    return entry;
+  }
+
+  get(slot, subKey) {
+    const { bytes } = this.entry(slot, subKey);
+    return bytes === null ? undefined : decodeValue(bytes, this.what);
+  }
+
+  put(slot, subKey, bytes) {
+    const id = `${slot}:${bytesKey(subKey)}`;
+    this.entries.set(id, { slot, subKey, bytes, dirty: true });
+  }
+
+  flush() {
+    const changed = [...this.entries.values()].filter((entry) => entry.dirty);
+    if (changed.length === 0) return;
+    const subKeys = flatten(changed.map((entry) => entry.subKey));
+    const values = flatten(changed.map((entry) => entry.bytes ?? new Uint8Array(0)));
+    const present = changed.map((entry) => entry.bytes !== null);
+    const slots = Uint32Array.from(changed, (entry) => entry.slot);
+    for (const entry of changed) entry.dirty = false;
+    try {
+      this.host.setMany(slots, subKeys.data, subKeys.offsets, { present, data: values.data, offsets: values.offsets });
+    } catch (e) {
+      throw OperatorError.state(stateErrorMessage(e));
+    }
+  }
+
+  abort() {
+    this.entries.clear();
+    this.batch = -1;
+  }
+}
+
+/**
+ * A keyed map state: for the current key, JSON values by sub-key — for keys
+ * with many entries of which an event touches few (one accumulator per
+ * window, say). Sub-keys are encoded as event keys are (strings as UTF-8,
+ * numbers as decimal text, Uint8Arrays as they are).
+ *
+ * Create it in `init` with a name that stays the same across versions of the
+ * plugin. An entry is fetched from the host on its first use in a call (one
+ * host call each) and written back with the call's other changes when it
+ * ends. `options.check(value)` is called by `check-state`, as for a
+ * `ValueState`.
+ */
+export class MapState {
+  constructor(name, options = {}) {
+    if (typeof name !== "string" || name === "") throw new TypeError("a MapState needs a non-empty name");
+    this.name = name;
+    this.checkValue = options.check ?? null;
+    declaredMaps.set(name, this);
+  }
+
+  _cache(ctx) {
+    const store = ctx._states;
+    const cache = store.mapCache(this.name);
+    if (cache.batch !== store.batch) cache.begin();
+    return cache;
+  }
+
+  /** The current key's value under `subKey`, or undefined when it has none. */
+  get(ctx, subKey) {
+    return this._cache(ctx).get(ctx._slot(), encodeKey(subKey));
+  }
+
+  /** Sets the current key's value under `subKey` (anything `JSON.stringify` accepts). */
+  set(ctx, subKey, value) {
+    const slot = ctx._slot();
+    this._cache(ctx).put(slot, encodeKey(subKey), encodeValue(value, `map state \`${this.name}\``));
+  }
+
+  /** Removes the current key's entry under `subKey`. */
+  remove(ctx, subKey) {
+    const slot = ctx._slot();
+    this._cache(ctx).put(slot, encodeKey(subKey), null);
+  }
+}
+
+/** A full copy of a broadcast map, loaded on first use: only this instance writes it. */
+class Mirror {
+  constructor(name) {
+    this.host = new HostBroadcastMap(name);
+    this.entries = new Map(); // bytesKey(key) -> [key bytes, value bytes]
+    for (const [key, value] of this.host.entries()) this.entries.set(bytesKey(key), [key, value]);
+  }
+}
+
+/**
+ * A broadcast map: JSON values by key (keys encoded as event keys are), held
+ * in full by every subtask of the operator. Any call may read it; only a
+ * call processing an event of a broadcast input (`broadcast = [...]` in the
+ * job file) may change it — so that every subtask applies the same changes.
+ * The pattern for rules or lookup tables that apply to all keys.
+ */
+export class BroadcastState {
+  constructor(name) {
+    if (typeof name !== "string" || name === "") throw new TypeError("a BroadcastState needs a non-empty name");
+    this.name = name;
+    this.what = `broadcast state \`${name}\``;
+  }
+
+  /** The value under `key`, or undefined when there is none. */
+  get(ctx, key) {
+    const entry = ctx._states.mirror(this.name).entries.get(bytesKey(encodeKey(key)));
+    return entry === undefined ? undefined : decodeValue(entry[1], this.what);
+  }
+
+  /** Stores `value` under `key` (from a broadcast input only). */
+  set(ctx, key, value) {
+    const keyBytes = encodeKey(key);
+    const bytes = encodeValue(value, this.what);
+    const mirror = ctx._states.mirror(this.name);
+    try {
+      mirror.host.set(keyBytes, bytes);
+    } catch (e) {
+      throw OperatorError.state(stateErrorMessage(e));
+    }
+    mirror.entries.set(bytesKey(keyBytes), [keyBytes, bytes]);
+  }
+
+  /** Removes `key` (from a broadcast input only). */
+  remove(ctx, key) {
+    const keyBytes = encodeKey(key);
+    const mirror = ctx._states.mirror(this.name);
+    try {
+      mirror.host.remove(keyBytes);
+    } catch (e) {
+      throw OperatorError.state(stateErrorMessage(e));
+    }
+    mirror.entries.delete(bytesKey(keyBytes));
+  }
+
+  /** Every entry as [key bytes, value], in no particular order. */
+  entries(ctx) {
+    return [...ctx._states.mirror(this.name).entries.values()].map(([key, bytes]) => [key, decodeValue(bytes, this.what)]);
   }
 }
 
@@ -1104,6 +1367,7 @@ export function exportOperator(OperatorClass) {
     init(pairs) {
       guarded(() => {
         declared.clear();
+        declaredMaps.clear();
         const config = new Config(pairs);
         const op = new OperatorClass();
         op.init(config);
@@ -1138,9 +1402,10 @@ export function exportOperator(OperatorClass) {
 
 /** `check-state`: null if every value can be read, else why not. */
 function checkState(name, kind, data, offsets) {
-  const state = kind === "value-state" ? declared.get(name) : undefined;
+  const map = kind === "map-state";
+  const state = map ? declaredMaps.get(name) : declared.get(name);
+  const what = map ? "map state" : "value state";
   if (!state) {
-    const what = kind === "map-state" ? "map state" : "value state";
     return (
       `this plugin declares no ${what} \`${name}\` (its stored entries would be lost); keep the state's name, ` +
       "or keep declaring the old state beside the new one (its entries are then carried along unused)"
@@ -1152,23 +1417,23 @@ function checkState(name, kind, data, offsets) {
     try {
       text = utf8Decoder.decode(bytes);
     } catch {
-      return `value state \`${name}\`: stored value #${i} is not UTF-8 text, so not JSON`;
+      return `${what} \`${name}\`: stored value #${i} is not UTF-8 text, so not JSON`;
     }
     let value;
     try {
       value = JSON.parse(text);
     } catch (e) {
-      return `value state \`${name}\`: stored value #${i} (${preview(text)}) cannot be read by this plugin: ${e.message}`;
+      return `${what} \`${name}\`: stored value #${i} (${preview(text)}) cannot be read by this plugin: ${e.message}`;
     }
     if (state.checkValue) {
       let ok;
       try {
         ok = state.checkValue(value);
       } catch (e) {
-        return `value state \`${name}\`: stored value #${i} (${preview(text)}) is refused: ${e instanceof Error ? e.message : e}`;
+        return `${what} \`${name}\`: stored value #${i} (${preview(text)}) is refused: ${e instanceof Error ? e.message : e}`;
       }
       if (ok === false) {
-        return `value state \`${name}\`: stored value #${i} (${preview(text)}) is refused by its check`;
+        return `${what} \`${name}\`: stored value #${i} (${preview(text)}) is refused by its check`;
       }
     }
   }

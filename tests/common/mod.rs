@@ -202,6 +202,37 @@ input = "amplifier"
     )
 }
 
+/// Builds a Python or JavaScript plugin with its build script (once per
+/// test binary and output name) into the test build directory.
+pub fn build_plugin(script: &str, source: &Path, name: &str) -> PathBuf {
+    static BUILT: OnceLock<Mutex<Vec<String>>> = OnceLock::new();
+    let out = target_dir().join("other-languages").join(format!("{name}.wasm"));
+    let built = BUILT.get_or_init(Mutex::default);
+    let mut built = built.lock().unwrap();
+    if !built.contains(&name.to_owned()) {
+        let status = Command::new("bash")
+            .arg(workspace().join("scripts").join(script))
+            .arg(source)
+            .arg(&out)
+            .status()
+            .expect("run a plugin build script");
+        assert!(status.success(), "{script} {} failed", source.display());
+        built.push(name.to_owned());
+    }
+    out
+}
+
+/// The Python plugin `plugins/python/NAME`, built.
+pub fn python_plugin(name: &str) -> PathBuf {
+    build_plugin("build-python-plugin.sh", &workspace().join("plugins/python").join(name), &format!("{name}-py"))
+}
+
+/// The JavaScript plugin `plugins/js/NAME/NAME.js`, built.
+pub fn js_plugin(name: &str) -> PathBuf {
+    let source = workspace().join("plugins/js").join(name).join(format!("{name}.js"));
+    build_plugin("build-js-plugin.sh", &source, &format!("{name}-js"))
+}
+
 /// A `weir run` in the background, with its control API.
 pub struct Host {
     child: Child,

@@ -7,6 +7,10 @@ export class ValueState {
   }
 }
 
+export class MapState extends ValueState {}
+
+export class BroadcastMap extends ValueState {}
+
 export function update() {
   throw new Error("the unit tests have no host timers");
 }
