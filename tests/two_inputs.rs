@@ -5,7 +5,7 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use common::{JobDir, amplifier_job, js_plugin, plugin, run_job, toml_path};
+use common::{Host, JobDir, amplifier_job, js_plugin, plugin, run_job, toml_path};
 
 /// `key<TAB>value` lines → key → values, sorted numerically (the two source
 /// subtasks interleave in no fixed order).
@@ -112,6 +112,34 @@ fn rules_filter_applies_broadcast_rules_on_every_subtask() {
         assert_eq!(blocked.values().map(Vec::len).sum::<usize>(), 1996, "{language}: everything else goes to the side output");
         assert_eq!(blocked[&702], ["702", "1702"], "{language}: a later `block` rule removes the pass");
     }
+}
+
+/// The two plugins' broadcast states are one: stopped with a savepoint
+/// after the Rust plugin has read the rules (and before keys 700-702 come),
+/// the job goes on with the JavaScript one, which applies rules it never
+/// read itself.
+#[test]
+fn the_javascript_rules_filter_takes_over_the_rust_ones_rules_through_a_savepoint() {
+    let dir = JobDir::new();
+    let job = rules_job(&dir, &plugin("rules-filter"), "inputs = [\"data\"]\nbroadcast = [\"rules\"]");
+    let text = std::fs::read_to_string(&job).unwrap().replace("rate = 2000", "rate = 500");
+    std::fs::write(&job, &text).unwrap();
+    let host = Host::start(&job, &[]);
+    host.wait_for_records("filter", 100);
+    let savepoint = dir.path("sp");
+    host.stop_with_savepoint("filter", &savepoint);
+    let (status, stderr) = host.wait();
+    assert!(status.success(), "{stderr}");
+    let passed_before = dir.read("passed.txt");
+    assert_eq!(passed_before, "", "the savepoint came before the keys with rules");
+
+    let rust = toml_path(&plugin("rules-filter"));
+    let switched = dir.write("switched.toml", &text.replace(&rust, &toml_path(&js_plugin("rules-filter"))));
+    run_job(&switched, &["--from-savepoint", savepoint.to_str().unwrap()]).success();
+    let passed = by_key(&dir.read("passed.txt"));
+    assert_eq!(passed.keys().copied().collect::<Vec<_>>(), [700, 701], "the JavaScript plugin applies the Rust one's rules");
+    let blocked = by_key(&dir.read("blocked.txt"));
+    assert_eq!(blocked.values().map(Vec::len).sum::<usize>(), 1996, "everything else is blocked, once: {blocked:?}");
 }
 
 #[test]
