@@ -313,6 +313,78 @@ path = "sums.txt"
     assert!(pressure.iter().all(|s| s.abs() < 1e-9), "{pressure:?}");
 }
 
+/// The JavaScript SDK's windows agree with the Rust SDK's: the sensor
+/// readings, out of order, summed over 200 ms windows with 50 ms of
+/// allowed lateness by `plugins/js/sensor-window` and the Rust
+/// `plugins/sensor-window` at parallelism 2 — every window's sum, updates
+/// of late events included, and the events too late for any window, the
+/// same (sums compared as numbers: JavaScript writes `3` where Rust writes
+/// `3.0`).
+#[test]
+fn javascript_windows_agree_with_the_rust_ones() {
+    let dir = JobDir::new();
+    let windows = |language: &str, plugin: &Path| {
+        let job = dir.write(
+            &format!("{language}.toml"),
+            &format!(
+                r#"
+name = "sensors-{language}"
+parallelism = 2
+
+[[source]]
+name = "sensors"
+type = "generator"
+mode = "sensors"
+events = 6000
+shuffle_ms = 300
+out_of_orderness_ms = 100
+
+[[operator]]
+uid = "windows"
+plugin = {plugin}
+inputs = ["sensors"]
+key_by = true
+config = {{ size_ms = 200, lateness_ms = 50 }}
+
+[[sink]]
+name = "sums"
+type = "file"
+input = "windows"
+path = "sums-{language}.txt"
+
+[[sink]]
+name = "late"
+type = "file"
+input = "windows.late"
+path = "late-{language}.txt"
+"#,
+                plugin = toml_path(plugin)
+            ),
+        );
+        run_job(&job, &[]).success();
+        let mut sums: Vec<(String, i64, i64, f64)> = dir
+            .read(&format!("sums-{language}.txt"))
+            .lines()
+            .map(|line| {
+                let (key, json) = line.split_once('\t').unwrap();
+                let window: serde_json::Value = serde_json::from_str(json).unwrap();
+                let field = |name: &str| window[name].as_i64().unwrap_or_else(|| panic!("{name} in {line}"));
+                (key.to_owned(), field("start"), field("end"), window["value"].as_f64().unwrap())
+            })
+            .collect();
+        sums.sort_by(|a, b| (&a.0, a.1, a.2).cmp(&(&b.0, b.1, b.2)).then(a.3.total_cmp(&b.3)));
+        let mut late: Vec<String> = dir.read(&format!("late-{language}.txt")).lines().map(str::to_owned).collect();
+        late.sort();
+        (sums, late)
+    };
+    let (rust_sums, rust_late) = windows("rust", &plugin("sensor-window"));
+    let (js_sums, js_late) = windows("js", &js_plugin("sensor-window"));
+    assert!(rust_sums.len() > 100 && !rust_late.is_empty(), "windows and late events to compare: {} {}", rust_sums.len(), rust_late.len());
+    assert!(rust_sums.iter().zip(&rust_sums[1..]).any(|(a, b)| (&a.0, a.1) == (&b.0, b.1)), "late updates of fired windows");
+    assert_eq!(js_sums, rust_sums);
+    assert_eq!(js_late, rust_late);
+}
+
 /// A JavaScript operator judges lateness by the watermark the host passes:
 /// none before the first (jco hands the host's "no watermark" over as
 /// 2^63, which every event was judged late against) and negative ones as

@@ -1257,6 +1257,171 @@ function checkDomain(domain) {
 }
 
 // ---------------------------------------------------------------------------
+// Windows
+
+// An aggregate says how a window folds its events: `create()` makes an
+// empty accumulator, `add(acc, input)` returns the new one, `result(acc)`
+// the window's value. Accumulators must be JSON values (they live in state).
+
+/** The sum of number inputs, as the Rust and Python SDKs' `SUM`. */
+export const SUM = Object.freeze({ create: () => 0, add: (acc, x) => acc + x, result: (acc) => acc });
+/** The number of inputs (the input is ignored). */
+export const COUNT = Object.freeze({ create: () => 0, add: (acc) => acc + 1, result: (acc) => acc });
+
+/** `t` modulo `m`, between 0 and m - 1 also for negative `t` (exact for safe integers). */
+function floorMod(t, m) {
+  return ((t % m) + m) % m;
+}
+
+function validEntry(entry) {
+  return Array.isArray(entry) && entry.length === 3 && Number.isInteger(entry[0]) && typeof entry[2] === "boolean";
+}
+
+/**
+ * Tumbling and sliding windows over event time or processing time, built on
+ * a map state and timers — the fixed-size windows of the Rust SDK's
+ * `weir_sdk::windows` and the Python SDK's `weir_sdk.windows`, with the same
+ * state layout, so window operators of the same configuration in any of the
+ * three languages read each other's state.
+ *
+ * Each (key, window start) has one map-state entry `start -> [end, acc,
+ * fired]` and a timer at the window's end - 1. When the timer fires — in
+ * event time, when the watermark passes the end — `onTimer` returns the
+ * window's result. With `lateness` a window is kept that much longer; an
+ * event late but within it updates the window and its result is returned
+ * again at once. An event later than that is dropped, or sent to the side
+ * output `lateOutput`.
+ *
+ *     this.windows = Windows.tumbling("sums", 1000, SUM, { lateOutput: "late" });
+ *     process(ctx, event) {
+ *       for (const result of this.windows.add(ctx, event, event.valueNumber())) ctx.emit(event.key, result);
+ *     }
+ *     onTimer(ctx, timer) {
+ *       for (const result of this.windows.onTimer(ctx, timer)) ctx.emit(timer.key, result);
+ *     }
+ *
+ * Results are `{ start, end, value }` (ms, and the aggregate's result).
+ * Session windows (which merge) are the Rust SDK's only.
+ */
+export class Windows {
+  /**
+   * Windows of `size` ms every `options.slide` ms (default: `size`,
+   * tumbling), with one `aggregate`, kept in the map state `name`.
+   * Options: `slide`, `lateness` (ms, event time only), `lateOutput` (a
+   * side output's name), `domain` ("event-time", the default, or
+   * "processing-time").
+   */
+  constructor(name, size, aggregate, options = {}) {
+    const { slide = size, lateness = 0, lateOutput = null, domain = TimeDomain.EVENT_TIME } = options;
+    if (!Number.isSafeInteger(size) || size <= 0 || !Number.isSafeInteger(slide) || slide <= 0) {
+      throw new RangeError("window size and slide must be positive whole numbers of ms");
+    }
+    this.size = size;
+    this.slide = slide;
+    this.aggregate = aggregate;
+    this.domain = checkDomain(domain);
+    this.eventTime = this.domain === TimeDomain.EVENT_TIME;
+    this.lateness = this.eventTime ? Math.max(0, Math.trunc(lateness)) : 0;
+    this.lateOutput = lateOutput;
+    this.state = new MapState(name, { check: validEntry });
+  }
+
+  static tumbling(name, size, aggregate, options = {}) {
+    return new Windows(name, size, aggregate, { ...options, slide: size });
+  }
+
+  static sliding(name, size, slide, aggregate, options = {}) {
+    return new Windows(name, size, aggregate, { ...options, slide });
+  }
+
+  /** The windows an event at `timestamp` belongs to, as [start, end] in start order. */
+  assign(timestamp) {
+    const { size, slide } = this;
+    if (slide === size) {
+      const start = timestamp - floorMod(timestamp, size);
+      return [[start, start + size]];
+    }
+    const last = timestamp - floorMod(timestamp, slide);
+    const first = timestamp - size - floorMod(timestamp - size, slide) + slide;
+    const windows = [];
+    for (let start = first; start <= last; start += slide) windows.push([start, start + size]);
+    return windows;
+  }
+
+  _time(ctx, event) {
+    if (!this.eventTime) return ctx.processingTime;
+    if (event.timestamp === null) throw OperatorError.invalidInput("event-time windows need events with timestamps");
+    return event.timestamp;
+  }
+
+  /**
+   * Adds `event` (with `input` for the aggregate) to its windows. Returns
+   * the updated results of windows that had already fired (a late event
+   * within the allowed lateness).
+   */
+  add(ctx, event, input) {
+    const timestamp = this._time(ctx, event);
+    const watermark = this.eventTime && ctx.watermark !== null ? ctx.watermark : -Infinity;
+    const { aggregate, state } = this;
+    const updated = [];
+    let placed = false;
+    for (const [start, end] of this.assign(timestamp)) {
+      if (this.eventTime && end - 1 + this.lateness <= watermark) continue; // its window is gone
+      placed = true;
+      const entry = state.get(ctx, start);
+      let acc, fired;
+      if (entry === undefined) {
+        this._registerTimers(ctx, end);
+        acc = aggregate.create();
+        fired = false;
+      } else {
+        [, acc, fired] = entry;
+      }
+      acc = aggregate.add(acc, input);
+      if (end - 1 <= watermark) {
+        // Late, within the allowed lateness: the result changes now.
+        fired = true;
+        updated.push({ start, end, value: aggregate.result(acc) });
+      }
+      state.set(ctx, start, [end, acc, fired]);
+    }
+    if (!placed && this.lateOutput !== null) ctx.emitTo(this.lateOutput, event.key, event.value);
+    return updated;
+  }
+
+  _registerTimers(ctx, end) {
+    ctx.registerTimer(end - 1, this.domain);
+    if (this.lateness > 0) ctx.registerTimer(end - 1 + this.lateness, this.domain);
+  }
+
+  /**
+   * Handles a fired timer: returns the results of the key's windows that
+   * end with it and forgets windows past their allowed lateness. Timers
+   * that are not these windows' are ignored.
+   */
+  onTimer(ctx, timer) {
+    if (timer.domain !== this.domain) return [];
+    const time = timer.timestamp;
+    const { state, size, lateness } = this;
+    const results = [];
+    const start = time + 1 - size;
+    const entry = state.get(ctx, start);
+    if (entry !== undefined && entry[0] - 1 === time && !entry[2]) {
+      const [end, acc] = entry;
+      results.push({ start, end, value: this.aggregate.result(acc) });
+      if (lateness === 0) state.remove(ctx, start);
+      else state.set(ctx, start, [end, acc, true]);
+    }
+    if (lateness > 0) {
+      const expired = time + 1 - lateness - size;
+      const old = state.get(ctx, expired);
+      if (old !== undefined && old[0] - 1 + lateness === time) state.remove(ctx, expired);
+    }
+    return results;
+  }
+}
+
+// ---------------------------------------------------------------------------
 // The operator and its export
 
 /**

@@ -140,18 +140,34 @@ impl Timeline {
         }
     }
 
+    /// Up to `max` due timers in (timestamp, key) order, at most one per
+    /// key: a key's next timer waits for the next batch, so that what the
+    /// plugin does to its key's timers while one fires — deleting the next,
+    /// or setting it again — holds for it, as when Flink fires timers one by
+    /// one (with both in one batch, the deleted one fired all the same, and
+    /// the one set again fired twice).
     fn pop_due(&mut self, domain: TimeDomain, time: i64, max: usize) -> Vec<FiredTimer> {
-        let mut fired = Vec::new();
-        while fired.len() < max {
+        let mut fired: Vec<FiredTimer> = Vec::new();
+        // The keys fired at the batch's earlier timestamps (a timestamp's
+        // own keys are distinct): built only for a batch of several.
+        let mut earlier = HashSet::<Vec<u8>, FxBuildHasher>::default();
+        'timestamps: while fired.len() < max {
             let Some(mut first) = self.due.first_entry() else { break };
             let timestamp = *first.key();
             if timestamp > time {
                 break;
             }
+            if let Some(previous) = fired.last().map(|t| t.timestamp) {
+                earlier.extend(fired.iter().rev().take_while(|t| t.timestamp == previous).map(|t| t.key.clone()));
+            }
             let firing = first.get_mut().firing(&mut self.spare);
             while fired.len() < max
-                && let Some(key) = firing.pop()
+                && let Some(key) = firing.last()
             {
+                if earlier.contains(key.as_slice()) {
+                    break 'timestamps;
+                }
+                let key = firing.pop().expect("just looked at");
                 fired.push(FiredTimer { key, timestamp, domain });
             }
             if firing.is_empty() {
@@ -358,6 +374,23 @@ mod tests {
 
     fn keys(fired: &[FiredTimer]) -> Vec<(i64, &str)> {
         fired.iter().map(|t| (t.timestamp, std::str::from_utf8(&t.key).unwrap())).collect()
+    }
+
+    /// A key fires at most once per batch: its next timer is left for the
+    /// next, after the plugin has had its say on it (Flink fires timers one
+    /// by one). Other keys' timers in between fire in order up to there.
+    #[test]
+    fn a_keys_next_timer_waits_for_the_next_batch() {
+        let mut timers = TimerService::default();
+        for (timestamp, key) in [(500, "a"), (520, "b"), (550, "a"), (560, "c"), (600, "a")] {
+            timers.register(TimeDomain::EventTime, timestamp, key.as_bytes());
+        }
+        assert_eq!(keys(&timers.pop_due(TimeDomain::EventTime, 1000, 10)), vec![(500, "a"), (520, "b")]);
+        timers.delete(TimeDomain::EventTime, 550, b"a"); // what on_timer(a@500) did
+        assert_eq!(keys(&timers.pop_due(TimeDomain::EventTime, 1000, 10)), vec![(560, "c"), (600, "a")]);
+        timers.register(TimeDomain::EventTime, 600, b"a"); // set again while firing: a new timer
+        assert_eq!(keys(&timers.pop_due(TimeDomain::EventTime, 1000, 10)), vec![(600, "a")]);
+        assert!(timers.is_empty());
     }
 
     /// Many keys at one timestamp fire in key order, across several pops;

@@ -1,0 +1,46 @@
+// `sensor-window` in JavaScript: each sensor's readings summed over tumbling
+// windows — the Rust plugins/sensor-window (and the Python one) on the
+// JavaScript SDK's `Windows`.
+//
+// Input keyed by sensor (`key_by = true`), value a number. Emits, when a
+// window closes, `(sensor, {"start": ms, "end": ms, "value": sum})`. In
+// event time (the default) windows close when the watermark passes their
+// end, so the result does not depend on arrival order or replay speed;
+// `time = "processing"` windows by the wall clock instead. Events too late
+// for their window go to the side output `late`. The state (map state
+// `sums`, one `[end, sum, fired]` per window) is laid out as the Rust
+// plugin's.
+//
+// Config: `time` (`event` | `processing`), `size_ms` (1000), `lateness_ms` (0).
+//
+// Build: scripts/build-js-plugin.sh plugins/js/sensor-window/sensor-window.js sensor_window_js.wasm
+
+import { Operator, OperatorError, SUM, TimeDomain, Windows, exportOperator } from "weir-sdk";
+
+class SensorWindow extends Operator {
+  init(config) {
+    config.allowOnly(["time", "size_ms", "lateness_ms"]);
+    const size = config.number("size_ms", 1000);
+    if (!Number.isSafeInteger(size) || size <= 0) throw OperatorError.invalidConfig("`size_ms` must be a positive whole number");
+    const time = config.string("time", "event");
+    if (time !== "event" && time !== "processing") {
+      throw OperatorError.invalidConfig(`\`time\` is "event" or "processing", not ${JSON.stringify(time)}`);
+    }
+    this.windows = Windows.tumbling("sums", size, SUM, {
+      lateness: config.number("lateness_ms", 0),
+      lateOutput: "late",
+      domain: time === "event" ? TimeDomain.EVENT_TIME : TimeDomain.PROCESSING_TIME,
+    });
+  }
+
+  process(ctx, event) {
+    const reading = event.valueNumber();
+    for (const updated of this.windows.add(ctx, event, reading)) ctx.emit(event.key, updated);
+  }
+
+  onTimer(ctx, timer) {
+    for (const result of this.windows.onTimer(ctx, timer)) ctx.emit(timer.key, result);
+  }
+}
+
+export const operator = exportOperator(SensorWindow);
