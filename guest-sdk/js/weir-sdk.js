@@ -1385,7 +1385,11 @@ export class Windows {
       }
       state.set(ctx, start, [end, acc, fired]);
     }
-    if (!placed && this.lateOutput !== null) ctx.emitTo(this.lateOutput, event.key, event.value);
+    // An event in no window (between hopping windows) is not late unless
+    // the watermark has passed it: it is dropped, as in time.
+    if (!placed && this.lateOutput !== null && this.eventTime && timestamp + this.lateness <= watermark) {
+      ctx.emitTo(this.lateOutput, event.key, event.value);
+    }
     return updated;
   }
 

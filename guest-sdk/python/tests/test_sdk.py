@@ -22,6 +22,7 @@ from weir_sdk import (  # noqa: E402
     codec,
 )
 from weir_sdk.testing import Harness  # noqa: E402
+from weir_sdk.windows import SUM, Windows  # noqa: E402
 
 
 def load_plugin(name, cls):
@@ -191,6 +192,22 @@ class SensorWindowTest(unittest.TestCase):
         h.advance_watermark(1500)
         out = h.process([("p", "2", 200)])
         self.assertEqual([(e.output, e.key, e.value) for e in out], [("late", b"p", b"2")])
+
+    def test_an_event_between_hopping_windows_is_late_only_behind_the_watermark(self):
+        class Hopping(Operator):
+            def init(self, config):
+                self.windows = Windows.sliding("hops", 200, 500, SUM, late_output="late")
+
+            def process(self, ctx, event):
+                for result in self.windows.add(ctx, event, float(event.value.decode())):
+                    ctx.emit(event.key, result)
+
+        h = Harness(Hopping)
+        # 300 falls between [0, 200) and [500, 700): dropped, as in time.
+        self.assertEqual(h.process([("a", "1", 100), ("a", "2", 300), ("a", "3", 550)]), [])
+        h.advance_watermark(1000)
+        out = h.process([("a", "4", 350)])
+        self.assertEqual([(e.output, e.key, e.value) for e in out], [("late", b"a", b"4")])
 
     def test_allowed_lateness_updates_fired_windows(self):
         h = Harness(SensorWindow, {"lateness_ms": 500})

@@ -143,7 +143,9 @@ class Windows:
                 fired = True
                 updated.append({"start": start, "end": end, "value": aggregate.result(acc)})
             state.set(ctx, start, [end, acc, fired])
-        if not placed and self.late_output:
+        # An event in no window (between hopping windows) is not late
+        # unless the watermark has passed it: it is dropped, as in time.
+        if not placed and self.late_output and self.event_time and timestamp + self.lateness <= watermark:
             ctx.emit(event.key, event.value, output=self.late_output)
         return updated
 
