@@ -270,6 +270,33 @@ fn a_fork_of_a_job_without_checkpoints_says_it_cannot_be_resumed() {
     assert!(status.success(), "{stderr}");
 }
 
+/// A checkpoint directory inside another job's is refused — a fork's
+/// asked for there, and a job run with one there — before anything is
+/// written: the other job's clean-up deletes what it does not know (a fork
+/// there lost its checkpoints and job file, found by the operations audit).
+#[test]
+fn a_checkpoint_directory_inside_another_jobs_is_refused() {
+    let dir = JobDir::new();
+    let job = paced_count_job(&dir, "outer");
+    let host = Host::start(&job, &[]);
+    host.wait_for_checkpoint("outer");
+    let inside = dir.path("checkpoints-outer/shared/fork");
+    let refused = host.weir(&["fork", "outer", "--name", "inner", "--checkpoint-dir", inside.to_str().unwrap()]).failure();
+    assert!(refused.contains("would be inside") && refused.contains("checkpoints-outer"), "{refused}");
+    assert!(refused.contains("--checkpoint-dir DIR"), "{refused}");
+    assert!(!inside.exists());
+
+    let text = std::fs::read_to_string(&job).unwrap();
+    let nested = text.replace("name = \"outer\"", "name = \"nested\"").replace("checkpoints-outer", "checkpoints-outer/nested");
+    let nested = dir.write("nested.toml", &nested);
+    let error = run_job(&nested, &[]).failure();
+    assert!(error.contains("lies inside the checkpoint directory") && error.contains("checkpoints-outer"), "{error}");
+    assert!(!dir.path("checkpoints-outer/nested").exists(), "nothing written");
+    host.weir(&["cancel", "outer"]).success();
+    let (status, stderr) = host.wait();
+    assert!(status.success(), "{stderr}");
+}
+
 /// A job being upgraded can be cancelled: the upgrade is given up, its
 /// request says so, and the job ends cancelled — no new version starts.
 #[test]

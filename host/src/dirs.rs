@@ -92,6 +92,14 @@ pub fn known_lineage(dir: &Path) -> Option<String> {
 
 const LINEAGE_FILE: &str = "LINEAGE";
 
+/// The checkpoint directory `dir` lies inside, if any: the nearest
+/// ancestor with a `LINEAGE`. Its job owns what is in it — it deletes the
+/// shared files and checkpoints it no longer needs, and what it does not
+/// know — so another job's checkpoints there would be lost.
+pub fn enclosing_checkpoint_dir(dir: &Path) -> Option<PathBuf> {
+    resolved(dir).ancestors().skip(1).find(|ancestor| ancestor.join(LINEAGE_FILE).is_file()).map(Path::to_path_buf)
+}
+
 /// Reads the regular file at `path`, of at most `max` bytes: a device
 /// (`/dev/zero`), a pipe or a file larger than that is refused rather than
 /// read into memory without end.

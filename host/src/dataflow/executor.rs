@@ -313,6 +313,7 @@ pub fn run_job_with(graph: &JobGraph, engine: &Arc<PluginEngine>, options: RunOp
     // to recover from when starting from a savepoint.
     let (first_own, _lock) = match &graph.checkpoints {
         Some(settings) => {
+            refuse_enclosed_checkpoint_dir(graph, settings)?;
             let storage = open_storage(settings)?;
             (storage.next_id(), Some(lock_storage(&storage, settings)?))
         }
@@ -464,6 +465,18 @@ pub fn savepoint_to_restore(graph: &JobGraph) -> Result<Option<Savepoint>, RunEr
         ))
     })?;
     Ok(Some(savepoint))
+}
+
+/// A checkpoint directory inside another job's would lose its files to
+/// that job's clean-up (or take that job's for its own).
+fn refuse_enclosed_checkpoint_dir(graph: &JobGraph, settings: &CheckpointSettings) -> Result<(), RunError> {
+    match crate::dirs::enclosing_checkpoint_dir(&settings.dir) {
+        Some(outer) => Err(checkpoints_error(graph, format!(
+            "it lies inside the checkpoint directory {} of another job, which deletes the files there it does not              know: give this job a `checkpoint_dir` outside it",
+            outer.display()
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// An error about the job's checkpoint directory, `message` its cause.

@@ -146,6 +146,12 @@ fn refuse_used_places(graph: &JobGraph) -> Result<(), ControlError> {
     {
         return refuse("the checkpoint directory".into(), &settings.dir, "checkpoints", "another --name or --checkpoint-dir DIR");
     }
+    if let Some(outer) = graph.checkpoints.as_ref().and_then(|settings| crate::dirs::enclosing_checkpoint_dir(&settings.dir)) {
+        return Err(ControlError::Rejected(format!(
+            "the checkpoint directory of the fork would be inside {}, another job's checkpoint directory, which              deletes the files there it does not know: give the fork one outside it (--checkpoint-dir DIR)",
+            outer.display()
+        )));
+    }
     for node in &graph.nodes {
         let flag = format!("another path (--sink {}=PATH)", node.name);
         match &node.kind {
@@ -225,7 +231,7 @@ fn outputs(graph: &JobGraph) -> Vec<(String, PathBuf)> {
         }
         _ => None,
     });
-    let checkpoints = graph.checkpoints.iter().map(|c| ("its checkpoint directory".to_owned(), resolved(&c.dir)));
+    let checkpoints = graph.checkpoints.iter().map(|c| ("the checkpoint directory".to_owned(), resolved(&c.dir)));
     sinks.chain(checkpoints).collect()
 }
 
