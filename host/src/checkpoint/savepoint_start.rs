@@ -54,6 +54,14 @@ impl SavepointStart {
         let bytes = match std::fs::read(&path) {
             Ok(bytes) => bytes,
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            // The directory itself, most likely (the record may not be
+            // there at all): no savepoint to speak of.
+            Err(error) if error.kind() == std::io::ErrorKind::PermissionDenied && std::fs::read_dir(dir).is_err() => {
+                return Err(format!(
+                    "cannot read checkpoint directory {}: {error}; let the user who runs weir read it, and run again",
+                    dir.display()
+                ));
+            }
             Err(error) => return Err(unreadable(format!("cannot read {}: {error}", path.display()))),
         };
         serde_json::from_slice(&bytes).map(Some).map_err(|error| unreadable(format!("{} is corrupt: {error}", path.display())))

@@ -40,6 +40,10 @@ pub struct Recovered {
     /// A checkpoint a newer Weir wrote, and its format version: the search
     /// stopped there, for falling back below it would undo its output.
     pub newer: Option<(u64, u32)>,
+    /// A checkpoint with a file this process may not read, and which: the
+    /// search stopped there, for that is no damage — falling back below it
+    /// would undo its output for a permission (see [`CheckpointStorage::unreadable_file`]).
+    pub unreadable: Option<(u64, String)>,
 }
 
 /// A job's checkpoint directory.
@@ -218,12 +222,35 @@ impl CheckpointStorage {
                     break;
                 }
                 Err(reason) => {
+                    if let Some(denied) = self.unreadable_file(id) {
+                        recovered.unreadable = Some((id, denied));
+                        break;
+                    }
                     warn!(checkpoint = id, %reason, "skipping a corrupt checkpoint; trying the one before");
                     recovered.skipped.push((id, reason));
                 }
             }
         }
         recovered
+    }
+
+    /// Why checkpoint `id` cannot be read if a file of it is there but may
+    /// not be read (its permissions, or its directory's): its manifest, or
+    /// a file the manifest lists. Its verification failed; this tells a
+    /// checkpoint one cannot read from a damaged one.
+    fn unreadable_file(&self, id: u64) -> Option<String> {
+        let denied = |path: &Path| match std::fs::File::open(path) {
+            Err(error) if error.kind() == std::io::ErrorKind::PermissionDenied => {
+                Some(format!("cannot read {}: {error}", path.display()))
+            }
+            _ => None,
+        };
+        let manifest_path = self.manifest_path(id);
+        if let Some(denied) = denied(&manifest_path) {
+            return Some(denied);
+        }
+        let manifest = Manifest::decode(&manifest_path, &std::fs::read(&manifest_path).ok()?).ok()?;
+        manifest.files().find_map(|file| denied(&self.root.join(&file.path)))
     }
 
     /// Keeps the newest `retain` complete checkpoints up to and including

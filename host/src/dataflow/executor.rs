@@ -472,7 +472,8 @@ pub fn savepoint_to_restore(graph: &JobGraph) -> Result<Option<Savepoint>, RunEr
 fn refuse_enclosed_checkpoint_dir(graph: &JobGraph, settings: &CheckpointSettings) -> Result<(), RunError> {
     match crate::dirs::enclosing_checkpoint_dir(&settings.dir) {
         Some(outer) => Err(checkpoints_error(graph, format!(
-            "it lies inside the checkpoint directory {} of another job, which deletes the files there it does not              know: give this job a `checkpoint_dir` outside it",
+            "it lies inside the checkpoint directory {} of another job, which deletes the files there it does not \
+             know: give this job a `checkpoint_dir` outside it",
             outer.display()
         ))),
         None => Ok(()),
@@ -524,6 +525,13 @@ fn latest_checkpoint(graph: &JobGraph, first: u64) -> Result<Option<Manifest>, R
             "checkpoint {id} was written by a newer Weir (checkpoint format {version}; this one reads up to {}): run \
              the job with that Weir — falling back to an older checkpoint would undo the output it committed",
             crate::checkpoint::MANIFEST_FORMAT
+        )));
+    }
+    if let Some((id, denied)) = recovered.unreadable {
+        return Err(checkpoints_error(graph, format!(
+            "checkpoint {id} cannot be read ({denied}): let the user who runs weir read the checkpoint directory, \
+             and run the job again. Nothing was changed — a checkpoint that cannot be read is not skipped as a \
+             damaged one would be, whose output an older one undoes"
         )));
     }
     if recovered.manifest.is_none() && !recovered.skipped.is_empty() {

@@ -148,7 +148,8 @@ fn refuse_used_places(graph: &JobGraph) -> Result<(), ControlError> {
     }
     if let Some(outer) = graph.checkpoints.as_ref().and_then(|settings| crate::dirs::enclosing_checkpoint_dir(&settings.dir)) {
         return Err(ControlError::Rejected(format!(
-            "the checkpoint directory of the fork would be inside {}, another job's checkpoint directory, which              deletes the files there it does not know: give the fork one outside it (--checkpoint-dir DIR)",
+            "the checkpoint directory of the fork would be inside {}, another job's checkpoint directory, which \
+             deletes the files there it does not know: give the fork one outside it (--checkpoint-dir DIR)",
             outer.display()
         )));
     }
