@@ -409,6 +409,26 @@ fn kill_once(job: &Path, what: &str, done: impl Fn() -> bool) {
     child.wait().unwrap();
 }
 
+/// A checkpoint directory that lost its `LINEAGE` file (a backup that left
+/// out one small file) gets it back from its checkpoints' manifests, and
+/// the job resumes from its newest checkpoint to exact counts. Before, the
+/// run made a new lineage, took its own sink's parts in progress for
+/// another job's, and every later run found every checkpoint "written in
+/// another checkpoint directory" (found by the operations audit).
+#[test]
+fn a_lost_lineage_file_is_restored_from_the_checkpoints() {
+    let dir = JobDir::new();
+    let job = count_job(&dir, "memory", &plugin("word-count"), "", "");
+    let checkpoints = dir.path("checkpoints");
+    kill_after_checkpoints(&job, &checkpoints, 2);
+    let lineage = std::fs::read_to_string(checkpoints.join("LINEAGE")).unwrap();
+    std::fs::remove_file(checkpoints.join("LINEAGE")).unwrap();
+    let stderr = run_job(&job, &[]).success().stderr();
+    assert!(stderr.contains("resumed from checkpoint") && stderr.contains("LINEAGE file was missing"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(checkpoints.join("LINEAGE")).unwrap(), lineage);
+    assert_exact_counts(&committed(&dir.path("out")), 60000, 600);
+}
+
 /// SIGTERM (a service manager stopping it) or SIGINT (Ctrl-C) cancels the
 /// host's job, saying so, and the process exits as a shell reports the
 /// signal; the job resumes from its newest checkpoint, to exact counts.

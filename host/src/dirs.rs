@@ -85,6 +85,11 @@ pub fn lineage(dir: &Path) -> io::Result<String> {
     }
 }
 
+/// Writes `id` as `dir`'s lineage: a lost `LINEAGE` restored.
+pub fn write_lineage(dir: &Path, id: &str) -> io::Result<()> {
+    write_durably(&dir.join(LINEAGE_FILE), id.as_bytes())
+}
+
 /// `dir`'s lineage if it has one already (see [`lineage`]).
 pub fn known_lineage(dir: &Path) -> Option<String> {
     std::fs::read_to_string(dir.join(LINEAGE_FILE)).ok().map(|id| id.trim().to_owned())

@@ -234,6 +234,26 @@ impl CheckpointStorage {
         recovered
     }
 
+    /// Writes the directory's `LINEAGE` again from its checkpoints'
+    /// manifests if it was lost (a backup that left out one small file)
+    /// while they are there: otherwise a new one would be made, and every
+    /// checkpoint taken for one copied in from elsewhere. Returns the
+    /// lineage restored. Manifests that disagree restore nothing.
+    pub fn restore_lost_lineage(&self) -> std::io::Result<Option<String>> {
+        if crate::dirs::known_lineage(&self.root).is_some() {
+            return Ok(None);
+        }
+        let lineages: HashSet<String> =
+            self.complete_ids().into_iter().filter_map(|id| self.manifest(id).ok()?.lineage).collect();
+        if lineages.len() != 1 {
+            return Ok(None);
+        }
+        let lineage = lineages.into_iter().next().expect("one");
+        crate::dirs::write_lineage(&self.root, &lineage)?;
+        warn!(dir = %self.root.display(), %lineage, "the checkpoint directory's LINEAGE file was missing; restored it from its checkpoints");
+        Ok(Some(lineage))
+    }
+
     /// Why checkpoint `id` cannot be read if a file of it is there but may
     /// not be read (its permissions, or its directory's): its manifest, or
     /// a file the manifest lists. Its verification failed; this tells a

@@ -315,7 +315,9 @@ pub fn run_job_with(graph: &JobGraph, engine: &Arc<PluginEngine>, options: RunOp
         Some(settings) => {
             refuse_enclosed_checkpoint_dir(graph, settings)?;
             let storage = open_storage(settings)?;
-            (storage.next_id(), Some(lock_storage(&storage, settings)?))
+            let lock = lock_storage(&storage, settings)?;
+            storage.restore_lost_lineage().map_err(|source| RunError::Checkpoints { dir: settings.dir.clone(), source })?;
+            (storage.next_id(), Some(lock))
         }
         None => (0, None),
     };
