@@ -346,6 +346,21 @@ fn a_second_run_of_a_running_job_is_refused() {
     let copy = dir.write("copy.toml", &text.replace("name = \"chaos-count\"", "name = \"copy\"").replace("checkpoint_dir = \"checkpoints\"", "checkpoint_dir = \"checkpoints-copy\""));
     let error = run_job(&copy, &["--api", "127.0.0.1:0"]).failure();
     assert!(error.contains(&format!("{} is being written by another running job", dir.path("out").display())), "{error}");
+    // Two jobs writing one `file` sink's file (copies with a `file` sink):
+    // their lines would mix.
+    let lines = |name: &str, checkpoints: &str| {
+        text.replace("name = \"chaos-count\"", &format!("name = \"{name}\""))
+            .replace("checkpoint_dir = \"checkpoints\"", checkpoints)
+            .replace("type = \"files\"", "type = \"file\"")
+            .replace("path = \"out\"", "path = \"lines.txt\"")
+    };
+    let writer = Host::start(&dir.write("lines.toml", &lines("lines", "checkpoint_dir = \"checkpoints-lines\"")), &[]);
+    writer.wait_for_records("lines", 1000);
+    let second = dir.write("lines-2.toml", &lines("second", "checkpoint_dir = \"checkpoints-second\""));
+    let error = run_job(&second, &["--api", "127.0.0.1:0"]).failure();
+    assert!(error.contains(&format!("{} is being written by another running job", dir.path("lines.txt").display())), "{error}");
+    assert!(error.contains("`file` sink a path of its own"), "{error}");
+    writer.weir(&["cancel", "lines"]).success();
     let (status, stderr) = host.wait();
     assert!(status.success(), "{stderr}");
     assert_exact_counts(&committed(&dir.path("out")), 60000, 600);

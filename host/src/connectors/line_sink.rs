@@ -5,7 +5,7 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::{ConnectorError, Sink};
+use super::{ConnectorError, DirectoryLock, Sink};
 use crate::dataflow::{Record, RecordBatch};
 use crate::job::OutputFormat;
 
@@ -46,6 +46,20 @@ impl LineSink {
 
     fn io_error(&self, source: std::io::Error) -> ConnectorError {
         ConnectorError::Io { what: self.what.clone(), source }
+    }
+}
+
+/// Locks a `file` sink's file (creating it, and its directory, without
+/// changing what it holds) for one run of one job: a second job writing
+/// it, in this host or another, is refused instead of mixing its lines in.
+pub fn lock_file(path: &Path) -> Result<DirectoryLock, ConnectorError> {
+    let open_error = |source| ConnectorError::Open { path: PathBuf::from(path), source };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        crate::dirs::create(dir).map_err(open_error)?;
+    }
+    match crate::dirs::try_lock_file(path).map_err(open_error)? {
+        Some(file) => Ok(DirectoryLock::holding(file)),
+        None => Err(ConnectorError::FileInUse { path: path.into() }),
     }
 }
 

@@ -56,6 +56,12 @@ pub enum ConnectorError {
         path.display()
     )]
     InUse { path: PathBuf },
+    #[error(
+        "{} is being written by another running job (or another run of this one): two jobs writing one file \
+         mix their lines; give each job's `file` sink a path of its own, or stop the other job",
+        path.display()
+    )]
+    FileInUse { path: PathBuf },
     #[error("{path}:{line}: {message}")]
     BadLine { path: PathBuf, line: u64, message: String },
     #[error("{what}: {message}")]
@@ -267,6 +273,7 @@ pub fn check_sink(spec: &SinkSpec, place: &SinkPlace<'_>) -> Result<(), Connecto
 pub fn lock_sink(spec: &SinkSpec) -> Result<Option<DirectoryLock>, ConnectorError> {
     match spec {
         SinkSpec::Files { path, .. } => part_files::lock_directory(path).map(Some),
+        SinkSpec::File { path, .. } => line_sink::lock_file(path).map(Some),
         _ => Ok(None),
     }
 }

@@ -242,11 +242,18 @@ impl PartFileSink {
     }
 }
 
-/// A run's hold on a `files` sink's directory (a lock on its `.lock` file,
-/// released when the run's process ends, however it ends).
+/// A run's hold on a `files` sink's directory (a lock on its `.lock` file)
+/// or a `file` sink's file, released when the run's process ends, however
+/// it ends.
 #[derive(Debug)]
 pub struct DirectoryLock {
     _file: std::fs::File,
+}
+
+impl DirectoryLock {
+    pub(super) fn holding(file: std::fs::File) -> Self {
+        DirectoryLock { _file: file }
+    }
 }
 
 /// Locks `dir` (creating it) for one run of one job.
@@ -254,7 +261,7 @@ pub fn lock_directory(dir: &Path) -> Result<DirectoryLock, ConnectorError> {
     let open = |source| ConnectorError::Open { path: dir.into(), source };
     crate::dirs::create(dir).map_err(open)?;
     match crate::dirs::try_lock_file(&dir.join(LOCK_FILE)).map_err(open)? {
-        Some(file) => Ok(DirectoryLock { _file: file }),
+        Some(file) => Ok(DirectoryLock::holding(file)),
         None => Err(ConnectorError::InUse { path: dir.into() }),
     }
 }
