@@ -1294,7 +1294,8 @@ function validEntry(entry) {
  *
  *     this.windows = Windows.tumbling("sums", 1000, SUM, { lateOutput: "late" });
  *     process(ctx, event) {
- *       for (const result of this.windows.add(ctx, event, event.valueNumber())) ctx.emit(event.key, result);
+ *       // A late event's update, at the window's end - 1 as an on-time result is.
+ *       for (const result of this.windows.add(ctx, event, event.valueNumber())) ctx.emitAt(event.key, result, result.end - 1);
  *     }
  *     onTimer(ctx, timer) {
  *       for (const result of this.windows.onTimer(ctx, timer)) ctx.emit(timer.key, result);

@@ -15,9 +15,14 @@
 //!
 //! ```ignore
 //! let windows = Windows::tumbling("sums", 1_000, Sum).late_output("late");
-//! // in process:  for r in windows.add(ctx, event, event.value_as::<f64>()?)? { ctx.emit(event.key(), Json(r)) }
+//! // in process:  for r in windows.add(ctx, event, event.value_as::<f64>()?)? { let t = Some(r.end - 1); ctx.emit_at(event.key(), Json(r), t) }
 //! // in on_timer: for r in windows.on_timer(ctx, timer)? { ctx.emit(timer.key(), Json(r)) }
 //! ```
+//!
+//! A result `on_timer` returns carries the timer's time, its window's end
+//! - 1; one `add` returns (a late event's update) is best emitted at that
+//! time too (`emit_at`), as Flink stamps a late firing, rather than at the
+//! late event's.
 
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use weir_codec::write_window_result;
@@ -159,6 +164,13 @@ struct OpenWindow<A: Clone> {
     acc: A,
     /// Whether its result has been emitted (later events re-emit it).
     fired: bool,
+}
+
+/// Whether session window `w` overlaps or touches `[start, end)`: sessions
+/// that touch merge, as in Flink (`TimeWindow.intersects`), so that events
+/// at most `gap` ms apart are in one session.
+fn touches<Acc: Clone>(w: &OpenWindow<Acc>, start: i64, end: i64) -> bool {
+    w.start <= end && start <= w.end
 }
 
 impl<A: Clone> From<(i64, i64, A, bool)> for OpenWindow<A> {
@@ -465,7 +477,7 @@ impl<A: Aggregate> Windows<A> {
             // An event whose own window is gone still joins an open
             // session it overlaps (which it then extends back), as in
             // Flink: lateness is judged on the merged window.
-            let joins_open = || open.iter().any(|w| w.start < end && start < w.end && !self.gone(w.end, watermark));
+            let joins_open = || open.iter().any(|w| touches(w, start, end) && !self.gone(w.end, watermark));
             if self.gone(end, watermark) && !joins_open() {
                 continue;
             }
@@ -657,9 +669,8 @@ impl<A: Aggregate> Windows<A> {
         open: &'w mut Vec<OpenWindow<A::Acc>>,
         mut window: OpenWindow<A::Acc>,
     ) -> Result<&'w mut OpenWindow<A::Acc>, Error> {
-        let overlaps = |w: &OpenWindow<A::Acc>, start: i64, end: i64| w.start < end && start < w.end;
-        // A merged session may reach further windows: repeat until none overlaps.
-        while let Some(index) = open.iter().position(|w| overlaps(w, window.start, window.end)) {
+        // A merged session may reach further windows: repeat until none touches.
+        while let Some(index) = open.iter().position(|w| touches(w, window.start, window.end)) {
             let other = open.swap_remove(index);
             // Its timers stay: there is one timer per key and time, which
             // another window set of the operator, or the operator itself,
@@ -861,6 +872,18 @@ mod tests {
         h.process([event("a", 100.0, 120)]).unwrap();
         assert!(h.advance_watermark(200).unwrap().is_empty(), "the first session no longer ends at 150");
         assert_eq!(results(&h.advance_watermark(299).unwrap()), vec![row("a", 0, 300, 112.0)]);
+    }
+
+    /// Sessions that touch merge, as in Flink: events `gap` ms apart are in
+    /// one session; a millisecond more apart, in two (found by the
+    /// event-time audit: they stayed apart).
+    #[test]
+    fn sessions_that_touch_merge() {
+        let mut h = harness(&[("kind", "session")]);
+        h.process([event("a", 1.0, 0), event("a", 2.0, 100), event("b", 1.0, 0), event("b", 2.0, 101)]).unwrap();
+        let mut fired = results(&h.advance_watermark(10_000).unwrap());
+        fired.sort_by(|x, y| x.partial_cmp(y).unwrap());
+        assert_eq!(fired, vec![row("a", 0, 200, 3.0), row("b", 0, 100, 1.0), row("b", 101, 201, 2.0)]);
     }
 
     /// An event whose own session would be late joins the open session it

@@ -213,7 +213,9 @@ class SensorWindowTest(unittest.TestCase):
         h = Harness(SensorWindow, {"lateness_ms": 500})
         h.process([("a", "1", 100)])
         self.assertEqual(pairs(h.advance_watermark(999)), [("a", '{"start":0,"end":1000,"value":1.0}')])
-        self.assertEqual(pairs(h.process([("a", "2", 200)])), [("a", '{"start":0,"end":1000,"value":3.0}')])
+        updated = h.process([("a", "2", 200)])
+        self.assertEqual(pairs(updated), [("a", '{"start":0,"end":1000,"value":3.0}')])
+        self.assertEqual(updated[0].timestamp, 999, "stamped as the window's firing, not with the late event's time")
         self.assertEqual(h.advance_watermark(1499), [])
         self.assertEqual(h.maps["sums"], {})
 

@@ -23,7 +23,8 @@ output.
             self.windows.prefetch(batch)          # one host call per batch
         def process(self, ctx, event):
             for result in self.windows.add(ctx, event, event.value_float()):
-                ctx.emit(event.key, result)       # {"start":…,"end":…,"value":…}
+                # {"start":…,"end":…,"value":…}, at the window's end - 1
+                ctx.emit(event.key, result, timestamp=result["end"] - 1)
         def on_timer(self, ctx, timer):
             for result in self.windows.on_timer(ctx, timer):
                 ctx.emit(timer.key, result)

@@ -5,7 +5,8 @@
 // Input keyed by sensor (`key_by = true`), value a number. Emits, when a
 // window closes, `(sensor, {"start": ms, "end": ms, "value": sum})`. In
 // event time (the default) windows close when the watermark passes their
-// end, so the result does not depend on arrival order or replay speed;
+// end, so the result does not depend on arrival order or replay speed
+// for events within the source's `out_of_orderness_ms`;
 // `time = "processing"` windows by the wall clock instead. Events too late
 // for their window go to the side output `late`. The state (map state
 // `sums`, one `[end, sum, fired]` per window) is laid out as the Rust
@@ -35,7 +36,9 @@ class SensorWindow extends Operator {
 
   process(ctx, event) {
     const reading = event.valueNumber();
-    for (const updated of this.windows.add(ctx, event, reading)) ctx.emit(event.key, updated);
+    // Stamped as the window's firing is (its end - 1), as Flink stamps a
+    // late firing, not with the late event's time.
+    for (const updated of this.windows.add(ctx, event, reading)) ctx.emitAt(event.key, updated, updated.end - 1);
   }
 
   onTimer(ctx, timer) {

@@ -4,7 +4,8 @@ Input keyed by sensor (`key_by = true`), value a number. Emits, when a
 window closes, `(sensor, {"start": ms, "end": ms, "value": sum})` — the same
 bytes as the Rust plugins/sensor-window. In event time (the default) windows
 close when the watermark passes their end, so the result does not depend on
-arrival order or replay speed; `time = "processing"` windows by the wall
+arrival order or replay speed for events within the source's
+`out_of_orderness_ms`; `time = "processing"` windows by the wall
 clock instead. Events too late for their window go to the side output
 `late`. The state (map state `sums`, one `[end, sum, fired]` per window) is
 laid out as the Rust plugin's.
@@ -40,7 +41,9 @@ class SensorWindow(Operator):
     def process(self, ctx, event):
         reading = event.value_float()
         for updated in self.windows.add(ctx, event, reading):
-            ctx.emit(event.key, updated)
+            # Stamped as the window's firing is (its end - 1), as Flink
+            # stamps a late firing, not with the late event's time.
+            ctx.emit(event.key, updated, timestamp=updated["end"] - 1)
 
     def on_timer(self, ctx, timer):
         for result in self.windows.on_timer(ctx, timer):

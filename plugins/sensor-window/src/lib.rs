@@ -3,7 +3,8 @@
 //! Input keyed by sensor (`key_by = true`), value a number. Emits, when a
 //! window closes, `(sensor, {"start": ms, "end": ms, "value": sum})`. In
 //! event time (the default) windows close when the watermark passes their
-//! end, so the result does not depend on arrival order or replay speed;
+//! end, so the result does not depend on arrival order or replay speed
+//! for events within the source's `out_of_orderness_ms`;
 //! `time = "processing"` windows by the wall clock instead, for comparison.
 //! Events too late for their window go to the side output `late`.
 //!
@@ -54,7 +55,10 @@ impl Operator for SensorWindow {
         // late event): checked first, the loop stays off the event's path.
         if !updated.is_empty() {
             for updated in updated {
-                ctx.emit(event.key(), updated);
+                // Stamped as the window's firing is (its end - 1), as Flink
+                // stamps a late firing, not with the late event's time.
+                let timestamp = Some(updated.end - 1);
+                ctx.emit_at(event.key(), updated, timestamp);
             }
         }
         Ok(())
@@ -104,6 +108,23 @@ mod tests {
         assert_eq!(op.map_fetches(), 1, "10 sensors' windows, fetched together");
         let out = op.advance_watermark(10_000).unwrap();
         assert_eq!(out.len(), 40, "every window of every sensor fires once");
+    }
+
+    /// A window's result, on time or updated by a late event within the
+    /// allowed lateness, carries the window's last moment (end - 1) as
+    /// its timestamp, as in Flink: a later event-time stage sees it in its
+    /// window, not at the late event's time (found by the event-time audit).
+    #[test]
+    fn results_are_stamped_with_their_windows_end() {
+        let mut op = TestHarness::<SensorWindow>::new(&[("lateness_ms", "10000")]).unwrap();
+        op.process([TestEvent::new("p", 1.0).at(500)]).unwrap();
+        let fired = op.advance_watermark(5_000).unwrap();
+        let late = op.process([TestEvent::new("p", 2.0).at(100)]).unwrap();
+        let stamps: Vec<(String, Option<i64>)> = fired.iter().chain(&late).map(|e| (e.value_str(), e.timestamp)).collect();
+        assert_eq!(
+            stamps,
+            [(r#"{"start":0,"end":1000,"value":1.0}"#.to_owned(), Some(999)), (r#"{"start":0,"end":1000,"value":3.0}"#.to_owned(), Some(999))]
+        );
     }
 
     #[test]
