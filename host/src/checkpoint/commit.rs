@@ -151,11 +151,15 @@ impl Committer {
                 PendingCommit::Rename { from, to, size } => match PendingCommit::rename(&from, &to, size) {
                     Ok(true) => debug!(file = %to.display(), "output committed"),
                     Ok(false) => {}
-                    Err(error) if error.kind() == std::io::ErrorKind::NotFound => error!(
-                        file = %from.display(),
-                        "an output file of a completed checkpoint is missing, and was not committed before: its \
-                         events are not in the output (was the file deleted, or the sink's directory moved while \
-                         the job was down?)"
+                    // Neither in progress nor committed: committed before and
+                    // collected since (a consumer may move committed parts
+                    // away), or lost — which, the directory cannot tell.
+                    Err(error) if error.kind() == std::io::ErrorKind::NotFound => warn!(
+                        file = %to.display(),
+                        written_as = %from.display(),
+                        "an output file of a completed checkpoint is not in the sink's directory, committed or in \
+                         progress: if a consumer collected it, all is well; if not, it was deleted, or the directory \
+                         moved while the job was down, and its events are not in the output"
                     ),
                     Err(error) if error.kind() == std::io::ErrorKind::InvalidData => error!(
                         file = %from.display(),

@@ -72,8 +72,13 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     let ended = manager.wait_all();
     drop(server);
     // A signal that came as the jobs finished cancelled none: their
-    // summaries stand, and the exit status is theirs.
-    let cancelled = ended.iter().any(|(_, status, _)| *status == JobStatus::Cancelled);
+    // summaries stand, and the exit status is theirs. One that came during
+    // an upgrade left its job stopped with the upgrade's savepoint: the
+    // signal ended it.
+    let signalled = stopped_by.get().is_some();
+    let cancelled = ended
+        .iter()
+        .any(|(_, status, _)| *status == JobStatus::Cancelled || (signalled && *status == JobStatus::Stopped));
     let mut failed = Vec::new();
     for (name, status, summary) in ended {
         match (status, summary) {

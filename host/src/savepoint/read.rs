@@ -58,6 +58,10 @@ impl Savepoint {
                      savepoints (`weir savepoint JOB`) and restore one of those"
                 ))
             }
+            std::io::ErrorKind::NotFound if super::write::interrupted(dir) => not_one(format!(
+                "it has no {MANIFEST_FILE} file: a savepoint is being written there, or was when its host stopped \
+                 (its `.writing` mark is there), and it is not whole; if no host is writing it, delete the directory"
+            )),
             std::io::ErrorKind::NotFound => not_one(format!("it has no {MANIFEST_FILE} file")),
             _ => not_one(format!("cannot read {}: {error}", path.display())),
         })?;

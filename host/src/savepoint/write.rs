@@ -101,6 +101,13 @@ pub fn prepare_savepoint_dir(dir: &Path, checkpoints: Option<&Path>) -> Result<(
             )));
         }
     }
+    if interrupted(dir) {
+        return Err(refuse(
+            "a savepoint is being written there, or was when its host stopped (its `.writing` mark is there): \
+             choose another directory, or, if no host is writing it, delete it to use it again"
+                .into(),
+        ));
+    }
     if std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_some()) {
         return Err(refuse("it holds other files, and a savepoint needs a directory of its own; choose a new or empty one".into()));
     }
@@ -142,6 +149,12 @@ pub fn write_savepoint(
 
 /// The file a savepoint being written claims its directory with.
 const CLAIM_FILE: &str = ".writing";
+
+/// Whether `dir` holds a savepoint being written, or one that was when its
+/// host stopped (killed): its claim is there.
+pub(super) fn interrupted(dir: &Path) -> bool {
+    dir.join(CLAIM_FILE).exists()
+}
 
 /// Removes everything in `dir`, leaving it empty.
 fn remove_contents(dir: &Path) {
