@@ -152,6 +152,27 @@ impl JobManager {
     }
 }
 
+/// What the savepoints an upgrade takes to check the new plugin against
+/// the state are called (`upgrade-check-JOB-MILLIS`); each is deleted once
+/// read.
+const UPGRADE_CHECK: &str = "upgrade-check";
+
+/// Deletes the check savepoints of job `name`'s earlier upgrades in `root`
+/// that a host killed while checking left behind. The job runs in this
+/// host, which holds its checkpoint directory: no other is writing one.
+fn remove_interrupted_checks(root: Option<&std::path::Path>, name: &str) {
+    let prefix = format!("{UPGRADE_CHECK}-{name}-");
+    let Some(entries) = root.and_then(|root| std::fs::read_dir(root).ok()) else { return };
+    for entry in entries.flatten() {
+        let file_name = entry.file_name();
+        let millis = file_name.to_str().and_then(|n| n.strip_prefix(&prefix));
+        if millis.is_some_and(|m| !m.is_empty() && m.bytes().all(|b| b.is_ascii_digit())) {
+            tracing::debug!(dir = %entry.path().display(), "removing an interrupted upgrade's check savepoint");
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
 /// Takes a savepoint of the running job and checks the new plugin against
 /// the operator's state in it; returns how many values it read.
 fn check_before_stop(
@@ -162,7 +183,8 @@ fn check_before_stop(
     uid: &str,
     plugin: &LoadedPlugin,
 ) -> Result<u64, ControlError> {
-    let check_dir = manager.default_savepoint_dir(graph, "upgrade-check");
+    let check_dir = manager.default_savepoint_dir(graph, UPGRADE_CHECK);
+    remove_interrupted_checks(check_dir.parent(), name);
     let check = manager.take_savepoint(name, check_dir.clone(), false, "be upgraded")?;
     let checked = Savepoint::open(&check.dir)
         .map_err(|e| StateCheckError::Savepoint(e.to_string()))
