@@ -872,6 +872,16 @@ export class ValueState {
   }
 }
 
+/** What `map` holds under `name`, made with `make()` the first time. */
+function getOrMake(map, name, make) {
+  let value = map.get(name);
+  if (value === undefined) {
+    value = make();
+    map.set(name, value);
+  }
+  return value;
+}
+
 /** The states of one instance and their per-batch caches. */
 class StateStore {
   constructor() {
@@ -881,29 +891,14 @@ class StateStore {
     this.batch = 0;
     this.timerChanges = new Map();
   }
+  cache(name) {
+    return getOrMake(this.caches, name, () => new SlotCache(name, this));
+  }
   mapCache(name) {
-    let cache = this.maps.get(name);
-    if (!cache) {
-      cache = new MapCache(name, this);
-      this.maps.set(name, cache);
-    }
-    return cache;
+    return getOrMake(this.maps, name, () => new MapCache(name, this));
   }
   mirror(name) {
-    let mirror = this.mirrors.get(name);
-    if (!mirror) {
-      mirror = new Mirror(name);
-      this.mirrors.set(name, mirror);
-    }
-    return mirror;
-  }
-  cache(name) {
-    let cache = this.caches.get(name);
-    if (!cache) {
-      cache = new SlotCache(name, this);
-      this.caches.set(name, cache);
-    }
-    return cache;
+    return getOrMake(this.mirrors, name, () => new Mirror(name));
   }
   begin() {
     this.batch += 1; // caches loaded for an earlier batch reload on use
