@@ -292,8 +292,11 @@ fn weir_checkpoints_names_a_pending_epoch_whose_log_is_damaged() {
     let host = Host::start(&count_job(&dir, "job", &broker, 1, "rate = 3000", "timeout_ms = 30000"), &[]);
     host.wait_for_records("kafka-count", 3_000);
     broker.proxy.down();
-    // Checkpoints go on completing while their epochs wait for the brokers.
+    // Checkpoints go on completing while their epochs wait for the brokers,
+    // and `weir jobs` says the output is held back.
     std::thread::sleep(Duration::from_secs(2));
+    let jobs = host.weir(&["jobs"]).success().stdout();
+    assert!(jobs.contains("sink epochs not committed: see the log"), "{jobs}");
     drop(host); // SIGKILL
     let checkpoints = dir.path("checkpoints");
     let list = || common::weir(&["checkpoints", checkpoints.to_str().unwrap()]).success().stdout();

@@ -85,6 +85,15 @@ pub fn lineage(dir: &Path) -> io::Result<String> {
     }
 }
 
+/// Whether files can be made in `dir`: a file made there and removed. A
+/// directory made read-only (or on a file system mounted so) would
+/// otherwise be found out only when the first checkpoint fails.
+pub fn check_writable(dir: &Path) -> io::Result<()> {
+    let probe = dir.join(format!(".write-check-{}", std::process::id()));
+    std::fs::File::options().write(true).create(true).truncate(true).open(&probe)?;
+    std::fs::remove_file(&probe)
+}
+
 /// Writes `id` as `dir`'s lineage: a lost `LINEAGE` restored.
 pub fn write_lineage(dir: &Path, id: &str) -> io::Result<()> {
     write_durably(&dir.join(LINEAGE_FILE), id.as_bytes())

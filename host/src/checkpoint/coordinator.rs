@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender, unbounded};
 use tracing::{info, warn};
 
-use super::{CheckpointHistory, CheckpointStats, CheckpointStorage, CommitQueue, Committer, Manifest, OperatorPlugin, TaskState};
+use super::{CheckpointHistory, CheckpointStats, CheckpointStorage, CommitQueue, Committer, Manifest, OperatorPlugin, PendingCommit, TaskState};
 use crate::control::SavepointInfo;
 use crate::plugin::now_ms;
 use crate::savepoint::{JobDescription, SavepointError, write_savepoint};
@@ -339,6 +339,17 @@ impl Coordinator {
                 self.completed.last_failure().unwrap_or("unknown")
             )
         })
+    }
+
+    /// Sink epochs of checkpoints older than the newest completed one that
+    /// are not committed yet: a Kafka sink's brokers away, or its
+    /// write-ahead log damaged (the log says which) — output held back.
+    /// An epoch waits for its commit thread only moments after its
+    /// checkpoint completes, so those of the newest are not counted.
+    pub fn epochs_behind(&self) -> u64 {
+        let Some(newest) = self.completed.latest().map(|c| c.id) else { return 0 };
+        let behind = |commit: &PendingCommit| matches!(commit, PendingCommit::Kafka(epoch) if epoch.checkpoint < newest);
+        self.commits.outstanding().iter().filter(|commit| behind(commit)).count() as u64
     }
 
     /// The checkpoints completed so far (and how many failed).

@@ -302,16 +302,20 @@ fn table<const N: usize>(header: [&str; N], right: [bool; N], rows: impl Iterato
 }
 
 /// A job's newest checkpoint in a cell: number, size, how long it took;
-/// and how many of its run failed, if any did.
+/// how many of its run failed, if any did; and how many sink epochs of
+/// older checkpoints wait to be committed, if any do.
 fn checkpoint_cell(job: &JobInfo) -> String {
-    let latest = match &job.checkpoint {
+    let mut cell = match &job.checkpoint {
         Some(c) => format!("#{} {} {:.0} ms", c.id, bytes(c.stats.size_bytes), c.stats.duration_ms),
         None => "-".to_owned(),
     };
-    match job.checkpoints_failed {
-        0 => latest,
-        n => format!("{latest} ({n} failed)"),
+    if job.checkpoints_failed > 0 {
+        cell += &format!(" ({} failed)", job.checkpoints_failed);
     }
+    if job.epochs_behind > 0 {
+        cell += &format!(" ({} sink epochs not committed: see the log)", job.epochs_behind);
+    }
+    cell
 }
 
 pub fn savepoint(args: &SavepointArgs) -> anyhow::Result<()> {
@@ -506,6 +510,7 @@ mod tests {
             restarts: 0,
             last_failure: None,
             checkpoints_failed: 0,
+            epochs_behind: 0,
         };
         let stats = CheckpointStats { duration_ms: 41.6, size_bytes: 3 << 20, ..CheckpointStats::default() };
         let checkpointed = JobInfo {
@@ -586,6 +591,7 @@ mod tests {
             restarts: 0,
             last_failure: None,
             checkpoints_failed: 0,
+            epochs_behind: 0,
         };
         assert_eq!(
             nodes_table(&job.nodes, true),

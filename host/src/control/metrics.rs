@@ -48,6 +48,12 @@ pub fn prometheus(jobs: &[JobInfo]) -> String {
         job_counter("weir_checkpoints_failed_total", "Checkpoints its current run abandoned or failed.", jobs, |job| {
             Some(job.checkpoints_failed as f64)
         }),
+        job_gauge(
+            "weir_sink_epochs_behind",
+            "Sink epochs of checkpoints older than the newest not committed yet (output held back).",
+            jobs,
+            |job| Some(job.epochs_behind as f64),
+        ),
         job_gauge("weir_checkpoint_last_id", "The number of the newest completed checkpoint.", jobs, |job| {
             job.checkpoint.as_ref().map(|c| c.id as f64)
         }),
@@ -278,6 +284,7 @@ mod tests {
             restarts: 0,
             last_failure: None,
             checkpoints_failed: 0,
+            epochs_behind: 0,
         }
     }
 

@@ -412,6 +412,7 @@ mod tests {
             restarts: 0,
             last_failure: None,
             checkpoints_failed: 0,
+            epochs_behind: 0,
         }
     }
 

@@ -32,6 +32,11 @@ pub struct JobInfo {
     /// failed (timed out, a subtask could not snapshot, …; the log says why).
     #[serde(default)]
     pub checkpoints_failed: u64,
+    /// Sink epochs of checkpoints older than its newest that are not
+    /// committed yet: output held back (a Kafka sink's brokers away, or its
+    /// write-ahead log damaged; the log says which and what to do).
+    #[serde(default)]
+    pub epochs_behind: u64,
     /// Each source, operator and sink: records in and out, time held back.
     #[serde(default)]
     pub nodes: Vec<NodeInfo>,
@@ -323,6 +328,7 @@ mod tests {
             restarts: 0,
             last_failure: None,
             checkpoints_failed: 0,
+            epochs_behind: 0,
         };
         let json = serde_json::to_value(&job).unwrap();
         assert_eq!(

@@ -175,6 +175,9 @@ pub struct Progress {
     pub checkpoint: Option<LatestCheckpoint>,
     /// Checkpoints of the current run that were abandoned or failed.
     pub checkpoints_failed: u64,
+    /// Sink epochs of older checkpoints than the newest not committed yet
+    /// (see [`crate::checkpoint::Coordinator::epochs_behind`]).
+    pub epochs_behind: u64,
     /// Each source, operator and sink so far.
     pub nodes: Vec<NodeInfo>,
     /// Restarts after task failures so far, and why the last one came.
@@ -316,7 +319,13 @@ pub fn run_job_with(graph: &JobGraph, engine: &Arc<PluginEngine>, options: RunOp
             refuse_enclosed_checkpoint_dir(graph, settings)?;
             let storage = open_storage(settings)?;
             let lock = lock_storage(&storage, settings)?;
-            storage.restore_lost_lineage().map_err(|source| RunError::Checkpoints { dir: settings.dir.clone(), source })?;
+            let dir_error = |source| RunError::Checkpoints { dir: settings.dir.clone(), source };
+            crate::dirs::check_writable(&settings.dir).map_err(|error| {
+                dir_error(std::io::Error::new(error.kind(), format!(
+                    "cannot write in it ({error}); let the user who runs weir write there, and run the job again"
+                )))
+            })?;
+            storage.restore_lost_lineage().map_err(dir_error)?;
             (storage.next_id(), Some(lock))
         }
         None => (0, None),
@@ -653,6 +662,7 @@ impl RunningJob {
             written: records_written(&tasks),
             checkpoint: self.coordinator.completed().latest(),
             checkpoints_failed: self.coordinator.completed().failed(),
+            epochs_behind: self.coordinator.epochs_behind(),
             nodes: self.sampler.nodes(&tasks),
             restarts: self.restarts.clone(),
             restarting: false,

@@ -395,6 +395,7 @@ impl JobManager {
             operators: operators(&job.graph),
             checkpoint: job.summary.as_ref().and_then(|s| s.checkpoints.latest()),
             checkpoints_failed: job.summary.as_ref().map_or(0, |s| s.checkpoints.failed()),
+            epochs_behind: 0,
             nodes: job.summary.as_ref().map(JobSummary::nodes).unwrap_or_default(),
             error: match &job.status {
                 JobStatus::Failed(reason) => Some(reason.clone()),
@@ -451,6 +452,7 @@ fn with_figures(info: JobInfo, progress: Progress) -> JobInfo {
         written: progress.written,
         checkpoint: progress.checkpoint.or(info.checkpoint),
         checkpoints_failed: progress.checkpoints_failed,
+        epochs_behind: progress.epochs_behind,
         nodes: progress.nodes,
         restarts: progress.restarts.count,
         last_failure: progress.restarts.last_failure,
