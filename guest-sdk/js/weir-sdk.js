@@ -633,6 +633,7 @@ const PRIM = 3; // slot has a primitive value, `prims[slot]` (encoded at flush)
 class SlotCache {
   constructor(name, store) {
     this.name = name;
+    this.what = `value state \`${name}\``;
     this.store = store;
     this.host = null; // the host's value-state resource, opened on first use
     this.batch = -1; // the batch the cache was loaded for
@@ -704,21 +705,14 @@ class SlotCache {
         return v;
       }
     }
-    const text = decodeState(raw.subarray(start, end), this.name);
+    const text = decodeState(raw.subarray(start, end), this.what);
     this.kind[slot] = TEXT;
     this.texts[slot] = text;
     return this.parseText(slot, text);
   }
 
   parseText(slot, text) {
-    let value;
-    try {
-      value = JSON.parse(text);
-    } catch (e) {
-      throw OperatorError.state(
-        `value state \`${this.name}\` holds a value this plugin cannot read (${e.message}): ${preview(text)}`,
-      );
-    }
+    const value = parseState(text, this.what);
     if (value === null || typeof value !== "object") {
       this.kind[slot] = PRIM;
       this.prims[slot] = value;
@@ -731,7 +725,7 @@ class SlotCache {
     const type = typeof value;
     if (type === "number") {
       if (!Number.isFinite(value)) {
-        throw new TypeError(`value state \`${this.name}\`: ${value} cannot be stored as JSON`);
+        throw new TypeError(`${this.what}: ${value} cannot be stored as JSON`);
       }
       this.kind[slot] = PRIM;
       this.prims[slot] = value;
@@ -742,7 +736,7 @@ class SlotCache {
       // Objects are encoded now: later changes to them must not leak in.
       const text = type === "object" ? JSON.stringify(value) : undefined;
       if (text === undefined) {
-        throw new TypeError(`value state \`${this.name}\`: a ${type} cannot be stored as JSON; use clear() to remove a value`);
+        throw new TypeError(`${this.what}: a ${type} cannot be stored as JSON; use clear() to remove a value`);
       }
       this.kind[slot] = TEXT;
       this.texts[slot] = text;
@@ -801,11 +795,21 @@ class SlotCache {
   }
 }
 
-function decodeState(bytes, name) {
+/** Stored bytes as text; `what` names the state in errors. */
+function decodeState(bytes, what) {
   try {
     return utf8Decoder.decode(bytes);
   } catch {
-    throw OperatorError.state(`value state \`${name}\` holds a value that is not UTF-8 JSON`);
+    throw OperatorError.state(`${what} holds a value that is not UTF-8 JSON`);
+  }
+}
+
+/** Stored JSON text as a value; `what` names the state in errors. */
+function parseState(text, what) {
+  try {
+    return JSON.parse(text);
+  } catch (e) {
+    throw OperatorError.state(`${what} holds a value this plugin cannot read (${e.message}): ${preview(text)}`);
   }
 }
 
@@ -966,17 +970,7 @@ function encodeValue(value, what) {
 
 /** Stored JSON bytes as a value; `what` names the state in errors. */
 function decodeValue(bytes, what) {
-  let text;
-  try {
-    text = utf8Decoder.decode(bytes);
-  } catch {
-    throw OperatorError.state(`${what} holds a value that is not UTF-8 JSON`);
-  }
-  try {
-    return JSON.parse(text);
-  } catch (e) {
-    throw OperatorError.state(`${what} holds a value this plugin cannot read (${e.message}): ${preview(text)}`);
-  }
+  return parseState(decodeState(bytes, what), what);
 }
 
 /** Bytes as a string that can key a JS Map (one char per byte). */
@@ -1083,6 +1077,7 @@ export class MapState {
   constructor(name, options = {}) {
     if (typeof name !== "string" || name === "") throw new TypeError("a MapState needs a non-empty name");
     this.name = name;
+    this.what = `map state \`${name}\``;
     this.checkValue = options.check ?? null;
     declaredMaps.set(name, this);
   }
@@ -1102,7 +1097,7 @@ export class MapState {
   /** Sets the current key's value under `subKey` (anything `JSON.stringify` accepts). */
   set(ctx, subKey, value) {
     const slot = ctx._slot();
-    this._cache(ctx).put(slot, encodeKey(subKey), encodeValue(value, `map state \`${this.name}\``));
+    this._cache(ctx).put(slot, encodeKey(subKey), encodeValue(value, this.what));
   }
 
   /** Removes the current key's entry under `subKey`. */
