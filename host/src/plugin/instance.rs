@@ -259,12 +259,14 @@ impl OperatorInstance {
     }
 }
 
+/// Epoch ticks no call reaches: the deadline of a call without one.
+const NEVER: u64 = u64::MAX >> 1;
+
 /// Sets the deadline of the store's next call. Without one the plugin is
 /// normally compiled without the checks ([`load_for`](super::PluginEngine::load_for)); where
 /// it was compiled with them (a state check before an upgrade), they never
 /// fire.
 fn arm_deadline(store: &mut Store<PluginState>, limits: &Limits) {
-    const NEVER: u64 = u64::MAX >> 1;
     let deadline = limits.call_timeout.and_then(|timeout| Instant::now().checked_add(timeout));
     // A sleep in the plugin that would outlast it fails the call then.
     store.data_mut().call_deadline = deadline;
@@ -279,7 +281,7 @@ fn at_epoch_check(store: StoreContextMut<'_, PluginState>) -> wasmtime::Result<U
     if state.cancel.as_ref().is_some_and(Cancel::is_cancelled) {
         return Err(CallCancelled.into());
     }
-    let Some(deadline) = state.call_deadline else { return Ok(UpdateDeadline::Continue(u64::MAX >> 1)) };
+    let Some(deadline) = state.call_deadline else { return Ok(UpdateDeadline::Continue(NEVER)) };
     match deadline.checked_duration_since(Instant::now()) {
         Some(left) if !left.is_zero() => Ok(UpdateDeadline::Continue(ticks_to_next_check(left))),
         _ => Ok(UpdateDeadline::Interrupt),

@@ -38,7 +38,6 @@ pub struct Limits {
 impl Limits {
     pub const DEFAULT_MEMORY_MB: u64 = 256;
     pub const DEFAULT_CALL_TIMEOUT_MS: u64 = 10_000;
-
 }
 
 /// Ticks until the next look at a call's deadline, `left` away: enough to
