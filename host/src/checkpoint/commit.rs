@@ -256,6 +256,12 @@ impl CommitQueue {
         self.shared.outstanding.lock().expect("commit queue").clone()
     }
 
+    /// How many of the outstanding commits `which` picks (without copying
+    /// them, as a progress request asks).
+    pub fn count_outstanding(&self, which: impl Fn(&PendingCommit) -> bool) -> usize {
+        self.shared.outstanding.lock().expect("commit queue").iter().filter(|commit| which(commit)).count()
+    }
+
     /// Hands over the commits of a completed checkpoint.
     pub fn push(&self, commits: impl IntoIterator<Item = PendingCommit>) {
         // A part in progress has nothing to commit now, and must not be

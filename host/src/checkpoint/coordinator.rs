@@ -349,7 +349,7 @@ impl Coordinator {
     pub fn epochs_behind(&self) -> u64 {
         let Some(newest) = self.completed.latest().map(|c| c.id) else { return 0 };
         let behind = |commit: &PendingCommit| matches!(commit, PendingCommit::Kafka(epoch) if epoch.checkpoint < newest);
-        self.commits.outstanding().iter().filter(|commit| behind(commit)).count() as u64
+        self.commits.count_outstanding(behind) as u64
     }
 
     /// The checkpoints completed so far (and how many failed).
