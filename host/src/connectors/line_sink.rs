@@ -53,14 +53,10 @@ impl LineSink {
 /// changing what it holds) for one run of one job: a second job writing
 /// it, in this host or another, is refused instead of mixing its lines in.
 pub fn lock_file(path: &Path) -> Result<DirectoryLock, ConnectorError> {
-    let open_error = |source| ConnectorError::Open { path: PathBuf::from(path), source };
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        crate::dirs::create(dir).map_err(open_error)?;
+        crate::dirs::create(dir).map_err(|source| ConnectorError::Open { path: PathBuf::from(path), source })?;
     }
-    match crate::dirs::try_lock_file(path).map_err(open_error)? {
-        Some(file) => Ok(DirectoryLock::holding(file)),
-        None => Err(ConnectorError::FileInUse { path: path.into() }),
-    }
+    DirectoryLock::take(path, path, ConnectorError::FileInUse { path: path.into() })
 }
 
 /// Appends `record` to `line` in `format`, with a newline.

@@ -251,19 +251,18 @@ pub struct DirectoryLock {
 }
 
 impl DirectoryLock {
-    pub(super) fn holding(file: std::fs::File) -> Self {
-        DirectoryLock { _file: file }
+    /// Locks `file` for this run — the output at `output` — or fails with
+    /// `in_use` if another run holds it.
+    pub(super) fn take(file: &Path, output: &Path, in_use: ConnectorError) -> Result<Self, ConnectorError> {
+        let locked = crate::dirs::try_lock_file(file).map_err(|source| ConnectorError::Open { path: output.into(), source })?;
+        locked.map(|file| DirectoryLock { _file: file }).ok_or(in_use)
     }
 }
 
 /// Locks `dir` (creating it) for one run of one job.
 pub fn lock_directory(dir: &Path) -> Result<DirectoryLock, ConnectorError> {
-    let open = |source| ConnectorError::Open { path: dir.into(), source };
-    crate::dirs::create(dir).map_err(open)?;
-    match crate::dirs::try_lock_file(&dir.join(LOCK_FILE)).map_err(open)? {
-        Some(file) => Ok(DirectoryLock::holding(file)),
-        None => Err(ConnectorError::InUse { path: dir.into() }),
-    }
+    crate::dirs::create(dir).map_err(|source| ConnectorError::Open { path: dir.into(), source })?;
+    DirectoryLock::take(&dir.join(LOCK_FILE), dir, ConnectorError::InUse { path: dir.into() })
 }
 
 /// The file a run locks in a `files` sink's directory.

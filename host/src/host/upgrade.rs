@@ -160,9 +160,9 @@ const UPGRADE_CHECK: &str = "upgrade-check";
 /// Deletes the check savepoints of job `name`'s earlier upgrades in `root`
 /// that a host killed while checking left behind. The job runs in this
 /// host, which holds its checkpoint directory: no other is writing one.
-fn remove_interrupted_checks(root: Option<&std::path::Path>, name: &str) {
+fn remove_interrupted_checks(root: &std::path::Path, name: &str) {
     let prefix = format!("{UPGRADE_CHECK}-{name}-");
-    let Some(entries) = root.and_then(|root| std::fs::read_dir(root).ok()) else { return };
+    let Ok(entries) = std::fs::read_dir(root) else { return };
     for entry in entries.flatten() {
         let file_name = entry.file_name();
         let millis = file_name.to_str().and_then(|n| n.strip_prefix(&prefix));
@@ -183,8 +183,8 @@ fn check_before_stop(
     uid: &str,
     plugin: &LoadedPlugin,
 ) -> Result<u64, ControlError> {
+    remove_interrupted_checks(&manager.default_savepoint_root(graph), name);
     let check_dir = manager.default_savepoint_dir(graph, UPGRADE_CHECK);
-    remove_interrupted_checks(check_dir.parent(), name);
     let check = manager.take_savepoint(name, check_dir.clone(), false, "be upgraded")?;
     let checked = Savepoint::open(&check.dir)
         .map_err(|e| StateCheckError::Savepoint(e.to_string()))
