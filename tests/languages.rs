@@ -7,7 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{Host, JobDir, build_plugin as build, js_plugin, plugin, python_plugin, run_job, toml_path, weir, workspace};
+use common::{JobDir, build_plugin as build, js_plugin, plugin, python_plugin, run_job, stopped_with_savepoint, toml_path, weir, workspace};
 
 /// A Python plugin that does not compile fails its build naming its own
 /// file and line, without a Rust backtrace: componentize-py names it by
@@ -145,12 +145,7 @@ path = "out"
             plugin = toml_path(&wasm)
         ),
     );
-    let host = Host::start(&job, &[]);
-    host.wait_for_records("categories", 3_000);
-    let savepoint = dir.path("sp");
-    host.stop_with_savepoint("categories", &savepoint);
-    let (status, stderr) = host.wait();
-    assert!(status.success(), "{stderr}");
+    let savepoint = stopped_with_savepoint(&dir, &job, "categories", 3_000);
     run_job(&job, &["--from-savepoint", savepoint.to_str().unwrap()]).success();
 
     let mut counts = std::collections::HashMap::<(String, String), u64>::new();
@@ -240,12 +235,7 @@ fn a_savepoint_taken_with_the_rust_operator_restores_into_the_python_and_javascr
         let dir = JobDir::new();
         dir.write("in.jsonl", &words(12_000));
         let job = count_job(&dir, "counts", &plugin("word-count"), "rate = 3000");
-        let host = Host::start(&job, &[]);
-        host.wait_for_records("counts", 3_000);
-        let savepoint = dir.path("sp");
-        host.stop_with_savepoint("counts", &savepoint);
-        let (status, stderr) = host.wait();
-        assert!(status.success(), "{stderr}");
+        let savepoint = stopped_with_savepoint(&dir, &job, "counts", 3_000);
         // The same job, with the other language's operator, from the savepoint.
         let text = std::fs::read_to_string(&job).unwrap();
         let rust = toml_path(&plugin("word-count"));

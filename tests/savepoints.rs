@@ -8,7 +8,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use common::{Host, JobDir, committed_lines, plugin, run_job, toml_path, weir};
+use common::{Host, JobDir, committed_lines, plugin, run_job, stopped_with_savepoint, toml_path, weir};
 
 /// A job of one keyed operator `uid` running `plugin` over the source
 /// `source` (its table's fields), into part files in `out/`, checkpointing.
@@ -59,18 +59,6 @@ fn expected_counts(events: u64, keys: u64) -> Vec<String> {
         .collect();
     lines.sort();
     lines
-}
-
-/// Runs `job` (named `name`) until it has read `records`, then stops it
-/// with a savepoint; the savepoint's directory.
-fn stopped_with_savepoint(dir: &JobDir, job: &Path, name: &str, records: u64) -> PathBuf {
-    let host = Host::start(job, &[]);
-    host.wait_for_records(name, records);
-    let savepoint = dir.path("sp");
-    host.stop_with_savepoint(name, &savepoint);
-    let (status, stderr) = host.wait();
-    assert!(status.success(), "{stderr}");
-    savepoint
 }
 
 /// The checkpoint a savepoint was taken at, and its manifest as JSON.

@@ -5,7 +5,7 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use common::{Host, JobDir, amplifier_job, js_plugin, plugin, run_job, toml_path};
+use common::{JobDir, amplifier_job, js_plugin, plugin, run_job, stopped_with_savepoint, toml_path};
 
 /// `key<TAB>value` lines → key → values, sorted numerically (the two source
 /// subtasks interleave in no fixed order).
@@ -124,12 +124,7 @@ fn the_javascript_rules_filter_takes_over_the_rust_ones_rules_through_a_savepoin
     let job = rules_job(&dir, &plugin("rules-filter"), "inputs = [\"data\"]\nbroadcast = [\"rules\"]");
     let text = std::fs::read_to_string(&job).unwrap().replace("rate = 2000", "rate = 500");
     std::fs::write(&job, &text).unwrap();
-    let host = Host::start(&job, &[]);
-    host.wait_for_records("filter", 100);
-    let savepoint = dir.path("sp");
-    host.stop_with_savepoint("filter", &savepoint);
-    let (status, stderr) = host.wait();
-    assert!(status.success(), "{stderr}");
+    let savepoint = stopped_with_savepoint(&dir, &job, "filter", 100);
     let passed_before = dir.read("passed.txt");
     assert_eq!(passed_before, "", "the savepoint came before the keys with rules");
 

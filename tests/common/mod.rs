@@ -353,6 +353,18 @@ impl Drop for Host {
     }
 }
 
+/// Runs `job` (named `name`) until it has read `records`, then stops it
+/// with a savepoint; the savepoint's directory.
+pub fn stopped_with_savepoint(dir: &JobDir, job: &Path, name: &str, records: u64) -> PathBuf {
+    let host = Host::start(job, &[]);
+    host.wait_for_records(name, records);
+    let savepoint = dir.path("sp");
+    host.stop_with_savepoint(name, &savepoint);
+    let (status, stderr) = host.wait();
+    assert!(status.success(), "{stderr}");
+    savepoint
+}
+
 /// The lines of every committed part file in `dir` (sorted), or of those
 /// whose checkpoint is after `after` (with the final parts).
 pub fn committed_lines(dir: &Path, after: Option<u64>) -> Vec<String> {
