@@ -945,6 +945,88 @@ fn reprocessing_from_an_older_savepoint_with_new_code_recomputes_the_output_from
     assert_eq!(committed_lines(&dir.path("alerts"), None), model_alerts(&input, cut, true));
 }
 
+/// The complete checkpoints in checkpoint directory `dir`, oldest first.
+fn complete_checkpoints(dir: &Path) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().flatten().map(|e| e.path()).collect();
+    found.retain(|path| path.join("_MANIFEST").exists());
+    found.sort();
+    found
+}
+
+/// The committed lines of the files sink in `dir` up to checkpoint `id`'s
+/// parts.
+fn committed_up_to(dir: &Path, id: u64) -> Vec<String> {
+    let after: std::collections::BTreeSet<String> = committed_lines(dir, Some(id)).into_iter().collect();
+    committed_lines(dir, None).into_iter().filter(|line| !after.contains(line)).collect()
+}
+
+/// A job goes back to one of its retained checkpoints as to a savepoint
+/// (Flink's `-s …/chk-N`): the output committed after it is computed
+/// again, and the job ends counting exactly as an uninterrupted run — at
+/// another parallelism too. Another job started from that checkpoint goes
+/// on from it. A checkpoint of a running job, one that is not there and a
+/// damaged one are refused, saying why.
+#[test]
+fn a_job_started_from_a_retained_checkpoint_counts_on_from_it() {
+    for backend in ["memory", "rocksdb"] {
+        started_from_a_retained_checkpoint(backend);
+    }
+}
+
+fn started_from_a_retained_checkpoint(backend: &str) {
+    let dir = JobDir::new();
+    let (events, keys) = (40_000, 200);
+    let job = count_job(&dir, "going-back", events, keys, 10_000, &plugin("word-count"));
+    let settings = format!("checkpoint_interval_ms = 300\ncheckpoints_retained = 50\nstate_backend = \"{backend}\"");
+    let text = std::fs::read_to_string(&job).unwrap().replace("checkpoint_interval_ms = 300", &settings);
+    std::fs::write(&job, text).unwrap();
+    let copy = dir.write("copy.toml", &std::fs::read_to_string(&job).unwrap().replace("going-back", "copy").replace("\"out\"", "\"out-copy\""));
+    let checkpoints = dir.path("checkpoints-going-back");
+
+    let host = Host::start(&job, &[]);
+    host.wait_for_records("going-back", 20_000);
+    let held = complete_checkpoints(&checkpoints)[0].clone();
+    let error = run_job(&copy, &["--from-savepoint", held.to_str().unwrap()]).failure();
+    assert!(error.contains("is running") && error.contains("weir savepoint"), "{error}");
+    let (status, stderr) = host.wait();
+    assert!(status.success(), "{stderr}");
+    assert_eq!(committed_lines(&dir.path("out"), None), expected_counts(events, keys));
+
+    let retained = complete_checkpoints(&checkpoints);
+    let chosen = retained[retained.len() / 2].clone();
+    let id: u64 = chosen.file_name().unwrap().to_str().unwrap().strip_prefix("chk-").unwrap().parse().unwrap();
+    let before = committed_up_to(&dir.path("out"), id);
+    assert!(before.len() < events as usize && !before.is_empty(), "the checkpoint chosen is midway: {} lines before it", before.len());
+
+    // Another job from it goes on from there.
+    let run = run_job(&copy, &["--from-savepoint", chosen.to_str().unwrap()]);
+    assert!(run.success().stderr().contains(&format!("starting from checkpoint {}", chosen.display())), "{}", run.stderr());
+    let mut both = before.clone();
+    both.extend(committed_lines(&dir.path("out-copy"), None));
+    both.sort();
+    assert_eq!(both, expected_counts(events, keys), "the copy's output goes on from the checkpoint's");
+
+    // The job itself, back to it, at parallelism 3.
+    run_job(&job, &["--from-savepoint", chosen.to_str().unwrap(), "-p", "3"]).success();
+    assert_eq!(committed_up_to(&dir.path("out"), id), before, "the output up to the checkpoint stays as it was");
+    assert_eq!(committed_lines(&dir.path("out"), None), expected_counts(events, keys));
+    let copies = std::fs::read_dir(checkpoints.join("savepoints")).unwrap().flatten();
+    assert!(copies.map(|e| e.file_name().into_string().unwrap()).any(|name| name.starts_with("checkpoint-going-back-")));
+
+    let missing = checkpoints.join("chk-99999999");
+    let error = run_job(&job, &["--from-savepoint", missing.to_str().unwrap()]).failure();
+    assert!(error.contains("there is no checkpoint 99999999") && error.contains("weir checkpoints"), "{error}");
+    let files_of = |chk: &Path| std::fs::read_dir(chk).unwrap().flatten().map(|e| e.path()).filter(|p| p.is_file() && !p.ends_with("_MANIFEST")).collect::<Vec<_>>();
+    let damaged = complete_checkpoints(&checkpoints).into_iter().rev().find(|chk| !files_of(chk).is_empty()).unwrap();
+    let data = files_of(&damaged)[0].clone();
+    let mut bytes = std::fs::read(&data).unwrap();
+    bytes[0] ^= 0x40;
+    std::fs::write(&data, bytes).unwrap();
+    let error = run_job(&job, &["--from-savepoint", damaged.to_str().unwrap()]).failure();
+    assert!(error.contains("does not match") && error.contains("choose another"), "{error}");
+    assert_eq!(committed_lines(&dir.path("out"), None), expected_counts(events, keys), "a refused start changes no output");
+}
+
 #[test]
 fn restores_refuse_savepoints_that_do_not_fit_the_job() {
     let dir = JobDir::new();
@@ -998,8 +1080,9 @@ fn restores_refuse_savepoints_that_do_not_fit_the_job() {
     let error = run_job(&job, &["--from-savepoint", dir.path("nowhere").to_str().unwrap()]).failure();
     assert!(error.contains("is not a Weir savepoint: it does not exist"), "{error}");
     let error = run_job(&job, &["--from-savepoint", dir.path("checkpoints-small").to_str().unwrap()]).failure();
-    assert!(error.contains("it has no _SAVEPOINT file: it holds checkpoints (see them with `weir checkpoints`)"), "{error}");
+    assert!(error.contains("it has no _SAVEPOINT file: it holds checkpoints (`weir checkpoints "), "{error}");
     assert!(error.contains("without --from-savepoint"), "says how a job resumes from its checkpoints: {error}");
+    assert!(error.contains("checkpoints-small/chk-…`"), "says how to start from an older one: {error}");
     let error = weir(&["checkpoints", sp]).failure();
     assert!(error.contains("is a savepoint, not a checkpoint directory: see it with `weir savepoint inspect"), "{error}");
     let usage = weir(&["savepoint", "inspect", sp, "--limit", "3"]);

@@ -112,6 +112,14 @@ impl CheckpointStorage {
         named || dir.join(MANIFEST).exists()
     }
 
+    /// The checkpoint directory holding one checkpoint `dir` (named
+    /// `chk-N`), and `N`.
+    pub fn of_checkpoint(dir: &Path) -> Option<(CheckpointStorage, u64)> {
+        let id = dir.file_name()?.to_str()?.strip_prefix(PREFIX)?.parse().ok()?;
+        let root = dir.parent().filter(|parent| !parent.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        Some((CheckpointStorage { root: root.to_path_buf() }, id))
+    }
+
     /// An id no checkpoint directory has used, nor anything else named like
     /// one (a stray file `chk-00000006` would fail checkpoint 6).
     pub fn next_id(&self) -> u64 {

@@ -1,7 +1,7 @@
 //! `weir run`: a host running one job (and whatever forks join it), with
 //! its control API on localhost.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use anyhow::Context;
@@ -11,7 +11,8 @@ use weir::control::server::ApiServer;
 use weir::dataflow::JobSummary;
 use weir::host::{JobManager, JobStatus};
 use weir::job::{self, JobGraph, NodeKind, Overrides};
-use weir::savepoint::Savepoint;
+use weir::checkpoint::CheckpointStorage;
+use weir::savepoint::{MANIFEST_FILE, Savepoint};
 use weir::PluginEngine;
 
 #[derive(Debug, Args)]
@@ -24,7 +25,9 @@ pub struct RunArgs {
     #[arg(long, short = 'p', value_parser = clap::value_parser!(u32).range(1..))]
     parallelism: Option<u32>,
     /// Start from this savepoint (state is matched to operators by uid;
-    /// key groups are spread over the parallelism the job has now).
+    /// key groups are spread over the parallelism the job has now), or
+    /// from this retained checkpoint (`CHECKPOINT_DIR/chk-N`: written as a
+    /// savepoint first, into the job's checkpoint directory's savepoints/).
     #[arg(long, value_name = "DIR")]
     from_savepoint: Option<PathBuf>,
     /// Restore even though the savepoint (or the checkpoint the job
@@ -44,8 +47,9 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         say_if_unused(&graph, p);
     }
     let engine = PluginEngine::new()?;
+    let manager = JobManager::new(engine.clone());
     let savepoint = match &args.from_savepoint {
-        Some(dir) => Some(open_savepoint(dir, &graph, &engine)?),
+        Some(dir) => Some(open_savepoint(dir, &graph, &engine, &manager)?),
         // Resuming, the job keeps the plugins it was upgraded to; from the
         // savepoint its last run began from, if that run took no checkpoint.
         None => {
@@ -53,7 +57,6 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
             weir::dataflow::savepoint_to_restore(&graph)?
         }
     };
-    let manager = JobManager::new(engine);
     // The address the other commands use too, so that they find this host.
     let api = match (&args.api, std::env::var("WEIR_API")) {
         (Some(addr), _) => Some((addr.clone(), "--api")),
@@ -143,11 +146,24 @@ fn say_if_unused(graph: &JobGraph, p: u32) {
     }
 }
 
-/// The savepoint in `dir`, noting when it is another job's: restoring one
-/// into a fork or a new version of a job is the point of savepoints, but a
-/// wrong directory given by mistake should not pass unseen.
-fn open_savepoint(dir: &std::path::Path, graph: &JobGraph, engine: &PluginEngine) -> anyhow::Result<Savepoint> {
-    let savepoint = Savepoint::open(dir)?;
+/// The savepoint in `dir` — or, for a retained checkpoint (`chk-N`), one
+/// written of it — noting when it is another job's: restoring one into a
+/// fork or a new version of a job is the point of savepoints, but a wrong
+/// directory given by mistake should not pass unseen.
+fn open_savepoint(dir: &Path, graph: &JobGraph, engine: &PluginEngine, manager: &JobManager) -> anyhow::Result<Savepoint> {
+    let savepoint = match CheckpointStorage::of_checkpoint(dir) {
+        Some(_) if !dir.join(MANIFEST_FILE).exists() => {
+            let savepoint = manager.savepoint_of_checkpoint(dir, graph)?;
+            say!(
+                "weir: starting from checkpoint {} (written as savepoint {}, which the host deletes once the job has \
+                 checkpoints of its own and newer ones replace it)",
+                dir.display(),
+                savepoint.dir.display()
+            );
+            savepoint
+        }
+        _ => Savepoint::open(dir)?,
+    };
     let taken_of = &savepoint.manifest.job;
     if *taken_of != graph.name {
         say!(

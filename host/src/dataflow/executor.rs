@@ -563,6 +563,25 @@ fn latest_checkpoint(graph: &JobGraph, first: u64) -> Result<Option<Manifest>, R
     Ok(recovered.manifest)
 }
 
+/// Commits what a crash left uncommitted of the output of the job's own
+/// newest checkpoint (and of older ones it carried), as a resume does
+/// first: before the job is started from an older point of its own, whose
+/// restore deletes the output it finds uncommitted.
+pub fn commit_newest_checkpoint(graph: &JobGraph) -> Result<(), RunError> {
+    // A last run begun from a savepoint without a checkpoint since has
+    // committed nothing of its own.
+    let Ok(floor) = own_checkpoints_from(graph) else { return Ok(()) };
+    let Some(manifest) = latest_checkpoint(graph, floor)? else { return Ok(()) };
+    let mut committer = recovery_committer(graph, Some(&manifest));
+    committer.commit_pending_within(Duration::from_secs(60)).map_err(|remaining| {
+        checkpoints_error(graph, format!(
+            "the output of its newest checkpoint ({}) is not all committed yet ({remaining}), and starting from an \
+             older point would delete it: run the job again once its sinks can commit",
+            manifest.checkpoint
+        ))
+    })
+}
+
 /// A committer for the job's sinks that has committed the output of the
 /// checkpoint it restores (again: a crash may have come between the
 /// checkpoint's completion and its commits); what it could not commit

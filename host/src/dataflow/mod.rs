@@ -55,7 +55,7 @@ pub use state_check::{StateCheckError, changed_plugins, check_state};
 pub use upgrades::{CarriedUpgrade, carry_upgrades};
 pub use executor::{
     JobCommand, JobSummary, Progress, Restarts, Restore, Role, RunError, RunOptions, RunningJob, TaskSummary, run_job, run_job_with,
-    panic_message, savepoint_to_restore, start_job,
+    commit_newest_checkpoint, panic_message, savepoint_to_restore, start_job,
 };
 
 /// Records per batch: sources fill batches of this size and key-by edges

@@ -19,8 +19,8 @@ use tracing::info;
 
 use super::executor::RunError;
 use crate::checkpoint::Manifest;
-use crate::job::{JobGraph, NodeKind};
-use crate::savepoint::{JobDescription, NodeDescription, Savepoint, SavepointError, write_savepoint};
+use crate::job::JobGraph;
+use crate::savepoint::{JobDescription, Savepoint, SavepointError, write_savepoint};
 
 /// Where the redistributed copy is written, and its files on the way.
 const RESCALED: &str = ".rescale";
@@ -92,32 +92,7 @@ fn remove(dir: &Path) -> std::io::Result<()> {
 /// the parallelism the checkpoint was taken at, running the plugins that
 /// took it: what its state is read as.
 fn checkpoint_layout(graph: &JobGraph, manifest: &Manifest) -> JobDescription {
-    let parallelism = |name: &str| manifest.tasks.iter().filter(|t| t.node == name).map(|t| t.subtask + 1).max();
-    let nodes = graph
-        .nodes
-        .iter()
-        .filter_map(|node| {
-            let parallelism = parallelism(&node.name)?;
-            match &node.kind {
-                NodeKind::Source(_) => Some(NodeDescription::Source { name: node.name.clone(), parallelism }),
-                NodeKind::Operator(op) => {
-                    let ran = manifest.plugins.iter().find(|p| p.uid == node.name);
-                    Some(NodeDescription::Operator {
-                        uid: node.name.clone(),
-                        plugin: ran.map_or_else(|| op.plugin.clone(), |p| p.plugin.clone()),
-                        digest: ran.and_then(|p| p.sha256.clone()),
-                        parallelism,
-                    })
-                }
-                NodeKind::Sink(_) => None,
-            }
-        })
-        .collect();
-    JobDescription {
-        name: graph.name.clone(),
-        max_parallelism: manifest.max_parallelism,
-        backend: graph.backend,
-        definition: None,
-        nodes,
-    }
+    let mut layout = JobDescription::of_checkpoint(manifest, |uid| graph.operator(uid).map(|op| op.plugin.clone()));
+    layout.nodes.retain(|node| graph.nodes.iter().any(|n| n.name == node.name()));
+    JobDescription { name: graph.name.clone(), backend: graph.backend, ..layout }
 }

@@ -11,6 +11,7 @@
 
 mod fork;
 mod fork_file;
+mod from_checkpoint;
 mod retention;
 mod upgrade;
 

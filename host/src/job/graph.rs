@@ -195,6 +195,14 @@ impl JobGraph {
         &self.nodes[id.0]
     }
 
+    /// The operator with uid `uid`.
+    pub fn operator(&self, uid: &str) -> Option<&OperatorNode> {
+        self.nodes.iter().find(|n| n.name == uid).and_then(|node| match &node.kind {
+            NodeKind::Operator(operator) => Some(operator),
+            _ => None,
+        })
+    }
+
     /// The operator with uid `uid`, to change (its plugin, for an upgrade).
     pub fn operator_mut(&mut self, uid: &str) -> Option<&mut OperatorNode> {
         self.nodes.iter_mut().find(|n| n.name == uid).and_then(|node| match &mut node.kind {

@@ -52,10 +52,11 @@ impl Savepoint {
             std::io::ErrorKind::NotFound if !dir.is_dir() => not_one("it does not exist, or is not a directory".into()),
             std::io::ErrorKind::NotFound if CheckpointStorage::holds_checkpoints(dir) => {
                 not_one(format!(
-                    "it has no {MANIFEST_FILE} file: it holds checkpoints (see them with `weir checkpoints`). \
+                    "it has no {MANIFEST_FILE} file: it holds checkpoints (`weir checkpoints {0}` lists them). \
                      A job resumes from its newest complete checkpoint on its own: `weir run` the job file whose \
-                     `checkpoint_dir` it is, without --from-savepoint. To start from a particular point, take \
-                     savepoints (`weir savepoint JOB`) and restore one of those"
+                     `checkpoint_dir` it is, without --from-savepoint. To start from an older one, name it: \
+                     `--from-savepoint {0}/chk-…`, as `weir checkpoints` spells it",
+                    dir.display()
                 ))
             }
             std::io::ErrorKind::NotFound if super::write::interrupted(dir) => not_one(format!(

@@ -42,11 +42,63 @@ impl JobDescription {
     }
 }
 
+impl JobDescription {
+    /// Checkpoint `manifest`'s sources and operators, at the parallelism
+    /// it was taken at, with the plugins that took it (`plugin_of` names
+    /// one a checkpoint from before plugins were recorded does not): what
+    /// its state is read as, to write it as a savepoint.
+    pub fn of_checkpoint(manifest: &Manifest, plugin_of: impl Fn(&str) -> Option<PathBuf>) -> JobDescription {
+        let mut nodes: Vec<NodeDescription> = Vec::new();
+        for task in &manifest.tasks {
+            let parallelism = task.subtask + 1;
+            let known = nodes.iter_mut().find(|node| node.name() == task.node);
+            match (known, &task.splits, &task.meta) {
+                (Some(node), _, _) => node.at_least(parallelism),
+                (None, Some(_), _) => nodes.push(NodeDescription::Source { name: task.node.clone(), parallelism }),
+                (None, None, Some(_)) => {
+                    let ran = manifest.plugins.iter().find(|p| p.uid == task.node);
+                    nodes.push(NodeDescription::Operator {
+                        uid: task.node.clone(),
+                        plugin: ran.map(|p| p.plugin.clone()).or_else(|| plugin_of(&task.node)).unwrap_or_default(),
+                        digest: ran.and_then(|p| p.sha256.clone()),
+                        parallelism,
+                    });
+                }
+                // A sink: it keeps no state.
+                (None, None, None) => {}
+            }
+        }
+        JobDescription {
+            name: manifest.job.clone(),
+            max_parallelism: manifest.max_parallelism,
+            backend: BackendConfig::new(manifest.backend),
+            definition: None,
+            nodes,
+        }
+    }
+}
+
 /// A source or operator of the job (sinks keep no state).
 #[derive(Debug, Clone)]
 pub enum NodeDescription {
     Source { name: String, parallelism: u32 },
     Operator { uid: String, plugin: PathBuf, digest: Option<String>, parallelism: u32 },
+}
+
+impl NodeDescription {
+    /// A source's name, an operator's uid.
+    pub fn name(&self) -> &str {
+        match self {
+            NodeDescription::Source { name, .. } => name,
+            NodeDescription::Operator { uid, .. } => uid,
+        }
+    }
+
+    /// Raises its parallelism to `subtasks` if lower.
+    fn at_least(&mut self, subtasks: u32) {
+        let (NodeDescription::Source { parallelism, .. } | NodeDescription::Operator { parallelism, .. }) = self;
+        *parallelism = (*parallelism).max(subtasks);
+    }
 }
 
 /// A subtask's keyed entries, gathered for sorting: keys and values are
