@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use tiny_http::{Header, Method, Request, Response, Server};
+use tiny_http::{ConfigListenAddr, Header, Method, Request, Response, Server, ServerConfig};
 
 use super::{ControlError, ControlPlane, ErrorReply, ForkRequest, SavepointRequest, UpgradeRequest, metrics};
 
@@ -36,6 +36,13 @@ pub struct ApiServer {
     thread: Option<JoinHandle<()>>,
 }
 
+/// How long a read from a client may wait: a request that sends less than
+/// its `Content-Length` is answered 408 then (a body of up to 1 KiB, which
+/// tiny_http reads before handing the request over, without a text), and
+/// an idle kept-alive connection closed, so that no client holds a thread
+/// of the host.
+const READ_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// How long stopping waits for the answers of requests being handled.
 const ANSWER_PATIENCE: Duration = Duration::from_secs(10);
 
@@ -43,8 +50,14 @@ impl ApiServer {
     /// Listens on `addr` (`127.0.0.1:7070`, or `127.0.0.1:0` for any free
     /// port; an `http://` prefix is allowed) and serves `plane` there.
     pub fn start(addr: &str, plane: Arc<dyn ControlPlane>) -> std::io::Result<ApiServer> {
+        Self::start_with(addr, plane, READ_TIMEOUT)
+    }
+
+    /// [`ApiServer::start`], a read from a client waiting at most `read_timeout`.
+    fn start_with(addr: &str, plane: Arc<dyn ControlPlane>, read_timeout: Duration) -> std::io::Result<ApiServer> {
         let listen = addr.trim().trim_start_matches("http://").trim_end_matches('/');
-        let server = Server::http(listen).map_err(|error| {
+        let config = |addr| ServerConfig { addr, ssl: None, read_timeout: Some(read_timeout) };
+        let server = ConfigListenAddr::from_socket_addrs(listen).map_err(Into::into).map(config).and_then(Server::new).map_err(|error| {
             let kind = error.downcast_ref::<std::io::Error>().map_or(std::io::ErrorKind::Other, |e| e.kind());
             std::io::Error::new(kind, format!("cannot serve the control API on {listen}: {error}"))
         })?;
@@ -232,12 +245,20 @@ fn read_body(request: &mut Request) -> Result<Vec<u8>, (u16, String)> {
     if request.body_length().is_some_and(|n| n as u64 > MAX_BODY) {
         return Err(error(413, format!("the request body is larger than {MAX_BODY} bytes")));
     }
+    let declared = declared.first().map_or_else(|| "?".to_owned(), |length| length.to_string());
     let mut body = Vec::new();
     request
         .as_reader()
         .take(MAX_BODY + 1)
         .read_to_end(&mut body)
-        .map_err(|e| error(400, format!("cannot read the request body: {e}")))?;
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => error(408, format!(
+                "the request body stopped coming ({} bytes of the {} its Content-Length declares); send it whole",
+                body.len(),
+                declared,
+            )),
+            _ => error(400, format!("cannot read the request body: {e}")),
+        })?;
     if body.len() as u64 > MAX_BODY {
         return Err(error(413, format!("the request body is larger than {MAX_BODY} bytes")));
     }
@@ -477,6 +498,36 @@ mod tests {
         let plane = Arc::new(plane);
         let server = ApiServer::start("127.0.0.1:0", plane.clone()).expect("the server starts");
         (server, plane)
+    }
+
+    /// A client that sends less of a body than it declares is answered
+    /// once its reads wait too long, and holds no thread of the host.
+    #[test]
+    fn a_request_body_that_stops_coming_is_answered_408() {
+        use std::io::Write;
+        let plane = Arc::new(FakePlane::default());
+        let server = ApiServer::start_with("127.0.0.1:0", plane, Duration::from_millis(300)).expect("the server starts");
+        let send_part = |declared: usize, sent: usize| {
+            let mut client = std::net::TcpStream::connect(server.addr()).unwrap();
+            client.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            let head = format!("POST /forks HTTP/1.1\r\nHost: x\r\nContent-Length: {declared}\r\n\r\n");
+            client.write_all(head.as_bytes()).unwrap();
+            client.write_all(&vec![b' '; sent]).unwrap();
+            let mut reply = String::new();
+            let _ = client.read_to_string(&mut reply);
+            reply
+        };
+        // Up to 1 KiB, tiny_http reads the body itself.
+        let reply = send_part(100, 4);
+        assert!(reply.starts_with("HTTP/1.1 408"), "{reply}");
+        let reply = send_part(5000, 2000);
+        assert!(reply.starts_with("HTTP/1.1 408"), "{reply}");
+        assert!(reply.contains("the request body stopped coming (2000 bytes of the 5000 its Content-Length declares)"), "{reply}");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while server.in_flight.load(Ordering::SeqCst) > 0 {
+            assert!(Instant::now() < deadline, "the request's thread ends");
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 
     /// A raw request (for what ApiClient never sends): status and body,
@@ -733,6 +784,16 @@ mod tests {
         // `jobs` was answered while the upgrade was still in progress.
         let calls = plane.calls.lock().unwrap().clone();
         assert_eq!(calls, vec!["upgrade started words", "jobs", "upgrade done words"]);
+    }
+
+    /// The read timeout bounds waiting for a client, not for the host: an
+    /// upgrade that takes longer than it is still answered.
+    #[test]
+    fn a_request_slower_than_the_read_timeout_is_answered() {
+        let plane = Arc::new(FakePlane { upgrade_delay: Duration::from_secs(1), ..FakePlane::default() });
+        let server = ApiServer::start_with("127.0.0.1:0", plane.clone(), Duration::from_millis(200)).expect("the server starts");
+        let upgrade = upgrade_under_way(&server, &plane);
+        assert_eq!(upgrade.join().unwrap().unwrap().downtime_ms, 123.4);
     }
 
     #[test]

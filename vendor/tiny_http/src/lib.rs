@@ -178,6 +178,12 @@ pub struct ServerConfig {
 
     /// If `Some`, then the server will use SSL to encode the communications.
     pub ssl: Option<SslConfig>,
+
+    /// If `Some`, a read from a connection (a request's head or body, or
+    /// the next request on a kept-alive connection) fails after waiting
+    /// this long, and the connection is closed: a client that sends less
+    /// than it declared does not hold a thread forever (patched for Weir).
+    pub read_timeout: Option<std::time::Duration>,
 }
 
 /// Configuration of the server for SSL.
@@ -199,6 +205,7 @@ impl Server {
         Server::new(ServerConfig {
             addr: ConfigListenAddr::from_socket_addrs(addr)?,
             ssl: None,
+            read_timeout: None,
         })
     }
 
@@ -215,6 +222,7 @@ impl Server {
         Server::new(ServerConfig {
             addr: ConfigListenAddr::from_socket_addrs(addr)?,
             ssl: Some(config),
+            read_timeout: None,
         })
     }
 
@@ -227,13 +235,14 @@ impl Server {
         Server::new(ServerConfig {
             addr: ConfigListenAddr::unix_from_path(path),
             ssl: None,
+            read_timeout: None,
         })
     }
 
     /// Builds a new server that listens on the specified address.
     pub fn new(config: ServerConfig) -> Result<Server, Box<dyn Error + Send + Sync + 'static>> {
         let listener = config.addr.bind()?;
-        Self::from_listener(listener, config.ssl)
+        Self::from_listener_with(listener, config.ssl, config.read_timeout)
     }
 
     /// Builds a new server using the specified TCP listener.
@@ -243,6 +252,14 @@ impl Server {
     pub fn from_listener<L: Into<Listener>>(
         listener: L,
         ssl_config: Option<SslConfig>,
+    ) -> Result<Server, Box<dyn Error + Send + Sync + 'static>> {
+        Self::from_listener_with(listener, ssl_config, None)
+    }
+
+    fn from_listener_with<L: Into<Listener>>(
+        listener: L,
+        ssl_config: Option<SslConfig>,
+        read_timeout: Option<std::time::Duration>,
     ) -> Result<Server, Box<dyn Error + Send + Sync + 'static>> {
         let listener = listener.into();
         // building the "close" variable
@@ -295,6 +312,10 @@ impl Server {
                 let new_client = match server.accept() {
                     Ok((sock, _)) => {
                         use util::RefinedTcpStream;
+                        if let Err(e) = sock.set_read_timeout(read_timeout) {
+                            log::error!("Cannot bound the reads of a new client: {}", e);
+                            continue;
+                        }
                         let (read_closable, write_closable) = match ssl {
                             None => RefinedTcpStream::new(sock),
                             #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]

@@ -198,7 +198,13 @@ where
             let mut offset = 0;
 
             while offset != content_length {
-                let read = source_data.read(&mut buffer[offset..])?;
+                // Patched for Weir: a read that waited out the server's
+                // read timeout is the client's time out (408), not an
+                // unknown error that closes the connection unanswered.
+                let read = source_data.read(&mut buffer[offset..]).map_err(|err| match err.kind() {
+                    ErrorKind::WouldBlock => IoError::new(ErrorKind::TimedOut, "the request body stopped coming"),
+                    _ => err,
+                })?;
                 if read == 0 {
                     // the socket returned EOF, but we were before the expected content-length
                     // aborting
