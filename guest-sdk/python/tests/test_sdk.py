@@ -146,9 +146,12 @@ class WordCountTest(unittest.TestCase):
         self.assertEqual((bare.restored, bare.memory_limit_mb, bare.task.parallelism), (True, None, 1))
 
     def test_config_numbers_are_read_as_the_rust_sdk_reads_them(self):
-        config = Config([("n", "+12"), ("x", "1e3"), ("sep", "1_000"), ("pad", " 12"), ("f", "1_0.5"), ("wide", "１２")])
-        self.assertEqual((config.get_int("n"), config.get_float("x")), (12, 1000.0))
+        pairs = [("n", "+12"), ("x", "1e3"), ("sep", "1_000"), ("pad", " 12"), ("f", "1_0.5"), ("wide", "１２")]
+        pairs += [("min", "-9223372036854775808"), ("over", "9223372036854775808"), ("inf", "inf"), ("nan", "NaN"), ("huge", "1e999")]
+        config = Config(pairs)
+        self.assertEqual((config.get_int("n"), config.get_float("x"), config.get_int("min")), (12, 1000.0, -(2**63)))
         bad = [("sep", config.get_int), ("pad", config.get_int), ("f", config.get_float), ("pad", config.get_float)]
+        bad += [("over", config.get_int), ("inf", config.get_float), ("nan", config.get_float), ("huge", config.get_float)]
         for key, getter in bad + [("wide", config.get_int), ("wide", config.get_float)]:
             with self.assertRaisesRegex(ConfigError, f"`{key}` = .* is not a valid"):
                 getter(key)

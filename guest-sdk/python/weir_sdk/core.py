@@ -2,6 +2,7 @@
 that drives it over the host's batches."""
 
 import enum
+import math
 import re
 from collections import namedtuple
 from itertools import repeat
@@ -45,19 +46,28 @@ _INTEGER = re.compile(r"[+-]?[0-9]+")
 
 
 def _decimal_int(text):
-    """An integer as Rust's parser reads it: not Python's ``1_000`` or
-    padding with spaces, so that a job file means the same to every SDK."""
+    """An integer as Rust's parser reads an ``i64``: not Python's ``1_000``,
+    padding with spaces or more than 64 bits, so that a job file means the
+    same to every SDK."""
     if not _INTEGER.fullmatch(text):
         raise ValueError(text)
-    return int(text)
+    n = int(text)
+    if not -(2**63) <= n < 2**63:
+        raise ValueError(text)
+    return n
 
 
 def _decimal_float(text):
-    """A number as Rust's ``f64`` parser reads it (see :func:`_decimal_int`):
-    ASCII only, not Python's other digits (``float("１２")`` is 12.0)."""
+    """A finite number as Rust's ``f64`` parser reads it (see
+    :func:`_decimal_int`): ASCII only, not Python's other digits
+    (``float("１２")`` is 12.0); not ``inf``, ``nan`` or one too large for
+    a double (``1e999``), as the JavaScript SDK refuses them."""
     if "_" in text or text != text.strip() or not text.isascii():
         raise ValueError(text)
-    return float(text)
+    x = float(text)
+    if not math.isfinite(x):
+        raise ValueError(text)
+    return x
 
 
 class Config(dict):
@@ -106,10 +116,10 @@ class Config(dict):
             raise ConfigError(f"`{key}` = {text!r} is not a valid {what}") from None
 
     def get_int(self, key, default=None):
-        return self._parse(key, default, _decimal_int, "integer")
+        return self._parse(key, default, _decimal_int, "integer (64-bit)")
 
     def get_float(self, key, default=None):
-        return self._parse(key, default, _decimal_float, "number")
+        return self._parse(key, default, _decimal_float, "finite number")
 
     def get_bool(self, key, default=None):
         def parse(text):
