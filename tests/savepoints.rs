@@ -945,6 +945,49 @@ fn reprocessing_from_an_older_savepoint_with_new_code_recomputes_the_output_from
     assert_eq!(committed_lines(&dir.path("alerts"), None), model_alerts(&input, cut, true));
 }
 
+/// The commands find a job's host without `--api`: every host announces
+/// its address in a directory of the user's (here `XDG_RUNTIME_DIR`), and
+/// a command asks the host that runs the job named — also when it is not at
+/// the default address. `weir jobs` lists every host's jobs. The
+/// announcement goes when the host ends.
+#[test]
+fn the_commands_find_a_jobs_host_without_being_told_its_address() {
+    let dir = JobDir::new();
+    let runtime = dir.path("runtime");
+    std::fs::create_dir(&runtime).unwrap();
+    let env = [("XDG_RUNTIME_DIR", runtime.as_path())];
+    let first = Host::start_with_env(&count_job(&dir, "first", 1_000_000, 10, 2_000, &plugin("word-count")), &[], &env);
+    let source = "name = \"input\"\ntype = \"generator\"\nevents = 1000000\nkeys = 10\nrate = 2000";
+    let second = Host::start_with_env(&keyed_job(&dir, "second", source, "count", &plugin("word-count"), "out-2"), &[], &env);
+    let untold = |args: &[&str]| {
+        let output = std::process::Command::new(common::weir_binary())
+            .args(args)
+            .env("XDG_RUNTIME_DIR", &runtime)
+            .env_remove("WEIR_API")
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "weir {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+        (String::from_utf8_lossy(&output.stdout).into_owned(), String::from_utf8_lossy(&output.stderr).into_owned())
+    };
+    let (listed, _) = untold(&["jobs"]);
+    for host in [&first, &second] {
+        assert!(listed.contains(&format!("the Weir host at {}:", host.api)), "{listed}");
+    }
+    assert!(listed.lines().any(|l| l.starts_with("first ")) && listed.lines().any(|l| l.starts_with("second ")), "{listed}");
+    let (shown, said) = untold(&["jobs", "second"]);
+    assert!(shown.lines().any(|l| l.starts_with("second ")), "{shown}");
+    assert!(said.contains(&format!("job `second` is on the host at {} (found without --api)", second.api)), "{said}");
+    untold(&["cancel", "second"]);
+    let gone = second.api.clone();
+    let _ = second.wait();
+    let (listed, _) = untold(&["jobs"]);
+    assert!(listed.lines().any(|l| l.starts_with("first ")) && !listed.contains(&gone), "{listed}");
+    untold(&["cancel", "first"]);
+    let _ = first.wait();
+    let left: Vec<_> = std::fs::read_dir(runtime.join("weir")).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert!(left.is_empty(), "the hosts withdrew their announcements: {left:?}");
+}
+
 /// The complete checkpoints in checkpoint directory `dir`, oldest first.
 fn complete_checkpoints(dir: &Path) -> Vec<PathBuf> {
     let mut found: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().flatten().map(|e| e.path()).collect();

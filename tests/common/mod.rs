@@ -245,11 +245,17 @@ impl Host {
     /// Starts `weir run JOB EXTRA... --api 127.0.0.1:0` and waits for it to
     /// say where its control API is.
     pub fn start(job: &Path, extra: &[&str]) -> Host {
+        Host::start_with_env(job, extra, &[])
+    }
+
+    /// [`Host::start`] with environment variables `env` set.
+    pub fn start_with_env(job: &Path, extra: &[&str], env: &[(&str, &Path)]) -> Host {
         let mut child = Command::new(weir_binary())
             .arg("run")
             .arg(job)
             .args(extra)
             .args(["--api", "127.0.0.1:0"])
+            .envs(env.iter().copied())
             .env("WEIR_LOG", log_level())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

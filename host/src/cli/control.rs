@@ -7,30 +7,57 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use weir::connectors::PartitionBacklog;
 use weir::control::client::ApiClient;
+use weir::control::registry;
 use weir::control::{DEFAULT_API_ADDR, ForkRequest, JobInfo, NodeInfo, SavepointRequest, UpgradeRequest};
 
 /// Where the host is.
 #[derive(Debug, Clone, Args)]
 pub struct ApiArg {
-    /// The address of the running host's control API
-    /// [default: $WEIR_API, else 127.0.0.1:7070].
+    /// The address of the running host's control API [default: $WEIR_API,
+    /// else the host on this machine that runs the job named (127.0.0.1:7070
+    /// first)].
     #[arg(long, value_name = "ADDR")]
     pub api: Option<String>,
 }
 
 impl ApiArg {
-    /// `--api`, else `WEIR_API`, else the default address.
-    fn address(&self) -> String {
-        self.api
-            .clone()
-            .or_else(|| std::env::var("WEIR_API").ok())
-            .map(|a| a.trim().to_owned())
-            .filter(|a| !a.is_empty())
-            .unwrap_or_else(|| DEFAULT_API_ADDR.to_owned())
+    /// `--api`, else `WEIR_API`, if either is given.
+    fn given(&self) -> Option<String> {
+        self.api.clone().or_else(|| std::env::var("WEIR_API").ok()).map(|a| a.trim().to_owned()).filter(|a| !a.is_empty())
     }
 
-    fn client(&self) -> ApiClient {
-        ApiClient::new(&self.address())
+    /// The host at the address given, else the one on this machine that
+    /// answers, else of those that do the one that runs job `name` (saying
+    /// so if it is not at the default address) — else the first, or the
+    /// default's, whose error then says that it has no such job, or cannot
+    /// be reached.
+    fn client_for(&self, name: &str) -> ApiClient {
+        let mut hosts = self.clients();
+        if hosts.len() > 1
+            && let Some(found) = hosts.iter().position(|host| host.job(name).is_ok())
+        {
+            if hosts[found].addr() != DEFAULT_API_ADDR {
+                say!("weir: job `{name}` is on the host at {} (found without --api)", hosts[found].addr());
+            }
+            return hosts.swap_remove(found);
+        }
+        hosts.swap_remove(0)
+    }
+
+    /// The host at the address given, else every host on this machine that
+    /// answers (the default address's first) — else the default's, whose
+    /// error then says that it cannot be reached.
+    fn clients(&self) -> Vec<ApiClient> {
+        if let Some(addr) = self.given() {
+            return vec![ApiClient::new(&addr)];
+        }
+        let mut addrs = vec![DEFAULT_API_ADDR.to_owned()];
+        addrs.extend(registry::announced().into_iter().filter(|addr| addr != DEFAULT_API_ADDR));
+        let answering: Vec<ApiClient> = addrs.iter().map(|addr| ApiClient::new(addr)).filter(|host| host.jobs().is_ok()).collect();
+        match answering.is_empty() {
+            true => vec![ApiClient::new(DEFAULT_API_ADDR)],
+            false => answering,
+        }
     }
 }
 
@@ -154,20 +181,24 @@ fn absolute(path: &Path) -> anyhow::Result<PathBuf> {
 }
 
 pub fn jobs(args: &JobsArgs) -> anyhow::Result<()> {
-    let client = args.api.client();
     if let Some(name) = &args.job {
-        let job = client.job(name)?;
+        let job = args.api.client_for(name).job(name)?;
         // A cancelled job shows the figures it had last, over its last seconds.
         let live = matches!(job.status.as_str(), "running" | "upgrading" | "restarting" | "cancelled");
         out_text!("{}{}{}", jobs_table(std::slice::from_ref(&job)), nodes_table(&job.nodes, live), backlogs(&job.nodes));
         return Ok(());
     }
-    let jobs = client.jobs()?;
-    if jobs.is_empty() {
-        out!("no jobs in the Weir host at {}", client.addr());
-        return Ok(());
+    let hosts = args.api.clients();
+    for (i, client) in hosts.iter().enumerate() {
+        let jobs = client.jobs()?;
+        if hosts.len() > 1 {
+            out!("{}the Weir host at {}:", if i == 0 { "" } else { "\n" }, client.addr());
+        }
+        match jobs.is_empty() {
+            true => out!("no jobs in the Weir host at {}", client.addr()),
+            false => out_text!("{}", jobs_table(&jobs)),
+        }
     }
-    out_text!("{}", jobs_table(&jobs));
     Ok(())
 }
 
@@ -324,7 +355,7 @@ pub fn savepoint(args: &SavepointArgs) -> anyhow::Result<()> {
     }
     let job = args.job.as_deref().context("name the job to take a savepoint of")?;
     let request = SavepointRequest { dir: args.dir.as_deref().map(absolute).transpose()?, stop: args.stop };
-    let info = args.api.client().savepoint(job, &request)?;
+    let info = args.api.client_for(job).savepoint(job, &request)?;
     out!(
         "savepoint of job `{}` written to {}: checkpoint {}, {}, {} entries, in {:.1} ms",
         info.job,
@@ -349,7 +380,7 @@ pub fn savepoint(args: &SavepointArgs) -> anyhow::Result<()> {
 }
 
 pub fn cancel(args: &CancelArgs) -> anyhow::Result<()> {
-    let job = args.api.client().cancel(&args.job)?;
+    let job = args.api.client_for(&args.job).cancel(&args.job)?;
     out!("job `{}` {}: read {}, written {}", job.name, job.status, job.read, job.written);
     Ok(())
 }
@@ -360,7 +391,7 @@ pub fn upgrade(args: &UpgradeArgs) -> anyhow::Result<()> {
         plugin: absolute(&args.plugin)?,
         savepoint_dir: args.savepoint_dir.as_deref().map(absolute).transpose()?,
     };
-    let info = args.api.client().upgrade(&args.job, &request)?;
+    let info = args.api.client_for(&args.job).upgrade(&args.job, &request)?;
     out!(
         "upgraded operator `{}` of job `{}` to {}: downtime {:.1} ms (savepoint {}, {} entries checked)",
         info.operator,
@@ -374,7 +405,7 @@ pub fn upgrade(args: &UpgradeArgs) -> anyhow::Result<()> {
 }
 
 pub fn fork(args: &ForkArgs) -> anyhow::Result<()> {
-    let client = args.api.client();
+    let client = args.api.client_for(&args.from);
     // FROM is a job when the host has one of that name, else a directory.
     let from = if client.jobs()?.iter().any(|job| job.name == args.from) {
         args.from.clone()

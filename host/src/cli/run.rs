@@ -7,6 +7,7 @@ use std::sync::{Arc, OnceLock};
 use anyhow::Context;
 use clap::Args;
 use weir::control::DEFAULT_API_ADDR;
+use weir::control::registry::Announcement;
 use weir::control::server::ApiServer;
 use weir::dataflow::JobSummary;
 use weir::host::{JobManager, JobStatus};
@@ -71,7 +72,8 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         return Err(anyhow::Error::msg(refused));
     }
     // Announced once the job is accepted (a refused one has no API to offer).
-    say!("weir: control API on http://{0} (for weir jobs/savepoint/upgrade/fork: --api {0})", server.addr());
+    say!("weir: control API on http://{0} (the weir commands find it; or pass --api {0})", server.addr());
+    let _announced = Announcement::publish(server.addr());
     let ended = manager.wait_all();
     drop(server);
     // A signal that came as the jobs finished cancelled none: their

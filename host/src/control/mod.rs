@@ -3,7 +3,8 @@
 //! A [`ControlPlane`] is what the host offers; [`server`] serves it as
 //! HTTP/JSON on localhost and [`client`] is what the `weir jobs`,
 //! `weir savepoint`, `weir cancel`, `weir upgrade` and `weir fork` commands
-//! use to reach it.
+//! use to reach it; [`registry`] is where hosts announce their address so
+//! that the commands find them.
 //!
 //! | method and path                  | body                | reply            |
 //! |----------------------------------|---------------------|------------------|
@@ -17,8 +18,9 @@
 //!
 //! Errors come back as `{"error": "..."}` with status 404 (no such job),
 //! 400 (a bad request: a bad module, an unknown uid, incompatible state),
-//! 409 (the job is not in a state to do that), 405 (another method), 413
-//! (a body over 1 MiB) or 500.
+//! 409 (the job is not in a state to do that), 405 (another method), 408
+//! (a body shorter than its length, after 30 s), 413 (a body over 1 MiB)
+//! or 500.
 
 /// Where `weir run` serves the control API, and where the commands look for
 /// it, unless told otherwise (`--api`, `WEIR_API`).
@@ -26,6 +28,7 @@ pub const DEFAULT_API_ADDR: &str = "127.0.0.1:7070";
 
 pub mod client;
 pub mod metrics;
+pub mod registry;
 pub mod server;
 mod types;
 
