@@ -1035,6 +1035,8 @@ fn started_from_a_retained_checkpoint(backend: &str) {
     assert!(status.success(), "{stderr}");
     assert_eq!(committed_lines(&dir.path("out"), None), expected_counts(events, keys));
 
+    let listing = weir(&["checkpoints", checkpoints.to_str().unwrap()]).success().stdout();
+    assert!(listing.contains(&format!("to start from an older one, name it: `weir run JOB --from-savepoint {}/chk-", checkpoints.display())), "{listing}");
     let retained = complete_checkpoints(&checkpoints);
     let chosen = retained[retained.len() / 2].clone();
     let id: u64 = chosen.file_name().unwrap().to_str().unwrap().strip_prefix("chk-").unwrap().parse().unwrap();

@@ -29,6 +29,7 @@ pub fn list(dir: &Path) -> anyhow::Result<()> {
         "checkpoint", "state", "age", "duration", "alignment", "size", "written"
     );
     let mut usable = 0;
+    let mut oldest_usable = None;
     for id in ids {
         if id < first_own {
             out!("{id:>10}  superseded  (an earlier run's, before the run from the savepoint below: never resumed from)");
@@ -43,6 +44,7 @@ pub fn list(dir: &Path) -> anyhow::Result<()> {
         match storage.verify_with_output(id, |_| None) {
             Ok(manifest) => {
                 usable += 1;
+                oldest_usable.get_or_insert(id);
                 let stats = &manifest.stats;
                 out!(
                     "{id:>10}  {:<10}  {:>7.1} s  {:>8.1} ms  {:>9.1} ms  {:>10}  {:>10}",
@@ -62,6 +64,13 @@ pub fn list(dir: &Path) -> anyhow::Result<()> {
         anyhow::bail!(
             "checkpoint {id} was written by a newer Weir (checkpoint format {version}): `weir run` resumes this \
              directory only with that Weir"
+        );
+    }
+    if let Some(id) = oldest_usable {
+        out!(
+            "(`weir run` of the job file resumes from the newest; to start from an older one, name it: \
+             `weir run JOB --from-savepoint {}`)",
+            dir.join(CheckpointStorage::dir_name(id)).display()
         );
     }
     match start {
