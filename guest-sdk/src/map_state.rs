@@ -36,6 +36,11 @@ impl<V: Serialize + DeserializeOwned> MapState<V> {
     pub fn new(name: impl Into<String>) -> Self {
         let name = name.into();
         crate::schema::declare::<V>(&name, true);
+        Self::undeclared(name)
+    }
+
+    /// A handle not declared to `check-state` (see `ValueState::undeclared`).
+    pub(crate) fn undeclared(name: String) -> Self {
         MapState { name, _type: PhantomData }
     }
 

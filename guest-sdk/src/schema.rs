@@ -12,6 +12,8 @@ use serde::de::DeserializeOwned;
 struct Declared {
     name: String,
     map: bool,
+    /// The Rust type of its values, to refuse a second handle of another.
+    type_name: &'static str,
     check: fn(&[u8]) -> Result<(), String>,
 }
 
@@ -21,18 +23,27 @@ thread_local! {
 }
 
 /// Records that state `name` holds JSON-encoded `T`s.
+///
+/// # Panics
+/// If a handle on the same state was made with another type: the two would
+/// write over each other's values, each unreadable to the other (a panic
+/// in `init` fails the instance with this message).
 pub(crate) fn declare<T: DeserializeOwned>(name: &str, map: bool) {
+    let type_name = std::any::type_name::<T>();
     DECLARED.with(|declared| {
         let mut declared = declared.borrow_mut();
+        if let Some(other) = declared.iter().find(|d| d.name == name && d.map == map && d.type_name != type_name) {
+            let kind = if map { "map state" } else { "value state" };
+            panic!(
+                "{kind} `{name}` is declared twice, holding {} and {type_name}: one state holds one type, and the \
+                 two would write over each other's values; give each state a name of its own (windows keep theirs \
+                 under the windows' name)",
+                other.type_name
+            );
+        }
         declared.retain(|d| !(d.name == name && d.map == map));
-        declared.push(Declared { name: name.to_owned(), map, check: check_json::<T> });
+        declared.push(Declared { name: name.to_owned(), map, type_name, check: check_json::<T> });
     });
-}
-
-/// Takes back the declaration of state `name`: a handle the plugin holds
-/// but never uses (the windows of one kind keep the other kind's too).
-pub(crate) fn undeclare(name: &str, map: bool) {
-    DECLARED.with(|declared| declared.borrow_mut().retain(|d| !(d.name == name && d.map == map)));
 }
 
 fn check_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<(), String> {
@@ -81,6 +92,22 @@ mod tests {
         state: String,
         #[serde(default)]
         failures: u64,
+    }
+
+    /// Two handles on one state with different types would write over
+    /// each other's values: the second is refused, naming both types.
+    #[test]
+    fn a_state_declared_twice_with_other_types_is_refused() {
+        let refused = std::thread::spawn(|| {
+            declare::<u64>("x", false);
+            declare::<u64>("x", false);
+            declare::<String>("x", true);
+            declare::<String>("x", false);
+        })
+        .join()
+        .unwrap_err();
+        let message = refused.downcast_ref::<String>().cloned().unwrap_or_default();
+        assert!(message.contains("value state `x` is declared twice, holding u64 and alloc::string::String"), "{message}");
     }
 
     #[test]

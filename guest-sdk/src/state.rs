@@ -97,6 +97,12 @@ impl<T: Serialize + DeserializeOwned + Clone + 'static> ValueState<T> {
     pub fn new(name: impl Into<String>) -> Self {
         let name = name.into();
         crate::schema::declare::<T>(&name, false);
+        Self::undeclared(name)
+    }
+
+    /// A handle not declared to `check-state`: one the plugin holds but
+    /// never uses (the windows of one kind keep the other kind's too).
+    pub(crate) fn undeclared(name: String) -> Self {
         ValueState { name, held: ResidentCell::default(), _type: PhantomData }
     }
 

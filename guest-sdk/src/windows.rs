@@ -221,11 +221,14 @@ impl<A: Aggregate> Windows<A> {
         for (what, ms) in lengths {
             assert!(*ms > 0, "windows `{name}`: the {what} must be above 0 ms, not {ms} ({kind:?})");
         }
-        let (state, by_start) = (ValueState::new(name), MapState::new(name));
         // Only the kind's own state is declared: restored from windows of
         // another kind, the plugin would find its state empty, and
-        // `check-state` is to refuse that instead.
-        crate::schema::undeclare(name, matches!(kind, WindowKind::Session { .. }));
+        // `check-state` is to refuse that instead. (Nor is the other kind's
+        // taken from a state of the plugin's own of that name.)
+        let (state, by_start) = match kind {
+            WindowKind::Session { .. } => (ValueState::new(name), MapState::undeclared(name.to_owned())),
+            _ => (ValueState::undeclared(name.to_owned()), MapState::new(name)),
+        };
         Windows {
             kind,
             domain: TimeDomain::EventTime,
@@ -946,13 +949,34 @@ mod tests {
     /// is refused by `check-state`, rather than the windows lost).
     #[test]
     fn windows_declare_only_the_state_of_their_kind() {
-        let declares = |map: bool| crate::schema::check("w", map, std::iter::empty()).is_ok();
-        drop(Windows::tumbling("w", 1000, Sum));
-        assert!(declares(true) && !declares(false), "tumbling windows are a map by start");
-        drop(Windows::session("w", 1000, Sum));
-        assert!(declares(false) && !declares(true), "sessions are a value per key");
-        drop(Windows::sliding("w", 1000, 500, Sum));
-        assert!(declares(true) && !declares(false));
+        // (Each in a thread of its own: an instance's declarations are its thread's.)
+        let declared_by = |make: fn() -> Windows<Sum>| {
+            std::thread::spawn(move || {
+                drop(make());
+                let declares = |map: bool| crate::schema::check("w", map, std::iter::empty()).is_ok();
+                (declares(true), declares(false))
+            })
+            .join()
+            .unwrap()
+        };
+        assert_eq!(declared_by(|| Windows::tumbling("w", 1000, Sum)), (true, false), "tumbling windows are a map by start");
+        assert_eq!(declared_by(|| Windows::session("w", 1000, Sum)), (false, true), "sessions are a value per key");
+        assert_eq!(declared_by(|| Windows::sliding("w", 1000, 500, Sum)), (true, false));
+    }
+
+    /// A value state of the plugin's own beside tumbling windows of the
+    /// same name stays declared (a map and a value state may share a name),
+    /// so that an upgrade to the same plugin is not refused.
+    #[test]
+    fn windows_leave_a_plugin_state_of_their_name_declared() {
+        std::thread::spawn(|| {
+            let _total: ValueState<f64> = ValueState::new("sums");
+            drop(Windows::tumbling("sums", 1000, Sum));
+            assert!(crate::schema::check("sums", false, [&b"1.5"[..]].into_iter()).is_ok());
+            assert!(crate::schema::check("sums", true, std::iter::empty()).is_ok());
+        })
+        .join()
+        .unwrap();
     }
 
     /// A session sum (to the side output `session`) and a tumbling sum of
