@@ -49,6 +49,17 @@ fn a_panicking_plugin_fails_the_job_with_its_message() {
     assert!(error.contains("faulty operator panicked on purpose"), "shows the panic message: {error}");
 }
 
+/// A plugin that exits as a process would (`std::process::exit`) fails
+/// the job saying so and what to do instead, not with a wasm backtrace.
+#[test]
+fn a_plugin_that_exits_fails_the_job_saying_so() {
+    let dir = JobDir::new();
+    let error = run_job(&faulty_job(&dir, "exit", ""), &[]).failure();
+    assert!(error.contains("operator `misbehaving-exit` (subtask 1 of 1) failed"), "{error}");
+    assert!(error.contains("it exited with a failure status (std::process::exit, sys.exit or process.exit)"), "{error}");
+    assert!(error.contains("report a failure as an error") && !error.contains("wasm backtrace"), "{error}");
+}
+
 /// A plugin may log as much as it likes: the host keeps the last of it
 /// for the error report, and a long log never fails the plugin.
 #[test]

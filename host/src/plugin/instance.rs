@@ -310,6 +310,15 @@ fn classify(
     if let (Some(Trap::Interrupt), Some(timeout)) = (error.downcast_ref::<Trap>(), limits.call_timeout) {
         return CallError::Deadline { timeout_ms: timeout.as_millis() };
     }
+    if let Some(wasmtime_wasi::I32Exit(status)) = error.downcast_ref::<wasmtime_wasi::I32Exit>() {
+        // WASI's exit carries success or failure only: `exit(3)` is 1 here.
+        let how = if *status == 0 { "with success" } else { "with a failure status" };
+        return otherwise(format!(
+            "it exited {how} (std::process::exit, sys.exit or process.exit) — a plugin is not a process to end: \
+             return from the call, and report a failure as an error (Err(Error::…) in Rust, an exception in \
+             Python or JavaScript), which names its cause"
+        ));
+    }
     let message = match error.downcast_ref::<Trap>() {
         Some(trap) => trap.to_string(),
         None => format!("{error:#}"),

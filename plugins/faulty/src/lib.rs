@@ -2,6 +2,7 @@
 //!
 //! `mode` (config) chooses how, on the first event it sees:
 //! - `panic`: panics (a trap), with the message "faulty operator panicked on purpose";
+//! - `exit`: calls `std::process::exit(3)`;
 //! - `alloc`: allocates memory without bound, until the memory cap stops it;
 //! - `loop`: loops forever, until the call deadline interrupts it;
 //! - `sleep`: sleeps for an hour (blocked in the host's
@@ -44,6 +45,7 @@ pub struct Faulty {
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Mode {
     Panic,
+    Exit,
     Alloc,
     Loop,
     Sleep,
@@ -63,6 +65,7 @@ impl Operator for Faulty {
         config.allow_only(&["mode", "after"])?;
         let mode = match config.get("mode").unwrap_or("none") {
             "panic" => Mode::Panic,
+            "exit" => Mode::Exit,
             "alloc" => Mode::Alloc,
             "loop" => Mode::Loop,
             "sleep" => Mode::Sleep,
@@ -77,7 +80,7 @@ impl Operator for Faulty {
             "rearm" => Mode::Rearm,
             other => {
                 return Err(Error::config(format!(
-                    "unknown mode {other:?}; use panic, alloc, loop, sleep, error, probe, none, huge, chatty, trap-once, always-trap, pre-weir-state or rearm"
+                    "unknown mode {other:?}; use panic, exit, alloc, loop, sleep, error, probe, none, huge, chatty, trap-once, always-trap, pre-weir-state or rearm"
                 )));
             }
         };
@@ -106,6 +109,7 @@ impl Operator for Faulty {
                 return Ok(());
             }
             Mode::Panic => panic!("faulty operator panicked on purpose"),
+            Mode::Exit => std::process::exit(3),
             Mode::Alloc => {
                 let mut hoard: Vec<Vec<u8>> = Vec::new();
                 loop {
