@@ -1040,6 +1040,9 @@ fn started_from_a_retained_checkpoint(backend: &str) {
     let retained = complete_checkpoints(&checkpoints);
     let chosen = retained[retained.len() / 2].clone();
     let id: u64 = chosen.file_name().unwrap().to_str().unwrap().strip_prefix("chk-").unwrap().parse().unwrap();
+    let error = weir(&["savepoint", "inspect", chosen.to_str().unwrap()]).failure();
+    assert!(error.contains(&format!("it is one checkpoint of {}", checkpoints.display())), "{error}");
+    assert!(error.contains(&format!("`weir run JOB --from-savepoint {}`", chosen.display())), "{error}");
     let before = committed_up_to(&dir.path("out"), id);
     assert!(before.len() < events as usize && !before.is_empty(), "the checkpoint chosen is midway: {} lines before it", before.len());
 

@@ -50,6 +50,16 @@ impl Savepoint {
         let not_one = |reason: String| SavepointError::NotASavepoint { path: dir.to_path_buf(), reason };
         let bytes = std::fs::read(&path).map_err(|error| match error.kind() {
             std::io::ErrorKind::NotFound if !dir.is_dir() => not_one("it does not exist, or is not a directory".into()),
+            std::io::ErrorKind::NotFound if CheckpointStorage::is_one_checkpoint(dir) => {
+                let parent = dir.parent().unwrap_or(Path::new("."));
+                not_one(format!(
+                    "it has no {MANIFEST_FILE} file: it is one checkpoint of {0} (`weir checkpoints {0}` lists them). \
+                     A job starts from it with `weir run JOB --from-savepoint {1}`, which writes it as a savepoint \
+                     first; inspect that one",
+                    parent.display(),
+                    dir.display()
+                ))
+            }
             std::io::ErrorKind::NotFound if CheckpointStorage::holds_checkpoints(dir) => {
                 not_one(format!(
                     "it has no {MANIFEST_FILE} file: it holds checkpoints (`weir checkpoints {0}` lists them). \
