@@ -78,7 +78,7 @@ function toWitError(error) {
   let message;
   if (error instanceof Error) {
     message = `${error.name}: ${error.message}`;
-    if (error.stack) message += `\n${sourceStack(error.stack)}`;
+    if (error.stack) message += `\n${shortStack(sourceStack(error.stack))}`;
   } else {
     message = String(error);
   }
@@ -103,6 +103,28 @@ function sourceStack(stack) {
     const found = originalPosition(map, Number(line) - 1, Number(column) - 1);
     return found ? `${found.source}:${found.line + 1}:${found.column + 1}` : whole;
   });
+}
+
+/** Frames of a stack shown at most: a stack overflow's would be hundreds. */
+const MAX_FRAMES = 12;
+
+/**
+ * `stack` with runs of one repeated frame (a recursion) folded into one
+ * line saying how many, and at most `MAX_FRAMES` frames. (Exported for
+ * the SDK's tests.)
+ */
+export function shortStack(stack) {
+  if (typeof stack !== "string") return stack;
+  const frames = [];
+  for (const frame of stack.split("\n").filter((line) => line.trim() !== "")) {
+    const last = frames[frames.length - 1];
+    if (last && last.frame === frame) last.times += 1;
+    else frames.push({ frame, times: 1 });
+  }
+  const lines = frames.slice(0, MAX_FRAMES).map(({ frame, times }) => (times > 1 ? `${frame} (×${times})` : frame));
+  const left = frames.slice(MAX_FRAMES).reduce((sum, { times }) => sum + times, 0);
+  if (left > 0) lines.push(`… ${left} more frames`);
+  return lines.join("\n");
 }
 
 /** The source position of a 0-based bundle position, or null. */

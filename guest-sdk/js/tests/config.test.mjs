@@ -10,7 +10,7 @@ import test from "node:test";
 import assert from "node:assert/strict";
 
 register("./host-hooks.mjs", import.meta.url);
-const { Config, Event } = await import("../weir-sdk.js");
+const { Config, Event, shortStack } = await import("../weir-sdk.js");
 
 const utf8 = new TextEncoder();
 
@@ -89,4 +89,13 @@ test("event numbers are decimal text, as in Rust", () => {
   for (const i of [3, 4, 5, 6]) {
     refuses(() => read(i), "invalid-input", /^expected a number as value, got /);
   }
+});
+
+test("an error's stack is shown short: a recursion folded, at most 12 frames", () => {
+  const deep = ["boom@/src/op.js:3:5", ...Array(400).fill("recurse@/src/op.js:7:3"), "process@/src/op.js:12:9"];
+  assert.equal(shortStack(deep.join("\n")), "boom@/src/op.js:3:5\nrecurse@/src/op.js:7:3 (×400)\nprocess@/src/op.js:12:9");
+  const wide = Array.from({ length: 20 }, (_, i) => `f${i}@/src/op.js:${i}:1`);
+  const shown = shortStack(wide.join("\n")).split("\n");
+  assert.equal(shown.length, 13);
+  assert.equal(shown[12], "… 8 more frames");
 });

@@ -447,6 +447,9 @@ impl Routing {
     }
 }
 
+/// How many outputs nothing reads a subtask names in the log.
+const NAMED_UNREAD: usize = 10;
+
 /// All routes of one subtask.
 #[derive(Default)]
 pub struct Outputs {
@@ -479,9 +482,17 @@ impl Outputs {
         last.emit(batch, cancel)
     }
 
-    /// Says, once per output, that what it emits to `output` is dropped.
+    /// Says, once per output, that what it emits to `output` is dropped —
+    /// for the first [`NAMED_UNREAD`] such outputs, then once that there
+    /// are more: a plugin emitting to an output per category would flood
+    /// the log.
     fn dropped(&mut self, output: &str) {
-        if self.unread.iter().any(|o| o == output) {
+        if self.unread.len() > NAMED_UNREAD || self.unread.iter().any(|o| o == output) {
+            return;
+        }
+        if self.unread.len() == NAMED_UNREAD {
+            self.unread.push(String::new());
+            warn!(node = %self.node, named = NAMED_UNREAD, "more outputs nothing reads; their records are dropped too, and they are not named");
             return;
         }
         self.unread.push(output.to_owned());
