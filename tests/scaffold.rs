@@ -82,6 +82,8 @@ fn scaffolding_says_what_it_cannot_do() {
     assert!(error.contains("must start with a letter and be letters"), "{error}");
     let error = weir(&["plugin", "new", "123", "--dir", &base]).failure();
     assert!(error.contains("plugin name \"123\" must start with a letter"), "cargo would refuse it: {error}");
+    let error = weir(&["plugin", "new", "weir_sdk", "--dir", &base]).failure();
+    assert!(error.contains("is the SDK's own"), "cargo would find two packages of that name: {error}");
     weir(&["plugin", "new", "twice", "--dir", &base]).success();
     let error = weir(&["plugin", "new", "twice", "--dir", &base]).failure();
     assert!(error.contains("already exists"), "{error}");

@@ -1327,7 +1327,9 @@ export class Windows {
   constructor(name, size, aggregate, options = {}) {
     const { slide = size, lateness = 0, lateOutput = null, domain = TimeDomain.EVENT_TIME } = options;
     if (!Number.isSafeInteger(size) || size <= 0 || !Number.isSafeInteger(slide) || slide <= 0) {
-      throw new RangeError("window size and slide must be positive whole numbers of ms");
+      throw new RangeError(
+        `windows \`${name}\`: the size and slide must be whole numbers of ms above 0, not size=${size}, slide=${slide}`,
+      );
     }
     this.size = size;
     this.slide = slide;

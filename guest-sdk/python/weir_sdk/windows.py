@@ -67,7 +67,7 @@ class Windows:
 
     def __init__(self, name, size, aggregate, slide=None, lateness=0, late_output=None, domain=TimeDomain.EVENT_TIME):
         if size <= 0 or (slide is not None and slide <= 0):
-            raise ValueError("window size and slide must be positive")
+            raise ValueError(f"windows `{name}`: the size and slide must be above 0 ms, not size={size}, slide={slide}")
         self.size = int(size)
         self.slide = int(slide) if slide is not None else self.size
         self.aggregate = aggregate

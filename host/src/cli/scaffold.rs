@@ -19,6 +19,9 @@ pub fn new_plugin(language: Language, name: &str, dir: &Path, sdk: Option<&Path>
     if !starts_with_letter || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
         bail!("plugin name {name:?} must start with a letter and be letters, digits, '-' or '_'");
     }
+    if name.replace('_', "-") == "weir-sdk" {
+        bail!("plugin name {name:?} is the SDK's own (the project depends on it); choose another");
+    }
     let project = dir.join(name);
     if project.exists() {
         bail!("{} already exists; choose another name or directory", project.display());
