@@ -39,6 +39,13 @@ echo "build-js-plugin: bundling $src" >&2
     --alias:weir-sdk="$root/guest-sdk/js/weir-sdk.js" \
     '--external:weir:*' '--external:wasi:*' \
     --log-level=warning --sourcemap=external --outfile="$work/plugin.js"
+# The world's exports come from `export const operator = exportOperator(…)`:
+# without it componentize-js fails naming the bundle, a temporary file.
+if ! sed -n '/^export {/,/};/p' "$work/plugin.js" | grep -qE '(^|[ ,{])operator([ ,}]|$)'; then
+    echo "error: $src exports no \`operator\`: end it with \`export const operator = exportOperator(YourOperator);\`" \
+         "(exportOperator from \"weir-sdk\"; see guest-sdk/js/README.md)" >&2
+    exit 1
+fi
 # The bundle goes with its source map (the sources as absolute paths), so
 # that the SDK can name the plugin's own files and lines in the stack of an
 # error it reports, not the bundle's, which is deleted below.
