@@ -1030,7 +1030,7 @@ fn started_from_a_retained_checkpoint(backend: &str) {
     host.wait_for_records("going-back", 20_000);
     let held = complete_checkpoints(&checkpoints)[0].clone();
     let error = run_job(&copy, &["--from-savepoint", held.to_str().unwrap()]).failure();
-    assert!(error.contains("is running") && error.contains("weir savepoint"), "{error}");
+    assert!(error.contains("a running job holds its checkpoint directory") && error.contains("weir savepoint"), "{error}");
     let (status, stderr) = host.wait();
     assert!(status.success(), "{stderr}");
     assert_eq!(committed_lines(&dir.path("out"), None), expected_counts(events, keys));
@@ -1046,6 +1046,11 @@ fn started_from_a_retained_checkpoint(backend: &str) {
     let before = committed_up_to(&dir.path("out"), id);
     assert!(before.len() < events as usize && !before.is_empty(), "the checkpoint chosen is midway: {} lines before it", before.len());
 
+    // The last checkpoint, taken as the job finished, keeps no state.
+    let last = retained.last().unwrap();
+    let error = run_job(&job, &["--from-savepoint", last.to_str().unwrap()]).failure();
+    assert!(error.contains("taken as it finished") && error.contains("choose an earlier one"), "{error}");
+
     // Another job from it goes on from there.
     let run = run_job(&copy, &["--from-savepoint", chosen.to_str().unwrap()]);
     assert!(run.success().stderr().contains(&format!("starting from checkpoint {}", chosen.display())), "{}", run.stderr());
@@ -1054,12 +1059,26 @@ fn started_from_a_retained_checkpoint(backend: &str) {
     both.sort();
     assert_eq!(both, expected_counts(events, keys), "the copy's output goes on from the checkpoint's");
 
+    // Another job may not take this job's checkpoint directory so; refused
+    // before the state is copied.
+    let thief = dir.write("thief.toml", &std::fs::read_to_string(&copy).unwrap().replace("checkpoints-copy", "checkpoints-going-back").replace("name = \"copy\"", "name = \"thief\""));
+    let error = run_job(&thief, &["--from-savepoint", chosen.to_str().unwrap()]).failure();
+    assert!(error.contains("it holds the checkpoints of job `going-back`, which this run of `thief` would take over"), "{error}");
+    let copies = || std::fs::read_dir(checkpoints.join("savepoints")).into_iter().flatten().flatten().map(|e| e.file_name().into_string().unwrap()).collect::<Vec<_>>();
+    assert!(copies().is_empty(), "nothing was copied: {:?}", copies());
+
     // The job itself, back to it, at parallelism 3.
     run_job(&job, &["--from-savepoint", chosen.to_str().unwrap(), "-p", "3"]).success();
     assert_eq!(committed_up_to(&dir.path("out"), id), before, "the output up to the checkpoint stays as it was");
     assert_eq!(committed_lines(&dir.path("out"), None), expected_counts(events, keys));
-    let copies = std::fs::read_dir(checkpoints.join("savepoints")).unwrap().flatten();
-    assert!(copies.map(|e| e.file_name().into_string().unwrap()).any(|name| name.starts_with("checkpoint-going-back-")));
+    // A checkpoint of the first run after the one gone back to, taken
+    // before the rollback, would leave the output the rollback deleted
+    // missing: refused, and its unused copy removed.
+    let superseded = &retained[retained.len() - 2];
+    let error = run_job(&job, &["--from-savepoint", superseded.to_str().unwrap()]).failure();
+    assert!(error.contains(&format!("lost the output of the checkpoints after {id}")), "{error}");
+    assert_eq!(copies().len(), 1, "only the copy the go-back used is kept: {:?}", copies());
+    assert!(copies().iter().all(|name| name.starts_with("checkpoint-going-back-")), "{:?}", copies());
 
     let missing = checkpoints.join("chk-99999999");
     let error = run_job(&job, &["--from-savepoint", missing.to_str().unwrap()]).failure();

@@ -12,7 +12,7 @@ use weir::control::server::ApiServer;
 use weir::dataflow::JobSummary;
 use weir::host::{JobManager, JobStatus};
 use weir::job::{self, JobGraph, NodeKind, Overrides};
-use weir::checkpoint::CheckpointStorage;
+use weir::checkpoint::{CheckpointStorage, SavepointStart};
 use weir::savepoint::{MANIFEST_FILE, Savepoint};
 use weir::PluginEngine;
 
@@ -50,7 +50,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     let engine = PluginEngine::new()?;
     let manager = JobManager::new(engine.clone());
     let savepoint = match &args.from_savepoint {
-        Some(dir) => Some(open_savepoint(dir, &graph, &engine, &manager)?),
+        Some(dir) => Some(open_savepoint(dir, &graph, &engine, &manager, args.allow_non_restored_state)?),
         // Resuming, the job keeps the plugins it was upgraded to; from the
         // savepoint its last run began from, if that run took no checkpoint.
         None => {
@@ -67,7 +67,19 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     };
     let server = serve(api.as_ref().map(|(addr, from)| (addr.as_str(), *from)), &manager)?;
     let stopped_by = shut_down_on_signals(&manager)?;
+    // A savepoint written of a retained checkpoint for this run, which a
+    // refused run leaves unused.
+    let written_for_run = savepoint.as_ref().map(|s| s.dir.clone()).filter(|_| args.from_savepoint.as_ref().is_some_and(|d| !d.join(MANIFEST_FILE).exists()));
     if let Err(refused) = manager.submit(graph.clone(), savepoint, args.allow_non_restored_state) {
+        // (Unless the run recorded that it began from it before it failed:
+        // the next `weir run` restores it again.)
+        let recorded = |dir: &Path| {
+            let start = graph.checkpoints.as_ref().and_then(|c| SavepointStart::read(&c.dir).ok().flatten());
+            start.is_some_and(|start| start.savepoint == dir)
+        };
+        if let Some(unused) = written_for_run.filter(|dir| !recorded(dir)) {
+            let _ = std::fs::remove_dir_all(unused);
+        }
         exit_if_signalled(&stopped_by);
         return Err(anyhow::Error::msg(refused));
     }
@@ -152,16 +164,21 @@ fn say_if_unused(graph: &JobGraph, p: u32) {
 /// written of it — noting when it is another job's: restoring one into a
 /// fork or a new version of a job is the point of savepoints, but a wrong
 /// directory given by mistake should not pass unseen.
-fn open_savepoint(dir: &Path, graph: &JobGraph, engine: &PluginEngine, manager: &JobManager) -> anyhow::Result<Savepoint> {
+fn open_savepoint(
+    dir: &Path,
+    graph: &JobGraph,
+    engine: &PluginEngine,
+    manager: &JobManager,
+    allow_non_restored: bool,
+) -> anyhow::Result<Savepoint> {
     let savepoint = match CheckpointStorage::of_checkpoint(dir) {
         Some(_) if !dir.join(MANIFEST_FILE).exists() => {
-            let savepoint = manager.savepoint_of_checkpoint(dir, graph)?;
-            say!(
-                "weir: starting from checkpoint {} (written as savepoint {}, which the host deletes once the job has \
-                 checkpoints of its own and newer ones replace it)",
-                dir.display(),
-                savepoint.dir.display()
-            );
+            let savepoint = manager.savepoint_of_checkpoint(dir, graph, allow_non_restored)?;
+            let kept = match graph.checkpoints {
+                Some(_) => "which the host deletes once the job has checkpoints of its own and newer ones replace it",
+                None => "the newest 5 of which the host keeps",
+            };
+            say!("weir: starting from checkpoint {} (written as savepoint {}, {kept})", dir.display(), savepoint.dir.display());
             savepoint
         }
         _ => Savepoint::open(dir)?,

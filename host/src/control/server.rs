@@ -43,6 +43,11 @@ pub struct ApiServer {
 /// of the host.
 const READ_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How many connections are served at once: each holds a thread and file
+/// descriptors, which idle clients would otherwise use up, and the job's
+/// checkpoints and sinks with them.
+const MAX_CONNECTIONS: usize = 64;
+
 /// How long stopping waits for the answers of requests being handled.
 const ANSWER_PATIENCE: Duration = Duration::from_secs(10);
 
@@ -56,7 +61,7 @@ impl ApiServer {
     /// [`ApiServer::start`], a read from a client waiting at most `read_timeout`.
     fn start_with(addr: &str, plane: Arc<dyn ControlPlane>, read_timeout: Duration) -> std::io::Result<ApiServer> {
         let listen = addr.trim().trim_start_matches("http://").trim_end_matches('/');
-        let config = |addr| ServerConfig { addr, ssl: None, read_timeout: Some(read_timeout) };
+        let config = |addr| ServerConfig { addr, ssl: None, read_timeout: Some(read_timeout), max_connections: Some(MAX_CONNECTIONS) };
         let server = ConfigListenAddr::from_socket_addrs(listen).map_err(Into::into).map(config).and_then(Server::new).map_err(|error| {
             let kind = error.downcast_ref::<std::io::Error>().map_or(std::io::ErrorKind::Other, |e| e.kind());
             std::io::Error::new(kind, format!("cannot serve the control API on {listen}: {error}"))
@@ -245,7 +250,7 @@ fn read_body(request: &mut Request) -> Result<Vec<u8>, (u16, String)> {
     if request.body_length().is_some_and(|n| n as u64 > MAX_BODY) {
         return Err(error(413, format!("the request body is larger than {MAX_BODY} bytes")));
     }
-    let declared = declared.first().map_or_else(|| "?".to_owned(), |length| length.to_string());
+    let declared = declared.first().map_or_else(String::new, |length| format!(" of the {length} its Content-Length declares"));
     let mut body = Vec::new();
     request
         .as_reader()
@@ -253,7 +258,7 @@ fn read_body(request: &mut Request) -> Result<Vec<u8>, (u16, String)> {
         .read_to_end(&mut body)
         .map_err(|e| match e.kind() {
             std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => error(408, format!(
-                "the request body stopped coming ({} bytes of the {} its Content-Length declares); send it whole",
+                "the request body stopped coming ({} bytes{}); send it whole",
                 body.len(),
                 declared,
             )),
@@ -784,6 +789,29 @@ mod tests {
         // `jobs` was answered while the upgrade was still in progress.
         let calls = plane.calls.lock().unwrap().clone();
         assert_eq!(calls, vec!["upgrade started words", "jobs", "upgrade done words"]);
+    }
+
+    /// Idle clients beyond the cap are closed as they come, and the API
+    /// answers again once they are gone: they neither use up the host's
+    /// file descriptors nor end its listener.
+    #[test]
+    fn idle_connections_beyond_the_cap_are_closed_and_the_api_answers_once_they_go() {
+        let plane = Arc::new(FakePlane::default());
+        let server = ApiServer::start_with("127.0.0.1:0", plane, Duration::from_secs(30)).expect("the server starts");
+        let idle: Vec<std::net::TcpStream> =
+            (0..MAX_CONNECTIONS + 20).map(|_| std::net::TcpStream::connect(server.addr()).unwrap()).collect();
+        // The last ones were closed by the server: a read sees their end.
+        let mut last = idle.last().unwrap();
+        last.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut buf = [0u8; 1];
+        assert!(matches!(last.read(&mut buf), Ok(0)), "a connection beyond the cap is closed at once");
+        drop(idle);
+        let client = ApiClient::new(&server.addr().to_string());
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while client.jobs().is_err() {
+            assert!(Instant::now() < deadline, "the API answers again");
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// The read timeout bounds waiting for a client, not for the host: an

@@ -317,6 +317,9 @@ pub fn run_job_with(graph: &JobGraph, engine: &Arc<PluginEngine>, options: RunOp
     let (first_own, _lock) = match &graph.checkpoints {
         Some(settings) => {
             refuse_enclosed_checkpoint_dir(graph, settings)?;
+            if options.savepoint.is_some() {
+                refuse_another_jobs_checkpoints(graph, settings)?;
+            }
             let storage = open_storage(settings)?;
             let lock = lock_storage(&storage, settings)?;
             let dir_error = |source| RunError::Checkpoints { dir: settings.dir.clone(), source };
@@ -476,6 +479,35 @@ pub fn savepoint_to_restore(graph: &JobGraph) -> Result<Option<Savepoint>, RunEr
         ))
     })?;
     Ok(Some(savepoint))
+}
+
+/// Refuses a checkpoint directory a run of `graph` from a savepoint cannot
+/// take: one inside another job's, or one holding another job's
+/// checkpoints (see the functions it calls). Checked before a retained
+/// checkpoint is written as a savepoint for the run, and again as it starts.
+pub fn refuse_taking_checkpoint_dir(graph: &JobGraph) -> Result<(), RunError> {
+    let Some(settings) = &graph.checkpoints else { return Ok(()) };
+    refuse_enclosed_checkpoint_dir(graph, settings)?;
+    refuse_another_jobs_checkpoints(graph, settings)
+}
+
+/// A run from a savepoint numbers its checkpoints after those in its
+/// directory, and its retention deletes them: a directory holding another
+/// job's checkpoints would be taken from that job, which could no longer
+/// resume (a run without a savepoint is refused such a directory by
+/// [`check_resumable`]).
+fn refuse_another_jobs_checkpoints(graph: &JobGraph, settings: &CheckpointSettings) -> Result<(), RunError> {
+    let storage = open_storage(settings)?;
+    let Some(newest) = storage.complete_ids().pop() else { return Ok(()) };
+    // A manifest that cannot be read names no job: the resume's checks say more.
+    match storage.manifest(newest) {
+        Ok(manifest) if manifest.job != graph.name => Err(checkpoints_error(graph, format!(
+            "it holds the checkpoints of job `{}`, which this run of `{}` would take over and delete; give each \
+             job a checkpoint_dir of its own (or the job its old name)",
+            manifest.job, graph.name
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// A checkpoint directory inside another job's would lose its files to

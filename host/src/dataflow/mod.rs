@@ -53,9 +53,10 @@ pub use operator::{Emitted, OperatorLogic};
 pub use builder::instance_config;
 pub use state_check::{StateCheckError, changed_plugins, check_state};
 pub use upgrades::{CarriedUpgrade, carry_upgrades};
+pub use resume_check::check_fits;
 pub use executor::{
     JobCommand, JobSummary, Progress, Restarts, Restore, Role, RunError, RunOptions, RunningJob, TaskSummary, run_job, run_job_with,
-    commit_newest_checkpoint, panic_message, savepoint_to_restore, start_job,
+    commit_newest_checkpoint, panic_message, refuse_taking_checkpoint_dir, savepoint_to_restore, start_job,
 };
 
 /// Records per batch: sources fill batches of this size and key-by edges

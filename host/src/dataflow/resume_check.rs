@@ -33,6 +33,13 @@ pub(super) fn check_resumable(graph: &JobGraph, manifest: &Manifest, allow_non_r
     if manifest.finished {
         return Ok(Vec::new());
     }
+    check_fits(graph, manifest, allow_non_restored)
+}
+
+/// [`check_resumable`] but for the job's name: whether `graph` can take
+/// the state of `manifest` — also another job's, started from one of its
+/// retained checkpoints.
+pub fn check_fits(graph: &JobGraph, manifest: &Manifest, allow_non_restored: bool) -> Result<Vec<String>, String> {
     if manifest.max_parallelism != graph.max_parallelism {
         return Err(format!(
             "it was taken with max_parallelism = {} and the job now has {}: the number of key groups is fixed \

@@ -43,7 +43,7 @@ impl JobManager {
     /// Checkpoint `dir` (`chk-N` in a checkpoint directory), verified and
     /// written as a savepoint for job `graph` to start from (see the
     /// module's docs).
-    pub fn savepoint_of_checkpoint(&self, dir: &Path, graph: &JobGraph) -> Result<Savepoint, ControlError> {
+    pub fn savepoint_of_checkpoint(&self, dir: &Path, graph: &JobGraph, allow_non_restored: bool) -> Result<Savepoint, ControlError> {
         let refuse = |reason: String| ControlError::Rejected(format!("cannot start from checkpoint {}: {reason}", dir.display()));
         let (storage, id) = CheckpointStorage::of_checkpoint(dir).ok_or_else(|| refuse("it is not named chk-N".into()))?;
         let root = storage.root();
@@ -58,8 +58,8 @@ impl JobManager {
             Ok(Some(lock)) => lock,
             Ok(None) => {
                 return Err(refuse(format!(
-                    "the job whose checkpoint directory {} is is running, and may delete it meanwhile: take a savepoint \
-                     of that job (`weir savepoint JOB`) and start from that, or stop it first",
+                    "a running job holds its checkpoint directory {}, and may delete the checkpoint meanwhile: take a \
+                     savepoint of that job (`weir savepoint JOB`) and start from that, or stop it first",
                     root.display()
                 )));
             }
@@ -69,6 +69,15 @@ impl JobManager {
             return Err(refuse(format!("a newer Weir wrote it (checkpoint format {version}); start it with that Weir")));
         }
         let manifest = storage.verify(id).map_err(|reason| refuse(format!("{reason}; choose another ({listed})")))?;
+        if manifest.finished {
+            return Err(refuse(format!(
+                "it is the job's last, taken as it finished (its sources exhausted): it keeps no state to start \
+                 from; choose an earlier one ({listed})"
+            )));
+        }
+        // What would refuse the run, before the state is copied.
+        crate::dataflow::check_fits(graph, &manifest, allow_non_restored).map_err(refuse)?;
+        crate::dataflow::refuse_taking_checkpoint_dir(graph).map_err(|error| refuse(error.to_string()))?;
         let own = graph.checkpoints.as_ref().is_some_and(|s| crate::dirs::resolved(&s.dir) == crate::dirs::resolved(root));
         if own {
             crate::dataflow::commit_newest_checkpoint(graph).map_err(|error| refuse(error.to_string()))?;

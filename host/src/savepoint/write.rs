@@ -10,7 +10,7 @@ use super::{
     SavepointManifest, SourceSnapshot, StateDescriptor, StateKind,
 };
 use crate::checkpoint::{Manifest, OperatorPlugin, TaskState};
-use crate::plugin::{InstanceMeta, decode_meta, now_ms};
+use crate::plugin::{InstanceMeta, decode_meta};
 use crate::state::{
     BackendConfig, FileRef, RecordWriter, StateError, TimeDomain, key_group_for, read_verified, visit_snapshot,
     write_verified,
@@ -277,7 +277,10 @@ fn write_files(
         format: FORMAT_VERSION,
         job: job.name.clone(),
         checkpoint: manifest.checkpoint,
-        taken_at_ms: now_ms(),
+        // The state is the checkpoint's: a savepoint written later of a
+        // retained one is as old as that (the files sink judges restores
+        // after a rollback by it).
+        taken_at_ms: manifest.completed_at_ms,
         max_parallelism: job.max_parallelism,
         job_file: job.definition.clone(),
         operators,

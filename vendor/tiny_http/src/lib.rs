@@ -100,7 +100,7 @@ use std::io::Error as IoError;
 use std::io::ErrorKind as IoErrorKind;
 use std::io::Result as IoResult;
 use std::net::{Shutdown, TcpStream, ToSocketAddrs};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -184,6 +184,11 @@ pub struct ServerConfig {
     /// this long, and the connection is closed: a client that sends less
     /// than it declared does not hold a thread forever (patched for Weir).
     pub read_timeout: Option<std::time::Duration>,
+
+    /// If `Some`, at most this many connections are served at once (each
+    /// holds a thread and file descriptors); more are closed as they come
+    /// (patched for Weir).
+    pub max_connections: Option<usize>,
 }
 
 /// Configuration of the server for SSL.
@@ -193,6 +198,22 @@ pub struct SslConfig {
     pub certificate: Vec<u8>,
     /// Contains the ultra-secret private key used to decode communications.
     pub private_key: Vec<u8>,
+}
+
+/// A connection being served, counted in `active` until dropped (Weir).
+struct Served(Arc<AtomicUsize>);
+
+impl Served {
+    fn start(active: &Arc<AtomicUsize>) -> Served {
+        active.fetch_add(1, Relaxed);
+        Served(Arc::clone(active))
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Relaxed);
+    }
 }
 
 impl Server {
@@ -206,6 +227,7 @@ impl Server {
             addr: ConfigListenAddr::from_socket_addrs(addr)?,
             ssl: None,
             read_timeout: None,
+            max_connections: None,
         })
     }
 
@@ -223,6 +245,7 @@ impl Server {
             addr: ConfigListenAddr::from_socket_addrs(addr)?,
             ssl: Some(config),
             read_timeout: None,
+            max_connections: None,
         })
     }
 
@@ -236,13 +259,14 @@ impl Server {
             addr: ConfigListenAddr::unix_from_path(path),
             ssl: None,
             read_timeout: None,
+            max_connections: None,
         })
     }
 
     /// Builds a new server that listens on the specified address.
     pub fn new(config: ServerConfig) -> Result<Server, Box<dyn Error + Send + Sync + 'static>> {
         let listener = config.addr.bind()?;
-        Self::from_listener_with(listener, config.ssl, config.read_timeout)
+        Self::from_listener_with(listener, config.ssl, config.read_timeout, config.max_connections)
     }
 
     /// Builds a new server using the specified TCP listener.
@@ -253,13 +277,14 @@ impl Server {
         listener: L,
         ssl_config: Option<SslConfig>,
     ) -> Result<Server, Box<dyn Error + Send + Sync + 'static>> {
-        Self::from_listener_with(listener, ssl_config, None)
+        Self::from_listener_with(listener, ssl_config, None, None)
     }
 
     fn from_listener_with<L: Into<Listener>>(
         listener: L,
         ssl_config: Option<SslConfig>,
         read_timeout: Option<std::time::Duration>,
+        max_connections: Option<usize>,
     ) -> Result<Server, Box<dyn Error + Send + Sync + 'static>> {
         let listener = listener.into();
         // building the "close" variable
@@ -306,6 +331,9 @@ impl Server {
         thread::spawn(move || {
             // a tasks pool is used to dispatch the connections into threads
             let tasks_pool = util::TaskPool::new();
+            // Weir: connections being served, and whether accepting fails.
+            let active = Arc::new(AtomicUsize::new(0));
+            let mut failing = false;
 
             log::debug!("Running accept thread");
             while !inside_close_trigger.load(Relaxed) {
@@ -340,9 +368,17 @@ impl Server {
 
                 match new_client {
                     Ok(client) => {
+                        failing = false;
+                        if max_connections.is_some_and(|max| active.load(Relaxed) >= max) {
+                            log::warn!("Closing a new client: {} connections are served already", active.load(Relaxed));
+                            drop(client);
+                            continue;
+                        }
                         let messages = inside_messages.clone();
                         let mut client = Some(client);
+                        let mut served = Some(Served::start(&active));
                         tasks_pool.spawn(Box::new(move || {
+                            let _served = served.take();
                             if let Some(client) = client.take() {
                                 // Synchronization is needed for HTTPS requests to avoid a deadlock
                                 if client.secure() {
@@ -360,10 +396,16 @@ impl Server {
                         }));
                     }
 
+                    // Weir: a failed accept (out of file descriptors, say)
+                    // is passed on once and retried after a pause; upstream
+                    // ended the listener, and the API for good.
                     Err(e) => {
                         log::error!("Error accepting new client: {}", e);
-                        inside_messages.push(e.into());
-                        break;
+                        if !failing {
+                            inside_messages.push(e.into());
+                        }
+                        failing = true;
+                        thread::sleep(std::time::Duration::from_millis(100));
                     }
                 }
             }
