@@ -82,7 +82,20 @@ impl JobManager {
         if own {
             crate::dataflow::commit_newest_checkpoint(graph).map_err(|error| refuse(error.to_string()))?;
         }
+        // The job's own directory is held too (it is `root` when going
+        // back), so that what a killed conversion left there can go.
+        let _target_held = match &graph.checkpoints {
+            Some(settings) if !own => match CheckpointStorage::open(&settings.dir).and_then(|target| target.lock()) {
+                Ok(Some(lock)) => Some(lock),
+                Ok(None) => return Err(refuse(format!("job `{}` is running already (its checkpoint directory is held)", graph.name))),
+                Err(error) => return Err(refuse(format!("cannot lock {}: {error}", settings.dir.display()))),
+            },
+            _ => None,
+        };
         let savepoints = self.default_savepoint_root(graph);
+        if graph.checkpoints.is_some() {
+            remove_interrupted(&savepoints, &graph.name);
+        }
         let taken_at = now_ms();
         let target = savepoints.join(format!("{LABEL}-{}-{taken_at}", graph.name));
         let work = savepoints.join(format!(".{LABEL}-{taken_at}-work"));
@@ -98,3 +111,19 @@ impl JobManager {
     }
 }
 
+
+/// Removes what a host killed while writing a checkpoint of job `job` as a
+/// savepoint in `savepoints` left: its work directory, and the savepoint
+/// still marked as being written.
+fn remove_interrupted(savepoints: &Path, job: &str) {
+    let prefix = format!("{LABEL}-{job}-");
+    for entry in std::fs::read_dir(savepoints).into_iter().flatten().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let work = name.starts_with(&format!(".{LABEL}-")) && name.ends_with("-work");
+        let interrupted = name.starts_with(&prefix) && crate::savepoint::interrupted(&entry.path());
+        if work || interrupted {
+            info!(dir = %entry.path().display(), "removing what a killed host left while writing a checkpoint as a savepoint");
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}

@@ -26,7 +26,7 @@ pub use format::{
     SourceSnapshot, StateDescriptor, StateKind,
 };
 pub use read::{RestoreCheck, Savepoint, SavepointEntry};
-pub use write::{JobDescription, NodeDescription, prepare_savepoint_dir, write_savepoint};
+pub use write::{JobDescription, NodeDescription, interrupted, prepare_savepoint_dir, write_savepoint};
 
 /// A savepoint cannot be written, read or used.
 #[derive(Debug, thiserror::Error)]

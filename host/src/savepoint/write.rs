@@ -204,7 +204,7 @@ const CLAIM_FILE: &str = ".writing";
 
 /// Whether `dir` holds a savepoint being written, or one that was when its
 /// host stopped (killed): its claim is there.
-pub(super) fn interrupted(dir: &Path) -> bool {
+pub fn interrupted(dir: &Path) -> bool {
     dir.join(CLAIM_FILE).exists()
 }
 
