@@ -1119,8 +1119,13 @@ fn restores_refuse_savepoints_that_do_not_fit_the_job() {
     let run = run_job(&renamed, &["--from-savepoint", sp, "--allow-non-restored-state"]);
     assert!(!run.success().stderr().contains("was taken of job"), "the same job: {}", run.stderr());
 
-    // Another job's savepoint restores (forks are made so), with a note.
+    // Another job's savepoint restores (forks are made so), with a note —
+    // into a checkpoint directory of its own, not the one holding the
+    // other job's checkpoints, which it would take over.
     let other_job = text.replace("name = \"small\"", "name = \"other\"").replace("path = \"out\"", "path = \"out-other\"");
+    let error = run_job(&dir.write("other-job.toml", &other_job), &["--from-savepoint", sp]).failure();
+    assert!(error.contains("it holds the checkpoints of job `small`, which this run of `other` would take over"), "{error}");
+    let other_job = other_job.replace("checkpoints-small", "checkpoints-other");
     let run = run_job(&dir.write("other-job.toml", &other_job), &["--from-savepoint", sp]);
     let note = format!("savepoint {sp} was taken of job `small`; restoring it into job `other`");
     assert!(run.success().stderr().contains(&note), "{}", run.stderr());
