@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use weir::connectors::PartitionBacklog;
-use weir::control::client::ApiClient;
+use weir::control::client::{ApiClient, ClientError};
 use weir::control::registry;
 use weir::control::{DEFAULT_API_ADDR, ForkRequest, JobInfo, NodeInfo, SavepointRequest, UpgradeRequest};
 
@@ -27,37 +27,51 @@ impl ApiArg {
     }
 
     /// The host at the address given, else the one on this machine that
-    /// answers, else of those that do the one that runs job `name` (saying
-    /// so if it is not at the default address) — else the first, or the
-    /// default's, whose error then says that it has no such job, or cannot
-    /// be reached.
+    /// runs job `name` (saying so if it is not at the default address) —
+    /// else the first that answers, or the default's, whose error then
+    /// says that it has no such job, or cannot be reached.
     fn client_for(&self, name: &str) -> ApiClient {
-        let mut hosts = self.clients();
-        if hosts.len() > 1
-            && let Some(found) = hosts.iter().position(|host| host.job(name).is_ok())
-        {
-            if hosts[found].addr() != DEFAULT_API_ADDR {
-                say!("weir: job `{name}` is on the host at {} (found without --api)", hosts[found].addr());
+        let Some(hosts) = self.discovered() else { return ApiClient::new(&self.given().unwrap_or_default()) };
+        match hosts.iter().find(|(_, jobs)| jobs.iter().any(|job| job.name == name)) {
+            Some((host, _)) => {
+                if host.addr() != DEFAULT_API_ADDR {
+                    say!("weir: job `{name}` is on the host at {} (found without --api)", host.addr());
+                }
+                host.clone()
             }
-            return hosts.swap_remove(found);
+            None => hosts.into_iter().next().map_or_else(|| ApiClient::new(DEFAULT_API_ADDR), |(host, _)| host),
         }
-        hosts.swap_remove(0)
     }
 
     /// The host at the address given, else every host on this machine that
-    /// answers (the default address's first) — else the default's, whose
-    /// error then says that it cannot be reached.
-    fn clients(&self) -> Vec<ApiClient> {
-        if let Some(addr) = self.given() {
-            return vec![ApiClient::new(&addr)];
+    /// answers (the default address's first), each with its jobs as it
+    /// answered — else the default's error.
+    fn hosts_with_jobs(&self) -> Result<Vec<(ApiClient, Vec<JobInfo>)>, ClientError> {
+        let only = match self.discovered() {
+            Some(hosts) if !hosts.is_empty() => return Ok(hosts),
+            Some(_) => ApiClient::new(DEFAULT_API_ADDR),
+            None => ApiClient::new(&self.given().unwrap_or_default()),
+        };
+        let jobs = only.jobs()?;
+        Ok(vec![(only, jobs)])
+    }
+
+    /// Without an address given, every host on this machine that answers,
+    /// with its jobs: the default address's first, then those the hosts
+    /// announced (see [`registry`]). Asked once each, so that a host
+    /// ending meanwhile is passed over, not reported as failing.
+    fn discovered(&self) -> Option<Vec<(ApiClient, Vec<JobInfo>)>> {
+        if self.given().is_some() {
+            return None;
         }
         let mut addrs = vec![DEFAULT_API_ADDR.to_owned()];
         addrs.extend(registry::announced().into_iter().filter(|addr| addr != DEFAULT_API_ADDR));
-        let answering: Vec<ApiClient> = addrs.iter().map(|addr| ApiClient::new(addr)).filter(|host| host.jobs().is_ok()).collect();
-        match answering.is_empty() {
-            true => vec![ApiClient::new(DEFAULT_API_ADDR)],
-            false => answering,
-        }
+        let answering = addrs.iter().filter_map(|addr| {
+            let host = ApiClient::new(addr);
+            let jobs = host.jobs().ok()?;
+            Some((host, jobs))
+        });
+        Some(answering.collect())
     }
 }
 
@@ -188,15 +202,14 @@ pub fn jobs(args: &JobsArgs) -> anyhow::Result<()> {
         out_text!("{}{}{}", jobs_table(std::slice::from_ref(&job)), nodes_table(&job.nodes, live), backlogs(&job.nodes));
         return Ok(());
     }
-    let hosts = args.api.clients();
-    for (i, client) in hosts.iter().enumerate() {
-        let jobs = client.jobs()?;
+    let hosts = args.api.hosts_with_jobs()?;
+    for (i, (client, jobs)) in hosts.iter().enumerate() {
         if hosts.len() > 1 {
             out!("{}the Weir host at {}:", if i == 0 { "" } else { "\n" }, client.addr());
         }
         match jobs.is_empty() {
             true => out!("no jobs in the Weir host at {}", client.addr()),
-            false => out_text!("{}", jobs_table(&jobs)),
+            false => out_text!("{}", jobs_table(jobs)),
         }
     }
     Ok(())
