@@ -31,7 +31,10 @@ impl ApiArg {
     /// else the first that answers, or the default's, whose error then
     /// says that it has no such job, or cannot be reached.
     fn client_for(&self, name: &str) -> ApiClient {
-        let Some(hosts) = self.discovered() else { return ApiClient::new(&self.given().unwrap_or_default()) };
+        if let Some(addr) = self.given() {
+            return ApiClient::new(&addr);
+        }
+        let hosts = discovered();
         match hosts.iter().find(|(_, jobs)| jobs.iter().any(|job| job.name == name)) {
             Some((host, _)) => {
                 if host.addr() != DEFAULT_API_ADDR {
@@ -47,32 +50,34 @@ impl ApiArg {
     /// answers (the default address's first), each with its jobs as it
     /// answered — else the default's error.
     fn hosts_with_jobs(&self) -> Result<Vec<(ApiClient, Vec<JobInfo>)>, ClientError> {
-        let only = match self.discovered() {
-            Some(hosts) if !hosts.is_empty() => return Ok(hosts),
-            Some(_) => ApiClient::new(DEFAULT_API_ADDR),
-            None => ApiClient::new(&self.given().unwrap_or_default()),
+        let only = match self.given() {
+            Some(addr) => ApiClient::new(&addr),
+            None => {
+                let hosts = discovered();
+                if !hosts.is_empty() {
+                    return Ok(hosts);
+                }
+                ApiClient::new(DEFAULT_API_ADDR)
+            }
         };
         let jobs = only.jobs()?;
         Ok(vec![(only, jobs)])
     }
+}
 
-    /// Without an address given, every host on this machine that answers,
-    /// with its jobs: the default address's first, then those the hosts
-    /// announced (see [`registry`]). Asked once each, so that a host
-    /// ending meanwhile is passed over, not reported as failing.
-    fn discovered(&self) -> Option<Vec<(ApiClient, Vec<JobInfo>)>> {
-        if self.given().is_some() {
-            return None;
-        }
-        let mut addrs = vec![DEFAULT_API_ADDR.to_owned()];
-        addrs.extend(registry::announced().into_iter().filter(|addr| addr != DEFAULT_API_ADDR));
-        let answering = addrs.iter().filter_map(|addr| {
-            let host = ApiClient::new(addr);
-            let jobs = host.jobs().ok()?;
-            Some((host, jobs))
-        });
-        Some(answering.collect())
-    }
+/// Every host on this machine that answers, with its jobs: the default
+/// address's first, then those the hosts announced (see [`registry`]).
+/// Asked once each, so that a host ending meanwhile is passed over, not
+/// reported as failing.
+fn discovered() -> Vec<(ApiClient, Vec<JobInfo>)> {
+    let mut addrs = vec![DEFAULT_API_ADDR.to_owned()];
+    addrs.extend(registry::announced().into_iter().filter(|addr| addr != DEFAULT_API_ADDR));
+    let answering = addrs.iter().filter_map(|addr| {
+        let host = ApiClient::new(addr);
+        let jobs = host.jobs().ok()?;
+        Some((host, jobs))
+    });
+    answering.collect()
 }
 
 #[derive(Debug, Args)]

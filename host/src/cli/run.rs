@@ -69,7 +69,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     let stopped_by = shut_down_on_signals(&manager)?;
     // A savepoint written of a retained checkpoint for this run, which a
     // refused run leaves unused.
-    let written_for_run = savepoint.as_ref().map(|s| s.dir.clone()).filter(|_| args.from_savepoint.as_ref().is_some_and(|d| !d.join(MANIFEST_FILE).exists()));
+    let written_for_run = savepoint.as_ref().map(|s| s.dir.clone()).filter(|_| args.from_savepoint.as_deref().is_some_and(is_retained_checkpoint));
     if let Err(refused) = manager.submit(graph.clone(), savepoint, args.allow_non_restored_state) {
         // (Unless the run recorded that it began from it before it failed:
         // the next `weir run` restores it again.)
@@ -171,8 +171,8 @@ fn open_savepoint(
     manager: &JobManager,
     allow_non_restored: bool,
 ) -> anyhow::Result<Savepoint> {
-    let savepoint = match CheckpointStorage::of_checkpoint(dir) {
-        Some(_) if !dir.join(MANIFEST_FILE).exists() => {
+    let savepoint = match is_retained_checkpoint(dir) {
+        true => {
             let savepoint = manager.savepoint_of_checkpoint(dir, graph, allow_non_restored)?;
             let kept = match graph.checkpoints {
                 Some(_) => "which the host deletes once the job has checkpoints of its own and newer ones replace it",
@@ -181,7 +181,7 @@ fn open_savepoint(
             say!("weir: starting from checkpoint {} (written as savepoint {}, {kept})", dir.display(), savepoint.dir.display());
             savepoint
         }
-        _ => Savepoint::open(dir)?,
+        false => Savepoint::open(dir)?,
     };
     let taken_of = &savepoint.manifest.job;
     if *taken_of != graph.name {
@@ -194,6 +194,12 @@ fn open_savepoint(
     }
     say_other_plugins(&savepoint, graph, engine);
     Ok(savepoint)
+}
+
+/// Whether `dir`, given to `--from-savepoint`, is one retained checkpoint
+/// (`chk-N`, and not a savepoint that happens to be named so).
+fn is_retained_checkpoint(dir: &Path) -> bool {
+    CheckpointStorage::of_checkpoint(dir).is_some() && !dir.join(MANIFEST_FILE).exists()
 }
 
 /// Notes each operator that restores with another plugin than the one the

@@ -458,11 +458,13 @@ pub struct Outputs {
     routes: Vec<Route>,
     /// Outputs it emitted to that nothing reads, said once each.
     unread: Vec<String>,
+    /// Whether it said that there are more than [`NAMED_UNREAD`].
+    more_unread_said: bool,
 }
 
 impl Outputs {
     pub fn new(node: &str, routes: Vec<Route>) -> Self {
-        Outputs { node: node.to_owned(), routes, unread: Vec::new() }
+        Outputs { node: node.to_owned(), routes, unread: Vec::new(), more_unread_said: false }
     }
 
     /// Sends `batch`, emitted on `output`, to every consumer of that output
@@ -487,11 +489,11 @@ impl Outputs {
     /// are more: a plugin emitting to an output per category would flood
     /// the log.
     fn dropped(&mut self, output: &str) {
-        if self.unread.len() > NAMED_UNREAD || self.unread.iter().any(|o| o == output) {
+        if self.more_unread_said || self.unread.iter().any(|o| o == output) {
             return;
         }
         if self.unread.len() == NAMED_UNREAD {
-            self.unread.push(String::new());
+            self.more_unread_said = true;
             warn!(node = %self.node, named = NAMED_UNREAD, "more outputs nothing reads; their records are dropped too, and they are not named");
             return;
         }

@@ -111,7 +111,6 @@ impl JobManager {
     }
 }
 
-
 /// Removes what a host killed while writing a checkpoint of job `job` as a
 /// savepoint in `savepoints` left: its work directory, and the savepoint
 /// still marked as being written.

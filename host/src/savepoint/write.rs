@@ -40,9 +40,7 @@ impl JobDescription {
         });
         operators.collect()
     }
-}
 
-impl JobDescription {
     /// Checkpoint `manifest`'s sources and operators, at the parallelism
     /// it was taken at, with the plugins that took it (`plugin_of` names
     /// one a checkpoint from before plugins were recorded does not): what
