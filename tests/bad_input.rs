@@ -84,7 +84,7 @@ fn a_component_for_another_world() {
     assert!(error.contains("operator `suspect`"), "{error}");
     assert!(error.contains("is a component but not a Weir operator"), "{error}");
     assert!(error.contains("example:other/api@1.0.0"), "lists what it exports: {error}");
-    assert!(error.contains("weir:operator/operator@0.4.0"), "says what is expected: {error}");
+    assert!(error.contains("weir:operator/operator@0.5.0"), "says what is expected: {error}");
     assert!(error.contains("the crate calls `weir_sdk::export_operator!(YourOperator)`"), "and how: {error}");
 
     let check = weir(&["plugin", "check", path.to_str().unwrap()]);
@@ -95,18 +95,18 @@ fn a_component_for_another_world() {
 #[test]
 fn components_built_against_an_older_or_newer_wit_version() {
     let dir = JobDir::new();
-    for version in ["0.3.0", "0.5.0"] {
+    for version in ["0.4.0", "0.6.0"] {
         let path = component_from_wat(&dir, &format!("{version}.wasm"), &component_exporting(&format!("weir:operator/operator@{version}")));
         let error = run_job(&job_with_plugin(&dir, &path), &[]).failure();
         assert!(error.contains(&format!("was built against weir:operator@{version}")), "{error}");
-        assert!(error.contains("this host implements weir:operator@0.4.0"), "{error}");
+        assert!(error.contains("this host implements weir:operator@0.5.0"), "{error}");
     }
 }
 
 #[test]
 fn a_component_with_the_right_name_but_wrong_functions() {
     let dir = JobDir::new();
-    let path = component_from_wat(&dir, "wrong.wasm", &component_exporting("weir:operator/operator@0.4.0"));
+    let path = component_from_wat(&dir, "wrong.wasm", &component_exporting("weir:operator/operator@0.5.0"));
     let error = run_job(&job_with_plugin(&dir, &path), &[]).failure();
     assert!(error.contains("operator `suspect`"), "{error}");
     assert!(error.contains("not a Weir operator"), "{error}");
@@ -179,9 +179,9 @@ fn plugin_check_lists_exports_and_imports_of_a_good_plugin() {
     let run = weir(&["plugin", "check", plugin("word-count").to_str().unwrap()]);
     run.success();
     let out = run.stdout();
-    assert!(out.contains("weir:operator/operator@0.4.0 (interface): init, process"), "{out}");
-    assert!(out.contains("weir:operator/state@0.4.0 (interface)"), "{out}");
-    assert!(out.contains("ok: implements the weir:operator@0.4.0 plugin world"), "{out}");
+    assert!(out.contains("weir:operator/operator@0.5.0 (interface): init, process"), "{out}");
+    assert!(out.contains("weir:operator/state@0.5.0 (interface)"), "{out}");
+    assert!(out.contains("ok: implements the weir:operator@0.5.0 plugin world"), "{out}");
 }
 
 /// A valid one-operator job, with `edit` applied to its text.

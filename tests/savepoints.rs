@@ -1258,6 +1258,44 @@ fn open_windows_and_their_timers_survive_a_stop_and_a_restore_at_another_paralle
     assert_eq!(committed_lines(&dir.path("out"), None), expected);
 }
 
+/// Windows are found by the start their size gives, so windows stored
+/// under another size would never fire: a job restored from a savepoint,
+/// or resumed from its checkpoint, with the window size changed in its
+/// config is refused, naming a stored window — the plugin is asked
+/// (`check-state`) because its config changed, though its file did not.
+/// A config that changes nothing the state depends on is let through, and
+/// the results are exact.
+#[test]
+fn a_window_size_changed_in_the_config_is_refused_instead_of_losing_open_windows() {
+    let dir = JobDir::new();
+    run_job(&windows_job(&dir, "uninterrupted", "expected"), &["-p", "2"]).success();
+    let expected = committed_lines(&dir.path("expected"), None);
+    let job = windows_job(&dir, "resized", "out");
+    let text = std::fs::read_to_string(&job).unwrap();
+    let configured = |size: &str| {
+        let config = format!("config = {{ time = \"event\", size_ms = {size} }}");
+        dir.write(&format!("resized-{size}.toml"), &text.replace("config = { time = \"event\" }", &config))
+    };
+    let refusal = "windows `sums` hold the window [";
+    let resized = "which tumbling windows of 2000 ms do not have";
+
+    let savepoint = stopped_with_savepoint(&dir, &job, "resized", 3_000);
+    let error = run_job(&configured("2000"), &["--from-savepoint", savepoint.to_str().unwrap()]).failure();
+    assert!(error.contains(refusal) && error.contains(resized), "{error}");
+    assert!(error.contains("operator `windows` has another `config` than when savepoint"), "{error}");
+
+    // Resumed from a checkpoint after a kill: the same refusal, and the
+    // checkpoint stays for a run with the old size.
+    let host = Host::start(&configured("1000"), &["--from-savepoint", savepoint.to_str().unwrap()]);
+    host.wait_for_checkpoint("resized");
+    drop(host);
+    let error = run_job(&configured("2000"), &[]).failure();
+    assert!(error.contains(refusal) && error.contains(resized), "{error}");
+    assert!(error.contains("resumes with another `config` than the one its state was written with"), "{error}");
+    run_job(&job, &[]).success();
+    assert_eq!(committed_lines(&dir.path("out"), None), expected);
+}
+
 /// The native baseline (`native:count`, the word-count crate compiled
 /// into the host) keeps its state as the plugin does, so a savepoint of one
 /// restores into the other and the counts go on exactly once.

@@ -1,7 +1,7 @@
 // weir-sdk — write Weir stream operators in JavaScript.
 //
 // A Weir operator is a WebAssembly component implementing the WIT world
-// `weir:operator/plugin@0.4.0` (see wit/ and docs/plugin-guide.md). This
+// `weir:operator/plugin@0.5.0` (see wit/ and docs/plugin-guide.md). This
 // module hides the component plumbing: subclass `Operator`, export
 // `exportOperator(YourClass)` as `operator`, and build the file with
 // scripts/build-js-plugin.sh, which bundles this module with the plugin and
@@ -32,9 +32,9 @@
 // State values are JSON (UTF-8 `JSON.stringify` text), as in the Rust SDK,
 // so JavaScript and Rust versions of a plugin read each other's state.
 
-import { MapState as HostMapState, ValueState as HostValueState } from "weir:operator/state@0.4.0";
-import { BroadcastMap as HostBroadcastMap } from "weir:operator/broadcast-state@0.4.0";
-import { update as updateTimers } from "weir:operator/timers@0.4.0";
+import { MapState as HostMapState, ValueState as HostValueState } from "weir:operator/state@0.5.0";
+import { BroadcastMap as HostBroadcastMap } from "weir:operator/broadcast-state@0.5.0";
+import { update as updateTimers } from "weir:operator/timers@0.5.0";
 
 /** Timestamp sentinel of the WIT contract: "no timestamp" / "no watermark". */
 const NO_TIME = -9223372036854775808n;
@@ -1101,6 +1101,8 @@ export class MapState {
     this.name = name;
     this.what = `map state \`${name}\``;
     this.checkValue = options.check ?? null;
+    /** A further check of each stored (sub-key bytes, value) entry: null, or why it is refused. */
+    this.checkEntry = null;
     declaredMaps.set(name, this);
   }
 
@@ -1339,6 +1341,38 @@ export class Windows {
     this.lateness = this.eventTime ? Math.max(0, Math.trunc(lateness)) : 0;
     this.lateOutput = lateOutput;
     this.state = new MapState(name, { check: validEntry });
+    this.state.checkEntry = (subKey, entry) => this._checkStored(subKey, entry);
+  }
+
+  /**
+   * `check-state` of a stored window (sub-key: its start; value: `[end,
+   * accumulator, fired]`): null if these windows would have it, else why
+   * not. A window is found by the start the size and slide give now, so
+   * windows stored under other ones would never fire.
+   */
+  _checkStored(subKey, entry) {
+    const name = this.state.name;
+    const text = utf8Decoder.decode(subKey);
+    if (!/^-?[0-9]+$/.test(text)) {
+      return (
+        `windows \`${name}\`: a stored window (sub-key ${JSON.stringify(text)}) is not a window's start and end; ` +
+        "was the state written by other windows, or by a map state of the same name?"
+      );
+    }
+    const start = Number(text);
+    const end = entry[0];
+    if (end - start === this.size && floorMod(start, this.slide) === 0) return null;
+    const what =
+      this.slide === this.size
+        ? `tumbling windows of ${this.size} ms`
+        : `sliding windows of ${this.size} ms every ${this.slide} ms`;
+    return (
+      `windows \`${name}\` hold the window [${start}, ${end}), which ${what} do not have: their size or slide ` +
+      "changed since it was stored, and windows stored under the old ones would never fire (they are found by " +
+      "the start the new size gives). Keep the old size and slide until the stored windows have fired — stop " +
+      "the job with a savepoint once the watermark has passed their ends, or let a bounded input finish — or " +
+      "give the resized windows a new name and keep the old windows beside them until they have fired"
+    );
   }
 
   static tumbling(name, size, aggregate, options = {}) {
@@ -1573,8 +1607,8 @@ export function exportOperator(OperatorClass) {
     },
     // The SDK writes state back at the end of every call: nothing is held.
     flush() {},
-    checkState(name, kind, data, offsets) {
-      const message = checkState(name, kind, data, offsets);
+    checkState(name, kind, stored) {
+      const message = checkState(name, kind, stored);
       if (message !== null) {
         const e = new Error(message);
         e.payload = message;
@@ -1584,8 +1618,13 @@ export function exportOperator(OperatorClass) {
   };
 }
 
-/** `check-state`: null if every value can be read, else why not. */
-function checkState(name, kind, data, offsets) {
+/**
+ * `check-state`: null if every stored value (`stored`: the WIT's
+ * `stored-values`, a map state's sub-keys beside its values) can be read,
+ * else why not. Exported for the SDK's unit tests.
+ */
+export function checkState(name, kind, stored) {
+  const { data, offsets, subKeys, subKeyOffsets } = stored;
   const map = kind === "map-state";
   const state = map ? declaredMaps.get(name) : declared.get(name);
   const what = map ? "map state" : "value state";
@@ -1619,6 +1658,11 @@ function checkState(name, kind, data, offsets) {
       if (ok === false) {
         return `${what} \`${name}\`: stored value #${i} (${preview(text)}) is refused by its check`;
       }
+    }
+    if (map && state.checkEntry) {
+      const subKey = subKeys.subarray(subKeyOffsets[i], subKeyOffsets[i + 1]);
+      const refused = state.checkEntry(subKey, value);
+      if (refused !== null) return refused;
     }
   }
   return null;

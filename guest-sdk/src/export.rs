@@ -4,7 +4,7 @@ use std::any::Any;
 use std::cell::RefCell;
 use std::marker::PhantomData;
 
-use crate::__private::bindings::exports::weir::operator::operator::{Guest, OperatorError, StateKind};
+use crate::__private::bindings::exports::weir::operator::operator::{Guest, OperatorError, StateKind, StoredValues};
 use crate::__private::bindings::weir::operator::broadcast_state::BroadcastMap as HostBroadcastMap;
 use crate::__private::bindings::weir::operator::state::{MapState as HostMapState, ValueState as HostValueState};
 use crate::map_state::RawMapState;
@@ -58,9 +58,11 @@ impl<T: Operator> Guest for Adapter<T> {
         with_runtime::<T>(|runtime| runtime.flush()).map(|_| ())
     }
 
-    fn check_state(name: String, kind: StateKind, data: Vec<u8>, offsets: Vec<u32>) -> Result<(), String> {
-        let values = offsets.windows(2).map(|w| data.get(w[0] as usize..w[1] as usize).unwrap_or_default());
-        crate::schema::check(&name, kind == StateKind::MapState, values)
+    fn check_state(name: String, kind: StateKind, stored: StoredValues) -> Result<(), String> {
+        let values = split(&stored.data, &stored.offsets);
+        // A value state's entries have no sub-keys: empty ones.
+        let sub_keys = split(&stored.sub_keys, &stored.sub_key_offsets).chain(std::iter::repeat(&[][..]));
+        crate::schema::check(&name, kind == StateKind::MapState, sub_keys.zip(values))
     }
 
     fn on_timer(timers: TimerBatch) -> Result<Vec<OutputBatch>, OperatorError> {
@@ -77,6 +79,11 @@ impl<T: Operator> Guest for Adapter<T> {
             runtime.on_timers(&view)
         })
     }
+}
+
+/// The parts of `data` that `offsets` delimit (an empty one where they do not fit).
+fn split<'a>(data: &'a [u8], offsets: &'a [u32]) -> impl Iterator<Item = &'a [u8]> {
+    offsets.windows(2).map(|w| data.get(w[0] as usize..w[1] as usize).unwrap_or_default())
 }
 
 /// Runs `call` on the instance's runtime and returns what it emitted.

@@ -1,7 +1,9 @@
 //! The types of an instance's states, as declared by creating typed handles
 //! (`ValueState<T>`, `MapState<V>`), so that the host can ask — before an
 //! upgrade stops the old version — whether this version can read what the
-//! old one stored (the `check-state` export).
+//! old one stored (the `check-state` export). A helper whose entries mean
+//! more than their type says (a window's start and end must fit the
+//! windows' size) adds a check of each entry with [`constrain`].
 
 use std::cell::RefCell;
 
@@ -15,7 +17,12 @@ struct Declared {
     /// The Rust type of its values, to refuse a second handle of another.
     type_name: &'static str,
     check: fn(&[u8]) -> Result<(), String>,
+    /// A further check of each (sub-key, value) entry, after its type's.
+    entries: Option<Box<EntryCheck>>,
 }
+
+/// A check of one stored (sub-key, value) entry: `Err(why)` refuses it.
+pub(crate) type EntryCheck = dyn Fn(&[u8], &[u8]) -> Result<(), String>;
 
 thread_local! {
     /// A component instance is single-threaded: this is the instance's.
@@ -42,7 +49,17 @@ pub(crate) fn declare<T: DeserializeOwned>(name: &str, map: bool) {
             );
         }
         declared.retain(|d| !(d.name == name && d.map == map));
-        declared.push(Declared { name: name.to_owned(), map, type_name, check: check_json::<T> });
+        declared.push(Declared { name: name.to_owned(), map, type_name, check: check_json::<T>, entries: None });
+    });
+}
+
+/// Adds `check` of each stored entry to the declared state `name` (its
+/// message is the refusal, as it is).
+pub(crate) fn constrain(name: &str, map: bool, check: Box<EntryCheck>) {
+    DECLARED.with(|declared| {
+        if let Some(state) = declared.borrow_mut().iter_mut().find(|d| d.name == name && d.map == map) {
+            state.entries = Some(check);
+        }
     });
 }
 
@@ -50,27 +67,33 @@ fn check_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<(), String> {
     serde_json::from_slice::<T>(bytes).map(|_| ()).map_err(|e| e.to_string())
 }
 
-/// Checks that every value can be read as the type state `name` was
-/// declared with.
-pub(crate) fn check<'a>(name: &str, map: bool, values: impl Iterator<Item = &'a [u8]>) -> Result<(), String> {
+/// Checks that every stored (sub-key, value) entry can be read as the type
+/// state `name` was declared with, and passes its further check if it has
+/// one (a value state's sub-keys are empty).
+pub(crate) fn check<'a>(name: &str, map: bool, entries: impl Iterator<Item = (&'a [u8], &'a [u8])>) -> Result<(), String> {
     let kind = if map { "map state" } else { "value state" };
-    let check = DECLARED.with(|declared| declared.borrow().iter().find(|d| d.name == name && d.map == map).map(|d| d.check));
-    let Some(check) = check else {
-        return Err(format!(
-            "this plugin declares no {kind} `{name}` (its stored entries would be lost); keep the state's name, \
-             or keep declaring the old state beside the new one (its entries are then carried along unused)"
-        ));
-    };
-    for (i, value) in values.enumerate() {
-        check(value).map_err(|error| {
-            format!(
-                "{kind} `{name}`: stored value #{i} ({}) cannot be read by this plugin: {error}. \
-                 New fields need #[serde(default)]; a changed type needs a new state name",
-                preview(value)
-            )
-        })?;
-    }
-    Ok(())
+    DECLARED.with(|declared| {
+        let declared = declared.borrow();
+        let Some(state) = declared.iter().find(|d| d.name == name && d.map == map) else {
+            return Err(format!(
+                "this plugin declares no {kind} `{name}` (its stored entries would be lost); keep the state's name, \
+                 or keep declaring the old state beside the new one (its entries are then carried along unused)"
+            ));
+        };
+        for (i, (sub_key, value)) in entries.enumerate() {
+            (state.check)(value).map_err(|error| {
+                format!(
+                    "{kind} `{name}`: stored value #{i} ({}) cannot be read by this plugin: {error}. \
+                     New fields need #[serde(default)]; a changed type needs a new state name",
+                    preview(value)
+                )
+            })?;
+            if let Some(check) = &state.entries {
+                check(sub_key, value)?;
+            }
+        }
+        Ok(())
+    })
 }
 
 /// The start of a value, for messages.
@@ -113,8 +136,8 @@ mod tests {
     #[test]
     fn added_fields_with_defaults_read_old_values_and_other_changes_do_not() {
         declare::<V2>("session", false);
-        assert!(check("session", false, [&br#"{"state":"active"}"#[..]].into_iter()).is_ok());
-        let error = check("session", false, [&br#"{"state":2}"#[..]].into_iter()).unwrap_err();
+        assert!(check("session", false, [(&b""[..], &br#"{"state":"active"}"#[..])].into_iter()).is_ok());
+        let error = check("session", false, [(&b""[..], &br#"{"state":2}"#[..])].into_iter()).unwrap_err();
         assert!(error.contains("value state `session`: stored value #0 ({\"state\":2})"), "{error}");
         let error = check("count", false, std::iter::empty()).unwrap_err();
         assert!(error.contains("declares no value state `count`"), "{error}");

@@ -229,6 +229,9 @@ impl<A: Aggregate> Windows<A> {
             WindowKind::Session { .. } => (ValueState::new(name), MapState::undeclared(name.to_owned())),
             _ => (ValueState::undeclared(name.to_owned()), MapState::new(name)),
         };
+        if let Some(check) = stored_window_check(name, kind) {
+            crate::schema::constrain(name, true, check);
+        }
         Windows {
             kind,
             domain: TimeDomain::EventTime,
@@ -735,6 +738,43 @@ impl<A: Aggregate> Windows<A> {
     }
 }
 
+/// The `check-state` of stored tumbling or sliding windows (sub-key: the
+/// start; value: `[end, accumulator, fired]`): each must be one these
+/// windows would have. A window is found by its start, computed from the
+/// size and slide the operator has now — so windows stored under another
+/// size or slide would never be found again, nor fire: a plugin or
+/// configuration that changed them is refused instead, naming a window.
+fn stored_window_check(name: &str, kind: WindowKind) -> Option<Box<crate::schema::EntryCheck>> {
+    let (size, slide, what) = match kind {
+        WindowKind::Tumbling { size } => (size, size, format!("tumbling windows of {size} ms")),
+        WindowKind::Sliding { size, slide } => (size, slide, format!("sliding windows of {size} ms every {slide} ms")),
+        WindowKind::Session { .. } => return None,
+    };
+    let name = name.to_owned();
+    Some(Box::new(move |sub_key, value| {
+        let start = <i64 as crate::Decode>::decode(sub_key).ok();
+        let end = serde_json::from_slice::<(i64, serde::de::IgnoredAny, serde::de::IgnoredAny)>(value).ok().map(|(end, ..)| end);
+        let (Some(start), Some(end)) = (start, end) else {
+            return Err(format!(
+                "windows `{name}`: a stored window (sub-key {:?}) is not a window's start and end; was the state \
+                 written by other windows, or by a map state of the same name?",
+                String::from_utf8_lossy(sub_key)
+            ));
+        };
+        if end.checked_sub(start) == Some(size) && start.rem_euclid(slide) == 0 {
+            return Ok(());
+        }
+        Err(format!(
+            "windows `{name}` hold the window [{start}, {end}), which {what} do not have: their size or slide \
+             changed since it was stored, and windows stored under the old ones would never fire (they are found \
+             by the start the new size gives). Keep the old size and slide until the stored windows have fired — \
+             stop the job with a savepoint once the watermark has passed their ends, or let a bounded input \
+             finish — or give the resized windows a new name and keep the old windows beside them until they \
+             have fired"
+        ))
+    }))
+}
+
 /// The timestamps whose windows of `kind`, kept `lateness` ms after their
 /// end, start and end within 64-bit time: an event's windows start no
 /// earlier than its timestamp less their length, and end (with their
@@ -964,6 +1004,38 @@ mod tests {
         assert_eq!(declared_by(|| Windows::sliding("w", 1000, 500, Sum)), (true, false));
     }
 
+    /// Windows stored under another size or slide would never fire again:
+    /// `check-state` refuses them, naming one, and takes those that fit.
+    #[test]
+    fn stored_windows_of_another_size_or_slide_are_refused() {
+        let check = |make: fn() -> Windows<Sum>, start: &str, value: &str| {
+            let (start, value) = (start.to_owned(), value.to_owned());
+            std::thread::spawn(move || {
+                drop(make());
+                crate::schema::check("w", true, [(start.as_bytes(), value.as_bytes())].into_iter())
+            })
+            .join()
+            .unwrap()
+        };
+        let tumbling = || Windows::tumbling("w", 1000, Sum);
+        assert_eq!(check(tumbling, "-2000", "[-1000,1.5,false]"), Ok(()));
+        let error = check(tumbling, "0", "[2000,1.5,false]").unwrap_err();
+        assert!(error.contains("windows `w` hold the window [0, 2000), which tumbling windows of 1000 ms do not have"), "{error}");
+        assert!(check(tumbling, "500", "[1500,1.5,true]").is_err(), "a window of the right size at another start");
+        let sliding = || Windows::sliding("w", 1000, 250, Sum);
+        assert_eq!(check(sliding, "750", "[1750,1.5,false]"), Ok(()));
+        let error = check(sliding, "500", "[1500,1.5,false]").map(|_| ()).and(check(sliding, "100", "[1100,1,false]")).unwrap_err();
+        assert!(error.contains("sliding windows of 1000 ms every 250 ms do not have"), "{error}");
+        let error = check(tumbling, "start", "[1000,1.5,false]").unwrap_err();
+        assert!(error.contains("is not a window's start and end"), "{error}");
+        let sessions = || Windows::session("w", 1000, Sum);
+        let stored = std::thread::spawn(move || {
+            drop(sessions());
+            crate::schema::check("w", false, [(&b""[..], &b"[[0,5000,1.0,false]]"[..])].into_iter())
+        });
+        assert!(stored.join().unwrap().is_ok(), "sessions of any gap are taken");
+    }
+
     /// A value state of the plugin's own beside tumbling windows of the
     /// same name stays declared (a map and a value state may share a name),
     /// so that an upgrade to the same plugin is not refused.
@@ -972,7 +1044,7 @@ mod tests {
         std::thread::spawn(|| {
             let _total: ValueState<f64> = ValueState::new("sums");
             drop(Windows::tumbling("sums", 1000, Sum));
-            assert!(crate::schema::check("sums", false, [&b"1.5"[..]].into_iter()).is_ok());
+            assert!(crate::schema::check("sums", false, [(&b""[..], &b"1.5"[..])].into_iter()).is_ok());
             assert!(crate::schema::check("sums", true, std::iter::empty()).is_ok());
         })
         .join()

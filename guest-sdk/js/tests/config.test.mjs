@@ -10,7 +10,7 @@ import test from "node:test";
 import assert from "node:assert/strict";
 
 register("./host-hooks.mjs", import.meta.url);
-const { Config, Event, shortStack } = await import("../weir-sdk.js");
+const { Config, Event, SUM, Windows, checkState, shortStack } = await import("../weir-sdk.js");
 
 const utf8 = new TextEncoder();
 
@@ -98,4 +98,32 @@ test("an error's stack is shown short: a recursion folded, at most 12 frames", (
   const shown = shortStack(wide.join("\n")).split("\n");
   assert.equal(shown.length, 13);
   assert.equal(shown[12], "… 8 more frames");
+});
+
+/** `stored-values` of map entries given as [sub-key, value] texts. */
+function stored(entries) {
+  const parts = (texts) => {
+    const bytes = texts.map((text) => utf8.encode(text));
+    const offsets = [0];
+    for (const b of bytes) offsets.push(offsets[offsets.length - 1] + b.length);
+    const data = new Uint8Array(offsets[offsets.length - 1]);
+    bytes.forEach((b, i) => data.set(b, offsets[i]));
+    return [data, Uint32Array.from(offsets)];
+  };
+  const [data, offsets] = parts(entries.map(([, value]) => value));
+  const [subKeys, subKeyOffsets] = parts(entries.map(([subKey]) => subKey));
+  return { data, offsets, subKeys, subKeyOffsets };
+}
+
+test("check-state refuses windows stored under another size or slide", () => {
+  Windows.tumbling("sums", 1000, SUM);
+  assert.equal(checkState("sums", "map-state", stored([["-2000", "[-1000,1.5,false]"]])), null);
+  assert.match(
+    checkState("sums", "map-state", stored([["1000", "[2000,1,false]"], ["0", "[2000,1.5,false]"]])),
+    /^windows `sums` hold the window \[0, 2000\), which tumbling windows of 1000 ms do not have/,
+  );
+  assert.match(checkState("sums", "map-state", stored([["x", "[2000,1,false]"]])), /is not a window's start and end/);
+  Windows.sliding("hops", 1000, 250, SUM);
+  assert.equal(checkState("hops", "map-state", stored([["750", "[1750,1,false]"]])), null);
+  assert.match(checkState("hops", "map-state", stored([["100", "[1100,1,false]"]])), /sliding windows of 1000 ms every 250 ms/);
 });

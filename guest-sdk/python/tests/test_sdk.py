@@ -189,6 +189,19 @@ class SensorWindowTest(unittest.TestCase):
         h.process([("p", "1.5", 1000)])
         self.assertEqual(h.maps["sums"], {(b"p", b"1000"): b"[2000,1.5,false]"})
 
+    def test_check_state_refuses_windows_stored_under_another_size(self):
+        h = Harness(SensorWindow)
+        h.check_state("sums", [b"[2000,1.5,false]"], is_map=True, sub_keys=[1000])
+        with self.assertRaisesRegex(ValueError, r"windows `sums` hold the window \[0, 2000\), which tumbling windows of 1000 ms"):
+            h.check_state("sums", [b"[2000,1.5,false]"], is_map=True, sub_keys=[0])
+        with self.assertRaisesRegex(ValueError, "is not a window's start and end"):
+            h.check_state("sums", [b"[2000,1.5,false]"], is_map=True, sub_keys=["x"])
+        # Sliding windows: the start must be on the slide.
+        sliding = Windows.sliding("hop", 1000, 250, SUM)
+        sliding._check_stored(b"750", [1750, 1.0, False])
+        with self.assertRaisesRegex(ValueError, "sliding windows of 1000 ms every 250 ms do not have"):
+            sliding._check_stored(b"100", [1100, 1.0, False])
+
     def test_late_events_go_to_the_side_output(self):
         h = Harness(SensorWindow)
         h.process([("p", "1", 100)])

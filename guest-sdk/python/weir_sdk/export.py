@@ -99,12 +99,18 @@ class _Exports:
         # The SDK writes state back at the end of every call: nothing is held.
         pass
 
-    def check_state(self, name, kind, data, offsets):
+    def check_state(self, name, kind, stored):
         is_map = kind == _host._operator.StateKind.MAP_STATE
+        values = _parts(stored.data, stored.offsets)
+        sub_keys = _parts(stored.sub_keys, stored.sub_key_offsets) if is_map else None
         try:
-            check_values(name, is_map, (data[offsets[i] : offsets[i + 1]] for i in range(len(offsets) - 1)))
+            check_values(name, is_map, values, sub_keys)
         except ValueError as e:
             raise _host.Err(str(e)) from None
+
+
+def _parts(data, offsets):
+    return (data[offsets[i] : offsets[i + 1]] for i in range(len(offsets) - 1))
 
 
 def export(cls):

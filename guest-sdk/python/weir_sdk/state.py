@@ -46,17 +46,28 @@ _ABSENT = _Sentinel("<absent>")  # the key has no value
 # States declared by creating handles, for `check-state`:
 # (name, is_map) -> validate function or None.
 _declared = {}
+# Further checks of stored (sub-key bytes, value) entries, by (name, is_map):
+# each raises ValueError with the refusal (a window's start and end must fit
+# the windows' size).
+_entry_checks = {}
 
 
 def _declare(name, is_map, validate):
     if not isinstance(name, str) or not name:
         raise ValueError("a state needs a non-empty name")
     _declared[(name, is_map)] = validate
+    _entry_checks.pop((name, is_map), None)
 
 
-def check_values(name, is_map, values):
+def _constrain(name, is_map, check):
+    _entry_checks[(name, is_map)] = check
+
+
+def check_values(name, is_map, values, sub_keys=None):
     """Raises ``ValueError`` with a message unless every value (bytes) of
-    state ``name`` can be read by the states this plugin declares."""
+    state ``name`` can be read by the states this plugin declares.
+    ``sub_keys``: a map state's entries' sub-keys (bytes), beside
+    ``values``."""
     kind = "map state" if is_map else "value state"
     if (name, is_map) not in _declared:
         raise ValueError(
@@ -64,7 +75,10 @@ def check_values(name, is_map, values):
             "name, or keep declaring the old state beside the new one (its entries are then carried along unused)"
         )
     validate = _declared[(name, is_map)]
+    entry_check = _entry_checks.get((name, is_map))
+    sub_keys = iter(sub_keys) if sub_keys is not None else None
     for i, raw in enumerate(values):
+        sub_key = next(sub_keys, b"") if sub_keys is not None else b""
         try:
             value = codec.loads(raw)
             if validate is not None and validate(value) is False:
@@ -77,6 +91,8 @@ def check_values(name, is_map, values):
                 f"{kind} `{name}`: stored value #{i} ({preview}) cannot be read by this plugin: "
                 f"{type(e).__name__}: {e}"
             ) from None
+        if entry_check is not None:
+            entry_check(bytes(sub_key), value)
 
 
 def _decode(kind, name, raw):

@@ -256,11 +256,14 @@ class Harness:
         raw = self.maps.get(name, {}).get((codec.encode(key), codec.encode(sub_key)))
         return None if raw is None else codec.loads(raw)
 
-    def check_state(self, name, values, is_map=False):
-        """Runs ``check-state`` on raw values; raises ``ValueError`` if refused."""
+    def check_state(self, name, values, is_map=False, sub_keys=None):
+        """Runs ``check-state`` on values (encoded as the SDK stores them),
+        with a map state's ``sub_keys`` beside them; raises ``ValueError``
+        if refused."""
         from .state import check_values
 
-        check_values(name, is_map, [codec.encode(v) for v in values])
+        encoded = None if sub_keys is None else [codec.encode(k) for k in sub_keys]
+        check_values(name, is_map, [codec.encode(v) for v in values], encoded)
 
 
 def _emitted(outputs):

@@ -36,7 +36,7 @@ from collections import namedtuple
 
 from .core import NO_TIMESTAMP, TimeDomain, _domain
 from .errors import InputError
-from .state import MapState
+from .state import MapState, _constrain
 
 __all__ = ["Aggregate", "SUM", "COUNT", "Windows"]
 
@@ -76,6 +76,36 @@ class Windows:
         self.lateness = max(0, int(lateness))
         self.late_output = late_output
         self.state = MapState(name, validate=_valid_entry)
+        _constrain(name, True, self._check_stored)
+
+    def _check_stored(self, sub_key, entry):
+        """``check-state`` of a stored window (sub-key: its start; value:
+        ``[end, accumulator, fired]``): one these windows would have. A
+        window is found by the start the size and slide give now, so windows
+        stored under other ones would never fire: refused, naming one."""
+        try:
+            start = int(sub_key.decode())
+        except ValueError:
+            raise ValueError(
+                f"windows `{self.state.name}`: a stored window (sub-key {sub_key!r}) is not a window's start and "
+                "end; was the state written by other windows, or by a map state of the same name?"
+            ) from None
+        end = entry[0]
+        if end - start == self.size and start % self.slide == 0:
+            return
+        what = (
+            f"tumbling windows of {self.size} ms"
+            if self.slide == self.size
+            else f"sliding windows of {self.size} ms every {self.slide} ms"
+        )
+        raise ValueError(
+            f"windows `{self.state.name}` hold the window [{start}, {end}), which {what} do not have: their size "
+            "or slide changed since it was stored, and windows stored under the old ones would never fire (they "
+            "are found by the start the new size gives). Keep the old size and slide until the stored windows "
+            "have fired — stop the job with a savepoint once the watermark has passed their ends, or let a "
+            "bounded input finish — or give the resized windows a new name and keep the old windows beside them "
+            "until they have fired"
+        )
 
     @classmethod
     def tumbling(cls, name, size, aggregate, **options):

@@ -65,6 +65,10 @@ pub struct OperatorPlugin {
     pub plugin: std::path::PathBuf,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,
+    /// The SHA-256 of its `config` table (absent from checkpoints before it
+    /// was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_sha256: Option<String>,
 }
 
 /// What one subtask snapshotted.

@@ -82,7 +82,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let storage = CheckpointStorage::open(dir.path()).unwrap();
         assert_eq!(SavepointStart::read(dir.path()), Ok(None));
-        let plugin = OperatorPlugin { uid: "count".into(), plugin: "/p/v2.wasm".into(), sha256: Some("two".into()) };
+        let plugin =
+            OperatorPlugin { uid: "count".into(), plugin: "/p/v2.wasm".into(), sha256: Some("two".into()), config_sha256: None };
         let start = SavepointStart { savepoint: "/sp/1".into(), first_checkpoint: 7, plugins: vec![plugin], job_file_plugins: Vec::new() };
         start.write(&storage).unwrap();
         assert_eq!(SavepointStart::read(dir.path()), Ok(Some(start.clone())));

@@ -9,7 +9,7 @@ use clap::Args;
 use weir::control::DEFAULT_API_ADDR;
 use weir::control::registry::Announcement;
 use weir::control::server::ApiServer;
-use weir::dataflow::JobSummary;
+use weir::dataflow::{JobSummary, WrittenBy};
 use weir::host::{JobManager, JobStatus};
 use weir::job::{self, JobGraph, NodeKind, Overrides};
 use weir::checkpoint::{CheckpointStorage, SavepointStart};
@@ -210,12 +210,14 @@ fn is_retained_checkpoint(dir: &Path) -> bool {
 /// plugins the engine then has compiled; one that cannot be loaded is
 /// reported there).
 fn say_other_plugins(savepoint: &Savepoint, graph: &JobGraph, engine: &PluginEngine) {
-    let wrote = |uid: &str| savepoint.manifest.operator(uid).map(|op| op.plugin_sha256.as_deref());
+    let wrote = |uid: &str| WrittenBy::of_savepoint(savepoint, uid);
     for (uid, now) in weir::dataflow::changed_plugins(graph, engine, wrote).unwrap_or_default() {
         let Some(then) = savepoint.manifest.operator(&uid) else { continue };
-        // A savepoint that does not record the digest: the same file is
-        // taken for the same plugin.
-        if then.plugin_sha256.is_none() && then.plugin == now.path {
+        // The same plugin configured otherwise; or a savepoint that does
+        // not record the digest, where the same file is taken for the same
+        // plugin.
+        let same_plugin = then.plugin_sha256.as_deref() == Some(now.digest.as_str());
+        if same_plugin || (then.plugin_sha256.is_none() && then.plugin == now.path) {
             continue;
         }
         say!(

@@ -40,6 +40,7 @@ fn describe(graph: &JobGraph, plugins: &[Option<LoadedPlugin>]) -> JobDescriptio
                 // Absolute: a savepoint is read by hosts started elsewhere (`weir fork DIR`).
                 plugin: crate::dirs::absolute(&op.plugin),
                 digest: plugins[node.id.0].as_ref().map(|p| p.digest.clone()),
+                config_digest: Some(op.config_digest()),
                 parallelism: node.parallelism,
             }),
             NodeKind::Sink(_) => None,

@@ -17,7 +17,7 @@ use super::builder::Builder;
 use super::channel::Cancel;
 use super::rescale::Rescaled;
 use super::resume_check::{check_changed_plugins, check_resumable};
-use super::state_check::changed_plugins;
+use super::state_check::{WrittenBy, changed_plugins};
 use super::figures::{Sampler, node_figures_of_run, records_read, records_written, sinks_watermark};
 use super::task::{TaskError, TaskMetrics};
 use crate::checkpoint::{
@@ -921,9 +921,7 @@ fn check_resumed_plugins(
     if manifest.finished {
         return Ok(());
     }
-    // (A checkpoint that does not record the digest is taken as it is.)
-    let wrote = |uid: &str| Some(Some(manifest.plugins.iter().find(|p| p.uid == uid)?.sha256.as_deref()?));
-    let changed = changed_plugins(graph, engine, wrote)?;
+    let changed = changed_plugins(graph, engine, |uid| WrittenBy::of_checkpoint(manifest, uid))?;
     if changed.is_empty() {
         return Ok(());
     }

@@ -51,7 +51,7 @@ pub use key_numbering::KeyNumbering;
 pub use native::{NATIVE_PREFIX, native_name, native_operator};
 pub use operator::{Emitted, OperatorLogic};
 pub use builder::instance_config;
-pub use state_check::{StateCheckError, changed_plugins, check_state};
+pub use state_check::{StateCheckError, WrittenBy, changed_plugins, check_state};
 pub use upgrades::{CarriedUpgrade, carry_upgrades};
 pub use resume_check::check_fits;
 pub use executor::{

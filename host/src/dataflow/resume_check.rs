@@ -97,14 +97,24 @@ pub(super) fn check_changed_plugins(
     state: &Savepoint,
 ) -> Result<(), String> {
     for (uid, plugin) in changed {
-        let wrote = manifest.plugins.iter().find(|p| &p.uid == uid).map(|p| p.plugin.display().to_string()).unwrap_or_default();
+        let ran = manifest.plugins.iter().find(|p| &p.uid == uid);
+        let same_plugin = ran.and_then(|p| p.sha256.as_deref()) == Some(plugin.digest.as_str());
+        let wrote = ran.map(|p| p.plugin.display().to_string()).unwrap_or_default();
         let checked = check_state(graph, uid, plugin, state).map_err(|(StateCheckError::Savepoint(reason) | StateCheckError::Plugin(reason))| {
-            format!(
-                "operator `{uid}` resumes with plugin {}, not {wrote} that wrote its state, and the new plugin cannot \
-                 read it: {reason}. Name a plugin in the job file that can (the one that wrote it), or restore a \
-                 savepoint",
-                plugin.path.display()
-            )
+            match same_plugin {
+                true => format!(
+                    "operator `{uid}` resumes with another `config` than the one its state was written with, and its \
+                     plugin {} cannot take the state over so: {reason}. Put back the config it was written with, \
+                     or restore a savepoint",
+                    plugin.path.display()
+                ),
+                false => format!(
+                    "operator `{uid}` resumes with plugin {}, not {wrote} that wrote its state, and the new plugin \
+                     cannot read it: {reason}. Name a plugin in the job file that can (the one that wrote it), or \
+                     restore a savepoint",
+                    plugin.path.display()
+                ),
+            }
         })?;
         tracing::info!(operator = %uid, plugin = %plugin.path.display(), values = checked, "the operator's new plugin reads the checkpoint's state");
     }

@@ -11,24 +11,57 @@
 use std::collections::BTreeMap;
 
 use super::executor::RunError;
+use crate::checkpoint::Manifest;
 use super::{instance_config, native_name};
 use crate::job::{JobGraph, NodeKind};
-use crate::plugin::{InitialState, LoadedPlugin, OperatorInstance, PluginEngine};
+use crate::plugin::{InitialState, LoadedPlugin, OperatorInstance, PluginEngine, StoredValues};
 use crate::savepoint::{Savepoint, StateKind};
 use crate::state::{BackendConfig, BackendKind, open_backend};
 
 /// Values handed to `check-state` per call.
 const CHECK_BATCH: usize = 4096;
 
-/// The operators of `graph` whose plugin is not the one that wrote their
-/// state, each with its plugin, loaded. `wrote` gives, for an operator's
-/// uid, whether there is state for it and the digest of the plugin that
-/// wrote it, if recorded (`Some(None)`: not recorded, so taken for another
-/// plugin). Native operators are not plugins and are left out.
+/// What wrote an operator's state, as far as recorded: the plugin file's
+/// digest and its config table's
+/// ([`OperatorNode::config_digest`](crate::job::OperatorNode::config_digest)).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WrittenBy<'a> {
+    /// Not recorded: taken for another plugin.
+    pub plugin: Option<&'a str>,
+    /// Not recorded: taken for the same config.
+    pub config: Option<&'a str>,
+}
+
+impl<'a> WrittenBy<'a> {
+    /// What wrote operator `uid`'s state in `savepoint`, if it has any.
+    pub fn of_savepoint(savepoint: &'a Savepoint, uid: &str) -> Option<Self> {
+        let operator = savepoint.manifest.operator(uid)?;
+        Some(WrittenBy { plugin: operator.plugin_sha256.as_deref(), config: operator.config_sha256.as_deref() })
+    }
+
+    /// What wrote operator `uid`'s state in checkpoint `manifest` — if the
+    /// checkpoint records its plugin's digest (one that does not is taken
+    /// as it is).
+    pub fn of_checkpoint(manifest: &'a Manifest, uid: &str) -> Option<Self> {
+        let ran = manifest.plugins.iter().find(|p| p.uid == uid)?;
+        Some(WrittenBy { plugin: Some(ran.sha256.as_deref()?), config: ran.config_sha256.as_deref() })
+    }
+
+    /// Whether the plugin file was the one with `digest`.
+    pub fn same_plugin(&self, digest: &str) -> bool {
+        self.plugin == Some(digest)
+    }
+}
+
+/// The operators of `graph` whose state was written by another plugin, or
+/// by the same one configured otherwise, each with its plugin, loaded — to
+/// be checked against that state. `wrote` gives, for an operator's uid,
+/// what wrote its state (`None`: there is none). Native operators are not
+/// plugins and are left out.
 pub fn changed_plugins<'a>(
     graph: &JobGraph,
     engine: &PluginEngine,
-    wrote: impl Fn(&str) -> Option<Option<&'a str>>,
+    wrote: impl Fn(&str) -> Option<WrittenBy<'a>>,
 ) -> Result<Vec<(String, LoadedPlugin)>, RunError> {
     let mut changed = Vec::new();
     for node in &graph.nodes {
@@ -38,7 +71,8 @@ pub fn changed_plugins<'a>(
             continue;
         }
         let plugin = engine.load(&op.plugin).map_err(|source| RunError::Plugin { uid: node.name.clone(), source })?;
-        if wrote != Some(plugin.digest.as_str()) {
+        let other_config = wrote.config.is_some_and(|config| config != op.config_digest());
+        if !wrote.same_plugin(&plugin.digest) || other_config {
             changed.push((node.name.clone(), plugin));
         }
     }
@@ -74,20 +108,37 @@ pub fn check_state(
     let config = instance_config(&op.config, &op.limits, node.parallelism, 0, 0, true);
     let mut instance = OperatorInstance::new(plugin, op.limits, state, &config)
         .map_err(|e| Plugin(format!("it fails to start: {e}")))?;
-    let mut values: BTreeMap<(String, bool), Vec<Vec<u8>>> = BTreeMap::new();
+    // (sub-key, value) per stored value; the sub-key is empty for a value state.
+    let mut values: BTreeMap<(String, bool), Vec<(Vec<u8>, Vec<u8>)>> = BTreeMap::new();
+    let mut damaged = None;
     savepoint
         .entries(uid, &mut |entry| {
-            if !entry.kind.is_timer() {
-                values.entry((entry.state, entry.kind == StateKind::Map)).or_default().push(entry.value);
+            if entry.kind.is_timer() {
+                return;
             }
+            let map = entry.kind == StateKind::Map;
+            let sub_key = if map {
+                match map_sub_key(&entry.key) {
+                    Some(sub_key) => sub_key.to_vec(),
+                    None => {
+                        damaged.get_or_insert_with(|| format!("an entry of map state `{}` has a malformed key", entry.state));
+                        return;
+                    }
+                }
+            } else {
+                Vec::new()
+            };
+            values.entry((entry.state, map)).or_default().push((sub_key, entry.value));
         })
         .map_err(|e| StateCheckError::Savepoint(e.to_string()))?;
+    if let Some(damaged) = damaged {
+        return Err(StateCheckError::Savepoint(damaged));
+    }
     let mut checked = 0;
     for ((name, map), values) in &values {
         for chunk in values.chunks(CHECK_BATCH) {
-            let (data, offsets) = flatten(chunk);
             instance
-                .check_state(name, *map, &data, &offsets)
+                .check_state(name, *map, &stored_values(chunk, *map))
                 .map_err(|e| Plugin(format!("its check-state call failed: {e}")))?
                 .map_err(Plugin)?;
         }
@@ -96,12 +147,28 @@ pub fn check_state(
     Ok(checked)
 }
 
-/// Values as one buffer and `len + 1` offsets.
-fn flatten(values: &[Vec<u8>]) -> (Vec<u8>, Vec<u32>) {
+/// The sub-key of a map entry's stored key: the event key's length (u32,
+/// little-endian), the event key, then the sub-key. `None` if it does not
+/// hold its own length.
+fn map_sub_key(stored: &[u8]) -> Option<&[u8]> {
+    let (length, rest) = stored.split_first_chunk::<4>()?;
+    rest.get(u32::from_le_bytes(*length) as usize..)
+}
+
+/// (sub-key, value) pairs as `check-state` takes them: each part in one
+/// buffer with `len + 1` offsets (no sub-keys for a value state).
+fn stored_values(entries: &[(Vec<u8>, Vec<u8>)], map: bool) -> StoredValues {
+    let (data, offsets) = flatten(entries.iter().map(|(_, value)| value));
+    let (sub_keys, sub_key_offsets) = if map { flatten(entries.iter().map(|(sub_key, _)| sub_key)) } else { (Vec::new(), Vec::new()) };
+    StoredValues { data, offsets, sub_keys, sub_key_offsets }
+}
+
+/// Byte strings as one buffer and `len + 1` offsets.
+fn flatten<'a>(parts: impl Iterator<Item = &'a Vec<u8>>) -> (Vec<u8>, Vec<u32>) {
     let mut data = Vec::new();
     let mut offsets = vec![0];
-    for value in values {
-        data.extend_from_slice(value);
+    for part in parts {
+        data.extend_from_slice(part);
         offsets.push(data.len() as u32);
     }
     (data, offsets)

@@ -124,7 +124,7 @@ mod tests {
     }
 
     fn plugin(path: &str, sha256: Option<&str>) -> Vec<OperatorPlugin> {
-        vec![OperatorPlugin { uid: "count".into(), plugin: path.into(), sha256: sha256.map(Into::into) }]
+        vec![OperatorPlugin { uid: "count".into(), plugin: path.into(), sha256: sha256.map(Into::into), config_sha256: None }]
     }
 
     /// Digests of the files there are: v1 and v2 as built, v3 rebuilt since.

@@ -17,7 +17,7 @@ use tracing::{info, warn};
 
 use super::{JobManager, JobStatus, retention};
 use crate::control::{ControlError, UpgradeInfo, UpgradeRequest};
-use crate::dataflow::{StateCheckError, changed_plugins, check_state};
+use crate::dataflow::{StateCheckError, WrittenBy, changed_plugins, check_state};
 use crate::dirs::absolute;
 use crate::job::{JobGraph, NodeKind};
 use crate::plugin::{LoadedPlugin, PluginEngine};
@@ -115,13 +115,20 @@ pub(super) fn check_changed_plugins(
     graph: &JobGraph,
     savepoint: &Savepoint,
 ) -> Result<(), ControlError> {
-    let wrote = |uid: &str| savepoint.manifest.operator(uid).map(|op| op.plugin_sha256.as_deref());
+    let wrote = |uid: &str| WrittenBy::of_savepoint(savepoint, uid);
     let changed = changed_plugins(graph, engine, wrote).map_err(|e| ControlError::Rejected(e.to_string()))?;
     for (uid, plugin) in &changed {
+        let reconfigured = wrote(uid).is_some_and(|wrote| wrote.same_plugin(&plugin.digest));
         check_state(graph, uid, plugin, savepoint).map_err(|error| match error {
             StateCheckError::Savepoint(reason) => {
                 ControlError::Rejected(format!("cannot restore from savepoint {}: {reason}", savepoint.dir.display()))
             }
+            StateCheckError::Plugin(reason) if reconfigured => ControlError::Rejected(format!(
+                "operator `{uid}` has another `config` than when savepoint {} was taken, and its plugin {} cannot \
+                 take over its state so: {reason}. Restore it with the config it was taken with",
+                savepoint.dir.display(),
+                plugin.path.display()
+            )),
             StateCheckError::Plugin(reason) => ControlError::Rejected(format!(
                 "plugin {} of operator `{uid}` cannot take over its state in savepoint {}: {reason}",
                 plugin.path.display(),

@@ -48,6 +48,22 @@ pub struct OperatorNode {
     pub key_by: bool,
 }
 
+impl OperatorNode {
+    /// The SHA-256 of its `config` table: recorded with its state, so that
+    /// state restored under another configuration is checked by the plugin
+    /// first (a window size from the config decides where windows are).
+    pub fn config_digest(&self) -> String {
+        let mut bytes = Vec::new();
+        for (key, value) in &self.config {
+            for part in [key, value] {
+                bytes.extend_from_slice(&(part.len() as u64).to_le_bytes());
+                bytes.extend_from_slice(part.as_bytes());
+            }
+        }
+        crate::plugin::sha256_hex(&bytes)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum NodeKind {
     Source(SourceSpec),

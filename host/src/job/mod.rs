@@ -73,7 +73,8 @@ pub fn named_plugins(definition: &JobDefinition) -> Vec<OperatorPlugin> {
     let Ok(graph) = parse(&definition.text, base, Overrides::default()) else { return Vec::new() };
     let operators = graph.nodes.into_iter().filter_map(|node| match node.kind {
         NodeKind::Operator(operator) => {
-            Some(OperatorPlugin { uid: node.name, plugin: crate::dirs::absolute(&operator.plugin), sha256: None })
+            let plugin = crate::dirs::absolute(&operator.plugin);
+            Some(OperatorPlugin { uid: node.name, plugin, sha256: None, config_sha256: None })
         }
         _ => None,
     });

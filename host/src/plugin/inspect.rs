@@ -11,9 +11,9 @@ use wasmtime::component::types::ComponentItem;
 use super::error::PluginError;
 
 /// The WIT package this host implements.
-pub const WIT_PACKAGE: &str = "weir:operator@0.4.0";
+pub const WIT_PACKAGE: &str = "weir:operator@0.5.0";
 /// The interface a plugin must export.
-pub const OPERATOR_EXPORT: &str = "weir:operator/operator@0.4.0";
+pub const OPERATOR_EXPORT: &str = "weir:operator/operator@0.5.0";
 
 const WASM_MAGIC: &[u8] = b"\0asm";
 /// Bytes 6..8 of a component's header: the "layer" field, 1 for components

@@ -4,6 +4,7 @@ use std::time::Instant;
 
 use wasmtime::{Store, StoreContextMut, Trap, UpdateDeadline};
 
+use super::bindings::StoredValues;
 use super::bindings::exports::weir::operator::operator::StateKind;
 use super::bindings::{EventBatch, OperatorError, Plugin};
 use super::engine::LoadedPlugin;
@@ -223,19 +224,13 @@ impl OperatorInstance {
         self.returned(result)
     }
 
-    /// Asks the plugin whether it can read stored values of its state `name`
-    /// (a map state if `map`): value `i` is `data[offsets[i]..offsets[i + 1]]`.
+    /// Asks the plugin whether it can take over stored values of its state
+    /// `name` (a map state if `map`, whose `values` carry their sub-keys).
     /// `Ok(Err(why))` is the plugin's answer that it cannot.
-    pub fn check_state(
-        &mut self,
-        name: &str,
-        map: bool,
-        data: &[u8],
-        offsets: &[u32],
-    ) -> Result<Result<(), String>, CallError> {
+    pub fn check_state(&mut self, name: &str, map: bool, values: &StoredValues) -> Result<Result<(), String>, CallError> {
         arm_deadline(&mut self.store, &self.limits);
         let kind = if map { StateKind::MapState } else { StateKind::ValueState };
-        let result = self.bindings.weir_operator_operator().call_check_state(&mut self.store, name, kind, data, offsets);
+        let result = self.bindings.weir_operator_operator().call_check_state(&mut self.store, name, kind, values);
         self.returned(result.map(Ok))
     }
 

@@ -58,6 +58,10 @@ pub struct OperatorSnapshot {
     pub plugin: PathBuf,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plugin_sha256: Option<String>,
+    /// The SHA-256 of its `config` table (absent from savepoints before it
+    /// was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_sha256: Option<String>,
     /// Its parallelism when the savepoint was taken.
     pub parallelism: u32,
     /// The states entries refer to, by `id`.
@@ -232,6 +236,7 @@ mod tests {
             uid: "count".into(),
             plugin: "p.wasm".into(),
             plugin_sha256: None,
+            config_sha256: None,
             parallelism: 1,
             states: Vec::new(),
             keyed,

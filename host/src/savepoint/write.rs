@@ -33,9 +33,12 @@ impl JobDescription {
     /// The plugin each operator runs.
     pub fn plugins(&self) -> Vec<OperatorPlugin> {
         let operators = self.nodes.iter().filter_map(|node| match node {
-            NodeDescription::Operator { uid, plugin, digest, .. } => {
-                Some(OperatorPlugin { uid: uid.clone(), plugin: plugin.clone(), sha256: digest.clone() })
-            }
+            NodeDescription::Operator { uid, plugin, digest, config_digest, .. } => Some(OperatorPlugin {
+                uid: uid.clone(),
+                plugin: plugin.clone(),
+                sha256: digest.clone(),
+                config_sha256: config_digest.clone(),
+            }),
             NodeDescription::Source { .. } => None,
         });
         operators.collect()
@@ -59,6 +62,7 @@ impl JobDescription {
                         uid: task.node.clone(),
                         plugin: ran.map(|p| p.plugin.clone()).or_else(|| plugin_of(&task.node)).unwrap_or_default(),
                         digest: ran.and_then(|p| p.sha256.clone()),
+                        config_digest: ran.and_then(|p| p.config_sha256.clone()),
                         parallelism,
                     });
                 }
@@ -80,7 +84,9 @@ impl JobDescription {
 #[derive(Debug, Clone)]
 pub enum NodeDescription {
     Source { name: String, parallelism: u32 },
-    Operator { uid: String, plugin: PathBuf, digest: Option<String>, parallelism: u32 },
+    /// `digest`: the plugin file's SHA-256; `config_digest`: its config
+    /// table's ([`crate::job::OperatorNode::config_digest`]).
+    Operator { uid: String, plugin: PathBuf, digest: Option<String>, config_digest: Option<String>, parallelism: u32 },
 }
 
 impl NodeDescription {
@@ -239,12 +245,13 @@ fn write_files(
                 parallelism: *parallelism,
                 splits: manifest.source_splits(name),
             }),
-            NodeDescription::Operator { uid, plugin, digest, parallelism } => {
+            NodeDescription::Operator { uid, plugin, digest, config_digest, parallelism } => {
                 let tasks: Vec<&TaskState> = (0..*parallelism).filter_map(|s| manifest.task(uid, s)).collect();
                 let mut snapshot = OperatorSnapshot {
                     uid: uid.clone(),
                     plugin: plugin.clone(),
                     plugin_sha256: digest.clone(),
+                    config_sha256: config_digest.clone(),
                     parallelism: *parallelism,
                     states: Vec::new(),
                     keyed: Vec::new(),
