@@ -652,7 +652,7 @@ fn the_fraud_detector_v1_to_v2_upgrade_carries_every_open_session_over() {
         .weir(&["upgrade", "fraud", "--operator", "detector", "--plugin", v2.to_str().unwrap(), "--savepoint-dir", savepoint.to_str().unwrap()])
         .success()
         .stdout();
-    assert!(reply.contains("entries checked"), "{reply}");
+    assert!(reply.contains(", 300 entries checked)"), "every address's session, offered to v2: {reply}");
     let (status, stderr) = host.wait();
     assert!(status.success(), "{stderr}");
     let cut = savepoint_offset(&savepoint) as usize;

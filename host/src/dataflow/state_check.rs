@@ -108,41 +108,50 @@ pub fn check_state(
     let config = instance_config(&op.config, &op.limits, node.parallelism, 0, 0, true);
     let mut instance = OperatorInstance::new(plugin, op.limits, state, &config)
         .map_err(|e| Plugin(format!("it fails to start: {e}")))?;
-    // (sub-key, value) per stored value; the sub-key is empty for a value state.
-    let mut values: BTreeMap<(String, bool), Vec<(Vec<u8>, Vec<u8>)>> = BTreeMap::new();
-    let mut damaged = None;
+    // Offered as read, a batch per state at a time: an operator's state
+    // may be far larger than the host's memory. (sub-key, value) pairs; the
+    // sub-key is empty for a value state.
+    let mut pending: BTreeMap<(String, bool), Vec<(Vec<u8>, Vec<u8>)>> = BTreeMap::new();
+    let mut checked = 0;
+    let mut failed = None;
+    let mut offer = |instance: &mut OperatorInstance, (name, map): &(String, bool), batch: &mut Vec<(Vec<u8>, Vec<u8>)>| {
+        let answer = instance.check_state(name, *map, &stored_values(batch, *map));
+        checked += batch.len() as u64;
+        batch.clear();
+        answer.map_err(|e| Plugin(format!("its check-state call failed: {e}")))?.map_err(Plugin)
+    };
     savepoint
         .entries(uid, &mut |entry| {
-            if entry.kind.is_timer() {
+            if failed.is_some() || entry.kind.is_timer() {
                 return;
             }
             let map = entry.kind == StateKind::Map;
-            let sub_key = if map {
-                match map_sub_key(&entry.key) {
+            let sub_key = match map {
+                true => match map_sub_key(&entry.key) {
                     Some(sub_key) => sub_key.to_vec(),
                     None => {
-                        damaged.get_or_insert_with(|| format!("an entry of map state `{}` has a malformed key", entry.state));
+                        let damaged = format!("an entry of map state `{}` has a malformed key", entry.state);
+                        failed = Some(StateCheckError::Savepoint(damaged));
                         return;
                     }
-                }
-            } else {
-                Vec::new()
+                },
+                false => Vec::new(),
             };
-            values.entry((entry.state, map)).or_default().push((sub_key, entry.value));
+            let state = (entry.state, map);
+            let batch = pending.entry(state.clone()).or_default();
+            batch.push((sub_key, entry.value));
+            if batch.len() == CHECK_BATCH {
+                failed = offer(&mut instance, &state, batch).err();
+            }
         })
         .map_err(|e| StateCheckError::Savepoint(e.to_string()))?;
-    if let Some(damaged) = damaged {
-        return Err(StateCheckError::Savepoint(damaged));
+    if let Some(failed) = failed {
+        return Err(failed);
     }
-    let mut checked = 0;
-    for ((name, map), values) in &values {
-        for chunk in values.chunks(CHECK_BATCH) {
-            instance
-                .check_state(name, *map, &stored_values(chunk, *map))
-                .map_err(|e| Plugin(format!("its check-state call failed: {e}")))?
-                .map_err(Plugin)?;
+    for (state, batch) in &mut pending {
+        if !batch.is_empty() {
+            offer(&mut instance, state, batch)?;
         }
-        checked += values.len() as u64;
     }
     Ok(checked)
 }
