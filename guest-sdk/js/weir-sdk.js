@@ -1463,7 +1463,12 @@ export class Windows {
       const [end, acc] = entry;
       results.push({ start, end, value: this.aggregate.result(acc) });
       if (lateness === 0) state.remove(ctx, start);
-      else state.set(ctx, start, [end, acc, true]);
+      else {
+        state.set(ctx, start, [end, acc, true]);
+        // Again: a window opened before an upgrade that raised the lateness
+        // has no timer to forget it by (one per key and time).
+        ctx.registerTimer(end - 1 + lateness, this.domain);
+      }
     }
     if (lateness > 0) {
       const expired = time + 1 - lateness - size;

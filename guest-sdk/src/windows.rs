@@ -655,6 +655,11 @@ impl<A: Aggregate> Windows<A> {
             results.push(WindowResult { start, end, value: self.aggregate.result(acc) });
             *fired = true;
             held.touch();
+            // Registered again: a window opened before an upgrade that
+            // raised the lateness (from none, say) has no timer to forget
+            // it by, and would stay in the state for ever. (One timer per
+            // key and time: a second registration changes nothing.)
+            ctx.register_timer(self.domain, end - 1 + lateness)?;
         }
         if lateness > 0 {
             let expired = time + 1 - lateness - size;
@@ -1112,6 +1117,20 @@ mod tests {
         let late = h.process([event("a", 4.0, 300)]).unwrap();
         assert!(results(&late).is_empty());
         assert_eq!(late.iter().map(|e| (e.output.as_str(), e.value_str())).collect::<Vec<_>>(), vec![("late", "4".to_owned())]);
+    }
+
+    /// A window opened without lateness has no timer to forget it by after
+    /// its end: restored under a lateness, it fires, takes late events
+    /// within it, and then leaves the state instead of staying for ever.
+    #[test]
+    fn windows_opened_before_the_lateness_was_raised_still_leave() {
+        let mut h = harness(&[]);
+        h.process([event("a", 1.0, 100)]).unwrap();
+        let mut h = h.restored(&[("lateness", "500")]).unwrap();
+        assert_eq!(results(&h.advance_watermark(999).unwrap()), vec![row("a", 0, 1000, 1.0)]);
+        assert_eq!(results(&h.process([event("a", 2.0, 200)]).unwrap()), vec![row("a", 0, 1000, 3.0)]);
+        assert!(h.advance_watermark(1499).unwrap().is_empty());
+        assert_eq!(h.map_state::<(i64, f64, bool)>("w", "a", 0i64), None, "forgotten at its end plus the lateness");
     }
 
     /// An event whose windows would not fit in 64-bit time (a timestamp in

@@ -235,6 +235,16 @@ class SensorWindowTest(unittest.TestCase):
         self.assertEqual(h.advance_watermark(1499), [])
         self.assertEqual(h.maps["sums"], {})
 
+    def test_windows_opened_before_the_lateness_was_raised_still_leave(self):
+        before = Harness(SensorWindow)
+        before.process([("a", "1", 100)])
+        h = Harness(SensorWindow, {"lateness_ms": 500})  # restored from `before`'s state
+        h.maps, h.timers, h.watermark = before.maps, before.timers, before.watermark
+        self.assertEqual(pairs(h.advance_watermark(999)), [("a", '{"start":0,"end":1000,"value":1.0}')])
+        self.assertEqual(pairs(h.process([("a", "2", 200)])), [("a", '{"start":0,"end":1000,"value":3.0}')])
+        self.assertEqual(h.advance_watermark(1499), [])
+        self.assertEqual(h.maps["sums"], {}, "forgotten at its end plus the lateness")
+
     def test_processing_time_windows(self):
         h = Harness(SensorWindow, {"time": "processing"})
         h.advance_processing_time(5100)

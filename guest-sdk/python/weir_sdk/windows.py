@@ -204,6 +204,9 @@ class Windows:
                 state.remove(ctx, start)
             else:
                 state.set(ctx, start, [end, acc, True])
+                # Again: a window opened before an upgrade that raised the
+                # lateness has no timer to forget it by (one per key and time).
+                ctx.register_timer(end - 1 + lateness, self.domain)
         if lateness > 0:
             expired = time + 1 - lateness - size
             entry = state.get(ctx, expired)
