@@ -81,7 +81,7 @@ impl ApiServer {
             let server = Arc::clone(&server);
             let stopping = Arc::clone(&stopping);
             let in_flight = Arc::clone(&in_flight);
-            move || accept_loop(&server, &stopping, &in_flight, plane)
+            move || accept_loop(&server, &stopping, &in_flight, plane, read_timeout)
         })?;
         tracing::debug!(addr = %bound, "control API listening");
         Ok(ApiServer { addr: bound, server: Some(server), stopping, in_flight, thread: Some(thread) })
@@ -160,7 +160,13 @@ impl Drop for Handling {
     }
 }
 
-fn accept_loop(server: &Server, stopping: &AtomicBool, in_flight: &Arc<AtomicUsize>, plane: Arc<dyn ControlPlane>) {
+fn accept_loop(
+    server: &Server,
+    stopping: &AtomicBool,
+    in_flight: &Arc<AtomicUsize>,
+    plane: Arc<dyn ControlPlane>,
+    read_timeout: Duration,
+) {
     loop {
         let received = server.recv();
         if stopping.load(Ordering::SeqCst) {
@@ -172,7 +178,7 @@ fn accept_loop(server: &Server, stopping: &AtomicBool, in_flight: &Arc<AtomicUsi
                 let handling = Handling::start(in_flight);
                 let spawned = std::thread::Builder::new().name("weir-api-request".into()).spawn(move || {
                     let _handling = handling;
-                    serve(plane.as_ref(), request)
+                    serve(plane.as_ref(), request, read_timeout)
                 });
                 if let Err(error) = spawned {
                     tracing::error!(%error, "control API: cannot start a thread for a request");
@@ -188,13 +194,14 @@ fn accept_loop(server: &Server, stopping: &AtomicBool, in_flight: &Arc<AtomicUsi
     }
 }
 
-/// Handles one request and logs it.
-fn serve(plane: &dyn ControlPlane, mut request: Request) {
+/// Handles one request and logs it; its body must arrive within
+/// `read_timeout`.
+fn serve(plane: &dyn ControlPlane, mut request: Request, read_timeout: Duration) {
     let start = Instant::now();
     let method = request.method().clone();
     let url = request.url().to_owned();
     let path = url.split(['?', '#']).next().unwrap_or("").to_owned();
-    let (status, body) = match read_body(&mut request) {
+    let (status, body) = match read_body(&mut request, Instant::now() + read_timeout) {
         Ok(body) => match std::panic::catch_unwind(AssertUnwindSafe(|| handle(plane, &method, &path, &body))) {
             Ok(reply) => reply,
             Err(panic) => {
@@ -236,7 +243,10 @@ fn serve(plane: &dyn ControlPlane, mut request: Request) {
     }
 }
 
-fn read_body(request: &mut Request) -> Result<Vec<u8>, (u16, String)> {
+/// The request's body, which must have arrived by `deadline`: each read
+/// waits at most the read timeout, but a client trickling a byte at a time
+/// would otherwise hold a thread for as long as it likes.
+fn read_body(request: &mut Request, deadline: Instant) -> Result<Vec<u8>, (u16, String)> {
     // (tiny_http takes a Content-Length it cannot read for no body at all,
     // and the first of several.)
     let declared: Vec<&str> =
@@ -252,8 +262,7 @@ fn read_body(request: &mut Request) -> Result<Vec<u8>, (u16, String)> {
     }
     let declared = declared.first().map_or_else(String::new, |length| format!(" of the {length} its Content-Length declares"));
     let mut body = Vec::new();
-    request
-        .as_reader()
+    Until { inner: request.as_reader(), deadline }
         .take(MAX_BODY + 1)
         .read_to_end(&mut body)
         .map_err(|e| match e.kind() {
@@ -268,6 +277,21 @@ fn read_body(request: &mut Request) -> Result<Vec<u8>, (u16, String)> {
         return Err(error(413, format!("the request body is larger than {MAX_BODY} bytes")));
     }
     Ok(body)
+}
+
+/// A reader that fails with `TimedOut` once `deadline` has passed.
+struct Until<R> {
+    inner: R,
+    deadline: Instant,
+}
+
+impl<R: Read> Read for Until<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if Instant::now() > self.deadline {
+            return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "the request body came too slowly"));
+        }
+        self.inner.read(buf)
+    }
 }
 
 /// What a request asks for.
@@ -405,6 +429,7 @@ fn percent_decode(segment: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    use std::io::Write;
     use std::path::PathBuf;
     use std::sync::Mutex;
     use std::time::Duration;
@@ -812,6 +837,63 @@ mod tests {
             assert!(Instant::now() < deadline, "the API answers again");
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// A client trickling its request — a byte at a time, each within the
+    /// read timeout — is answered 408 once the head or the body has taken
+    /// longer than that in all; an endless header line or endless headers
+    /// are answered 431 instead of growing the host's memory.
+    #[test]
+    fn trickling_and_endless_requests_are_cut_off() {
+        let plane = Arc::new(FakePlane::default());
+        let server = ApiServer::start_with("127.0.0.1:0", plane, Duration::from_millis(400)).expect("the server starts");
+        // Sends `at_once`, then `trickled` a byte every 150 ms (each well
+        // within the read timeout); the reply's first line and how long it
+        // took to come.
+        let trickle = |at_once: &[u8], trickled: &'static [u8]| {
+            let mut socket = std::net::TcpStream::connect(server.addr()).unwrap();
+            socket.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            socket.write_all(at_once).unwrap();
+            let started = Instant::now();
+            let mut writer = socket.try_clone().unwrap();
+            std::thread::spawn(move || {
+                for byte in trickled {
+                    std::thread::sleep(Duration::from_millis(150));
+                    if writer.write_all(&[*byte]).is_err() {
+                        break;
+                    }
+                }
+            });
+            let mut reply = Vec::new();
+            let mut byte = [0u8; 1];
+            while !reply.ends_with(b"\r\n") && socket.read(&mut byte).is_ok_and(|n| n == 1) {
+                reply.push(byte[0]);
+            }
+            (String::from_utf8_lossy(&reply).into_owned(), started.elapsed())
+        };
+        // Without a bound on the whole, these would take 6 s and 60 s.
+        let (reply, took) = trickle(b"", b"GET /jobs HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert!(reply.starts_with("HTTP/1.1 408"), "a trickled head: {reply:?}");
+        assert!(took < Duration::from_secs(3), "cut off after about the read timeout: {took:?}");
+        let (reply, took) = trickle(b"POST /jobs/x/cancel HTTP/1.1\r\nContent-Length: 4000\r\n\r\n", &[b'x'; 400]);
+        assert!(reply.starts_with("HTTP/1.1 408"), "a trickled body: {reply:?}");
+        assert!(took < Duration::from_secs(3), "{took:?}");
+
+        let endless = |head: Vec<u8>| {
+            let mut socket = std::net::TcpStream::connect(server.addr()).unwrap();
+            socket.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let _ = socket.write_all(&head);
+            let mut reply = [0u8; 12];
+            let _ = socket.read_exact(&mut reply);
+            String::from_utf8_lossy(&reply).into_owned()
+        };
+        let mut long_line = b"GET /jobs HTTP/1.1\r\nX-Long: ".to_vec();
+        long_line.resize(long_line.len() + 64 * 1024, b'a');
+        assert_eq!(endless(long_line), "HTTP/1.1 431");
+        let many: String = (0..200).map(|i| format!("X-{i}: y\r\n")).collect();
+        assert_eq!(endless(format!("GET /jobs HTTP/1.1\r\n{many}").into_bytes()), "HTTP/1.1 431");
+        let client = ApiClient::new(&server.addr().to_string());
+        assert!(client.jobs().is_ok(), "and the API answers others");
     }
 
     /// The read timeout bounds waiting for a client, not for the host: an

@@ -6,6 +6,7 @@ use std::io::{BufReader, BufWriter, ErrorKind, Read};
 
 use std::net::SocketAddr;
 use std::str::FromStr;
+use std::time::{Duration, Instant};
 
 use crate::common::{HTTPVersion, Method};
 use crate::util::RefinedTcpStream;
@@ -34,7 +35,19 @@ pub struct ClientConnection {
 
     // true if the connection goes through SSL
     secure: bool,
+
+    // Weir: how long a request's head may take from its first byte (the
+    // server's read timeout), so that a client trickling it a byte at a
+    // time cannot hold a thread for ever.
+    head_timeout: Option<Duration>,
 }
+
+/// Weir: the longest line of a request's head (its request line or one
+/// header) and the most headers it may have; a client sending an endless
+/// line, or endless headers, would otherwise grow what holds them without
+/// bound, up to the host's memory.
+const MAX_HEAD_LINE: usize = 8 * 1024;
+const MAX_HEADERS: usize = 100;
 
 /// Error that can happen when reading a request.
 #[derive(Debug)]
@@ -43,6 +56,9 @@ enum ReadError {
     WrongHeader(HTTPVersion),
     /// the client sent an unrecognized `Expect` header
     ExpectationFailed(HTTPVersion),
+    /// Weir: a line of the head longer than `MAX_HEAD_LINE`, or more than
+    /// `MAX_HEADERS` headers
+    HeadTooLarge,
     ReadIoError(IoError),
 }
 
@@ -51,6 +67,7 @@ impl ClientConnection {
     pub fn new(
         write_socket: RefinedTcpStream,
         mut read_socket: RefinedTcpStream,
+        head_timeout: Option<Duration>,
     ) -> ClientConnection {
         let remote_addr = read_socket.peer_addr();
         let secure = read_socket.secure();
@@ -65,6 +82,7 @@ impl ClientConnection {
             next_header_source: first_header,
             no_more_requests: false,
             secure,
+            head_timeout,
         }
     }
 
@@ -77,7 +95,10 @@ impl ClientConnection {
     ///
     /// Reads until `CRLF` is reached. The next read will start
     ///  at the first byte of the new line.
-    fn read_next_line(&mut self) -> IoResult<AsciiString> {
+    ///
+    /// Weir: `deadline` is when the head must be complete, set at its first
+    /// byte; a line longer than `MAX_HEAD_LINE` is an `InvalidData` error.
+    fn read_next_line(&mut self, deadline: &mut Option<Instant>) -> IoResult<AsciiString> {
         let mut buf = Vec::new();
         let mut prev_byte_was_cr = false;
 
@@ -88,6 +109,18 @@ impl ClientConnection {
                 Some(b) => b?,
                 None => return Err(IoError::new(ErrorKind::ConnectionAborted, "Unexpected EOF")),
             };
+
+            let now = Instant::now();
+            match *deadline {
+                None => *deadline = self.head_timeout.map(|timeout| now + timeout),
+                Some(deadline) if now > deadline => {
+                    return Err(IoError::new(ErrorKind::TimedOut, "the request's head came too slowly"))
+                }
+                Some(_) => {}
+            }
+            if buf.len() >= MAX_HEAD_LINE {
+                return Err(IoError::new(ErrorKind::InvalidData, "a line of the request's head is too long"));
+            }
 
             if byte == b'\n' && prev_byte_was_cr {
                 buf.pop(); // removing the '\r'
@@ -106,8 +139,9 @@ impl ClientConnection {
     fn read(&mut self) -> Result<Request, ReadError> {
         let (method, path, version, headers) = {
             // reading the request line
+            let mut deadline = None;
             let (method, path, version) = {
-                let line = self.read_next_line().map_err(ReadError::ReadIoError)?;
+                let line = self.read_next_line(&mut deadline).map_err(head_error)?;
 
                 parse_request_line(
                     line.as_str().trim(), // TODO: remove this conversion
@@ -118,11 +152,14 @@ impl ClientConnection {
             let headers = {
                 let mut headers = Vec::new();
                 loop {
-                    let line = self.read_next_line().map_err(ReadError::ReadIoError)?;
+                    let line = self.read_next_line(&mut deadline).map_err(head_error)?;
 
                     if line.is_empty() {
                         break;
                     };
+                    if headers.len() == MAX_HEADERS {
+                        return Err(ReadError::HeadTooLarge);
+                    }
                     headers.push(match FromStr::from_str(line.as_str().trim()) {
                         // TODO: remove this conversion
                         Ok(h) => h,
@@ -169,6 +206,14 @@ impl ClientConnection {
     }
 }
 
+/// Weir: a line too long is answered 431, not taken for a broken connection.
+fn head_error(error: IoError) -> ReadError {
+    match error.kind() {
+        ErrorKind::InvalidData => ReadError::HeadTooLarge,
+        _ => ReadError::ReadIoError(error),
+    }
+}
+
 impl Iterator for ClientConnection {
     type Item = Request;
 
@@ -211,6 +256,15 @@ impl Iterator for ClientConnection {
                         .raw_print(writer, HTTPVersion(1, 1), &[], false, None)
                         .ok();
                     return None; // closing the connection
+                }
+
+                Err(ReadError::HeadTooLarge) => {
+                    let writer = self.sink.next().unwrap();
+                    let response = Response::new_empty(StatusCode(431));
+                    response
+                        .raw_print(writer, HTTPVersion(1, 1), &[], false, None)
+                        .ok();
+                    return None; // the rest of the head is unread: close
                 }
 
                 Err(ReadError::ExpectationFailed(ver)) => {

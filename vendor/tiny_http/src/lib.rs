@@ -361,7 +361,7 @@ impl Server {
                             Some(ref _ssl) => unreachable!(),
                         };
 
-                        Ok(ClientConnection::new(write_closable, read_closable))
+                        Ok(ClientConnection::new(write_closable, read_closable, read_timeout))
                     }
                     Err(e) => Err(e),
                 };
