@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Host, JobDir, amplifier_job, plugin, run_job, toml_path, weir_binary};
+use common::{Host, JobDir, amplifier_job, committed_lines, plugin, run_job, toml_path, weir_binary};
 
 /// A keyed count (`plugin`, with `config`) over `events` generated events
 /// with `keys` keys at `rate` events/s, into the transactional file sink.
@@ -400,6 +400,35 @@ fn a_failed_job_is_listed_with_the_figures_of_its_last_attempt() {
 }
 
 /// Starts the job and kills it once at least `n` checkpoints are complete.
+/// A job whose bounded branch ends goes on checkpointing: the ended
+/// branch's output is committed by the next checkpoint, not only when the
+/// whole job ends, a savepoint can be taken, and a kill loses and
+/// duplicates nothing. Before, the first task to end other than a lone
+/// source stopped every checkpoint for the rest of the run (found by the
+/// event-time audit).
+#[test]
+fn checkpoints_go_on_after_a_branch_of_the_job_ends() {
+    let dir = JobDir::new();
+    // A source and its sink, chained into one task, that end at once.
+    let branch = "[[source]]\nname = \"short\"\ntype = \"generator\"\nevents = 10\nparallelism = 1\n\n\
+                  [[sink]]\nname = \"short-out\"\ntype = \"files\"\npath = \"short\"\ninput = \"short\"\n";
+    let job = count_job(&dir, "memory", &plugin("word-count"), "", branch);
+    let host = Host::start(&job, &[]);
+    let started = Instant::now();
+    while committed_lines(&dir.path("short"), None).len() < 10 {
+        assert!(started.elapsed() < Duration::from_secs(30), "the ended branch's output is not committed: {}", host.stderr());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let reply = host.savepoint("chaos-count", &dir.path("sp"));
+    assert!(reply.contains("savepoint of job `chaos-count` written"), "{reply}");
+    assert!(host.records_read("chaos-count") < 60_010, "the unbounded branch still runs");
+    drop(host); // SIGKILL
+    run_job(&job, &[]).success();
+    assert_exact_counts(&committed(&dir.path("out")), 60000, 600);
+    let short = committed_lines(&dir.path("short"), None);
+    assert_eq!(short.len(), 10, "the ended branch's output once: {short:?}");
+}
+
 fn kill_after_checkpoints(job: &Path, checkpoints: &Path, n: usize) {
     kill_once(job, &format!("{n} checkpoints"), || complete_checkpoints(checkpoints).len() >= n);
 }

@@ -87,6 +87,21 @@ impl PendingCommit {
             commit.checkpoint = id;
         }
     }
+
+    /// The last output of a sink whose input ended while the job ran on
+    /// becomes checkpoint `id`'s, the first to take it: the Kafka epoch
+    /// takes its id, and the last part is named after it (not `final`) —
+    /// so that a restore of an earlier checkpoint removes it, as output
+    /// produced again, and one of `id` or later keeps it.
+    pub fn take_into_checkpoint(&mut self, id: u64) {
+        self.set_final_checkpoint(id);
+        if let PendingCommit::Rename { to, .. } = self
+            && let Some(name) = to.file_name().and_then(|name| name.to_str())
+            && let Some(part) = name.strip_suffix("-final")
+        {
+            *to = to.with_file_name(format!("{part}-{id:08}"));
+        }
+    }
 }
 
 /// Commits pre-committed output; keeps what could not be committed yet.
@@ -338,6 +353,17 @@ fn commit_loop(shared: &Shared, mut committer: Committer) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A sink that ended mid-run commits its last part as the checkpoint's
+    /// that took it, which a restore of an earlier checkpoint removes.
+    #[test]
+    fn a_last_part_taken_into_a_checkpoint_is_named_after_it() {
+        let mut last = PendingCommit::Rename { from: "out/.part-2-00000004.inprogress".into(), to: "out/part-2-final".into(), size: None };
+        last.take_into_checkpoint(7);
+        assert_eq!(last, PendingCommit::Rename { from: "out/.part-2-00000004.inprogress".into(), to: "out/part-2-00000007".into(), size: None });
+        last.take_into_checkpoint(8);
+        assert!(matches!(&last, PendingCommit::Rename { to, .. } if to == std::path::Path::new("out/part-2-00000007")), "named once");
+    }
 
     #[test]
     fn old_manifests_rename_commits_still_read() {

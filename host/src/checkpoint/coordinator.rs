@@ -47,6 +47,11 @@ pub struct Ack {
     pub state: Result<TaskState, String>,
     pub alignment: Duration,
     pub sync: Duration,
+    /// The newest barrier the subtask had passed when it sent this. A final
+    /// state stands for the subtask only in later checkpoints: an operator
+    /// acknowledges a barrier once its snapshot is written, which can be
+    /// after it has ended.
+    pub seen: u64,
 }
 
 /// A request for a savepoint: the next checkpoint, rewritten into `dir` in
@@ -151,6 +156,8 @@ struct InFlight {
     alignment: Duration,
     sync: Duration,
     savepoint: Option<SavepointOrder>,
+    /// The subtasks whose final state it took (see [`Finished`]).
+    from_finished: Vec<usize>,
 }
 
 impl InFlight {
@@ -159,6 +166,38 @@ impl InFlight {
             self.missing -= 1;
         }
     }
+
+    /// Takes `finished`'s final state for its subtask, unless the subtask
+    /// passed this checkpoint's barrier before it ended (its own snapshot
+    /// stands for it, acknowledged or on its way).
+    fn fill_finished(&mut self, finished: &mut Finished) {
+        if self.id <= finished.seen || self.states[finished.index].is_some() {
+            return;
+        }
+        // A sink's last output is this checkpoint's to commit.
+        for commit in &mut finished.state.commits {
+            commit.take_into_checkpoint(self.id);
+        }
+        self.fill(finished.index, finished.state.clone());
+        self.from_finished.push(finished.index);
+    }
+}
+
+/// A subtask that has finished — its input ended — and what it ended
+/// with, which every later checkpoint takes as its state, so that a job
+/// goes on checkpointing while other parts of it still run (a bounded
+/// branch beside an unbounded one; source subtasks left without a split
+/// by a rescale). A source ends at its final positions; a sink with the
+/// output it wrote since its last checkpoint, committed by the first
+/// checkpoint to complete after; an operator with nothing: no input will
+/// ever reach it again, so a restore starts it empty and it ends at once.
+struct Finished {
+    index: usize,
+    state: TaskState,
+    /// The newest barrier it passed ([`Ack::seen`]).
+    seen: u64,
+    /// A source's final positions, which the final manifest leaves out.
+    source: bool,
 }
 
 /// Triggers checkpoints, collects acknowledgements and completes them.
@@ -186,12 +225,11 @@ pub struct Coordinator {
     next_id: u64,
     last_trigger: Instant,
     in_flight: Option<InFlight>,
-    /// Once a task other than a lone source has finished, no checkpoint
-    /// can complete: its state is gone.
+    /// Once a task has finished without saying what it ended with, no
+    /// checkpoint can complete: its state is gone.
     stopped: bool,
-    finals: Vec<TaskState>,
-    /// Final states of exhausted sources, by subtask index.
-    finished_sources: Vec<(usize, TaskState)>,
+    /// Subtasks that have finished, with what they ended with.
+    finished: Vec<Finished>,
     /// Files of the last completed checkpoint (to tell written from shared).
     previous_files: HashSet<String>,
     completed: CheckpointHistory,
@@ -242,8 +280,7 @@ impl Coordinator {
             last_trigger: Instant::now(),
             in_flight: None,
             stopped: false,
-            finals: Vec::new(),
-            finished_sources: Vec::new(),
+            finished: Vec::new(),
             previous_files,
             completed: CheckpointHistory::default(),
             commits: CommitQueue::start(Committer::new(Vec::new())),
@@ -382,6 +419,7 @@ impl Coordinator {
             alignment: Duration::ZERO,
             sync: Duration::ZERO,
             savepoint: self.orders.pop_front(),
+            from_finished: Vec::new(),
         };
         if flight.savepoint.is_some() {
             // Before the barrier is requested, so every sink sees it.
@@ -391,22 +429,22 @@ impl Coordinator {
             // Before the barrier is requested, so every source sees both.
             self.hub.stop_at.store(id, Ordering::Release);
         }
-        for (index, state) in &self.finished_sources {
-            flight.fill(*index, state.clone());
+        for finished in &mut self.finished {
+            flight.fill_finished(finished);
         }
         self.in_flight = Some(flight);
         self.hub.requested.store(id, Ordering::Release);
     }
 
-    /// The task of subtask `index` has finished. Unless it was a lone
-    /// source that reported its final position, checkpoints can no longer
-    /// complete (except one it has already acknowledged).
+    /// The task of subtask `index` (and of the subtasks chained into it)
+    /// has finished. Unless it said what it ended with, checkpoints can no
+    /// longer complete (except one it has already acknowledged).
     pub fn task_finished(&mut self, index: usize) {
-        // The source acknowledged before its task ended: take that first.
+        // Its subtasks acknowledged before the task ended: take that first.
         while let Ok(ack) = self.acks.try_recv() {
             self.on_ack(ack);
         }
-        if !self.finished_sources.iter().any(|(i, _)| *i == index) {
+        if !self.finished.iter().any(|f| f.index == index) {
             self.stopped = true;
             for order in self.orders.drain(..) {
                 order.not_now("the job finished before the savepoint could be taken");
@@ -430,21 +468,14 @@ impl Coordinator {
     }
 
     pub fn on_ack(&mut self, ack: Ack) {
-        if ack.checkpoint == FINAL_CHECKPOINT {
-            if let Ok(state) = ack.state {
-                self.finals.push(state);
-            }
-            return;
-        }
-        if ack.checkpoint == SOURCE_FINISHED {
+        if ack.checkpoint == FINAL_CHECKPOINT || ack.checkpoint == SOURCE_FINISHED {
             let Ok(state) = ack.state else { return };
-            self.finished_sources.push((ack.subtask, state.clone()));
-            if let Some(flight) = self.in_flight.as_mut()
-                && flight.states[ack.subtask].is_none()
-            {
-                flight.fill(ack.subtask, state);
-                self.complete_if_done();
+            let mut finished = Finished { index: ack.subtask, state, seen: ack.seen, source: ack.checkpoint == SOURCE_FINISHED };
+            if let Some(flight) = self.in_flight.as_mut() {
+                flight.fill_finished(&mut finished);
             }
+            self.finished.push(finished);
+            self.complete_if_done();
             return;
         }
         let Some(flight) = self.in_flight.as_mut().filter(|f| f.id == ack.checkpoint) else { return };
@@ -504,6 +535,11 @@ impl Coordinator {
         );
         self.hub.completed.store(flight.id, Ordering::Release);
         self.commits.push(manifest.tasks.iter().flat_map(|t| t.commits.iter().cloned()));
+        // Finished sinks' last output is committed with this checkpoint:
+        // later ones need not hand it over again.
+        for finished in self.finished.iter_mut().filter(|f| flight.from_finished.contains(&f.index)) {
+            finished.state.commits.clear();
+        }
         if let Some(order) = order {
             self.savepoint(&manifest, order);
         }
@@ -577,7 +613,7 @@ impl Coordinator {
             self.on_ack(ack);
         }
         let id = self.next_id.max(self.storage.next_id());
-        let mut finals = std::mem::take(&mut self.finals);
+        let mut finals: Vec<TaskState> = self.finished.iter().filter(|f| !f.source).map(|f| f.state.clone()).collect();
         for commit in finals.iter_mut().flat_map(|t| &mut t.commits) {
             commit.set_final_checkpoint(id);
         }

@@ -140,7 +140,7 @@ impl<'a> Builder<'a> {
 
     /// How `subtask` of `node` reaches the coordinator.
     fn task_checkpoint(&self, index: usize, node: &Node, subtask: u32) -> Option<TaskCheckpoint> {
-        Some(TaskCheckpoint { hub: self.coordinator.hub(), index, node: node.name.clone(), subtask })
+        Some(TaskCheckpoint { hub: self.coordinator.hub(), index, node: node.name.clone(), subtask, seen: Default::default() })
     }
 
     /// The splits `subtask` of source `node` reads when resuming (`None`:

@@ -327,7 +327,11 @@ impl Route {
             Destination::Chained(operator) => {
                 // End of input is the end of time: fire every event-time timer.
                 operator.watermark(i64::MAX, cancel)?;
-                operator.outputs.end(cancel)
+                operator.outputs.end(cancel)?;
+                if let Some(checkpoint) = &operator.checkpoint {
+                    checkpoint.operator_finished();
+                }
+                Ok(())
             }
             Destination::ChainedSink(sink) => sink.finish(),
             Destination::Channels { .. } => self.signal(|| Message::End, cancel),
@@ -518,11 +522,6 @@ impl Outputs {
     /// Sends a watermark to every consumer, behind the records before it.
     pub fn watermark(&mut self, watermark: i64, cancel: &Cancel) -> Result<(), TaskError> {
         self.routes.iter_mut().try_for_each(|r| r.watermark(watermark, cancel))
-    }
-
-    /// Whether operators or sinks run chained in this task.
-    pub fn has_chained(&self) -> bool {
-        self.routes.iter().any(|r| !matches!(r.destination, Destination::Channels { .. }))
     }
 
     /// Sends checkpoint barrier `n` to every consumer, behind the records

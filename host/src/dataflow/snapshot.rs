@@ -2,6 +2,7 @@
 //! it acknowledges.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::operator::OperatorLogic;
@@ -18,11 +19,17 @@ pub struct TaskCheckpoint {
     pub index: usize,
     pub node: String,
     pub subtask: u32,
+    /// The newest barrier the subtask has passed (see [`Ack::seen`]).
+    pub seen: Arc<AtomicU64>,
 }
 
 impl TaskCheckpoint {
     fn ack(&self, checkpoint: u64, state: Result<TaskState, String>, alignment: Duration, sync: Duration) {
-        self.hub.ack(Ack { checkpoint, subtask: self.index, state, alignment, sync });
+        if checkpoint < SOURCE_FINISHED {
+            self.seen.fetch_max(checkpoint, Ordering::AcqRel);
+        }
+        let seen = self.seen.load(Ordering::Acquire);
+        self.hub.ack(Ack { checkpoint, subtask: self.index, state, alignment, sync, seen });
     }
 
     /// A new checkpoint the coordinator asks this source to start, if any.
@@ -43,6 +50,13 @@ impl TaskCheckpoint {
         self.ack_splits(SOURCE_FINISHED, splits);
     }
 
+    /// An operator whose input has ended reports that it has: later
+    /// checkpoints take it as ended, with no state (no input will reach it
+    /// again), and go on while the rest of the job runs.
+    pub fn operator_finished(&self) {
+        self.ack(FINAL_CHECKPOINT, Ok(TaskState::new(&self.node, self.subtask)), Duration::ZERO, Duration::ZERO);
+    }
+
     /// Whether the job stops at `checkpoint` (a stop-with-savepoint): a
     /// source reads nothing after that barrier.
     pub fn stops_at(&self, checkpoint: u64) -> bool {
@@ -59,6 +73,9 @@ impl TaskCheckpoint {
     /// An operator captures its state now and persists it on the
     /// checkpoint thread, which acknowledges when the files are written.
     pub fn snapshot_operator(&self, checkpoint: u64, operator: &mut dyn OperatorLogic, alignment: Duration) {
+        // Now, not when the snapshot is acknowledged: the operator may end
+        // before its files are written.
+        self.seen.fetch_max(checkpoint, Ordering::AcqRel);
         let started = Instant::now();
         let captured = match operator.snapshot() {
             Ok(captured) => captured,

@@ -275,9 +275,7 @@ pub fn run_source(
             aligned.sent(signal);
         }
         if poll == Poll::Exhausted {
-            if let Some(checkpoint) = &ctx.checkpoint
-                && !ctx.outputs.has_chained()
-            {
+            if let Some(checkpoint) = &ctx.checkpoint {
                 checkpoint.source_finished(source.splits());
             }
             ctx.metrics.set_watermark(i64::MAX);
@@ -387,7 +385,11 @@ pub fn run_operator(
         }
         ctx.outputs.tick(now_ms(), &ctx.cancel)?;
     }
-    ctx.outputs.end(&ctx.cancel)
+    ctx.outputs.end(&ctx.cancel)?;
+    if let Some(checkpoint) = &ctx.checkpoint {
+        checkpoint.operator_finished();
+    }
+    Ok(())
 }
 
 /// Logs that event time has not started at operator subtask `label`,

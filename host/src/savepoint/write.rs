@@ -53,11 +53,13 @@ impl JobDescription {
         for task in &manifest.tasks {
             let parallelism = task.subtask + 1;
             let known = nodes.iter_mut().find(|node| node.name() == task.node);
-            match (known, &task.splits, &task.meta) {
+            // An operator subtask that had ended has no meta; the plugins
+            // name every operator.
+            let ran = manifest.plugins.iter().find(|p| p.uid == task.node);
+            match (known, &task.splits, task.meta.is_some() || ran.is_some()) {
                 (Some(node), _, _) => node.at_least(parallelism),
                 (None, Some(_), _) => nodes.push(NodeDescription::Source { name: task.node.clone(), parallelism }),
-                (None, None, Some(_)) => {
-                    let ran = manifest.plugins.iter().find(|p| p.uid == task.node);
+                (None, None, true) => {
                     nodes.push(NodeDescription::Operator {
                         uid: task.node.clone(),
                         plugin: ran.map(|p| p.plugin.clone()).or_else(|| plugin_of(&task.node)).unwrap_or_default(),
@@ -67,7 +69,7 @@ impl JobDescription {
                     });
                 }
                 // A sink: it keeps no state.
-                (None, None, None) => {}
+                (None, None, false) => {}
             }
         }
         JobDescription {
@@ -260,7 +262,9 @@ fn write_files(
                 };
                 let metas: Vec<InstanceMeta> =
                     tasks.iter().map(|task| read_meta(task, checkpoint_root)).collect::<Result<_, _>>().map_err(state_error)?;
-                snapshot.watermark = metas.iter().map(|meta| meta.watermark).min().filter(|&w| w > i64::MIN);
+                // (Subtasks that had ended keep no meta, nor a watermark.)
+                let running = tasks.iter().zip(&metas).filter(|(task, _)| task.meta.is_some());
+                snapshot.watermark = running.map(|(_, meta)| meta.watermark).min().filter(|&w| w > i64::MIN);
                 let ids: Vec<StateIds> = metas.iter().map(|meta| StateIds::new(&mut snapshot.states, meta)).collect();
                 // Subtasks are read and sorted in parallel, then written in order.
                 let gathered: Vec<Result<Entries, StateError>> = std::thread::scope(|scope| {
