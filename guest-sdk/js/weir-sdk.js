@@ -631,9 +631,10 @@ class Outputs {
 // ---------------------------------------------------------------------------
 // Keyed value state
 
-/** Declared states (name -> ValueState or MapState), for `check-state`. */
+/** Declared states (name -> ValueState, MapState or BroadcastState), for `check-state`. */
 const declared = new Map();
 const declaredMaps = new Map();
+const declaredBroadcasts = new Map();
 
 /** The runtime of the instance (set by `exportOperator`'s init). */
 let runtime = null;
@@ -1148,10 +1149,13 @@ class Mirror {
  * The pattern for rules or lookup tables that apply to all keys.
  */
 export class BroadcastState {
-  constructor(name) {
+  /** `options.check(value)`, if given, is called by `check-state`, as for a `ValueState`. */
+  constructor(name, options = {}) {
     if (typeof name !== "string" || name === "") throw new TypeError("a BroadcastState needs a non-empty name");
     this.name = name;
     this.what = `broadcast state \`${name}\``;
+    this.checkValue = options.check ?? null;
+    declaredBroadcasts.set(name, this);
   }
 
   /** The value under `key`, or undefined when there is none. */
@@ -1591,6 +1595,7 @@ export function exportOperator(OperatorClass) {
       guarded(() => {
         declared.clear();
         declaredMaps.clear();
+        declaredBroadcasts.clear();
         const config = new Config(pairs);
         const op = new OperatorClass();
         op.init(config);
@@ -1631,8 +1636,12 @@ export function exportOperator(OperatorClass) {
 export function checkState(name, kind, stored) {
   const { data, offsets, subKeys, subKeyOffsets } = stored;
   const map = kind === "map-state";
-  const state = map ? declaredMaps.get(name) : declared.get(name);
-  const what = map ? "map state" : "value state";
+  const [state, what] =
+    kind === "broadcast-map"
+      ? [declaredBroadcasts.get(name), "broadcast state"]
+      : map
+        ? [declaredMaps.get(name), "map state"]
+        : [declared.get(name), "value state"];
   if (!state) {
     return (
       `this plugin declares no ${what} \`${name}\` (its stored entries would be lost); keep the state's name, ` +

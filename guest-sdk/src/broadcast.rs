@@ -32,7 +32,9 @@ pub struct BroadcastState<V> {
 impl<V: Serialize + DeserializeOwned> BroadcastState<V> {
     /// A handle on the broadcast map called `name`.
     pub fn new(name: impl Into<String>) -> Self {
-        BroadcastState { name: name.into(), _type: PhantomData }
+        let name = name.into();
+        crate::schema::declare::<V>(&name, crate::schema::Stored::Broadcast);
+        BroadcastState { name, _type: PhantomData }
     }
 
     /// The value under `key`, if any.

@@ -62,7 +62,12 @@ impl<T: Operator> Guest for Adapter<T> {
         let values = split(&stored.data, &stored.offsets);
         // A value state's entries have no sub-keys: empty ones.
         let sub_keys = split(&stored.sub_keys, &stored.sub_key_offsets).chain(std::iter::repeat(&[][..]));
-        crate::schema::check(&name, kind == StateKind::MapState, sub_keys.zip(values))
+        let kind = match kind {
+            StateKind::ValueState => crate::schema::Stored::Value,
+            StateKind::MapState => crate::schema::Stored::Map,
+            StateKind::BroadcastMap => crate::schema::Stored::Broadcast,
+        };
+        crate::schema::check(&name, kind, sub_keys.zip(values))
     }
 
     fn on_timer(timers: TimerBatch) -> Result<Vec<OutputBatch>, OperatorError> {

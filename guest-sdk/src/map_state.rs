@@ -35,7 +35,7 @@ impl<V: Serialize + DeserializeOwned> MapState<V> {
     /// A handle on the map state called `name`.
     pub fn new(name: impl Into<String>) -> Self {
         let name = name.into();
-        crate::schema::declare::<V>(&name, true);
+        crate::schema::declare::<V>(&name, crate::schema::Stored::Map);
         Self::undeclared(name)
     }
 

@@ -9,11 +9,29 @@ use std::cell::RefCell;
 
 use serde::de::DeserializeOwned;
 
-/// One declared state: its name, whether it is a map, and how to check a
-/// stored value.
+/// The kinds of state `check-state` asks about; each a namespace of its
+/// own (a map and a value state may share a name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stored {
+    Value,
+    Map,
+    Broadcast,
+}
+
+impl Stored {
+    fn noun(self) -> &'static str {
+        match self {
+            Stored::Value => "value state",
+            Stored::Map => "map state",
+            Stored::Broadcast => "broadcast state",
+        }
+    }
+}
+
+/// One declared state: its name, its kind, and how to check a stored value.
 struct Declared {
     name: String,
-    map: bool,
+    kind: Stored,
     /// The Rust type of its values, to refuse a second handle of another.
     type_name: &'static str,
     check: fn(&[u8]) -> Result<(), String>,
@@ -35,12 +53,12 @@ thread_local! {
 /// If a handle on the same state was made with another type: the two would
 /// write over each other's values, each unreadable to the other (a panic
 /// in `init` fails the instance with this message).
-pub(crate) fn declare<T: DeserializeOwned>(name: &str, map: bool) {
+pub(crate) fn declare<T: DeserializeOwned>(name: &str, kind: Stored) {
     let type_name = std::any::type_name::<T>();
     DECLARED.with(|declared| {
         let mut declared = declared.borrow_mut();
-        if let Some(other) = declared.iter().find(|d| d.name == name && d.map == map && d.type_name != type_name) {
-            let kind = if map { "map state" } else { "value state" };
+        if let Some(other) = declared.iter().find(|d| d.name == name && d.kind == kind && d.type_name != type_name) {
+            let kind = kind.noun();
             panic!(
                 "{kind} `{name}` is declared twice, holding {} and {type_name}: one state holds one type, and the \
                  two would write over each other's values; give each state a name of its own (windows keep theirs \
@@ -48,16 +66,16 @@ pub(crate) fn declare<T: DeserializeOwned>(name: &str, map: bool) {
                 other.type_name
             );
         }
-        declared.retain(|d| !(d.name == name && d.map == map));
-        declared.push(Declared { name: name.to_owned(), map, type_name, check: check_json::<T>, entries: None });
+        declared.retain(|d| !(d.name == name && d.kind == kind));
+        declared.push(Declared { name: name.to_owned(), kind, type_name, check: check_json::<T>, entries: None });
     });
 }
 
 /// Adds `check` of each stored entry to the declared state `name` (its
 /// message is the refusal, as it is).
-pub(crate) fn constrain(name: &str, map: bool, check: Box<EntryCheck>) {
+pub(crate) fn constrain(name: &str, kind: Stored, check: Box<EntryCheck>) {
     DECLARED.with(|declared| {
-        if let Some(state) = declared.borrow_mut().iter_mut().find(|d| d.name == name && d.map == map) {
+        if let Some(state) = declared.borrow_mut().iter_mut().find(|d| d.name == name && d.kind == kind) {
             state.entries = Some(check);
         }
     });
@@ -69,12 +87,13 @@ fn check_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<(), String> {
 
 /// Checks that every stored (sub-key, value) entry can be read as the type
 /// state `name` was declared with, and passes its further check if it has
-/// one (a value state's sub-keys are empty).
-pub(crate) fn check<'a>(name: &str, map: bool, entries: impl Iterator<Item = (&'a [u8], &'a [u8])>) -> Result<(), String> {
-    let kind = if map { "map state" } else { "value state" };
+/// one (a value state's sub-keys are empty; a broadcast state's are its
+/// keys).
+pub(crate) fn check<'a>(name: &str, stored: Stored, entries: impl Iterator<Item = (&'a [u8], &'a [u8])>) -> Result<(), String> {
+    let kind = stored.noun();
     DECLARED.with(|declared| {
         let declared = declared.borrow();
-        let Some(state) = declared.iter().find(|d| d.name == name && d.map == map) else {
+        let Some(state) = declared.iter().find(|d| d.name == name && d.kind == stored) else {
             return Err(format!(
                 "this plugin declares no {kind} `{name}` (its stored entries would be lost); keep the state's name, \
                  or keep declaring the old state beside the new one (its entries are then carried along unused)"
@@ -122,10 +141,10 @@ mod tests {
     #[test]
     fn a_state_declared_twice_with_other_types_is_refused() {
         let refused = std::thread::spawn(|| {
-            declare::<u64>("x", false);
-            declare::<u64>("x", false);
-            declare::<String>("x", true);
-            declare::<String>("x", false);
+            declare::<u64>("x", Stored::Value);
+            declare::<u64>("x", Stored::Value);
+            declare::<String>("x", Stored::Map);
+            declare::<String>("x", Stored::Value);
         })
         .join()
         .unwrap_err();
@@ -135,12 +154,14 @@ mod tests {
 
     #[test]
     fn added_fields_with_defaults_read_old_values_and_other_changes_do_not() {
-        declare::<V2>("session", false);
-        assert!(check("session", false, [(&b""[..], &br#"{"state":"active"}"#[..])].into_iter()).is_ok());
-        let error = check("session", false, [(&b""[..], &br#"{"state":2}"#[..])].into_iter()).unwrap_err();
+        declare::<V2>("session", Stored::Value);
+        assert!(check("session", Stored::Value, [(&b""[..], &br#"{"state":"active"}"#[..])].into_iter()).is_ok());
+        let error = check("session", Stored::Value, [(&b""[..], &br#"{"state":2}"#[..])].into_iter()).unwrap_err();
         assert!(error.contains("value state `session`: stored value #0 ({\"state\":2})"), "{error}");
-        let error = check("count", false, std::iter::empty()).unwrap_err();
+        let error = check("count", Stored::Value, std::iter::empty()).unwrap_err();
         assert!(error.contains("declares no value state `count`"), "{error}");
-        assert!(check("session", true, std::iter::empty()).is_err(), "a map of the same name is another state");
+        assert!(check("session", Stored::Map, std::iter::empty()).is_err(), "a map of the same name is another state");
+        let error = check("session", Stored::Broadcast, std::iter::empty()).unwrap_err();
+        assert!(error.contains("declares no broadcast state `session`"), "{error}");
     }
 }

@@ -96,7 +96,7 @@ impl<T: Serialize + DeserializeOwned + Clone + 'static> ValueState<T> {
     /// A handle on the value state called `name`.
     pub fn new(name: impl Into<String>) -> Self {
         let name = name.into();
-        crate::schema::declare::<T>(&name, false);
+        crate::schema::declare::<T>(&name, crate::schema::Stored::Value);
         Self::undeclared(name)
     }
 

@@ -230,7 +230,7 @@ impl<A: Aggregate> Windows<A> {
             _ => (ValueState::undeclared(name.to_owned()), MapState::new(name)),
         };
         if let Some(check) = stored_window_check(name, kind) {
-            crate::schema::constrain(name, true, check);
+            crate::schema::constrain(name, crate::schema::Stored::Map, check);
         }
         Windows {
             kind,
@@ -998,8 +998,8 @@ mod tests {
         let declared_by = |make: fn() -> Windows<Sum>| {
             std::thread::spawn(move || {
                 drop(make());
-                let declares = |map: bool| crate::schema::check("w", map, std::iter::empty()).is_ok();
-                (declares(true), declares(false))
+                let declares = |kind| crate::schema::check("w", kind, std::iter::empty()).is_ok();
+                (declares(crate::schema::Stored::Map), declares(crate::schema::Stored::Value))
             })
             .join()
             .unwrap()
@@ -1017,7 +1017,7 @@ mod tests {
             let (start, value) = (start.to_owned(), value.to_owned());
             std::thread::spawn(move || {
                 drop(make());
-                crate::schema::check("w", true, [(start.as_bytes(), value.as_bytes())].into_iter())
+                crate::schema::check("w", crate::schema::Stored::Map, [(start.as_bytes(), value.as_bytes())].into_iter())
             })
             .join()
             .unwrap()
@@ -1036,7 +1036,7 @@ mod tests {
         let sessions = || Windows::session("w", 1000, Sum);
         let stored = std::thread::spawn(move || {
             drop(sessions());
-            crate::schema::check("w", false, [(&b""[..], &b"[[0,5000,1.0,false]]"[..])].into_iter())
+            crate::schema::check("w", crate::schema::Stored::Value, [(&b""[..], &b"[[0,5000,1.0,false]]"[..])].into_iter())
         });
         assert!(stored.join().unwrap().is_ok(), "sessions of any gap are taken");
     }
@@ -1049,8 +1049,8 @@ mod tests {
         std::thread::spawn(|| {
             let _total: ValueState<f64> = ValueState::new("sums");
             drop(Windows::tumbling("sums", 1000, Sum));
-            assert!(crate::schema::check("sums", false, [(&b""[..], &b"1.5"[..])].into_iter()).is_ok());
-            assert!(crate::schema::check("sums", true, std::iter::empty()).is_ok());
+            assert!(crate::schema::check("sums", crate::schema::Stored::Value, [(&b""[..], &b"1.5"[..])].into_iter()).is_ok());
+            assert!(crate::schema::check("sums", crate::schema::Stored::Map, std::iter::empty()).is_ok());
         })
         .join()
         .unwrap();

@@ -10,7 +10,7 @@ import test from "node:test";
 import assert from "node:assert/strict";
 
 register("./host-hooks.mjs", import.meta.url);
-const { Config, Event, SUM, Windows, checkState, shortStack } = await import("../weir-sdk.js");
+const { BroadcastState, Config, Event, SUM, Windows, checkState, shortStack } = await import("../weir-sdk.js");
 
 const utf8 = new TextEncoder();
 
@@ -126,4 +126,11 @@ test("check-state refuses windows stored under another size or slide", () => {
   Windows.sliding("hops", 1000, 250, SUM);
   assert.equal(checkState("hops", "map-state", stored([["750", "[1750,1,false]"]])), null);
   assert.match(checkState("hops", "map-state", stored([["100", "[1100,1,false]"]])), /sliding windows of 1000 ms every 250 ms/);
+});
+
+test("check-state covers broadcast states", () => {
+  new BroadcastState("limits", { check: (v) => Number.isSafeInteger(v) });
+  assert.equal(checkState("limits", "broadcast-map", stored([["a", "5"]])), null);
+  assert.match(checkState("limits", "broadcast-map", stored([["a", "true"]])), /^broadcast state `limits`: stored value #0 \(true\)/);
+  assert.match(checkState("thresholds", "broadcast-map", stored([["a", "1"]])), /declares no broadcast state `thresholds`/);
 });

@@ -301,6 +301,23 @@ class BroadcastTest(unittest.TestCase):
         with self.assertRaisesRegex(StateError, "broadcast input"):
             Harness(Rules).process([("a", "deny")], input=1, keyed=False)
 
+    def test_check_state_covers_broadcast_states(self):
+        from weir_sdk import BroadcastState
+
+        class Limits(Operator):
+            def init(self, config):
+                self.limits = BroadcastState("limits", validate=lambda v: type(v) is int)
+
+            def process(self, ctx, event):
+                pass
+
+        h = Harness(Limits)
+        h.check_state("limits", [b"5"], sub_keys=["a"], broadcast=True)
+        with self.assertRaisesRegex(ValueError, r"broadcast state `limits`: stored value #0 \(true\)"):
+            h.check_state("limits", [b"true"], sub_keys=["a"], broadcast=True)
+        with self.assertRaisesRegex(ValueError, "declares no broadcast state `thresholds`"):
+            h.check_state("thresholds", [b"1"], sub_keys=["a"], broadcast=True)
+
 
 class CodecTest(unittest.TestCase):
     def test_json_floats_as_serde_json_writes_them(self):

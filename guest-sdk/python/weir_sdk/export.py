@@ -9,7 +9,7 @@ import traceback
 from . import _host
 from .core import Operator, Runtime
 from .errors import WeirError
-from .state import check_values
+from .state import BROADCAST, MAP, VALUE, check_values
 
 __all__ = ["export"]
 
@@ -100,11 +100,12 @@ class _Exports:
         pass
 
     def check_state(self, name, kind, stored):
-        is_map = kind == _host._operator.StateKind.MAP_STATE
+        kinds = _host._operator.StateKind
+        kind = {kinds.MAP_STATE: MAP, kinds.BROADCAST_MAP: BROADCAST}.get(kind, VALUE)
         values = _parts(stored.data, stored.offsets)
-        sub_keys = _parts(stored.sub_keys, stored.sub_key_offsets) if is_map else None
+        sub_keys = None if kind == VALUE else _parts(stored.sub_keys, stored.sub_key_offsets)
         try:
-            check_values(name, is_map, values, sub_keys)
+            check_values(name, kind, values, sub_keys)
         except ValueError as e:
             raise _host.Err(str(e)) from None
 

@@ -43,39 +43,41 @@ class _Sentinel:
 _UNREAD = _Sentinel("<unread>")  # fetched, not decoded yet
 _ABSENT = _Sentinel("<absent>")  # the key has no value
 
+# The kinds of state `check-state` asks about, each a namespace of its own.
+VALUE, MAP, BROADCAST = "value state", "map state", "broadcast state"
+
 # States declared by creating handles, for `check-state`:
-# (name, is_map) -> validate function or None.
+# (name, kind) -> validate function or None.
 _declared = {}
-# Further checks of stored (sub-key bytes, value) entries, by (name, is_map):
+# Further checks of stored (sub-key bytes, value) entries, by (name, kind):
 # each raises ValueError with the refusal (a window's start and end must fit
 # the windows' size).
 _entry_checks = {}
 
 
-def _declare(name, is_map, validate):
+def _declare(name, kind, validate):
     if not isinstance(name, str) or not name:
         raise ValueError("a state needs a non-empty name")
-    _declared[(name, is_map)] = validate
-    _entry_checks.pop((name, is_map), None)
+    _declared[(name, kind)] = validate
+    _entry_checks.pop((name, kind), None)
 
 
-def _constrain(name, is_map, check):
-    _entry_checks[(name, is_map)] = check
+def _constrain(name, kind, check):
+    _entry_checks[(name, kind)] = check
 
 
-def check_values(name, is_map, values, sub_keys=None):
+def check_values(name, kind, values, sub_keys=None):
     """Raises ``ValueError`` with a message unless every value (bytes) of
-    state ``name`` can be read by the states this plugin declares.
-    ``sub_keys``: a map state's entries' sub-keys (bytes), beside
-    ``values``."""
-    kind = "map state" if is_map else "value state"
-    if (name, is_map) not in _declared:
+    state ``name`` of ``kind`` (VALUE, MAP or BROADCAST) can be read by the
+    states this plugin declares. ``sub_keys``: a map state's entries'
+    sub-keys, or a broadcast state's keys (bytes), beside ``values``."""
+    if (name, kind) not in _declared:
         raise ValueError(
             f"this plugin declares no {kind} `{name}` (its stored entries would be lost); keep the state's "
             "name, or keep declaring the old state beside the new one (its entries are then carried along unused)"
         )
-    validate = _declared[(name, is_map)]
-    entry_check = _entry_checks.get((name, is_map))
+    validate = _declared[(name, kind)]
+    entry_check = _entry_checks.get((name, kind))
     sub_keys = iter(sub_keys) if sub_keys is not None else None
     for i, raw in enumerate(values):
         sub_key = next(sub_keys, b"") if sub_keys is not None else b""
@@ -329,7 +331,7 @@ class ValueState:
     __slots__ = ("name", "_store", "_cache")
 
     def __init__(self, name, validate=None):
-        _declare(name, False, validate)
+        _declare(name, VALUE, validate)
         self.name = name
         self._store = None
         self._cache = None
@@ -399,7 +401,7 @@ class MapState:
     __slots__ = ("name", "_store", "_cache")
 
     def __init__(self, name, validate=None):
-        _declare(name, True, validate)
+        _declare(name, MAP, validate)
         self.name = name
         self._store = None
         self._cache = None
@@ -445,9 +447,8 @@ class BroadcastState:
 
     __slots__ = ("name",)
 
-    def __init__(self, name):
-        if not isinstance(name, str) or not name:
-            raise ValueError("a state needs a non-empty name")
+    def __init__(self, name, validate=None):
+        _declare(name, BROADCAST, validate)
         self.name = name
 
     def get(self, ctx, key, default=None):

@@ -256,14 +256,15 @@ class Harness:
         raw = self.maps.get(name, {}).get((codec.encode(key), codec.encode(sub_key)))
         return None if raw is None else codec.loads(raw)
 
-    def check_state(self, name, values, is_map=False, sub_keys=None):
+    def check_state(self, name, values, is_map=False, sub_keys=None, broadcast=False):
         """Runs ``check-state`` on values (encoded as the SDK stores them),
-        with a map state's ``sub_keys`` beside them; raises ``ValueError``
-        if refused."""
-        from .state import check_values
+        with a map state's ``sub_keys`` (or a broadcast state's keys) beside
+        them; raises ``ValueError`` if refused."""
+        from .state import BROADCAST, MAP, VALUE, check_values
 
+        kind = BROADCAST if broadcast else MAP if is_map else VALUE
         encoded = None if sub_keys is None else [codec.encode(k) for k in sub_keys]
-        check_values(name, is_map, [codec.encode(v) for v in values], encoded)
+        check_values(name, kind, [codec.encode(v) for v in values], encoded)
 
 
 def _emitted(outputs):

@@ -36,7 +36,7 @@ from collections import namedtuple
 
 from .core import NO_TIMESTAMP, TimeDomain, _domain
 from .errors import InputError
-from .state import MapState, _constrain
+from .state import MAP, MapState, _constrain
 
 __all__ = ["Aggregate", "SUM", "COUNT", "Windows"]
 
@@ -76,7 +76,7 @@ class Windows:
         self.lateness = max(0, int(lateness))
         self.late_output = late_output
         self.state = MapState(name, validate=_valid_entry)
-        _constrain(name, True, self._check_stored)
+        _constrain(name, MAP, self._check_stored)
 
     def _check_stored(self, sub_key, entry):
         """``check-state`` of a stored window (sub-key: its start; value:

@@ -14,7 +14,7 @@ use super::executor::RunError;
 use crate::checkpoint::Manifest;
 use super::{instance_config, native_name};
 use crate::job::{JobGraph, NodeKind};
-use crate::plugin::{InitialState, LoadedPlugin, OperatorInstance, PluginEngine, StoredValues};
+use crate::plugin::{InitialState, LoadedPlugin, OperatorInstance, PluginEngine, StoredKind, StoredValues};
 use crate::savepoint::{Savepoint, StateKind};
 use crate::state::{BackendConfig, BackendKind, open_backend};
 
@@ -114,8 +114,8 @@ pub fn check_state(
     let mut pending: BTreeMap<(String, bool), Vec<(Vec<u8>, Vec<u8>)>> = BTreeMap::new();
     let mut checked = 0;
     let mut failed = None;
-    let mut offer = |instance: &mut OperatorInstance, (name, map): &(String, bool), batch: &mut Vec<(Vec<u8>, Vec<u8>)>| {
-        let answer = instance.check_state(name, *map, &stored_values(batch, *map));
+    let mut offer = |instance: &mut OperatorInstance, name: &str, kind: StoredKind, batch: &mut Vec<(Vec<u8>, Vec<u8>)>| {
+        let answer = instance.check_state(name, kind, &stored_values(batch, kind));
         checked += batch.len() as u64;
         batch.clear();
         answer.map_err(|e| Plugin(format!("its check-state call failed: {e}")))?.map_err(Plugin)
@@ -141,19 +141,31 @@ pub fn check_state(
             let batch = pending.entry(state.clone()).or_default();
             batch.push((sub_key, entry.value));
             if batch.len() == CHECK_BATCH {
-                failed = offer(&mut instance, &state, batch).err();
+                failed = offer(&mut instance, &state.0, keyed_kind(map), batch).err();
             }
         })
         .map_err(|e| StateCheckError::Savepoint(e.to_string()))?;
     if let Some(failed) = failed {
         return Err(failed);
     }
-    for (state, batch) in &mut pending {
+    for ((name, map), batch) in &mut pending {
         if !batch.is_empty() {
-            offer(&mut instance, state, batch)?;
+            offer(&mut instance, name, keyed_kind(*map), batch)?;
+        }
+    }
+    // Broadcast maps are small (every subtask holds them whole): at once.
+    let broadcast = savepoint.broadcast_maps(uid).map_err(|e| StateCheckError::Savepoint(e.to_string()))?;
+    for (name, entries) in broadcast.registry.names().iter().zip(&broadcast.maps) {
+        let mut batch: Vec<(Vec<u8>, Vec<u8>)> = entries.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        if !batch.is_empty() {
+            offer(&mut instance, name, StoredKind::BroadcastMap, &mut batch)?;
         }
     }
     Ok(checked)
+}
+
+fn keyed_kind(map: bool) -> StoredKind {
+    if map { StoredKind::MapState } else { StoredKind::ValueState }
 }
 
 /// The sub-key of a map entry's stored key: the event key's length (u32,
@@ -164,11 +176,14 @@ fn map_sub_key(stored: &[u8]) -> Option<&[u8]> {
     rest.get(u32::from_le_bytes(*length) as usize..)
 }
 
-/// (sub-key, value) pairs as `check-state` takes them: each part in one
-/// buffer with `len + 1` offsets (no sub-keys for a value state).
-fn stored_values(entries: &[(Vec<u8>, Vec<u8>)], map: bool) -> StoredValues {
+/// (sub-key or key, value) pairs as `check-state` takes them: each part in
+/// one buffer with `len + 1` offsets (no sub-keys for a value state).
+fn stored_values(entries: &[(Vec<u8>, Vec<u8>)], kind: StoredKind) -> StoredValues {
     let (data, offsets) = flatten(entries.iter().map(|(_, value)| value));
-    let (sub_keys, sub_key_offsets) = if map { flatten(entries.iter().map(|(sub_key, _)| sub_key)) } else { (Vec::new(), Vec::new()) };
+    let (sub_keys, sub_key_offsets) = match kind {
+        StoredKind::ValueState => (Vec::new(), Vec::new()),
+        StoredKind::MapState | StoredKind::BroadcastMap => flatten(entries.iter().map(|(sub_key, _)| sub_key)),
+    };
     StoredValues { data, offsets, sub_keys, sub_key_offsets }
 }
 

@@ -11,5 +11,5 @@ wasmtime::component::bindgen!({
     },
 });
 
-pub use self::exports::weir::operator::operator::{OperatorError, StoredValues};
+pub use self::exports::weir::operator::operator::{OperatorError, StateKind as StoredKind, StoredValues};
 pub use self::weir::operator::types::{EventBatch, InputBatch, TimerBatch};

@@ -4,8 +4,7 @@ use std::time::Instant;
 
 use wasmtime::{Store, StoreContextMut, Trap, UpdateDeadline};
 
-use super::bindings::StoredValues;
-use super::bindings::exports::weir::operator::operator::StateKind;
+use super::bindings::{StoredKind, StoredValues};
 use super::bindings::{EventBatch, OperatorError, Plugin};
 use super::engine::LoadedPlugin;
 use super::error::CallError;
@@ -225,11 +224,16 @@ impl OperatorInstance {
     }
 
     /// Asks the plugin whether it can take over stored values of its state
-    /// `name` (a map state if `map`, whose `values` carry their sub-keys).
-    /// `Ok(Err(why))` is the plugin's answer that it cannot.
-    pub fn check_state(&mut self, name: &str, map: bool, values: &StoredValues) -> Result<Result<(), String>, CallError> {
+    /// `name` of `kind` (a map's or broadcast map's `values` carry their
+    /// sub-keys or keys). `Ok(Err(why))` is the plugin's answer that it
+    /// cannot.
+    pub fn check_state(
+        &mut self,
+        name: &str,
+        kind: StoredKind,
+        values: &StoredValues,
+    ) -> Result<Result<(), String>, CallError> {
         arm_deadline(&mut self.store, &self.limits);
-        let kind = if map { StateKind::MapState } else { StateKind::ValueState };
         let result = self.bindings.weir_operator_operator().call_check_state(&mut self.store, name, kind, values);
         self.returned(result.map(Ok))
     }

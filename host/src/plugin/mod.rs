@@ -36,7 +36,7 @@ pub use embedded::EmbeddedInstance;
 pub use engine::{LoadedPlugin, PluginEngine, sha256_hex};
 pub use error::{CallError, PluginError};
 pub use inspect::{Inspection, Item, OPERATOR_EXPORT, WIT_PACKAGE};
-pub use bindings::StoredValues;
+pub use bindings::{StoredKind, StoredValues};
 pub use instance::{CapturedState, InitialState, InputKind, OperatorInstance, now_ms};
 pub use snapshot::{InstanceMeta, decode as decode_meta, encode as encode_meta};
 pub use limits::{EPOCH_TICK, Limits};

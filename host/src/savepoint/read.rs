@@ -240,6 +240,14 @@ impl Savepoint {
         Ok(())
     }
 
+    /// Operator `uid`'s broadcast maps (none if it has no state here).
+    pub fn broadcast_maps(&self, uid: &str) -> Result<BroadcastMaps, StateError> {
+        match self.manifest.operator(uid) {
+            Some(operator) => self.broadcast(operator),
+            None => Ok(BroadcastMaps::default()),
+        }
+    }
+
     fn broadcast(&self, operator: &OperatorSnapshot) -> Result<BroadcastMaps, StateError> {
         let Some(file) = &operator.broadcast else { return Ok(BroadcastMaps::default()) };
         let bytes = read_verified(&self.dir, file)?;
