@@ -272,6 +272,10 @@ fn a_sink_reading_from_an_input_that_does_not_exist() {
     let job = job_file(&dir, |t| t.replace("input = \"count\"", "input = \"counter\""));
     let error = run_job(&job, &[]).failure();
     assert!(error.contains("sink `out` reads from `counter`"), "{error}");
+    // An empty side-output name was read as the main output.
+    let job = job_file(&dir, |t| t.replace("input = \"count\"", "input = \"count.\""));
+    let error = run_job(&job, &[]).failure();
+    assert!(error.contains("sink `out` reads from `count.`, which names no side output after the `.`"), "{error}");
 }
 
 #[test]

@@ -163,7 +163,16 @@ fn parse_json_line(line: &str) -> Result<(Vec<u8>, Vec<u8>, Option<i64>), String
         Some(Value::Number(n)) if n.is_u64() => {
             return Err(format!("timestamp {n} is out of range: milliseconds since 1970 fit in a signed 64-bit integer"));
         }
-        Some(other) => return Err(format!("timestamp {other} is not an integer number of milliseconds")),
+        // Written as a float (`1000.0`, `1e3`): taken when it is whole and
+        // exact (below 2^53 ms, about 285 000 years).
+        Some(Value::Number(n)) if n.as_f64().is_some_and(|f| f.fract() == 0.0 && f.abs() < 2f64.powi(53)) => {
+            n.as_f64().map(|f| f as i64)
+        }
+        Some(Value::Number(n)) if n.as_f64().is_some_and(|f| f.fract() == 0.0) => {
+            return Err(format!("timestamp {n} is too large to be exact as a float: write it as an integer"));
+        }
+        Some(Value::Number(n)) => return Err(format!("timestamp {n} is not a whole number of milliseconds")),
+        Some(other) => return Err(format!("timestamp {other} is not a number of milliseconds")),
     };
     Ok((bytes(object.remove("key")), bytes(object.remove("value")), timestamp))
 }
@@ -171,6 +180,18 @@ fn parse_json_line(line: &str) -> Result<(Vec<u8>, Vec<u8>, Option<i64>), String
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn whole_timestamps_written_as_floats_are_taken() {
+        for (text, expected) in [("1000.0", 1000), ("1e3", 1000), ("-0", 0), ("-0.0", 0), ("-2.5e3", -2500)] {
+            let line = format!(r#"{{"value":1,"timestamp":{text}}}"#);
+            assert_eq!(parse_json_line(&line).unwrap().2, Some(expected), "{text}");
+        }
+        let refused = |text: &str| parse_json_line(&format!(r#"{{"value":1,"timestamp":{text}}}"#)).unwrap_err();
+        assert!(refused("1000.5").contains("timestamp 1000.5 is not a whole number of milliseconds"), "{}", refused("1000.5"));
+        assert!(refused("1e300").contains("too large to be exact as a float"), "{}", refused("1e300"));
+        assert!(refused(r#""1000""#).contains("is not a number of milliseconds"), "{}", refused(r#""1000""#));
+    }
 
     #[test]
     fn json_lines_take_strings_as_text_and_other_values_as_json() {
@@ -185,7 +206,7 @@ mod tests {
         assert!(parse_json_line("[1]").unwrap_err().contains("not a JSON object"));
         assert!(parse_json_line("{").unwrap_err().contains("not JSON"));
         assert!(parse_json_line(r#"{"vaule":1}"#).unwrap_err().contains("unknown field `vaule`"));
-        assert!(parse_json_line(r#"{"timestamp":"x"}"#).unwrap_err().contains("not an integer"));
+        assert!(parse_json_line(r#"{"timestamp":"x"}"#).unwrap_err().contains("is not a number of milliseconds"));
         assert!(parse_json_line(r#"{"timestamp":-9223372036854775808}"#).unwrap_err().contains("out of range"));
         let error = parse_json_line(r#"{"timestamp":9223372036854775808}"#).unwrap_err();
         assert!(error.contains("timestamp 9223372036854775808 is out of range: milliseconds since 1970 fit"), "{error}");

@@ -547,6 +547,12 @@ fn edge(
     nodes: &[Node],
 ) -> Result<Edge, String> {
     let (name, output) = input.split_once('.').unwrap_or((input, ""));
+    if input.ends_with('.') {
+        return Err(format!(
+            "{what} reads from `{input}`, which names no side output after the `.`: write `{name}` for its main \
+             output, or `{name}.OUTPUT` for a side output"
+        ));
+    }
     let from = *ids.get(name).ok_or_else(|| {
         let mut known: Vec<&str> = ids.keys().map(String::as_str).collect();
         known.sort_unstable();

@@ -193,15 +193,49 @@ impl SavepointManifest {
     }
 }
 
-/// A uid as a directory name: anything but letters, digits, `-`, `_` and
-/// `.` becomes `_`.
+/// A uid as a directory name, one per uid: ASCII letters, digits, `-` and
+/// `_` stay, any other byte becomes `%` and its two hex digits, and so
+/// does a leading `_` (the savepoint's own files start with one). Before,
+/// every other character became `_`, so that `c:1` and `c;1` wrote over
+/// each other's files. Readers go by the paths the manifest records.
 pub(super) fn dir_name(uid: &str) -> String {
-    uid.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect()
+    let mut name = String::with_capacity(uid.len());
+    for (i, byte) in uid.bytes().enumerate() {
+        let kept = byte.is_ascii_alphanumeric() || byte == b'-' || (byte == b'_' && i > 0);
+        match kept {
+            true => name.push(byte as char),
+            false => name.push_str(&format!("%{byte:02X}")),
+        }
+    }
+    // A directory name is at most 255 bytes; a uid is at most 200, but
+    // escaped it can be three times that.
+    if name.len() > 200 {
+        let digest = crate::plugin::sha256_hex(uid.as_bytes());
+        name.truncate(120); // (ASCII: escaped)
+        name.push('-');
+        name.push_str(&digest[..32]);
+    }
+    name
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every uid gets a directory of its own, none of them a name the
+    /// savepoint's own files have.
+    #[test]
+    fn uids_name_directories_one_to_one() {
+        let uids = ["count", "word_count", "c:1", "c;1", "c_1", "c%3A1", "_SAVEPOINT", "_TAKEN_BY_HOST", "ü", "a b"];
+        let names: std::collections::HashSet<String> = uids.iter().map(|uid| dir_name(uid)).collect();
+        assert_eq!(names.len(), uids.len(), "{names:?}");
+        assert_eq!(dir_name("count"), "count");
+        assert_eq!(dir_name("word_count"), "word_count");
+        assert_eq!(dir_name("c:1"), "c%3A1");
+        assert_eq!(dir_name("_SAVEPOINT"), "%5FSAVEPOINT");
+        let long = "é".repeat(100);
+        assert!(dir_name(&long).len() <= 200 && dir_name(&long) != dir_name(&"è".repeat(100)));
+    }
 
     /// A manifest whose checksum holds can still have been edited by hand
     /// into one no job can restore.
