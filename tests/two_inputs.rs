@@ -129,6 +129,16 @@ fn the_javascript_rules_filter_takes_over_the_rust_ones_rules_through_a_savepoin
     assert_eq!(passed_before, "", "the savepoint came before the keys with rules");
 
     let rust = toml_path(&plugin("rules-filter"));
+    // A version that keeps its rules as text cannot read the stored `true`s:
+    // refused before it starts, naming the state and the value.
+    let source = std::fs::read_to_string(common::workspace().join("plugins/js/rules-filter/rules-filter.js"))
+        .unwrap()
+        .replace("new BroadcastState(\"rules\")", "new BroadcastState(\"rules\", { check: (rule) => typeof rule === \"string\" })");
+    let strict = common::build_plugin("build-js-plugin.sh", &dir.write("strict-rules.js", &source), "strict-rules-js");
+    let refused = dir.write("strict.toml", &text.replace(&rust, &toml_path(&strict)));
+    let error = run_job(&refused, &["--from-savepoint", savepoint.to_str().unwrap()]).failure();
+    assert!(error.contains("broadcast state `rules`: stored value #0 (true) is refused"), "{error}");
+
     let switched = dir.write("switched.toml", &text.replace(&rust, &toml_path(&js_plugin("rules-filter"))));
     run_job(&switched, &["--from-savepoint", savepoint.to_str().unwrap()]).success();
     let passed = by_key(&dir.read("passed.txt"));
