@@ -30,6 +30,7 @@ pub fn list(dir: &Path) -> anyhow::Result<()> {
     );
     let mut usable = 0;
     let mut oldest_usable = None;
+    let mut newest_finished = false;
     for id in ids {
         if id < first_own {
             out!("{id:>10}  superseded  (an earlier run's, before the run from the savepoint below: never resumed from)");
@@ -45,6 +46,7 @@ pub fn list(dir: &Path) -> anyhow::Result<()> {
             Ok(manifest) => {
                 usable += 1;
                 oldest_usable.get_or_insert(id);
+                newest_finished = manifest.finished;
                 let stats = &manifest.stats;
                 out!(
                     "{id:>10}  {:<10}  {:>7.1} s  {:>8.1} ms  {:>9.1} ms  {:>10}  {:>10}",
@@ -67,9 +69,12 @@ pub fn list(dir: &Path) -> anyhow::Result<()> {
         );
     }
     if let Some(id) = oldest_usable {
+        let newest = match newest_finished {
+            true => "the job finished: `weir run` of the job file has nothing to do",
+            false => "`weir run` of the job file resumes from the newest",
+        };
         out!(
-            "(`weir run` of the job file resumes from the newest; to start from an older one, name it: \
-             `weir run JOB --from-savepoint {}`)",
+            "({newest}; to start from an older one, name it: `weir run JOB --from-savepoint {}`)",
             dir.join(CheckpointStorage::dir_name(id)).display()
         );
     }

@@ -109,7 +109,7 @@ pub enum PluginCommand {
         #[arg(long, default_value = ".")]
         dir: PathBuf,
         /// Path of the weir-sdk crate (default: the one in the Weir checkout around the current
-        /// directory, else the one this weir was built from).
+        /// directory, else the checkout this weir binary is in, else the one it was built from).
         #[arg(long)]
         sdk: Option<PathBuf>,
     },

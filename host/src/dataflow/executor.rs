@@ -929,7 +929,7 @@ fn check_resumed_plugins(
     let state = match rescaled {
         Some(rescaled) => &rescaled.savepoint,
         None => {
-            let why: Vec<String> = changed.iter().map(|(uid, _)| format!("operator `{uid}`'s new plugin to check")).collect();
+            let why: Vec<String> = changed.iter().map(|(uid, _)| format!("operator `{uid}`'s new plugin or config to check")).collect();
             copy = Rescaled::write(graph, &settings.dir, manifest, &why)?;
             &copy.savepoint
         }

@@ -116,7 +116,7 @@ pub(super) fn check_changed_plugins(
                 ),
             }
         })?;
-        tracing::info!(operator = %uid, plugin = %plugin.path.display(), values = checked, "the operator's new plugin reads the checkpoint's state");
+        tracing::info!(operator = %uid, plugin = %plugin.path.display(), values = checked, "the operator's plugin, new or configured anew, reads the checkpoint's state");
     }
     Ok(())
 }

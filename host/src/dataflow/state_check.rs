@@ -114,11 +114,22 @@ pub fn check_state(
     let mut pending: BTreeMap<(String, bool), Vec<(Vec<u8>, Vec<u8>)>> = BTreeMap::new();
     let mut checked = 0;
     let mut failed = None;
+    // Values offered so far per state, to say which a refused call had.
+    let mut offered: BTreeMap<(String, String), u64> = BTreeMap::new();
     let mut offer = |instance: &mut OperatorInstance, name: &str, kind: StoredKind, batch: &mut Vec<(Vec<u8>, Vec<u8>)>| {
         let answer = instance.check_state(name, kind, &stored_values(batch, kind));
+        let before = offered.entry((name.to_owned(), format!("{kind:?}"))).or_default();
+        let range = format!("stored values {} to {} of `{name}`", *before, *before + batch.len() as u64 - 1);
+        let first_call = *before == 0;
+        *before += batch.len() as u64;
         checked += batch.len() as u64;
         batch.clear();
-        answer.map_err(|e| Plugin(format!("its check-state call failed: {e}")))?.map_err(Plugin)
+        // The plugin numbers the values of one call; say which, after the first.
+        let within = |reason: String| match first_call {
+            true => Plugin(reason),
+            false => Plugin(format!("{reason} (numbered within the call that offered {range})")),
+        };
+        answer.map_err(|e| Plugin(format!("its check-state call failed: {e}")))?.map_err(within)
     };
     savepoint
         .entries(uid, &mut |entry| {

@@ -408,7 +408,7 @@ fn say_event_time_is_held_back(label: &str, channels: &[u32], input_of: &[Option
             "event time has not started: these inputs deliver events without timestamps, so they make no watermarks \
              and hold event time back until they end; windows and event-time timers cannot fire till then. Give \
              their events timestamps (a Kafka source's `timestamp`, a generator's `events_per_ms`, `timestamp` in a \
-             json file's lines)"
+             json file's lines), or their source `idle_timeout_ms` so that they stop holding it back"
         );
     }
     if channels.iter().any(|c| named(c).is_none()) {
