@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use common::kafka::{Broker, OutputRecord, committed_records};
 use common::windows::{Sums, WINDOW_SINKS, run_windows, window_sums_of, windows};
-use common::{Host, JobDir, plugin, run_job, toml_path, weir_binary};
+use common::{Host, JobDir, plugin, run_job, toml_path, weir, weir_binary};
 use weir::connectors::PartitionBacklog;
 use weir::control::NodeInfo;
 use weir::control::client::ApiClient;
@@ -453,6 +453,38 @@ fn at_least_once_delivers_every_count() {
     assert_exact_counts(&counts_by_key(records), 6_000);
 }
 
+/// A job waiting for brokers it cannot reach is cancelled at once, by
+/// `weir cancel` as by SIGTERM: before, both waited out `timeout_ms`, and
+/// the job ended as failed.
+#[test]
+fn a_job_waiting_for_unreachable_brokers_is_cancelled_at_once() {
+    let _serial = one_at_a_time();
+    let dir = JobDir::new();
+    let nobody = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let job = dir.write(
+        "waiting.toml",
+        &format!(
+            "name = \"waiting\"\n\n[[source]]\nname = \"in\"\ntype = \"kafka\"\nbrokers = \"127.0.0.1:{nobody}\"\n\
+             topics = [\"in\"]\ntimeout_ms = 60000\n\n[[sink]]\nname = \"out\"\ntype = \"stdout\"\ninput = \"in\"\n"
+        ),
+    );
+    // (The host announces its API once the job runs; it serves it before.)
+    let api = format!("127.0.0.1:{}", std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port());
+    let mut host = std::process::Command::new(weir_binary())
+        .args(["run", job.to_str().unwrap(), "--api", &api])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let asked = Instant::now();
+    let reply = weir(&["cancel", "waiting", "--api", &api]).success().stdout();
+    assert!(reply.contains("job `waiting` cancelled"), "{reply}");
+    let status = host.wait().unwrap();
+    assert!(asked.elapsed() < Duration::from_secs(20), "not the 60 s timeout: {:?}", asked.elapsed());
+    assert!(status.success(), "a cancelled job is no failure: {status:?}");
+}
+
 #[test]
 fn an_unreachable_broker_or_a_missing_topic_fails_the_job_with_a_clear_error() {
     let _serial = one_at_a_time();
@@ -630,7 +662,8 @@ fn a_committed_epoch_is_never_sent_again() {
     ))
     .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let place = SinkPlace { job: "job", subtask: 0, parallelism: 1, restored: 0, restored_at_ms: 0, checkpoint_dir: dir.path(), lineage: None };
+    let stop = weir::dataflow::Cancel::default();
+    let place = SinkPlace { job: "job", subtask: 0, parallelism: 1, restored: 0, restored_at_ms: 0, checkpoint_dir: dir.path(), lineage: None, stop: &stop };
     let mut sink = KafkaSink::open(&spec, &place).unwrap();
     let mut batch = RecordBatch::new();
     for i in 0..10 {

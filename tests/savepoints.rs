@@ -218,6 +218,28 @@ fn an_upgraded_job_restarted_from_its_unchanged_job_file_keeps_its_new_plugin() 
     assert!(warning.contains("faulty.wasm") && warning.contains("word_count_v1.wasm"), "{warning}");
 }
 
+/// An upgrade to a plugin that starts, then fails at every event: the job
+/// fails once its restarts are spent, and the failure says which plugin the
+/// upgrade gave it and how to go back to the job file's.
+#[test]
+fn a_job_failing_after_an_upgrade_says_how_to_go_back() {
+    let dir = JobDir::new();
+    let job = count_job(&dir, "broken", 1_000_000, 100, 10_000, &plugin("word-count"));
+    let source = std::fs::read_to_string(common::workspace().join("plugins/js/word-count/word-count.js"))
+        .unwrap()
+        .replace("const n = (this.count.get(ctx) ?? 0) + 1;", "throw new Error(\"broken on purpose\");");
+    let broken = common::build_plugin("build-js-plugin.sh", &dir.write("broken.js", &source), "broken-count-js");
+    let host = Host::start(&job, &[]);
+    host.wait_for_checkpoint("broken");
+    host.weir(&["upgrade", "broken", "--operator", "count", "--plugin", broken.to_str().unwrap()]).success();
+    let (status, stderr) = host.wait();
+    assert!(!status.success(), "{stderr}");
+    assert!(stderr.contains("broken on purpose"), "{stderr}");
+    let note = format!("operator `count` runs {}, which `weir upgrade` gave it; the job file names", broken.display());
+    assert!(stderr.contains(&note), "{stderr}");
+    assert!(stderr.contains("start it from the savepoint the upgrade took (the newest `upgrade-broken-…`"), "{stderr}");
+}
+
 /// A keyed count of a million events whose sink, a `discard` sink, takes
 /// 200 events/s: the job falls behind at once and stays behind.
 fn paced_count_job(dir: &JobDir, name: &str) -> PathBuf {
@@ -1323,6 +1345,25 @@ fn a_savepoint_of_the_plugin_restores_into_the_native_baseline() {
 #[test]
 fn a_savepoint_of_the_native_baseline_restores_into_the_plugin() {
     counts_go_on_across(Path::new("native:count"), &plugin("word-count"));
+}
+
+/// A job stopped with a savepoint keeps its last checkpoint in `weir jobs`
+/// while the host runs on (here for the job it was forked from); it showed
+/// none.
+#[test]
+fn a_job_stopped_with_a_savepoint_keeps_its_checkpoint_in_the_listing() {
+    let dir = JobDir::new();
+    let job = count_job(&dir, "main", 1_000_000, 100, 20000, &plugin("word-count"));
+    let host = Host::start(&job, &[]);
+    host.wait_for_records("main", 1000);
+    let out = dir.path("out-side");
+    host.weir(&["fork", "main", "--name", "side", "--sink", &format!("out={}", out.display())]).success();
+    let running = host.wait_for_checkpoint("side");
+    host.stop_with_savepoint("side", &dir.path("sp-side"));
+    let jobs = host.weir(&["jobs"]).success().stdout();
+    let line = jobs.lines().find(|l| l.starts_with("side ")).unwrap_or_else(|| panic!("no line for the job: {jobs}"));
+    assert!(line.contains("stopped") && line.contains(" #"), "its last checkpoint is listed: {line} (running: {running})");
+    host.weir(&["cancel", "main"]).success();
 }
 
 /// A cancelled job's line in `weir jobs` keeps the figures it had when it

@@ -30,6 +30,9 @@ use crate::job::{SinkSpec, SourceSpec};
 /// A connector failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectorError {
+    /// The job was cancelled while the connector waited to open.
+    #[error("cancelled while opening")]
+    Cancelled,
     #[error("cannot open {path}: {source}")]
     Open {
         path: PathBuf,
@@ -209,6 +212,7 @@ pub fn open_source(
     subtask: u32,
     parallelism: u32,
     restored: Option<RestoredSplits>,
+    stop: &crate::dataflow::Cancel,
 ) -> Result<Box<dyn Source>, ConnectorError> {
     Ok(match spec {
         SourceSpec::File { path, format, rate, .. } => {
@@ -235,7 +239,7 @@ pub fn open_source(
                 None => Box::new(Generator::new(config, subtask, parallelism)),
             }
         }
-        SourceSpec::Kafka(spec) => Box::new(kafka::KafkaSource::open(spec, subtask, parallelism, restored)?),
+        SourceSpec::Kafka(spec) => Box::new(kafka::KafkaSource::open(spec, subtask, parallelism, restored, stop)?),
     })
 }
 
@@ -255,6 +259,8 @@ pub struct SinkPlace<'a> {
     /// The lineage of the job's checkpoint directory (none without
     /// checkpoints): which job's output a `files` sink's directory holds.
     pub lineage: Option<String>,
+    /// Set when the job is cancelled while it is set up.
+    pub stop: &'a crate::dataflow::Cancel,
 }
 
 /// Fails if a sink, opened at `place`, would refuse to open: what it

@@ -4,7 +4,9 @@
 //! ```text
 //! DIR/.part-0-00000007.inprogress  opened after barrier 7, being written
 //! DIR/part-0-00000009              committed: rolled at barrier 9, which completed
-//! DIR/part-0-final                 committed at the end of input
+//! DIR/part-0-final                 committed at the end of input (named
+//!                                  after the checkpoint that commits it
+//!                                  when the rest of the job runs on)
 //! ```
 //!
 //! At each barrier the open part is synced. By default it is also *rolled*:

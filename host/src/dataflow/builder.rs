@@ -22,7 +22,7 @@ use super::snapshot::TaskCheckpoint;
 use super::task::{self, TaskContext, TaskError, TaskMetrics};
 use super::time::WatermarkGenerator;
 use crate::checkpoint::{CheckpointSettings, Coordinator, Manifest};
-use crate::connectors::{self, RestoredSplits, Sink, SinkPlace, assign_splits};
+use crate::connectors::{self, ConnectorError, RestoredSplits, Sink, SinkPlace, assign_splits};
 use crate::job::{Edge, JobGraph, Node, NodeKind, OperatorNode, Partitioning};
 use crate::plugin::{CallError, InitialState, InputKind, Limits, LoadedPlugin, OperatorInstance, PluginEngine, decode_meta};
 use crate::savepoint::{JobDescription, NodeDescription};
@@ -58,6 +58,15 @@ fn describe(graph: &JobGraph, plugins: &[Option<LoadedPlugin>]) -> JobDescriptio
 type InboxEnds = (InboxSender, Inbox);
 pub(super) type TaskBody = Box<dyn FnOnce() -> Result<(), TaskError> + Send>;
 
+/// The run error of a connector of `node` that could not open: the job's
+/// cancel, if it was cancelled meanwhile.
+fn connector_error(node: &Node) -> impl Fn(ConnectorError) -> RunError + '_ {
+    move |source| match source {
+        ConnectorError::Cancelled => RunError::Cancelled,
+        source => RunError::Connector { node: node.describe(), source },
+    }
+}
+
 /// Sets up a job's tasks.
 pub(super) struct Builder<'a> {
     graph: &'a JobGraph,
@@ -79,6 +88,8 @@ pub(super) struct Builder<'a> {
     /// The lineage of the job's checkpoint directory, if it has one: its
     /// `files` sinks mark their directories with it.
     lineage: Option<String>,
+    /// Set when the host cancels the job (see `RunOptions::stop`).
+    stop: Cancel,
 }
 
 impl<'a> Builder<'a> {
@@ -87,6 +98,7 @@ impl<'a> Builder<'a> {
         engine: &'a Arc<PluginEngine>,
         restore: Option<Restore<'a>>,
         attempt: u32,
+        stop: Cancel,
     ) -> Result<Self, RunError> {
         let plugins = load_plugins(graph, engine)?;
         let work_dir = work_dir(graph)?;
@@ -135,6 +147,7 @@ impl<'a> Builder<'a> {
             alignment: JobAlignment::of(graph),
             savepoint_start_recorded: std::cell::Cell::new(false),
             lineage,
+            stop,
         })
     }
 
@@ -249,7 +262,7 @@ impl<'a> Builder<'a> {
         self.record_savepoint_start()?;
         let hub = self.coordinator.hub();
         let place = self.sink_place(node, subtask, hub.dir());
-        let mut sink = connectors::open_sink(spec, &place).map_err(|source| RunError::Connector { node: node.describe(), source })?;
+        let mut sink = connectors::open_sink(spec, &place).map_err(connector_error(node))?;
         sink.watch_cancel(self.cancel.clone());
         Ok(sink)
     }
@@ -263,6 +276,7 @@ impl<'a> Builder<'a> {
             restored_at_ms: self.restore.map_or(0, |r| r.taken_at_ms()),
             checkpoint_dir,
             lineage: self.lineage.clone(),
+            stop: &self.stop,
         }
     }
 
@@ -278,7 +292,7 @@ impl<'a> Builder<'a> {
         for node in self.graph.nodes.iter() {
             if let NodeKind::Sink(spec) = &node.kind {
                 let place = self.sink_place(node, 0, hub.dir());
-                connectors::check_sink(spec, &place).map_err(|source| RunError::Connector { node: node.describe(), source })?;
+                connectors::check_sink(spec, &place).map_err(connector_error(node))?;
             }
         }
         let recorded = self.coordinator.record_savepoint_start(&savepoint.dir);
@@ -288,13 +302,14 @@ impl<'a> Builder<'a> {
     /// Opens the subtask's connector or instantiates its operator, and
     /// returns the loop to run on its thread.
     pub(super) fn body(&mut self, node: &Node, subtask: u32, ctx: TaskContext) -> Result<TaskBody, RunError> {
-        let connector_error = |source| RunError::Connector { node: node.describe(), source };
+        let connector_error = connector_error(node);
         let inbox = || self.inboxes[node.id.0][subtask as usize].1.clone();
         let producers = producers(self.graph, node);
         Ok(match &node.kind {
             NodeKind::Source(spec) => {
                 let splits = self.restored_splits(node, subtask);
-                let source = connectors::open_source(spec, subtask, node.parallelism, splits).map_err(connector_error)?;
+                let source =
+                    connectors::open_source(spec, subtask, node.parallelism, splits, &self.stop).map_err(connector_error)?;
                 let watermarks = WatermarkGenerator::new(spec.watermark_settings());
                 let aligned = self.alignment.source(node, spec, subtask);
                 Box::new(move || task::run_source(ctx, source, watermarks, aligned))

@@ -276,6 +276,10 @@ pub struct RunOptions {
     /// Given the figures of each attempt that fails, for a failed job's
     /// (which has no summary).
     pub figures_at_failure: Option<Arc<Mutex<Option<Progress>>>>,
+    /// Set when the host cancels the job: an attempt still being set up —
+    /// waiting for its Kafka brokers — gives up at once, before `commands`
+    /// is read.
+    pub stop: Cancel,
 }
 
 /// A job whose tasks are running.
@@ -375,7 +379,7 @@ pub fn run_job_with(graph: &JobGraph, engine: &Arc<PluginEngine>, options: RunOp
             let name = graph.name.clone();
             return Ok(JobSummary { name, restored_from: Some(manifest.checkpoint), already_finished: true, ..Default::default() });
         }
-        let running = match start_job_from(graph, engine, restore, restarts) {
+        let running = match start_job_from(graph, engine, restore, restarts, &options.stop) {
             Ok(running) => running
                 .with_commands(commands.clone())
                 .with_restarts(history.clone())
@@ -628,7 +632,7 @@ pub(super) fn recovery_committer(graph: &JobGraph, restored: Option<&Manifest>) 
 
 /// Starts `graph`'s tasks afresh and returns without waiting for them.
 pub fn start_job(graph: &JobGraph, engine: &Arc<PluginEngine>) -> Result<RunningJob, RunError> {
-    start_job_from(graph, engine, None, 0)
+    start_job_from(graph, engine, None, 0, &Cancel::default())
 }
 
 
@@ -641,13 +645,14 @@ pub fn start_job_from(
     engine: &Arc<PluginEngine>,
     restore: Option<Restore<'_>>,
     attempt: u32,
+    stop: &Cancel,
 ) -> Result<RunningJob, RunError> {
     if let (Some(restore), Some(settings)) = (restore, &graph.checkpoints)
         && let Some(manifest) = restore.resumed_checkpoint()
     {
         info!(job = %graph.name, checkpoint = manifest.checkpoint, dir = %settings.dir.display(), "resuming from checkpoint");
     }
-    let mut builder = Builder::new(graph, engine, restore, attempt)?;
+    let mut builder = Builder::new(graph, engine, restore, attempt, stop.clone())?;
     let mut bodies = Vec::new();
     let chained = builder.chained.clone();
     for node in graph.nodes.iter().filter(|n| !chained[n.id.0]) {
@@ -790,13 +795,13 @@ impl RunningJob {
         if self.cancel.is_cancelled() && stopped_with.is_none() {
             return Err(RunError::Cancelled);
         }
-        let mut checkpoints = CheckpointHistory::default();
         if stopped_with.is_none() {
             let coordinator = &mut self.coordinator;
             let dir = coordinator.dir().to_path_buf();
             coordinator.finish().map_err(|source| RunError::Checkpoints { dir, source })?;
-            checkpoints = coordinator.completed().clone();
         }
+        // (A job stopped with a savepoint keeps its figures too.)
+        let checkpoints = self.coordinator.completed().clone();
         let summary = JobSummary {
             name: self.name.clone(),
             duration: self.started.elapsed(),

@@ -106,53 +106,29 @@ pub fn check_state(
         open_backend(&BackendConfig::new(BackendKind::Memory), &std::env::temp_dir()).map_err(|e| Plugin(e.to_string()))?;
     let state = InitialState { backend, meta: None, max_parallelism: graph.max_parallelism, key_groups: 0..graph.max_parallelism };
     let config = instance_config(&op.config, &op.limits, node.parallelism, 0, 0, true);
-    let mut instance = OperatorInstance::new(plugin, op.limits, state, &config)
+    let instance = OperatorInstance::new(plugin, op.limits, state, &config)
         .map_err(|e| Plugin(format!("it fails to start: {e}")))?;
     // Offered as read, a batch per state at a time: an operator's state
-    // may be far larger than the host's memory. (sub-key, value) pairs; the
-    // sub-key is empty for a value state.
+    // may be far larger than the host's memory.
     let mut pending: BTreeMap<(String, bool), Vec<(Vec<u8>, Vec<u8>)>> = BTreeMap::new();
-    let mut checked = 0;
+    let mut offering = Offering { instance, offered: BTreeMap::new(), checked: 0 };
     let mut failed = None;
-    // Values offered so far per state, to say which a refused call had.
-    let mut offered: BTreeMap<(String, String), u64> = BTreeMap::new();
-    let mut offer = |instance: &mut OperatorInstance, name: &str, kind: StoredKind, batch: &mut Vec<(Vec<u8>, Vec<u8>)>| {
-        let answer = instance.check_state(name, kind, &stored_values(batch, kind));
-        let before = offered.entry((name.to_owned(), format!("{kind:?}"))).or_default();
-        let range = format!("stored values {} to {} of `{name}`", *before, *before + batch.len() as u64 - 1);
-        let first_call = *before == 0;
-        *before += batch.len() as u64;
-        checked += batch.len() as u64;
-        batch.clear();
-        // The plugin numbers the values of one call; say which, after the first.
-        let within = |reason: String| match first_call {
-            true => Plugin(reason),
-            false => Plugin(format!("{reason} (numbered within the call that offered {range})")),
-        };
-        answer.map_err(|e| Plugin(format!("its check-state call failed: {e}")))?.map_err(within)
-    };
     savepoint
         .entries(uid, &mut |entry| {
             if failed.is_some() || entry.kind.is_timer() {
                 return;
             }
             let map = entry.kind == StateKind::Map;
-            let sub_key = match map {
-                true => match map_sub_key(&entry.key) {
-                    Some(sub_key) => sub_key.to_vec(),
-                    None => {
-                        let damaged = format!("an entry of map state `{}` has a malformed key", entry.state);
-                        failed = Some(StateCheckError::Savepoint(damaged));
-                        return;
-                    }
-                },
-                false => Vec::new(),
+            let Some(sub_key) = sub_key_of(&entry) else {
+                let damaged = format!("an entry of map state `{}` has a malformed key", entry.state);
+                failed = Some(StateCheckError::Savepoint(damaged));
+                return;
             };
             let state = (entry.state, map);
             let batch = pending.entry(state.clone()).or_default();
             batch.push((sub_key, entry.value));
             if batch.len() == CHECK_BATCH {
-                failed = offer(&mut instance, &state.0, keyed_kind(map), batch).err();
+                failed = offering.offer(&state.0, keyed_kind(map), batch).err();
             }
         })
         .map_err(|e| StateCheckError::Savepoint(e.to_string()))?;
@@ -161,7 +137,7 @@ pub fn check_state(
     }
     for ((name, map), batch) in &mut pending {
         if !batch.is_empty() {
-            offer(&mut instance, name, keyed_kind(*map), batch)?;
+            offering.offer(name, keyed_kind(*map), batch)?;
         }
     }
     // Broadcast maps are small (every subtask holds them whole): at once.
@@ -169,10 +145,48 @@ pub fn check_state(
     for (name, entries) in broadcast.registry.names().iter().zip(&broadcast.maps) {
         let mut batch: Vec<(Vec<u8>, Vec<u8>)> = entries.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         if !batch.is_empty() {
-            offer(&mut instance, name, StoredKind::BroadcastMap, &mut batch)?;
+            offering.offer(name, StoredKind::BroadcastMap, &mut batch)?;
         }
     }
-    Ok(checked)
+    Ok(offering.checked)
+}
+
+/// A fresh instance being offered stored values, and how many it was
+/// offered of each state.
+struct Offering {
+    instance: OperatorInstance,
+    /// By state name and kind: to say which values a refused call had.
+    offered: BTreeMap<(String, String), u64>,
+    checked: u64,
+}
+
+impl Offering {
+    /// Offers `batch` of state `name` (and empties it): `Err` if the
+    /// plugin refuses it, or cannot be asked.
+    fn offer(&mut self, name: &str, kind: StoredKind, batch: &mut Vec<(Vec<u8>, Vec<u8>)>) -> Result<(), StateCheckError> {
+        let answer = self.instance.check_state(name, kind, &stored_values(batch, kind));
+        let before = self.offered.entry((name.to_owned(), format!("{kind:?}"))).or_default();
+        let range = format!("stored values {} to {} of `{name}`", *before, *before + batch.len() as u64 - 1);
+        let first_call = *before == 0;
+        *before += batch.len() as u64;
+        self.checked += batch.len() as u64;
+        batch.clear();
+        let answer = answer.map_err(|e| StateCheckError::Plugin(format!("its check-state call failed: {e}")))?;
+        // The plugin numbers the values of one call: after the first, say which.
+        answer.map_err(|reason| match first_call {
+            true => StateCheckError::Plugin(reason),
+            false => StateCheckError::Plugin(format!("{reason} (numbered within the call that offered {range})")),
+        })
+    }
+}
+
+/// A stored entry's sub-key: a map entry's own (`None` if its key is
+/// malformed), empty for a value state's.
+fn sub_key_of(entry: &crate::savepoint::SavepointEntry) -> Option<Vec<u8>> {
+    match entry.kind == StateKind::Map {
+        true => map_sub_key(&entry.key).map(<[u8]>::to_vec),
+        false => Some(Vec::new()),
+    }
 }
 
 fn keyed_kind(map: bool) -> StoredKind {

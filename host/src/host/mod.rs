@@ -31,7 +31,7 @@ use crate::control::{
     ControlError, ControlPlane, ForkInfo, ForkRequest, JobInfo, OperatorInfo, SavepointInfo, SavepointRequest,
     UpgradeInfo, UpgradeRequest,
 };
-use crate::dataflow::{JobCommand, JobSummary, Progress, RunError, RunOptions, panic_message, run_job_with};
+use crate::dataflow::{Cancel, JobCommand, JobSummary, Progress, RunError, RunOptions, panic_message, run_job_with};
 use crate::dirs::absolute;
 use crate::job::{JobGraph, NodeKind};
 use crate::plugin::{PluginEngine, now_ms};
@@ -99,6 +99,9 @@ struct Job {
     failed_with: Option<Progress>,
     /// Cancelled while being upgraded: the upgrade starts no new version.
     cancel_asked: bool,
+    /// Set with the cancel command: an attempt still being set up (waiting
+    /// for its brokers) reads no commands yet, but gives up on this.
+    stop: Cancel,
 }
 
 /// The jobs of one host process.
@@ -128,6 +131,7 @@ impl JobManager {
         let jobs = self.lock();
         self.shutting_down.store(true, Ordering::SeqCst);
         for job in jobs.values().filter(|job| job.status == JobStatus::Running) {
+            job.stop.cancel();
             let _ = job.commands.send(JobCommand::Cancel);
         }
     }
@@ -169,6 +173,7 @@ impl JobManager {
         let name = graph.name.clone();
         let (commands, receiver) = unbounded();
         let (started_tx, started) = bounded(1);
+        let stop = Cancel::default();
         let generation = {
             let mut jobs = self.lock();
             if self.is_shutting_down() {
@@ -193,6 +198,7 @@ impl JobManager {
                 cancelled_with: None,
                 failed_with: None,
                 cancel_asked: false,
+                stop: stop.clone(),
             };
             jobs.insert(name.clone(), job);
             generation
@@ -207,6 +213,7 @@ impl JobManager {
             commands: Some(receiver),
             started: Some(started_tx),
             figures_at_failure: Some(figures_at_failure.clone()),
+            stop,
         };
         let manager = self.clone();
         std::thread::Builder::new()
@@ -251,7 +258,8 @@ impl JobManager {
             Err(RunError::Cancelled) => JobStatus::Cancelled,
             Err(error) => {
                 error!(job = %name, %error, "job failed");
-                JobStatus::Failed(error.to_string())
+                let way_back = upgrade::way_back(&job.graph, &self.default_savepoint_root(&job.graph));
+                JobStatus::Failed(format!("{error}{}", way_back.map(|note| format!("\n({note})")).unwrap_or_default()))
             }
         };
         job.failed_with = figures.filter(|_| matches!(job.status, JobStatus::Failed(_)));
@@ -510,6 +518,7 @@ impl ControlPlane for Arc<JobManager> {
         let last = self.job(name)?;
         if let Some(job) = self.lock().get_mut(name).filter(|j| j.generation == generation) {
             job.cancel_asked = true;
+            job.stop.cancel();
             // Stopped by its upgrade already, the new version not started yet.
             if job.status == JobStatus::Upgrading && job.ended.is_some() {
                 job.status = JobStatus::Cancelled;

@@ -205,3 +205,34 @@ fn check_before_stop(
         ))
     })
 }
+
+/// For a job that failed running plugins `weir upgrade` gave it: which,
+/// and the way back — a run of the job file (which names the plugins it
+/// had before) from the savepoint an upgrade took in `savepoints`. (A run
+/// of the job file from its checkpoints resumes the upgraded plugins.)
+pub(super) fn way_back(graph: &JobGraph, savepoints: &std::path::Path) -> Option<String> {
+    let definition = graph.definition.as_ref()?;
+    let named = crate::job::named_plugins(definition);
+    let upgraded: Vec<String> = graph
+        .nodes
+        .iter()
+        .filter_map(|node| {
+            let NodeKind::Operator(op) = &node.kind else { return None };
+            let file = named.iter().find(|named| named.uid == node.name)?;
+            (absolute(&op.plugin) != file.plugin).then(|| {
+                format!("operator `{}` runs {}, which `weir upgrade` gave it; the job file names {}", node.name, op.plugin.display(), file.plugin.display())
+            })
+        })
+        .collect();
+    if upgraded.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "{}. To go back to the job file's plugins, start it from the savepoint the upgrade took (the newest \
+         `upgrade-{}-…` in {}): `weir run {} --from-savepoint DIR`",
+        upgraded.join("; "),
+        graph.name,
+        savepoints.display(),
+        definition.path.display()
+    ))
+}

@@ -22,6 +22,7 @@ use super::source::{Connector, kafka_error, wait_for_metadata};
 use super::wal::WalWriter;
 use crate::checkpoint::{FINAL_CHECKPOINT, PendingCommit};
 use crate::connectors::{ConnectorError, Sink, SinkPlace};
+use crate::dataflow::Cancel;
 use crate::dataflow::RecordBatch;
 
 /// The directory of write-ahead logs under a checkpoint directory.
@@ -38,7 +39,7 @@ impl KafkaSink {
     pub fn open(spec: &KafkaSinkSpec, place: &SinkPlace<'_>) -> Result<Self, ConnectorError> {
         Ok(match spec.delivery {
             Delivery::ExactlyOnce => {
-                check_brokers(spec)?;
+                check_brokers(spec, place.stop)?;
                 KafkaSink::ExactlyOnce(LoggedSink::open(spec, place)?)
             }
             Delivery::AtLeastOnce => KafkaSink::AtLeastOnce(DirectSink::open(spec)?),
@@ -78,10 +79,10 @@ impl Sink for KafkaSink {
 /// would leave a job that looks healthy, commits nothing and fills its
 /// logs. At each start, so a restart during an outage counts as a failed
 /// attempt.
-fn check_brokers(spec: &KafkaSinkSpec) -> Result<(), ConnectorError> {
+fn check_brokers(spec: &KafkaSinkSpec, stop: &Cancel) -> Result<(), ConnectorError> {
     let producer: BaseProducer =
         spec.client_config(None).create().map_err(|error| kafka_error(&spec.name, &spec.brokers, error))?;
-    let connector = Connector { name: &spec.name, brokers: &spec.brokers, timeout: spec.timeout() };
+    let connector = Connector { name: &spec.name, brokers: &spec.brokers, timeout: spec.timeout(), stop };
     wait_for_metadata(producer.client(), || producer.poll(Duration::ZERO), &connector, &spec.topic).map(drop)
 }
 
@@ -266,7 +267,8 @@ mod tests {
         for name in ["weir-j-out-0.3.wal", "weir-j-out-0.5.wal", "weir-j-out-0.open", "weir-j-out-2.3.wal", "weir-j-out-2.5.wal", "weir-j-out-1.5.wal"] {
             std::fs::write(logs.join(name), "x").unwrap();
         }
-        let place = |subtask| SinkPlace { job: "j", subtask, parallelism: 2, restored: 4, restored_at_ms: 0, checkpoint_dir: root.path(), lineage: None };
+        let stop = Cancel::default();
+        let place = |subtask| SinkPlace { job: "j", subtask, parallelism: 2, restored: 4, restored_at_ms: 0, checkpoint_dir: root.path(), lineage: None, stop: &stop };
         LoggedSink::open(&spec, &place(1)).unwrap();
         assert!(!dir_names(&logs).contains(&"weir-j-out-1.5.wal".to_owned()), "subtask 1 drops its own");
         LoggedSink::open(&spec, &place(0)).unwrap();

@@ -26,7 +26,7 @@ use super::config::{KafkaSourceSpec, StartPosition, TimestampSource};
 use super::lag::last_seen_end;
 use crate::connectors::pace::Pace;
 use crate::connectors::{Backlog, ConnectorError, PartitionBacklog, Poll, RestoredSplits, Source, SourceSplit};
-use crate::dataflow::{RecordBatch, Signal, SplitClock};
+use crate::dataflow::{Cancel, RecordBatch, Signal, SplitClock};
 
 /// How long one poll waits for records when none are buffered.
 const POLL_WAIT: Duration = Duration::from_millis(20);
@@ -141,6 +141,7 @@ impl KafkaSource {
         subtask: u32,
         parallelism: u32,
         restored: Option<RestoredSplits>,
+        stop: &Cancel,
     ) -> Result<Self, ConnectorError> {
         let context = Context::default();
         let errors = context.errors.clone();
@@ -152,7 +153,7 @@ impl KafkaSource {
         // A metadata request that fails for want of credentials only times
         // out; the error librdkafka reported on the way (delivered when the
         // client is polled) says why.
-        let current = list_partitions(&consumer, spec).map_err(|error| {
+        let current = list_partitions(&consumer, spec, stop).map_err(|error| {
             let _ = consumer.poll(Duration::from_millis(50));
             match errors.take() {
                 Some((cause, _)) if is_fatal(&cause) => kafka_error(&spec.name, &spec.brokers, cause),
@@ -511,17 +512,24 @@ const METADATA_ATTEMPT: Duration = Duration::from_secs(1);
 /// The metadata of `topic`, asked for until `timeout_ms` has passed. Asked
 /// once for the whole timeout, the wait was silent: the client reports
 /// that it cannot connect only when it is polled.
-fn topic_metadata(consumer: &BaseConsumer<Context>, spec: &KafkaSourceSpec, topic: &str) -> Result<Metadata, ConnectorError> {
-    let connector = Connector { name: &spec.name, brokers: &spec.brokers, timeout: spec.timeout() };
+fn topic_metadata(
+    consumer: &BaseConsumer<Context>,
+    spec: &KafkaSourceSpec,
+    topic: &str,
+    stop: &Cancel,
+) -> Result<Metadata, ConnectorError> {
+    let connector = Connector { name: &spec.name, brokers: &spec.brokers, timeout: spec.timeout(), stop };
     wait_for_metadata(consumer.client(), || drop(consumer.poll(Duration::ZERO)), &connector, topic)
 }
 
 /// A Kafka connector's name, brokers and `timeout_ms`, for waiting on the
-/// brokers and saying what failed.
+/// brokers and saying what failed; the wait ends when `stop` is set (the
+/// job was cancelled meanwhile).
 pub(super) struct Connector<'a> {
     pub name: &'a str,
     pub brokers: &'a str,
     pub timeout: Duration,
+    pub stop: &'a Cancel,
 }
 
 /// The metadata of `topic` through `client`, asked for until the
@@ -537,6 +545,9 @@ pub(super) fn wait_for_metadata<C: ClientContext>(
     let deadline = Instant::now() + connector.timeout;
     let mut first = true;
     loop {
+        if connector.stop.is_cancelled() {
+            return Err(ConnectorError::Cancelled);
+        }
         let left = deadline.saturating_duration_since(Instant::now());
         match client.fetch_metadata(Some(topic), left.min(METADATA_ATTEMPT)) {
             Ok(metadata) => return Ok(metadata),
@@ -553,10 +564,14 @@ pub(super) fn wait_for_metadata<C: ClientContext>(
 }
 
 /// Every partition of the source's topics, in (topic, partition) order.
-fn list_partitions(consumer: &BaseConsumer<Context>, spec: &KafkaSourceSpec) -> Result<Vec<(String, i32)>, ConnectorError> {
+fn list_partitions(
+    consumer: &BaseConsumer<Context>,
+    spec: &KafkaSourceSpec,
+    stop: &Cancel,
+) -> Result<Vec<(String, i32)>, ConnectorError> {
     let mut all = Vec::new();
     for topic in &spec.topics {
-        let metadata = topic_metadata(consumer, spec, topic)?;
+        let metadata = topic_metadata(consumer, spec, topic, stop)?;
         let found = metadata.topics().iter().find(|t| t.name() == topic);
         let missing = || ConnectorError::Kafka {
             what: format!("kafka source `{}`", spec.name),
