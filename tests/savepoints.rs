@@ -1347,17 +1347,24 @@ fn a_savepoint_of_the_native_baseline_restores_into_the_plugin() {
     counts_go_on_across(Path::new("native:count"), &plugin("word-count"));
 }
 
-/// A job stopped with a savepoint keeps its last checkpoint in `weir jobs`
-/// while the host runs on (here for the job it was forked from); it showed
-/// none.
-#[test]
-fn a_job_stopped_with_a_savepoint_keeps_its_checkpoint_in_the_listing() {
+/// A host running a long count, `main`, and a fork of it, `side`, writing
+/// its own output.
+fn main_and_its_fork_side() -> (JobDir, Host) {
     let dir = JobDir::new();
     let job = count_job(&dir, "main", 1_000_000, 100, 20000, &plugin("word-count"));
     let host = Host::start(&job, &[]);
     host.wait_for_records("main", 1000);
     let out = dir.path("out-side");
     host.weir(&["fork", "main", "--name", "side", "--sink", &format!("out={}", out.display())]).success();
+    (dir, host)
+}
+
+/// A job stopped with a savepoint keeps its last checkpoint in `weir jobs`
+/// while the host runs on (here for the job it was forked from); it showed
+/// none.
+#[test]
+fn a_job_stopped_with_a_savepoint_keeps_its_checkpoint_in_the_listing() {
+    let (dir, host) = main_and_its_fork_side();
     let running = host.wait_for_checkpoint("side");
     host.stop_with_savepoint("side", &dir.path("sp-side"));
     let jobs = host.weir(&["jobs"]).success().stdout();
@@ -1371,12 +1378,7 @@ fn a_job_stopped_with_a_savepoint_keeps_its_checkpoint_in_the_listing() {
 /// the job it was forked from).
 #[test]
 fn a_cancelled_job_keeps_its_figures() {
-    let dir = JobDir::new();
-    let job = count_job(&dir, "main", 1_000_000, 100, 20000, &plugin("word-count"));
-    let host = Host::start(&job, &[]);
-    host.wait_for_records("main", 1000);
-    let out = dir.path("out-side");
-    host.weir(&["fork", "main", "--name", "side", "--sink", &format!("out={}", out.display())]).success();
+    let (_dir, host) = main_and_its_fork_side();
     host.wait_for_records("side", 2000);
     let reply = host.weir(&["cancel", "side"]).success().stdout();
     assert!(reply.contains("job `side` cancelled"), "{reply}");
