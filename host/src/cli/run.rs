@@ -216,7 +216,7 @@ fn say_other_plugins(savepoint: &Savepoint, graph: &JobGraph, engine: &PluginEng
         // The same plugin configured otherwise; or a savepoint that does
         // not record the digest, where the same file is taken for the same
         // plugin.
-        let same_plugin = then.plugin_sha256.as_deref() == Some(now.digest.as_str());
+        let same_plugin = wrote(&uid).is_some_and(|wrote| wrote.same_plugin(&now.digest));
         if same_plugin || (then.plugin_sha256.is_none() && then.plugin == now.path) {
             continue;
         }

@@ -163,18 +163,23 @@ fn parse_json_line(line: &str) -> Result<(Vec<u8>, Vec<u8>, Option<i64>), String
         Some(Value::Number(n)) if n.is_u64() => {
             return Err(format!("timestamp {n} is out of range: milliseconds since 1970 fit in a signed 64-bit integer"));
         }
-        // Written as a float (`1000.0`, `1e3`): taken when it is whole and
-        // exact (below 2^53 ms, about 285 000 years).
-        Some(Value::Number(n)) if n.as_f64().is_some_and(|f| f.fract() == 0.0 && f.abs() < 2f64.powi(53)) => {
-            n.as_f64().map(|f| f as i64)
-        }
-        Some(Value::Number(n)) if n.as_f64().is_some_and(|f| f.fract() == 0.0) => {
-            return Err(format!("timestamp {n} is too large to be exact as a float: write it as an integer"));
-        }
-        Some(Value::Number(n)) => return Err(format!("timestamp {n} is not a whole number of milliseconds")),
+        Some(Value::Number(n)) => Some(float_timestamp(&n)?),
         Some(other) => return Err(format!("timestamp {other} is not a number of milliseconds")),
     };
     Ok((bytes(object.remove("key")), bytes(object.remove("value")), timestamp))
+}
+
+/// A timestamp written as a float (`1000.0`, `1e3`): taken when it is
+/// whole and exact (below 2^53 ms, about 285 000 years).
+fn float_timestamp(n: &serde_json::Number) -> Result<i64, String> {
+    let ms = n.as_f64().unwrap_or(f64::NAN);
+    if ms.fract() != 0.0 {
+        return Err(format!("timestamp {n} is not a whole number of milliseconds"));
+    }
+    if ms.abs() >= 2f64.powi(53) {
+        return Err(format!("timestamp {n} is too large to be exact as a float: write it as an integer"));
+    }
+    Ok(ms as i64)
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@
 //! have changed too, if the new ones can read the state their predecessors
 //! wrote ([`check_changed_plugins`]).
 
-use super::{StateCheckError, check_state};
+use super::{StateCheckError, WrittenBy, check_state};
 use crate::checkpoint::Manifest;
 use crate::job::{JobGraph, NodeKind};
 use crate::plugin::LoadedPlugin;
@@ -97,9 +97,8 @@ pub(super) fn check_changed_plugins(
     state: &Savepoint,
 ) -> Result<(), String> {
     for (uid, plugin) in changed {
-        let ran = manifest.plugins.iter().find(|p| &p.uid == uid);
-        let same_plugin = ran.and_then(|p| p.sha256.as_deref()) == Some(plugin.digest.as_str());
-        let wrote = ran.map(|p| p.plugin.display().to_string()).unwrap_or_default();
+        let same_plugin = WrittenBy::of_checkpoint(manifest, uid).is_some_and(|wrote| wrote.same_plugin(&plugin.digest));
+        let wrote = manifest.plugins.iter().find(|p| &p.uid == uid).map(|p| p.plugin.display().to_string()).unwrap_or_default();
         let checked = check_state(graph, uid, plugin, state).map_err(|(StateCheckError::Savepoint(reason) | StateCheckError::Plugin(reason))| {
             match same_plugin {
                 true => format!(

@@ -156,7 +156,7 @@ pub fn check_state(
 struct Offering {
     instance: OperatorInstance,
     /// By state name and kind: to say which values a refused call had.
-    offered: BTreeMap<(String, String), u64>,
+    offered: BTreeMap<(String, u8), u64>,
     checked: u64,
 }
 
@@ -165,7 +165,7 @@ impl Offering {
     /// plugin refuses it, or cannot be asked.
     fn offer(&mut self, name: &str, kind: StoredKind, batch: &mut Vec<(Vec<u8>, Vec<u8>)>) -> Result<(), StateCheckError> {
         let answer = self.instance.check_state(name, kind, &stored_values(batch, kind));
-        let before = self.offered.entry((name.to_owned(), format!("{kind:?}"))).or_default();
+        let before = self.offered.entry((name.to_owned(), kind as u8)).or_default();
         let range = format!("stored values {} to {} of `{name}`", *before, *before + batch.len() as u64 - 1);
         let first_call = *before == 0;
         *before += batch.len() as u64;
