@@ -224,11 +224,7 @@ pub fn run_source(
             ctx.outputs.barrier(n, &ctx.cancel)?;
             in_flight.push((n, splits.clone()));
             checkpoint.ack_splits(n, splits);
-            if checkpoint.stops_at(n) {
-                ctx.outputs.flush(&ctx.cancel)?;
-                wait_while_stopped(checkpoint, n, &ctx.cancel)?;
-                tracing::info!(task = %ctx.label, checkpoint = n, "reads again: the stop with a savepoint failed");
-            }
+            hold_if_stopping(&mut ctx, n)?;
         }
         match alignment.as_mut().map_or(Gate::Read, AlignedSource::gate) {
             Gate::Read => {}
@@ -344,6 +340,7 @@ pub fn run_operator(
                     checkpoint.snapshot_operator(n, instance.as_mut(), alignment);
                 }
                 ctx.outputs.barrier(n, &ctx.cancel)?;
+                hold_if_stopping(&mut ctx, n)?;
                 continue;
             }
         };
@@ -472,17 +469,29 @@ fn observe_time(clock: &mut InputClock, channel: u32, message: &Message, ended: 
     }
 }
 
-/// A source stopped at barrier `n` for a savepoint idles, so that nothing
-/// follows the barrier, until the job is cancelled (once the savepoint is
-/// complete) — or until the stop is called off because the savepoint
-/// failed, when it returns and the source reads on, as in Flink.
-fn wait_while_stopped(checkpoint: &TaskCheckpoint, n: u64, cancel: &Cancel) -> Result<(), TaskError> {
+/// A task that has sent on barrier `n` of a stop with a savepoint idles,
+/// so that nothing follows the barrier, until the job is cancelled (once
+/// the savepoint is complete) — or until the stop is called off because the
+/// savepoint failed, when it returns and the task goes on, as in Flink.
+///
+/// A source reads nothing more; an operator (and those chained to either)
+/// fires no more processing-time timers. What a timer emitted after the
+/// barrier would reach the sinks although the savepoint holds the timer
+/// still to fire: a job restored from it would emit it again, and a `file`
+/// or `stdout` sink, which cannot take output back, would show it twice.
+fn hold_if_stopping(ctx: &mut TaskContext, n: u64) -> Result<(), TaskError> {
+    let Some(checkpoint) = &ctx.checkpoint else { return Ok(()) };
+    if !checkpoint.stops_at(n) {
+        return Ok(());
+    }
+    ctx.outputs.flush(&ctx.cancel)?;
     while checkpoint.stops_at(n) {
-        if cancel.is_cancelled() {
+        if ctx.cancel.is_cancelled() {
             return Err(TaskError::Stopped);
         }
         std::thread::sleep(std::time::Duration::from_millis(2));
     }
+    tracing::info!(task = %ctx.label, checkpoint = n, "goes on: the stop with a savepoint failed");
     Ok(())
 }
 

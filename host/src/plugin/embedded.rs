@@ -32,7 +32,7 @@ use super::bindings::OperatorError;
 use super::instance::{CapturedState, InitialState, InputKind, describe_operator_error};
 use super::state::{MapStateHandle, ValueStateHandle};
 use crate::dataflow::{BATCH_SIZE, NO_TIMESTAMP, RecordBatch};
-use crate::state::FiringBudget;
+use crate::state::{FiringBudget, processing_timers_due_at};
 use crate::state::TimeDomain as HostDomain;
 
 /// The host state an embedded operator shares with the SDK's handles on it.
@@ -104,11 +104,11 @@ impl<T: Operator> EmbeddedInstance<T> {
 
     /// Fires the processing-time timers due at `now`.
     pub fn fire_processing_timers(&mut self, now: i64) -> Result<Vec<(String, RecordBatch)>, CallError> {
-        self.fire(HostDomain::ProcessingTime, now)
+        self.fire(HostDomain::ProcessingTime, processing_timers_due_at(now))
     }
 
     pub fn next_processing_timer(&self) -> Option<i64> {
-        self.state.borrow().timers.next_processing_time()
+        self.state.borrow().timers.next_processing_fire()
     }
 
     /// Runs `on_timer` for the due timers of `domain`, batch by batch, until

@@ -12,7 +12,7 @@ use super::host_state::PluginState;
 use super::limits::{Limits, ticks_to_next_check};
 use crate::dataflow::{BATCH_SIZE, Cancel, NO_TIMESTAMP, RecordBatch};
 use super::snapshot::InstanceMeta;
-use crate::state::{FiringBudget, KeyGroupRange, KeyedStateBackend, StateSnapshot, TimeDomain};
+use crate::state::{FiringBudget, KeyGroupRange, KeyedStateBackend, StateSnapshot, TimeDomain, processing_timers_due_at};
 
 /// How the batches of an input reach the operator, which decides what
 /// state a call may use.
@@ -161,12 +161,12 @@ impl OperatorInstance {
 
     /// Fires the processing-time timers due at `now`.
     pub fn fire_processing_timers(&mut self, now: i64) -> Result<Vec<(String, RecordBatch)>, CallError> {
-        self.fire(TimeDomain::ProcessingTime, now)
+        self.fire(TimeDomain::ProcessingTime, processing_timers_due_at(now))
     }
 
     /// When the next processing-time timer is due.
     pub fn next_processing_timer(&self) -> Option<i64> {
-        self.store.data().timers.next_processing_time()
+        self.store.data().timers.next_processing_fire()
     }
 
     /// Calls `on-timer` with the due timers of `domain`, batch by batch,

@@ -19,6 +19,17 @@ use rustc_hash::FxBuildHasher;
 /// A timestamp's keys, found by hash.
 type KeySet = HashSet<Vec<u8>, FxBuildHasher>;
 
+/// The latest time of the processing-time timers due when the clock reads
+/// `now` (ms): those set for a millisecond that has passed. A timer fires
+/// strictly after its time, as in Flink: an event processed in the very
+/// millisecond a timer was set for may still be added to what the timer
+/// will emit — a window of the machine's clock ending after it fires once,
+/// where a timer fired in that millisecond let such an event open the
+/// window again, to fire a second time with the rest of its events.
+pub fn processing_timers_due_at(now: i64) -> i64 {
+    now.saturating_sub(1)
+}
+
 /// A clock timers follow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum TimeDomain {
@@ -87,9 +98,10 @@ impl TimerService {
         event.chain(processing)
     }
 
-    /// The earliest processing-time timer, if any.
-    pub fn next_processing_time(&self) -> Option<i64> {
-        self.processing_time.due.first_key_value().map(|(t, _)| *t)
+    /// When the earliest processing-time timer fires, if any: once the
+    /// clock has passed its time (see [`processing_timers_due_at`]).
+    pub fn next_processing_fire(&self) -> Option<i64> {
+        self.processing_time.due.first_key_value().map(|(t, _)| t.saturating_add(1))
     }
 
     pub fn len(&self) -> usize {
@@ -343,7 +355,9 @@ mod tests {
         let order: Vec<(i64, &[u8])> = fired.iter().map(|t| (t.timestamp, t.key.as_slice())).collect();
         assert_eq!(order, vec![(10, &b"b"[..]), (20, &b"a"[..])]);
         assert!(timers.pop_due(TimeDomain::EventTime, 1000, 10).is_empty());
-        assert_eq!(timers.next_processing_time(), Some(5));
+        assert_eq!(timers.next_processing_fire(), Some(6), "after its millisecond");
+        assert!(timers.pop_due(TimeDomain::ProcessingTime, processing_timers_due_at(5), 10).is_empty());
+        assert_eq!(timers.pop_due(TimeDomain::ProcessingTime, processing_timers_due_at(6), 10).len(), 1);
     }
 
     proptest::proptest! {
