@@ -50,6 +50,12 @@ impl FileSource {
         self
     }
 
+    /// Whether nothing is left to read, as the file is now.
+    fn at_end(&mut self) -> Result<bool, ConnectorError> {
+        let buffered = self.reader.fill_buf().map_err(|source| ConnectorError::Io { what: self.path.display().to_string(), source })?;
+        Ok(buffered.is_empty())
+    }
+
     fn seek(&mut self, position: u64) -> Result<(), ConnectorError> {
         use std::io::Seek;
         let io_error = |source| ConnectorError::Io { what: self.path.display().to_string(), source };
@@ -118,7 +124,12 @@ impl Source for FileSource {
         if self.done {
             return Ok(Poll::Exhausted);
         }
-        for _ in 0..self.pace.allowance(max) {
+        let allowed = self.pace.allowance(max);
+        if allowed == 0 && self.at_end()? {
+            // Ended now, not once the rate would allow another line.
+            return Ok(Poll::Exhausted);
+        }
+        for _ in 0..allowed {
             self.line.clear();
             let read = self.reader.read_line(&mut self.line).map_err(|source| match source.kind() {
                 std::io::ErrorKind::InvalidData => ConnectorError::BadLine {
@@ -185,6 +196,22 @@ fn float_timestamp(n: &serde_json::Number) -> Result<i64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A slowly paced file shows its first line at once and ends with its
+    /// last: neither waits an interval of the rate (4 s here).
+    #[test]
+    fn a_paced_file_reads_its_first_line_at_once_and_ends_with_its_last() {
+        let path = std::env::temp_dir().join(format!("weir-paced-{}.txt", std::process::id()));
+        std::fs::write(&path, "only line\n").unwrap();
+        let mut source = FileSource::open(&path, FileFormat::Text, Some(0)).unwrap().with_rate(Some(0.25));
+        let mut batch = RecordBatch::new();
+        assert_eq!(source.poll(&mut batch, 100).unwrap(), Poll::Ready);
+        assert_eq!(batch.len(), 1, "the first line at once");
+        let mut after = RecordBatch::new();
+        assert_eq!(source.poll(&mut after, 100).unwrap(), Poll::Exhausted, "the end at once");
+        assert_eq!(source.splits()[0].next, 10, "ended at the end of the file");
+        std::fs::remove_file(&path).unwrap();
+    }
 
     #[test]
     fn whole_timestamps_written_as_floats_are_taken() {

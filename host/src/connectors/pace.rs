@@ -2,7 +2,9 @@
 
 use std::time::{Duration, Instant};
 
-/// At most `rate` records per second, counted from when pacing (re)started.
+/// At most `rate` records per second, counted from when pacing (re)started:
+/// the first at once, the next `1 / rate` seconds later, and so on — a line
+/// replayed at 0.25 lines a second shows now, not 4 s from now.
 #[derive(Debug)]
 pub(crate) struct Pace {
     rate: Option<f64>,
@@ -30,7 +32,7 @@ impl Pace {
     /// [`Pace::allowance`] without the sleep.
     pub fn available(&self, max: usize) -> usize {
         let Some(rate) = self.rate else { return max };
-        let due = (self.started.elapsed().as_secs_f64() * rate) as u64;
+        let due = (self.started.elapsed().as_secs_f64() * rate) as u64 + 1;
         due.saturating_sub(self.taken).min(max as u64) as usize
     }
 
@@ -60,6 +62,8 @@ mod tests {
         pace.took(10);
         pace.restart();
         assert!(pace.available(usize::MAX) < 10, "nothing owed from before the restart");
+        let slow = Pace::new(Some(0.25));
+        assert_eq!(slow.available(usize::MAX), 1, "the first record at once, not after 4 s");
         assert_eq!(Pace::new(None).available(7), 7, "unpaced: as many as asked");
     }
 }

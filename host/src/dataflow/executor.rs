@@ -84,7 +84,7 @@ pub enum RunError {
         source: SavepointError,
     },
     #[error(
-        "{last}\n(gave up after {restarts} restart(s): the restart strategy allows {max_attempts} — a [restart] table \
+        "{last} (gave up after {restarts} restart(s): the restart strategy allows {max_attempts} — a [restart] table \
          in the job file sets it; without one, 3 with checkpoints)"
     )]
     RestartsExhausted { last: Box<RunError>, restarts: u32, max_attempts: u32 },
