@@ -36,6 +36,8 @@ fn a_python_plugin_with_a_syntax_error_fails_its_build_naming_the_line() {
 /// built it from (`/1/app.py`), nor the bundle jco was given (`plugin.js:842`,
 /// a file the build deleted). The build scripts record where the sources
 /// were (for JavaScript, the bundle's source map), and the SDKs read it.
+/// The frames through which the SDK and the runtime called the plugin are
+/// left out.
 #[test]
 fn an_error_in_a_python_or_javascript_plugin_names_its_own_lines() {
     let dir = JobDir::new();
@@ -72,12 +74,14 @@ fn an_error_in_a_python_or_javascript_plugin_names_its_own_lines() {
     assert!(error.contains(&format!("File \"{}\", line 6, in parse", file.display())), "{error}");
     assert!(error.contains(&format!("File \"{}\", line 11, in process", file.display())), "{error}");
     assert!(!error.contains("File \"/0/") && !error.contains("File \"/1/"), "{error}");
+    assert!(!error.contains("weir_sdk/"), "the SDK's calls into the plugin are left out: {error}");
 
     let error = failure(&build("build-js-plugin.sh", &javascript, "thrower-js"));
     let file = javascript.canonicalize().unwrap();
     assert!(error.contains("TypeError") && error.contains(&format!("parse@{}:4:", file.display())), "{error}");
     assert!(error.contains(&format!("process@{}:9:", file.display())), "{error}");
     assert!(!error.contains("plugin.js:"), "{error}");
+    assert!(!error.contains("weir-sdk.js") && !error.contains("initializer.js"), "the SDK's and the runtime's calls left out: {error}");
 }
 
 /// A JavaScript operator's map state: entries by sub-key, read and written

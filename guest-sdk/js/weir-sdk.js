@@ -109,22 +109,35 @@ function sourceStack(stack) {
 const MAX_FRAMES = 12;
 
 /**
+ * Whether a frame is in the machinery that calls the plugin: this SDK, or
+ * the runtime jco generated (`sources/initializer.js`).
+ */
+function callsThePlugin(frame) {
+  return /\/weir-sdk\.js:\d+:\d+$/.test(frame) || /\/sources\/initializer\.js:\d+:\d+$/.test(frame);
+}
+
+/**
  * `stack` with runs of one repeated frame (a recursion) folded into one
- * line saying how many, and at most `MAX_FRAMES` frames. (Exported for
- * the SDK's tests.)
+ * line saying how many, and at most `MAX_FRAMES` frames. The frames below
+ * the plugin's own, through which the SDK and the runtime called it, are
+ * left out: the plugin's author looks for their own lines (an error
+ * raised in the SDK itself keeps them all). (Exported for the SDK's tests.)
  */
 export function shortStack(stack) {
   if (typeof stack !== "string") return stack;
+  let lines = stack.split("\n").filter((line) => line.trim() !== "");
+  const lastOwn = lines.findLastIndex((frame) => !callsThePlugin(frame));
+  if (lastOwn >= 0) lines = lines.slice(0, lastOwn + 1);
   const frames = [];
-  for (const frame of stack.split("\n").filter((line) => line.trim() !== "")) {
+  for (const frame of lines) {
     const last = frames[frames.length - 1];
     if (last && last.frame === frame) last.times += 1;
     else frames.push({ frame, times: 1 });
   }
-  const lines = frames.slice(0, MAX_FRAMES).map(({ frame, times }) => (times > 1 ? `${frame} (×${times})` : frame));
+  const shown = frames.slice(0, MAX_FRAMES).map(({ frame, times }) => (times > 1 ? `${frame} (×${times})` : frame));
   const left = frames.slice(MAX_FRAMES).reduce((sum, { times }) => sum + times, 0);
-  if (left > 0) lines.push(`… ${left} more frames`);
-  return lines.join("\n");
+  if (left > 0) shown.push(`… ${left} more frames`);
+  return shown.join("\n");
 }
 
 /** The source position of a 0-based bundle position, or null. */

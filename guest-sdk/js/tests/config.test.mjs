@@ -100,6 +100,21 @@ test("an error's stack is shown short: a recursion folded, at most 12 frames", (
   assert.equal(shown[12], "… 8 more frames");
 });
 
+test("an error's stack leaves out the SDK and runtime frames that called the plugin", () => {
+  const sdk = "/home/me/weir/guest-sdk/js/weir-sdk.js";
+  const stack = [
+    "parse@/src/op.js:4:15",
+    `get@${sdk}:300:9`,
+    "process@/src/op.js:9:32",
+    `call@${sdk}:1549:7`,
+    `guarded@${sdk}:1578:12`,
+    "fn@/tmp/e9b3/sources/initializer.js:5322:35",
+  ];
+  assert.equal(shortStack(stack.join("\n")), stack.slice(0, 3).join("\n"), "the SDK's frames above the plugin's stay");
+  const inTheSdk = [`check@${sdk}:10:1`, `call@${sdk}:1549:7`].join("\n");
+  assert.equal(shortStack(inTheSdk), inTheSdk, "an error in the SDK keeps its frames");
+});
+
 /** `stored-values` of map entries given as [sub-key, value] texts. */
 function stored(entries) {
   const parts = (texts) => {

@@ -136,6 +136,28 @@ class WordCountTest(unittest.TestCase):
             Operator().init([("weir.state", "new")])
 
 
+    def test_a_traceback_starts_at_the_plugins_own_frame(self):
+        export = importlib.import_module("weir_sdk.export")  # the module, not the function it exports
+
+        class Broken(Operator):
+            def process(self, ctx, event):
+                raise KeyError("missing")
+
+        try:
+            Harness(Broken).process([("a", "x")])
+        except KeyError as e:
+            error = e
+        # From the SDK on, as the host's call into the plugin starts.
+        from_the_host = error.__traceback__.tb_next
+        self.assertIn("weir_sdk", from_the_host.tb_frame.f_code.co_filename)
+        shown = export._from_the_plugin(from_the_host)
+        self.assertEqual((shown.tb_frame.f_code.co_name, pathlib.Path(shown.tb_frame.f_code.co_filename).name), ("process", "test_sdk.py"))
+        try:
+            Config([("n", "x")]).get_int("n")
+        except ConfigError as e:
+            in_the_sdk = e.__traceback__.tb_next
+        self.assertIs(export._from_the_plugin(in_the_sdk), in_the_sdk, "an error raised in the SDK keeps its frames")
+
     def test_the_host_keys_say_the_task_whether_restored_and_the_memory_limit(self):
         config = Config([("weir.subtask", "1"), ("weir.parallelism", "3"), ("weir.state", "empty"), ("weir.memory-limit-mb", "512"), ("n", "2")])
         self.assertEqual((config.task.subtask, config.task.parallelism), (1, 3))

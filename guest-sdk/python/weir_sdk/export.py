@@ -3,6 +3,7 @@ interface ``weir:operator/operator`` as componentize-py expects it — a
 class named ``Operator`` in the app module, with methods ``init``,
 ``process``, ``on_timer`` and ``check_state``."""
 
+import os
 import sys
 import traceback
 
@@ -40,10 +41,23 @@ def _print_traceback(error):
     built from: componentize-py mounted them as ``/0/`` (the SDK) and
     ``/1/`` (the plugin's directory), and the build script records where
     those were (``_built_from``; absent in a plain CPython)."""
-    text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    text = "".join(traceback.format_exception(type(error), error, _from_the_plugin(error.__traceback__)))
     for mount, path in _MOUNTS.items():
         text = text.replace(f'File "{mount}', f'File "{path}')
     sys.stderr.write(text)
+
+
+_SDK_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _from_the_plugin(tb):
+    """``tb`` from the plugin's own first frame: the SDK's calls into the
+    plugin, which come first, are not what its author looks for. All of it
+    if no frame is the plugin's (an error raised in the SDK itself)."""
+    first = tb
+    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_SDK_DIR):
+        tb = tb.tb_next
+    return tb or first
 
 
 def _runtime():

@@ -430,7 +430,7 @@ fn restart_after(graph: &JobGraph, commands: &Receiver<JobCommand>, failure: Run
         let max_attempts = graph.restart.max_attempts;
         return Err(RunError::RestartsExhausted { last: Box::new(failure), restarts: restarts - 1, max_attempts });
     };
-    warn!(job = %graph.name, restart = restarts, delay_ms = delay.as_millis() as u64, cause = %failure, "restarting the job");
+    warn!(job = %graph.name, restart = restarts, delay_ms = delay.as_millis() as u64, cause = ?failure.to_string(), "restarting the job");
     let history = Restarts { count: restarts, last_failure: Some(failure.to_string()) };
     wait_to_restart(commands, delay, &history)?;
     Ok(history)
@@ -885,7 +885,8 @@ impl RunningJob {
                             (self.subtasks[index].label.clone(), format!("Weir panicked (a bug; please report it): {message}"))
                         }
                     };
-                    error!(%task, %cause, "task failed; cancelling the job");
+                    // Debug, escaping newlines: a log event is one line (a plugin's stack has many).
+                    error!(%task, cause = ?cause, "task failed; cancelling the job");
                     self.cancel.cancel();
                     failure.get_or_insert(RunError::TaskFailed { task, cause });
                 }

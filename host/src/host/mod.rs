@@ -257,7 +257,7 @@ impl JobManager {
             Ok(_) => JobStatus::Finished,
             Err(RunError::Cancelled) => JobStatus::Cancelled,
             Err(error) => {
-                error!(job = %name, %error, "job failed");
+                error!(job = %name, error = ?error.to_string(), "job failed");
                 let way_back = upgrade::way_back(&job.graph, &self.default_savepoint_root(&job.graph));
                 JobStatus::Failed(format!("{error}{}", way_back.map(|note| format!("\n({note})")).unwrap_or_default()))
             }
