@@ -81,7 +81,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
             let _ = std::fs::remove_dir_all(unused);
         }
         exit_if_signalled(&stopped_by);
-        return Err(anyhow::Error::msg(refused));
+        return Err(anyhow::anyhow!("job `{}` did not start: {refused}", graph.name));
     }
     // Announced once the job is accepted (a refused one has no API to offer).
     say!("weir: control API on http://{0} (the weir commands find it; or pass --api {0})", server.addr());
