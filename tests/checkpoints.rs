@@ -297,11 +297,11 @@ fn a_job_waiting_to_restart_says_so_and_can_be_cancelled_at_once() {
 fn wait_for_status(host: &Host, status: &str) -> Instant {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let jobs = host.weir(&["jobs"]).success().stdout();
-        if jobs.lines().any(|l| l.starts_with("chaos-count") && l.split_whitespace().nth(1) == Some(status)) {
+        let line = host.job_line("chaos-count");
+        if line.as_ref().is_ok_and(|l| l.split_whitespace().nth(1) == Some(status)) {
             return Instant::now();
         }
-        assert!(Instant::now() < deadline, "job `chaos-count` never {status}: {jobs}");
+        assert!(Instant::now() < deadline, "job `chaos-count` never {status}: {line:?}");
         std::thread::sleep(Duration::from_millis(50));
     }
 }

@@ -773,9 +773,8 @@ fn a_host_forgets_all_but_its_newest_cancelled_forks_and_their_savepoints() {
     assert_eq!(savepoints("fork-original-"), weir::host::KEPT_HOST_SAVEPOINTS);
     assert_eq!(savepoints("upgrade-original-"), weir::host::KEPT_HOST_SAVEPOINTS + 1);
     assert!(mine.join("_SAVEPOINT").is_file(), "the user's savepoint is kept");
-    let jobs = host.weir(&["jobs"]).success().stdout();
-    let original = jobs.lines().find(|line| line.starts_with("original ")).unwrap_or_else(|| panic!("{jobs}"));
-    assert!(original.contains("running") && original.contains("detector=fraud_detector.wasm"), "the last upgrade (to v1) runs: {jobs}");
+    let original = host.job_line("original").unwrap_or_else(|jobs| panic!("{jobs}"));
+    assert!(original.contains("running") && original.contains("detector=fraud_detector.wasm"), "the last upgrade (to v1) runs: {original}");
     host.weir(&["cancel", "original"]).success();
 }
 
@@ -1367,8 +1366,7 @@ fn a_job_stopped_with_a_savepoint_keeps_its_checkpoint_in_the_listing() {
     let (dir, host) = main_and_its_fork_side();
     let running = host.wait_for_checkpoint("side");
     host.stop_with_savepoint("side", &dir.path("sp-side"));
-    let jobs = host.weir(&["jobs"]).success().stdout();
-    let line = jobs.lines().find(|l| l.starts_with("side ")).unwrap_or_else(|| panic!("no line for the job: {jobs}"));
+    let line = host.job_line("side").unwrap_or_else(|jobs| panic!("no line for the job: {jobs}"));
     assert!(line.contains("stopped") && line.contains(" #"), "its last checkpoint is listed: {line} (running: {running})");
     host.weir(&["cancel", "main"]).success();
 }
@@ -1383,10 +1381,9 @@ fn a_cancelled_job_keeps_its_figures() {
     let reply = host.weir(&["cancel", "side"]).success().stdout();
     assert!(reply.contains("job `side` cancelled"), "{reply}");
     let line = |host: &Host| {
-        let jobs = host.weir(&["jobs"]).success().stdout();
+        let line = host.job_line("side").unwrap_or_else(|jobs| panic!("no line for the job: {jobs}"));
         // Compared cell by cell: the columns' widths follow the other job's figures.
-        let line = jobs.lines().find(|l| l.starts_with("side ")).map(|l| l.split_whitespace().collect::<Vec<_>>());
-        line.unwrap_or_else(|| panic!("no line for the job: {jobs}")).join(" ")
+        line.split_whitespace().collect::<Vec<_>>().join(" ")
     };
     let before = line(&host);
     assert!(host.records_read("side") >= 2000, "the records it had read: {before}");

@@ -301,12 +301,19 @@ impl Host {
         self.weir(&["savepoint", name, "--stop", "--dir", dir.to_str().expect("a UTF-8 path")]).success().stdout()
     }
 
+    /// Job `name`'s line in `weir jobs`, if it is listed; `Err` has the
+    /// whole listing, for a test's message.
+    pub fn job_line(&self, name: &str) -> Result<String, String> {
+        let jobs = self.weir(&["jobs"]).success().stdout();
+        let line = jobs.lines().find(|l| l.split_whitespace().next() == Some(name)).map(str::to_owned);
+        line.ok_or(jobs)
+    }
+
     /// Records read so far by the job `name` (from `weir jobs`; 0 while
     /// the host is still setting it up).
     pub fn records_read(&self, name: &str) -> u64 {
-        let jobs = self.weir(&["jobs"]).success().stdout();
-        let line = jobs.lines().find(|l| l.split_whitespace().next() == Some(name));
-        line.and_then(|l| l.split_whitespace().nth(3)).and_then(|n| n.parse().ok()).unwrap_or(0)
+        let line = self.job_line(name).unwrap_or_default();
+        line.split_whitespace().nth(3).and_then(|n| n.parse().ok()).unwrap_or(0)
     }
 
     /// Waits until job `name` has read at least `n` records.
@@ -323,12 +330,13 @@ impl Host {
     pub fn wait_for_checkpoint(&self, name: &str) -> String {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            let jobs = self.weir(&["jobs"]).success().stdout();
-            let line = jobs.lines().find(|l| l.split_whitespace().next() == Some(name) && l.contains(" #"));
-            if let Some(line) = line {
-                return line.to_owned();
+            let line = self.job_line(name);
+            if let Ok(line) = &line
+                && line.contains(" #")
+            {
+                return line.clone();
             }
-            assert!(Instant::now() < deadline, "no checkpoint of `{name}` in `weir jobs`: {jobs}");
+            assert!(Instant::now() < deadline, "no checkpoint of `{name}` in `weir jobs`: {}", line.unwrap_or_else(|jobs| jobs));
             std::thread::sleep(Duration::from_millis(50));
         }
     }
