@@ -40,7 +40,8 @@ pub fn obstacle(dir: &Path) -> Option<String> {
 /// it, synced, renamed into place, and the directory synced — so that after
 /// a crash `path` holds either its old content or all of the new. The
 /// temporary file is named for this process: two hosts may write the same
-/// file at once (the compiled-plugin cache), the last rename winning.
+/// file at once (the compiled-plugin cache), the last rename winning. The
+/// temporary files of processes killed while writing `path` are removed.
 pub fn write_durably(path: &Path, bytes: &[u8]) -> io::Result<()> {
     use std::io::Write;
     let mut temporary = path.as_os_str().to_owned();
@@ -50,7 +51,30 @@ pub fn write_durably(path: &Path, bytes: &[u8]) -> io::Result<()> {
     file.sync_all()?;
     std::fs::rename(&temporary, path)?;
     let dir = path.parent().filter(|dir| !dir.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    std::fs::File::open(dir)?.sync_all()
+    std::fs::File::open(dir)?.sync_all()?;
+    remove_temporaries_of_ended_processes(dir, path);
+    Ok(())
+}
+
+/// Removes the `PATH.tmpPID` files in `dir` of processes that no longer run
+/// (killed between creating and renaming one): nothing else removes them.
+/// Only where `/proc` tells which processes run; a temporary of a running
+/// process — another host writing the same file — is left alone.
+fn remove_temporaries_of_ended_processes(dir: &Path, path: &Path) {
+    let Some(name) = path.file_name() else { return };
+    if !Path::new("/proc/self").exists() {
+        return;
+    }
+    let prefix = format!("{}.tmp", name.to_string_lossy());
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let file_name = entry.file_name();
+        let pid = file_name.to_string_lossy().strip_prefix(&prefix).and_then(|pid| pid.parse::<u32>().ok());
+        if let Some(pid) = pid
+            && !Path::new(&format!("/proc/{pid}")).exists()
+        {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
 }
 
 /// Locks file `path` (creating it) for this process, as long as the file
@@ -182,6 +206,24 @@ pub fn resolved(path: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_write_removes_the_temporaries_that_killed_processes_left() {
+        let dir = std::env::temp_dir().join(format!("weir-durable-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // No process has a pid above the kernel's largest (4 194 304).
+        let ended = dir.join("MANIFEST.tmp4294967");
+        let running = dir.join("MANIFEST.tmp1");
+        let other = dir.join("OTHER.tmp4294967");
+        for file in [&ended, &running, &other] {
+            std::fs::write(file, "half").unwrap();
+        }
+        write_durably(&dir.join("MANIFEST"), b"whole").unwrap();
+        assert_eq!(std::fs::read(dir.join("MANIFEST")).unwrap(), b"whole");
+        assert!(!ended.exists(), "an ended process's temporary is removed");
+        assert!(running.exists() && other.exists(), "a running process's, and another file's, are not");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn one_place_spelt_several_ways_resolves_alike() {
