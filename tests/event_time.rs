@@ -291,12 +291,13 @@ events = 3000
 speed = 100
 out_of_orderness_ms = 100
 
-# Unbounded and (almost) silent: without an idleness timeout it would hold
-# the watermark back forever.
+# Unbounded and (almost) silent — one event at once, the next in 1000 s:
+# without an idleness timeout it would hold the watermark back forever.
 [[source]]
 name = "quiet"
 type = "generator"
 rate = 0.001
+events_per_ms = 1
 idle_timeout_ms = 200
 {operators}
 [[operator]]
@@ -487,4 +488,48 @@ config = {{ time = "processing", size_ms = 10 }}
         let twice: Vec<_> = windows.windows(2).filter(|pair| pair[0].0 == pair[1].0).map(|pair| pair[0]).collect();
         assert!(twice.is_empty(), "windows of `{sensor}` written twice: {twice:?}");
     }
+}
+
+/// An operator whose inbox never runs dry — slower than its source, here
+/// with 200 000 keys — still fires its processing-time timers: windows of
+/// the machine's clock come out while the input streams. (They fired only
+/// when the inbox was empty: never, for such an operator.)
+#[test]
+fn a_busy_operator_fires_its_processing_time_timers() {
+    let dir = JobDir::new();
+    let job = dir.write(
+        "job.toml",
+        &format!(
+            r#"
+name = "busy"
+parallelism = 1
+
+[[source]]
+name = "numbers"
+type = "generator"
+keys = 200000
+
+[[operator]]
+uid = "windows"
+plugin = {plugin}
+inputs = ["numbers"]
+key_by = true
+config = {{ time = "processing", size_ms = 200 }}
+
+[[sink]]
+name = "sums"
+type = "file"
+path = "sums.txt"
+input = "windows"
+"#,
+            plugin = toml_path(&plugin("sensor-window"))
+        ),
+    );
+    let host = Host::start(&job, &[]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::fs::read_to_string(dir.path("sums.txt")).unwrap_or_default().is_empty() {
+        assert!(Instant::now() < deadline, "no window fired in 30 s, {} records read", host.records_read("busy"));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    host.weir(&["cancel", "busy"]).success();
 }

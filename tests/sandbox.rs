@@ -188,6 +188,53 @@ fn a_timer_set_again_for_the_time_firing_fails_the_job_saying_why() {
     assert!(error.contains("keeps setting timers for times already reached"), "{error}");
 }
 
+/// A periodic timer — `on_timer` sets the next one a millisecond on —
+/// catches up on a jump of event time, one timer after the other in one
+/// advance, however many that takes: each is set for later than the one
+/// firing, so the advance ends. Here 600 keys fire 3 000 timers each
+/// (1.8 million) when the watermark jumps from 0 to 3 000; the job failed
+/// past a million, as if the plugin had set timers for the time firing.
+/// (So would a periodic processing-time timer restored after downtime.)
+#[test]
+fn a_periodic_timer_catches_up_on_a_jump_of_event_time() {
+    let dir = JobDir::new();
+    // Each key's two events in one batch: the watermark then jumps past both.
+    let lines: String = (0..600).map(|k| format!("{{\"key\":\"k{k}\",\"timestamp\":0}}\n{{\"key\":\"k{k}\",\"timestamp\":3000}}\n")).collect();
+    dir.write("in.jsonl", &lines);
+    let job = dir.write(
+        "job.toml",
+        &format!(
+            r#"
+name = "periodic"
+[[source]]
+name = "in"
+type = "file"
+format = "json"
+path = "in.jsonl"
+
+[[operator]]
+uid = "chain"
+plugin = {plugin}
+inputs = ["in"]
+key_by = true
+config = {{ mode = "chain" }}
+
+[[sink]]
+name = "out"
+type = "file"
+path = "out.txt"
+input = "chain"
+"#,
+            plugin = toml_path(&plugin("faulty"))
+        ),
+    );
+    run_job(&job, &[]).success();
+    let out = dir.read("out.txt");
+    let ends: std::collections::BTreeMap<&str, &str> = out.lines().filter_map(|line| line.split_once('\t')).collect();
+    assert_eq!(ends.len(), 600, "every key's chain ended: {} lines", out.lines().count());
+    assert!(ends.values().all(|&end| end == "3000"), "each at its latest time: {ends:?}");
+}
+
 #[test]
 fn a_plugin_rejecting_its_config_says_why() {
     let dir = JobDir::new();

@@ -204,10 +204,11 @@ impl<T: Operator> TestHarness<T> {
     }
 
     /// Moves the processing time to `now` and fires the processing-time
-    /// timers due.
+    /// timers it has passed: as in the host, a timer fires once the clock
+    /// is past its millisecond (a timer for 5 999 fires at 6 000).
     pub fn advance_processing_time(&mut self, now: i64) -> Result<Vec<Emitted>, Error> {
         self.processing_time = self.processing_time.max(now);
-        self.fire(TimeDomain::ProcessingTime, now)
+        self.fire(TimeDomain::ProcessingTime, now.saturating_sub(1))
     }
 
     /// Calls the operator's `flush`, as the host does before a snapshot:
@@ -263,7 +264,10 @@ impl<T: Operator> TestHarness<T> {
             let due: Vec<(i64, Vec<u8>)> = {
                 let mut states = self.states.borrow_mut();
                 let timers = states.timers(domain);
-                let due: Vec<_> = timers.iter().take_while(|(t, _)| *t <= time).cloned().collect();
+                // As the host fires them: in (time, key) order, one timer
+                // of a key a call (a call's keys are distinct).
+                let mut keys = std::collections::HashSet::new();
+                let due: Vec<_> = timers.iter().take_while(|(t, key)| *t <= time && keys.insert(key.clone())).cloned().collect();
                 for timer in &due {
                     timers.remove(timer);
                 }
@@ -538,6 +542,34 @@ mod tests {
         fn process(&mut self, _: &mut Context<'_>, _: &Event<'_>) -> Result<(), Error> {
             Ok(())
         }
+    }
+
+    /// Timers fire as the host fires them: one of a key a call, so a timer
+    /// that deletes its key's next one keeps it from firing.
+    #[test]
+    fn a_keys_timers_fire_one_call_at_a_time() {
+        struct Chain;
+        impl Operator for Chain {
+            fn init(_: &Config) -> Result<Self, Error> {
+                Ok(Chain)
+            }
+            fn process(&mut self, ctx: &mut Context<'_>, _: &Event<'_>) -> Result<(), Error> {
+                ctx.register_timer(TimeDomain::EventTime, 10)?;
+                ctx.register_timer(TimeDomain::EventTime, 20)
+            }
+            fn on_timer(&mut self, ctx: &mut Context<'_>, timer: &crate::Timer<'_>) -> Result<(), Error> {
+                ctx.emit(timer.key(), timer.timestamp());
+                if timer.timestamp() == 10 {
+                    ctx.delete_timer(TimeDomain::EventTime, 20)?;
+                }
+                Ok(())
+            }
+        }
+        let mut harness = TestHarness::<Chain>::new(&[]).unwrap();
+        harness.process([TestEvent::new("a", "x")]).unwrap();
+        let fired = harness.advance_watermark(30).unwrap();
+        let times: Vec<&[u8]> = fired.iter().map(|e| e.value.as_slice()).collect();
+        assert_eq!(times, [b"10".as_slice()], "the deleted timer does not fire");
     }
 
     #[test]

@@ -8,7 +8,8 @@ use crate::__private::bindings::weir::operator::types::TimeDomain as WitDomain;
 pub enum TimeDomain {
     /// Event time: fires when the watermark reaches the timer.
     EventTime,
-    /// Processing time: fires when the wall clock reaches the timer.
+    /// Processing time: fires once the wall clock has passed the timer (in
+    /// the millisecond after it).
     ProcessingTime,
 }
 

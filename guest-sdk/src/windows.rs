@@ -1282,8 +1282,12 @@ mod tests {
         h.advance_processing_time(5_100).unwrap();
         h.process([event("a", 0.0, 1), event("a", 0.0, 999_999)]).unwrap();
         assert!(h.advance_watermark(i64::MAX - 1).unwrap().is_empty(), "event time does not matter");
-        let fired = h.advance_processing_time(5_999).unwrap();
+        assert!(h.advance_processing_time(5_999).unwrap().is_empty(), "its last millisecond has not passed");
+        // An event in that millisecond is still the window's, which fires once.
+        h.process([event("a", 0.0, 3)]).unwrap();
+        let fired = h.advance_processing_time(6_000).unwrap();
+        assert_eq!(fired.len(), 1);
         let r: WindowResult<u64> = serde_json::from_slice(&fired[0].value).unwrap();
-        assert_eq!(r, WindowResult { start: 5000, end: 6000, value: 2 });
+        assert_eq!(r, WindowResult { start: 5000, end: 6000, value: 3 });
     }
 }

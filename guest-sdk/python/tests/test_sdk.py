@@ -272,7 +272,27 @@ class SensorWindowTest(unittest.TestCase):
         h.advance_processing_time(5100)
         h.process([("a", "1", 1), ("a", "2", 999999)])
         self.assertEqual(h.advance_watermark(2**62), [])
-        self.assertEqual(pairs(h.advance_processing_time(5999)), [("a", '{"start":5000,"end":6000,"value":3.0}')])
+        self.assertEqual(h.advance_processing_time(5999), [], "its last millisecond has not passed")
+        h.process([("a", "4")])  # still the window's: it fires once
+        self.assertEqual(pairs(h.advance_processing_time(6000)), [("a", '{"start":5000,"end":6000,"value":7.0}')])
+
+    def test_timers_fire_as_the_host_fires_them(self):
+        class Chain(Operator):
+            def process(self, ctx, event):
+                ctx.register_timer(10)
+                ctx.register_timer(20)
+
+            def on_timer(self, ctx, timer):
+                ctx.emit(timer.key, timer.timestamp)
+                if timer.timestamp == 10:
+                    ctx.delete_timer(20)  # the key's next timer: in a later call, so it does not fire
+                    ctx.register_timer(15)  # reached: fires in the same advance
+
+        h = Harness(Chain)
+        h.process([("a", "x")])
+        self.assertEqual(pairs(h.advance_watermark(30)), [("a", "10"), ("a", "15")])
+        h.process([("b", "x")])
+        self.assertEqual(h.advance_watermark(30), [], "a watermark that does not move fires nothing")
 
     def test_bad_config_and_input(self):
         for config in ({"time": "wall"}, {"size_ms": "0"}, {"size_ms": "x"}, {"sise_ms": "1"}):

@@ -25,7 +25,7 @@ class TimeDomain(enum.Enum):
 
     #: Fires when the watermark reaches the timer.
     EVENT_TIME = "event"
-    #: Fires when the wall clock reaches the timer.
+    #: Fires once the wall clock has passed the timer (the millisecond after it).
     PROCESSING_TIME = "processing"
 
 

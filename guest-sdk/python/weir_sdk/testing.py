@@ -204,27 +204,43 @@ class Harness:
         return _emitted(out)
 
     def advance_watermark(self, watermark):
-        """Moves the watermark and fires the event-time timers it reaches."""
-        self.watermark = max(self.watermark, watermark)
+        """Moves the watermark and fires the event-time timers it reaches, as
+        the host does: only if it moves forward."""
+        if watermark <= self.watermark:
+            return []
+        self.watermark = watermark
         return self._fire(True, self.watermark)
 
     def advance_processing_time(self, time):
-        """Moves the clock and fires the processing-time timers it reaches."""
+        """Moves the clock and fires the processing-time timers it has
+        passed: as in the host, a timer fires once the clock is past its
+        millisecond (a timer for 5999 fires at 6000)."""
         self.processing_time = max(self.processing_time, time)
-        return self._fire(False, self.processing_time)
+        return self._fire(False, self.processing_time - 1)
 
     def _fire(self, event_time, until):
-        due = sorted((t for t in self.timers if t[2] == event_time and t[1] <= until), key=lambda t: (t[1], t[0]))
-        if not due:
-            return []
+        """Fires the due timers as the host does: in (time, key) order, one
+        timer per key a call, until none is due — timers set in ``on_timer``
+        for a time already reached fire in the same advance."""
+        emitted = []
+        while True:
+            due = sorted((t for t in self.timers if t[2] == event_time and t[1] <= until), key=lambda t: (t[1], t[0]))
+            batch, keys_in_batch = [], set()
+            for t in due:
+                if t[0] in keys_in_batch:
+                    break
+                keys_in_batch.add(t[0])
+                batch.append(t)
+            if not batch:
+                return emitted
+            emitted += self._fire_batch(event_time, batch)
+
+    def _fire_batch(self, event_time, due):
         for t in due:
             self.timers.discard(t)
-        keys, index, data, offsets, slots = [], {}, bytearray(), [0], []
+        keys, data, offsets = [], bytearray(), [0]
         for key, _, _ in due:
-            if key not in index:
-                index[key] = len(keys)
-                keys.append(key)
-            slots.append(index[key])
+            keys.append(key)
             data += key
             offsets.append(len(data))
         self._keys = keys
@@ -234,7 +250,7 @@ class Harness:
                 offsets,
                 [t[1] for t in due],
                 [event_time] * len(due),
-                slots,
+                list(range(len(due))),
                 self.watermark,
                 self.processing_time,
             )

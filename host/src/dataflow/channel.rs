@@ -87,7 +87,8 @@ fn wait_for_message(
     loop {
         let wait = match wake_at {
             Some(at) => {
-                let left = at - crate::plugin::now_ms();
+                // Saturating: a timer may be set for any time, i64::MIN too.
+                let left = at.saturating_sub(crate::plugin::now_ms());
                 if left <= 0 {
                     return Ok(None);
                 }
@@ -562,6 +563,26 @@ mod tests {
             batch.push(format!("key-{}", i % keys).as_bytes(), b"v", None);
         }
         batch
+    }
+
+    /// A wait for a timer set for a time long past — i64::MIN — ends at
+    /// once; it overflowed into a wait for ever (and held back every other
+    /// processing-time timer of the operator).
+    #[test]
+    fn a_wait_for_a_time_long_past_ends_at_once() {
+        let (_sender, inbox) = crate::dataflow::inbox::unbounded_inbox();
+        let metrics = TaskMetrics::default();
+        // Cut short, so that a wait that would not end fails the test.
+        let cancel = Cancel::default();
+        let cancel_later = cancel.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs(5));
+            cancel_later.cancel();
+        });
+        for at in [i64::MIN, i64::MIN + 1, 0] {
+            let waited = wait_for_message(&inbox, &cancel, Some(at), &metrics);
+            assert!(matches!(waited, Ok(None)), "the wait for {at} did not end by itself");
+        }
     }
 
     /// Whatever way a batch reaches a single consumer — passed on whole or

@@ -380,7 +380,14 @@ pub fn run_operator(
                 ctx.outputs.watermark(current, &ctx.cancel)?;
             }
         }
-        ctx.outputs.tick(now_ms(), &ctx.cancel)?;
+        // Its own timers too, not only when its inbox runs dry: a busy
+        // operator's inbox may never be empty.
+        let now = now_ms();
+        if instance.next_processing_timer().is_some_and(|due| due <= now) {
+            let emitted = instance.fire_processing_timers(now);
+            pass_on(&mut ctx, emitted)?;
+        }
+        ctx.outputs.tick(now, &ctx.cancel)?;
     }
     ctx.outputs.end(&ctx.cancel)?;
     if let Some(checkpoint) = &ctx.checkpoint {

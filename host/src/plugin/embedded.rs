@@ -115,7 +115,7 @@ impl<T: Operator> EmbeddedInstance<T> {
     /// none is due (timers set while firing may be due too).
     fn fire(&mut self, domain: HostDomain, time: i64) -> Result<Vec<(String, RecordBatch)>, CallError> {
         let mut emitted = Vec::new();
-        let mut budget = FiringBudget::new(&self.state.borrow().timers);
+        let mut budget = FiringBudget::new(time);
         loop {
             let timers = {
                 let mut state = self.state.borrow_mut();
@@ -123,7 +123,6 @@ impl<T: Operator> EmbeddedInstance<T> {
                 if fired.is_empty() {
                     return Ok(emitted);
                 }
-                budget.spend(fired.len()).map_err(CallError::Operator)?;
                 let timers = state.timer_batch(&fired, self.watermark);
                 state.begin_call(true, false);
                 timers
@@ -137,7 +136,11 @@ impl<T: Operator> EmbeddedInstance<T> {
                 watermark: timers.watermark,
                 processing_time: timers.processing_time,
             });
+            let call = self.state.borrow_mut().firing.take();
             emitted.extend(self.returned(result).and_then(collect)?);
+            if let Some(call) = call {
+                budget.spend(&call).map_err(CallError::Operator)?;
+            }
         }
     }
 

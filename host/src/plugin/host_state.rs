@@ -23,7 +23,7 @@ use super::state::{BatchKeys, KeyedStateView};
 use super::stderr::StderrTail;
 use super::timers::TimersView;
 use crate::dataflow::{Cancel, KeyNumbered, NO_TIMESTAMP, RecordBatch};
-use crate::state::{FiredTimer, KeyGroupRange, KeyedStateBackend, StateRegistry, TimeDomain, TimerService};
+use crate::state::{FiredTimer, FiringCall, KeyGroupRange, KeyedStateBackend, StateRegistry, TimeDomain, TimerService};
 
 /// How much of a plugin's stderr is kept for error reports (its newest bytes).
 const STDERR_CAPACITY: usize = 64 * 1024;
@@ -45,6 +45,8 @@ pub struct PluginState {
     pub max_parallelism: u32,
     pub broadcast: BroadcastMaps,
     pub timers: TimerService,
+    /// The timers the current `on-timer` call fires, and what it set.
+    pub firing: Option<FiringCall>,
     /// Keys of the batch being processed (valid while `keyed_call`).
     pub keys: BatchKeys,
     pub in_call: bool,
@@ -76,6 +78,7 @@ impl PluginState {
             max_parallelism,
             broadcast: BroadcastMaps::default(),
             timers: TimerService::default(),
+            firing: None,
             keys: BatchKeys::default(),
             in_call: false,
             backend_failure: None,
@@ -134,9 +137,11 @@ impl PluginState {
         (key_slots, self.keys.len() as u32)
     }
 
-    /// The `timer-batch` of `fired` timers, whose keys become the call's.
+    /// The `timer-batch` of `fired` timers, whose keys become the call's;
+    /// what the call sets is noted in [`PluginState::firing`].
     pub fn timer_batch(&mut self, fired: &[FiredTimer], watermark: i64) -> TimerBatch {
         let (key_slots, key_count) = self.assign_slots(fired.iter().map(|t| t.key.as_slice()), None);
+        self.firing = Some(FiringCall::new(fired, &key_slots));
         let mut data = Vec::new();
         let mut offsets = vec![0u32];
         for timer in fired {
@@ -174,6 +179,7 @@ impl PluginState {
     pub fn end_call(&mut self) {
         self.in_call = false;
         self.keys.detach();
+        self.firing = None;
     }
 
     /// Captures the instance's state for a checkpoint, once the operator
@@ -211,7 +217,12 @@ impl PluginState {
 
     /// The view the `timers` interface is implemented on.
     pub fn timers(&mut self) -> TimersView<'_> {
-        TimersView { timers: &mut self.timers, keys: self.keyed_call.then_some(&self.keys), in_call: self.in_call }
+        TimersView {
+            timers: &mut self.timers,
+            keys: self.keyed_call.then_some(&self.keys),
+            in_call: self.in_call,
+            firing: self.firing.as_mut(),
+        }
     }
 
     /// The view `wasi:clocks/monotonic-clock` is implemented on.

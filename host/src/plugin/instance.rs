@@ -173,18 +173,21 @@ impl OperatorInstance {
     /// until none is due (timers set while firing may be due too).
     fn fire(&mut self, domain: TimeDomain, time: i64) -> Result<Vec<(String, RecordBatch)>, CallError> {
         let mut emitted = Vec::new();
-        let mut budget = FiringBudget::new(&self.store.data().timers);
+        let mut budget = FiringBudget::new(time);
         loop {
             let fired = self.store.data_mut().timers.pop_due(domain, time, BATCH_SIZE);
             if fired.is_empty() {
                 return Ok(emitted);
             }
-            budget.spend(fired.len()).map_err(CallError::Operator)?;
             let batch = self.store.data_mut().timer_batch(&fired, self.watermark);
             self.begin_call(true, false);
             let result = self.bindings.weir_operator_operator().call_on_timer(&mut self.store, &batch);
+            let call = self.store.data_mut().firing.take();
             self.store.data_mut().end_call();
             emitted.extend(Self::collect(self.returned(result)?)?);
+            if let Some(call) = call {
+                budget.spend(&call).map_err(CallError::Operator)?;
+            }
         }
     }
 

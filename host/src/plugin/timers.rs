@@ -6,13 +6,15 @@ use wasmtime::component::HasData;
 use super::bindings::weir::operator::timers::{Host, TimerChange};
 use super::bindings::weir::operator::types::{StateError, TimeDomain as WitDomain};
 use super::state::{BatchKeys, check_slots};
-use crate::state::{TimeDomain, TimerService};
+use crate::state::{FiringCall, TimeDomain, TimerService};
 
 /// What the timer host functions see of a plugin instance's store.
 pub struct TimersView<'a> {
     pub timers: &'a mut TimerService,
     pub keys: Option<&'a BatchKeys>,
     pub in_call: bool,
+    /// Set during an `on-timer` call: notes what it sets.
+    pub firing: Option<&'a mut FiringCall>,
 }
 
 /// Marker for [`HasData`]: `timers` is implemented on a [`TimersView`].
@@ -42,6 +44,9 @@ impl Host for TimersView<'_> {
             if change.delete {
                 self.timers.delete(domain(change.domain), change.timestamp, key);
             } else {
+                if let Some(firing) = self.firing.as_deref_mut() {
+                    firing.set(change.slot, domain(change.domain), change.timestamp);
+                }
                 self.timers.register(domain(change.domain), change.timestamp, key);
             }
         }

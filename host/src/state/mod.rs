@@ -39,7 +39,7 @@ pub use key_group::{
 pub use memory::MemoryBackend;
 pub use rocksdb::RocksDbBackend;
 pub use rocksdb_memory::RocksDbMemory;
-pub use timers::{FiredTimer, FiringBudget, TimeDomain, TimerService, processing_timers_due_at};
+pub use timers::{FiredTimer, FiringBudget, FiringCall, TimeDomain, TimerService, processing_timers_due_at};
 
 /// A state of one operator, by index into its [`StateRegistry`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

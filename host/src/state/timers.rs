@@ -304,33 +304,81 @@ impl Keys {
     }
 }
 
-/// How many timers one advance of time may fire: those registered when it
-/// began, and up to [`FiringBudget::SET_WHILE_FIRING`] more set while it
-/// fires. A timer set in `on_timer` for a time already reached fires at
-/// once, in the same advance (as in Flink), so a plugin that keeps setting
-/// one that way would never let the advance end — its task spinning, its
-/// output held in memory until it did. Past the budget, the advance fails.
+/// The timers one `on-timer` call fires, by the slot of their key (one per
+/// key), and what the call set while they fired: what a [`FiringBudget`]
+/// needs.
+#[derive(Debug)]
+pub struct FiringCall {
+    domain: TimeDomain,
+    times: Vec<i64>,
+    /// Timers set in the domain firing.
+    set: u64,
+    /// Of those, timers set for no later than their key's timer firing.
+    stalled: u64,
+}
+
+impl FiringCall {
+    /// `fired`, whose keys have the slots `slots`.
+    pub fn new(fired: &[FiredTimer], slots: &[u32]) -> Self {
+        let mut times = vec![i64::MIN; slots.iter().map(|&s| s as usize + 1).max().unwrap_or(0)];
+        for (timer, &slot) in fired.iter().zip(slots) {
+            times[slot as usize] = times[slot as usize].max(timer.timestamp);
+        }
+        let domain = fired.first().map_or(TimeDomain::EventTime, |t| t.domain);
+        FiringCall { domain, times, set: 0, stalled: 0 }
+    }
+
+    /// The call set a timer for the key of `slot`.
+    pub fn set(&mut self, slot: u32, domain: TimeDomain, timestamp: i64) {
+        if domain == self.domain {
+            self.set += 1;
+            if self.times.get(slot as usize).is_some_and(|&firing| timestamp <= firing) {
+                self.stalled += 1;
+            }
+        }
+    }
+}
+
+/// How many timers the `on-timer` calls of one advance of time (to `time`)
+/// may set for times that fire in it without making progress: up to
+/// [`FiringBudget::SET_WHILE_FIRING`]. A timer set in `on_timer` for a time
+/// already reached fires at once, in the same advance (as in Flink), so a
+/// plugin that keeps setting one for the time firing (or earlier) would
+/// never let the advance end — its task spinning, its output held in
+/// memory until it did. Past the budget, the advance fails.
+///
+/// A timer set for later than its key's timer firing is progress, and
+/// free: a periodic timer (`on_timer` sets the next one an interval on)
+/// catching up on a long stretch of time — a restore after downtime, a
+/// watermark that jumps — fires once per interval up to `time`, and stops.
+/// Not at the end of input, where `time` is the end of time and such a
+/// chain would not stop: there every timer set counts.
 #[derive(Debug)]
 pub struct FiringBudget {
     left: u64,
+    /// The advance goes to the end of time (the input ended).
+    to_the_end: bool,
 }
 
 impl FiringBudget {
     pub const SET_WHILE_FIRING: u64 = 1_000_000;
 
-    pub fn new(timers: &TimerService) -> Self {
-        FiringBudget { left: timers.len() as u64 + Self::SET_WHILE_FIRING }
+    pub fn new(time: i64) -> Self {
+        FiringBudget { left: Self::SET_WHILE_FIRING, to_the_end: time == i64::MAX }
     }
 
-    /// Takes `fired` timers from the budget; the error says what the
+    /// Takes what `call` set from the budget; the error says what the
     /// plugin does wrong.
-    pub fn spend(&mut self, fired: usize) -> Result<(), String> {
-        self.left = self.left.checked_sub(fired as u64).ok_or_else(|| {
+    pub fn spend(&mut self, call: &FiringCall) -> Result<(), String> {
+        let spent = if self.to_the_end { call.set } else { call.stalled };
+        self.left = self.left.checked_sub(spent).ok_or_else(|| {
+            let what = if self.to_the_end { "at the end of input, " } else { "" };
             format!(
-                "its on_timer keeps setting timers for times already reached: each fires at once, in the same advance \
-                 of time, which never ends (over {} fired beyond those set before it began); set a timer for a time \
-                 after the one firing",
-                Self::SET_WHILE_FIRING
+                "{what}its on_timer keeps setting timers for times already reached: each fires at once, in the same \
+                 advance of time, which never ends (over {} set while it fired); set a timer for a time after the one \
+                 firing{}",
+                Self::SET_WHILE_FIRING,
+                if self.to_the_end { ", and stop setting them once the input has ended (the watermark is i64::MAX)" } else { "" }
             )
         })?;
         Ok(())
@@ -358,6 +406,34 @@ mod tests {
         assert_eq!(timers.next_processing_fire(), Some(6), "after its millisecond");
         assert!(timers.pop_due(TimeDomain::ProcessingTime, processing_timers_due_at(5), 10).is_empty());
         assert_eq!(timers.pop_due(TimeDomain::ProcessingTime, processing_timers_due_at(6), 10).len(), 1);
+    }
+
+    fn fired(times: &[(i64, &str)]) -> Vec<FiredTimer> {
+        times.iter().map(|&(timestamp, key)| FiredTimer { key: key.into(), timestamp, domain: TimeDomain::EventTime }).collect()
+    }
+
+    /// Timers set for the time firing (or earlier) are taken from the
+    /// budget; those set for later are progress, and free — except at the
+    /// end of input, where a chain of them would never end.
+    #[test]
+    fn only_timers_that_make_no_progress_spend_the_budget() {
+        let firing = fired(&[(10, "a"), (20, "b")]);
+        let mut call = FiringCall::new(&firing, &[0, 1]);
+        call.set(0, TimeDomain::EventTime, 11); // a: later, progress
+        call.set(1, TimeDomain::EventTime, 20); // b: the time firing again
+        call.set(1, TimeDomain::EventTime, 5); // b: earlier
+        call.set(0, TimeDomain::ProcessingTime, 1); // another domain: fires in another advance
+        let mut budget = FiringBudget { left: 2, to_the_end: false };
+        budget.spend(&call).unwrap();
+        assert_eq!(budget.left, 0, "the two that make no progress");
+        assert!(budget.spend(&call).is_err());
+
+        let mut at_the_end = FiringBudget { left: 3, to_the_end: true };
+        at_the_end.spend(&call).unwrap();
+        let error = at_the_end.spend(&call).unwrap_err();
+        assert_eq!(at_the_end.left, 0);
+        assert!(error.contains("at the end of input"), "{error}");
+        assert!(!FiringBudget::new(i64::MAX - 1).to_the_end && FiringBudget::new(i64::MAX).to_the_end);
     }
 
     proptest::proptest! {

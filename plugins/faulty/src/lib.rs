@@ -29,6 +29,11 @@
 //! - `rearm`: sets an event-time timer at time 0 for each key (a keyed
 //!   input), and in `on_timer` sets it again for the time firing, so that
 //!   it fires again at once, forever.
+//! - `chain`: not a fault — a periodic timer catching up: sets an
+//!   event-time timer at each keyed event's time, and in `on_timer` the
+//!   next millisecond's, up to the latest time its key has seen; emits the
+//!   key and that time when the chain reaches it. A watermark that jumps
+//!   fires every millisecond between, one after the other, in one advance.
 
 use weir_sdk::{Config, Context, Error, Event, Operator, TimeDomain, Timer, ValueState};
 
@@ -40,6 +45,8 @@ pub struct Faulty {
     after: u64,
     attempt: u32,
     count: ValueState<u64>,
+    /// `chain`: the latest event time of the key.
+    until: ValueState<i64>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -58,6 +65,7 @@ enum Mode {
     AlwaysTrap,
     PreWeirState,
     Rearm,
+    Chain,
 }
 
 impl Operator for Faulty {
@@ -78,9 +86,10 @@ impl Operator for Faulty {
             "always-trap" => Mode::AlwaysTrap,
             "pre-weir-state" => Mode::PreWeirState,
             "rearm" => Mode::Rearm,
+            "chain" => Mode::Chain,
             other => {
                 return Err(Error::config(format!(
-                    "unknown mode {other:?}; use panic, exit, alloc, loop, sleep, error, probe, none, huge, chatty, trap-once, always-trap, pre-weir-state or rearm"
+                    "unknown mode {other:?}; use panic, exit, alloc, loop, sleep, error, probe, none, huge, chatty, trap-once, always-trap, pre-weir-state, rearm or chain"
                 )));
             }
         };
@@ -92,7 +101,7 @@ impl Operator for Faulty {
         }
         let after = config.parse_or("after", 1000)?;
         let attempt = config.task().attempt;
-        Ok(Faulty { mode, seen: 0, after, attempt, count: ValueState::new("count") })
+        Ok(Faulty { mode, seen: 0, after, attempt, count: ValueState::new("count"), until: ValueState::new("until") })
     }
 
     fn process(&mut self, ctx: &mut Context<'_>, event: &Event<'_>) -> Result<(), Error> {
@@ -165,14 +174,30 @@ impl Operator for Faulty {
                 Ok(())
             }
             Mode::Rearm => ctx.register_timer(TimeDomain::EventTime, 0),
+            Mode::Chain => {
+                let time = event.timestamp().ok_or_else(|| Error::input("`chain` needs events with timestamps"))?;
+                if self.until.get(ctx)?.is_none_or(|until| until < time) {
+                    self.until.set(ctx, &time)?;
+                }
+                ctx.register_timer(TimeDomain::EventTime, time)
+            }
         }
     }
 
     fn on_timer(&mut self, ctx: &mut Context<'_>, timer: &Timer<'_>) -> Result<(), Error> {
-        if self.mode == Mode::Rearm {
-            ctx.register_timer(TimeDomain::EventTime, timer.timestamp())?;
+        match self.mode {
+            Mode::Rearm => ctx.register_timer(TimeDomain::EventTime, timer.timestamp()),
+            Mode::Chain => {
+                let until = self.until.get(ctx)?.unwrap_or(i64::MIN);
+                if timer.timestamp() < until {
+                    ctx.register_timer(TimeDomain::EventTime, timer.timestamp() + 1)
+                } else {
+                    ctx.emit(timer.key(), timer.timestamp());
+                    Ok(())
+                }
+            }
+            _ => Ok(()),
         }
-        Ok(())
     }
 }
 
