@@ -439,6 +439,75 @@ fn sinks_writing_one_path_or_over_what_the_job_reads() {
     let sink = format!("type = \"file\"\npath = {}", toml_path(&plugin("word-count")));
     let error = run_job(&job_file(&dir, |t| t.replace("type = \"discard\"", &sink)), &[]).failure();
     assert!(error.contains("sink `out` would write over operator `count`'s plugin"), "{error}");
+    // Nor over the job file itself.
+    let job = job_file(&dir, |t| t.replace("type = \"discard\"", "type = \"file\"\npath = \"job.toml\""));
+    let error = run_job(&job, &[]).failure();
+    assert!(error.contains("sink `out` would write over the job file itself"), "{error}");
+    assert!(dir.read("job.toml").contains("[[sink]]"), "the job file is as it was");
+}
+
+/// Empty paths are refused: `checkpoint_dir = ""` was the job file's own
+/// folder, whose clean-up deleted what it held under the checkpoints' names.
+#[test]
+fn empty_paths_are_refused() {
+    let dir = JobDir::new();
+    let checkpoints = job_file(&dir, |t| t.replace("name = \"edited\"", "name = \"edited\"\ncheckpoint_dir = \"\""));
+    let error = run_job(&checkpoints, &[]).failure();
+    assert!(error.contains("`checkpoint_dir` is empty"), "{error}");
+    let sink = job_file(&dir, |t| t.replace("type = \"discard\"", "type = \"files\"\npath = \"\""));
+    assert!(run_job(&sink, &[]).failure().contains("sink `out` has an empty `path`"));
+    let source = job_file(&dir, |t| t.replace("type = \"generator\"\nevents = 10", "type = \"file\"\npath = \"\""));
+    assert!(run_job(&source, &[]).failure().contains("source `gen` has an empty `path`"));
+}
+
+/// A checkpoint directory's clean-up deletes the files there it does not
+/// know: a sink writing inside one lost its committed output (the job
+/// still ended well), and a folder of other files taken as one (`"."`)
+/// lost what it held under the checkpoints' names (`shared/`). Both are
+/// refused, deleting nothing.
+#[test]
+fn a_sink_inside_a_checkpoint_directory_or_a_folder_of_other_files_as_one() {
+    let dir = JobDir::new();
+    let inside = "name = \"edited\"\ncheckpoint_dir = \"ck\"";
+    let sink = "type = \"files\"\npath = \"ck/shared\"";
+    let job = job_file(&dir, |t| t.replace("name = \"edited\"", inside).replace("type = \"discard\"", sink));
+    let error = run_job(&job, &[]).failure();
+    assert!(error.contains("sink `out` would write inside the job's checkpoint directory, ck/shared"), "{error}");
+
+    // Another job's checkpoint directory, known by its LINEAGE.
+    std::fs::create_dir_all(dir.path("other/chk-00000001")).unwrap();
+    dir.write("other/LINEAGE", "0123456789abcdef\n");
+    let job = job_file(&dir, |t| t.replace("type = \"discard\"", "type = \"file\"\npath = \"other/out.txt\""));
+    let error = run_job(&job, &[]).failure();
+    assert!(error.contains("sink `out` would write inside it") && error.contains("other"), "{error}");
+    assert!(!dir.path("other/out.txt").exists());
+
+    std::fs::create_dir(dir.path("shared")).unwrap();
+    dir.write("shared/notes.txt", "mine\n");
+    let job = job_file(&dir, |t| t.replace("name = \"edited\"", "name = \"edited\"\ncheckpoint_dir = \".\""));
+    let error = run_job(&job, &[]).failure();
+    assert!(error.contains("it holds files Weir did not write"), "{error}");
+    assert!(error.contains("give the job a `checkpoint_dir` of its own"), "{error}");
+    assert_eq!(dir.read("shared/notes.txt"), "mine\n", "nothing deleted");
+}
+
+/// A job of more operators than a job may have is refused as it loads: a
+/// line of 2 000 chained operators overflowed its thread's stack.
+#[test]
+fn a_job_of_too_many_operators() {
+    let dir = JobDir::new();
+    let operators: String = (0..1001)
+        .map(|i| {
+            let input = if i == 0 { "gen".to_owned() } else { format!("op{}", i - 1) };
+            format!("[[operator]]\nuid = \"op{i}\"\nplugin = {}\ninputs = [\"{input}\"]\n\n", toml_path(&plugin("tokenize")))
+        })
+        .collect();
+    let job = dir.write(
+        "job.toml",
+        &format!("name = \"long\"\n[[source]]\nname = \"gen\"\ntype = \"generator\"\nevents = 1\n\n{operators}[[sink]]\nname = \"out\"\ntype = \"discard\"\ninput = \"op1000\"\n"),
+    );
+    let error = run_job(&job, &[]).failure();
+    assert!(error.contains("the job has 1001 operators, more than the 1000 a job may have"), "{error}");
 }
 
 #[test]

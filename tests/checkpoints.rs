@@ -698,6 +698,29 @@ fn a_checkpoint_whose_pending_output_is_cut_short_is_skipped_for_the_previous_on
     );
 }
 
+/// An output part the newest checkpoint committed, cut short since (a
+/// disk that lost its end, a hand that edited it): that checkpoint is not
+/// resumed either — its output is computed again from the previous one.
+/// Before, only a part still pending was checked, and the resume kept the
+/// damaged part, its lines lost.
+#[test]
+fn a_checkpoint_whose_committed_output_is_cut_short_is_skipped_for_the_previous_one() {
+    recovers_from_the_previous_checkpoint(
+        |_, newest| {
+            let manifest = manifest_json(newest);
+            let commits = manifest["tasks"].as_array().unwrap().iter().flat_map(|t| t["commits"].as_array().into_iter().flatten());
+            let commit = commits.filter(|c| c["size"].as_u64() > Some(1)).next().expect("a part with lines");
+            let (from, to) = (Path::new(commit["from"].as_str().unwrap()), Path::new(commit["to"].as_str().unwrap()));
+            if !to.exists() {
+                std::fs::rename(from, to).unwrap(); // As its commit would have.
+            }
+            let bytes = std::fs::read(to).unwrap();
+            std::fs::write(to, &bytes[..bytes.len() / 2]).unwrap();
+        },
+        "committed part cut short",
+    );
+}
+
 /// A part in progress changed within the newest checkpoint's share (its
 /// length kept): that checkpoint is damaged and skipped for the previous
 /// one, whose shorter share is intact, and the output is exact.

@@ -138,6 +138,12 @@ pub fn enclosing_checkpoint_dir(dir: &Path) -> Option<PathBuf> {
     resolved(dir).ancestors().skip(1).find(|ancestor| ancestor.join(LINEAGE_FILE).is_file()).map(Path::to_path_buf)
 }
 
+/// The checkpoint directory `path` is, or lies inside, if any (see
+/// [`enclosing_checkpoint_dir`]).
+pub fn checkpoint_dir_holding(path: &Path) -> Option<PathBuf> {
+    resolved(path).ancestors().find(|dir| dir.join(LINEAGE_FILE).is_file()).map(Path::to_path_buf)
+}
+
 /// Reads the regular file at `path`, of at most `max` bytes: a device
 /// (`/dev/zero`), a pipe or a file larger than that is refused rather than
 /// read into memory without end.

@@ -53,9 +53,20 @@ impl PendingCommit {
         }
     }
 
-    /// Whether pending part file `from`, if it is still there, has the
-    /// size it was written with.
-    pub fn check_size(from: &PathBuf, size: Option<u64>) -> std::io::Result<()> {
+    /// Whether part file `from`, if it is still there, has the size it was
+    /// written with — or, once committed, `to` (if a consumer has not moved
+    /// it away): the output of the newest checkpoint cut short or grown
+    /// since is damaged, and an older checkpoint computes it again.
+    pub fn check_output(from: &PathBuf, to: &PathBuf, size: Option<u64>) -> std::io::Result<()> {
+        match from.exists() {
+            true => Self::check_size(from, size),
+            false => Self::check_size(to, size),
+        }
+    }
+
+    /// Whether part file `from`, if it is there, has the size it was
+    /// written with.
+    fn check_size(from: &PathBuf, size: Option<u64>) -> std::io::Result<()> {
         let found = std::fs::metadata(from).map(|m| m.len());
         match (found, size) {
             (Ok(found), Some(size)) if found != size => Err(std::io::Error::new(

@@ -196,7 +196,9 @@ impl CheckpointStorage {
         let manifest = self.verify(id)?;
         for commit in manifest.commits_in(dir_of) {
             let checked = match &commit {
-                PendingCommit::Rename { from, size, .. } => PendingCommit::check_size(from, *size).map_err(|e| (from, e)),
+                PendingCommit::Rename { from, to, size } => {
+                    PendingCommit::check_output(from, to, *size).map_err(|e| (if from.exists() { from } else { to }, e))
+                }
                 PendingCommit::InProgress(part) => part.check().map_err(|e| (&part.in_progress, e)),
                 PendingCommit::Kafka(_) => Ok(()),
             };

@@ -11,6 +11,9 @@ use super::{Backlog, ConnectorError, Poll, Source, SourceSplit};
 use crate::dataflow::RecordBatch;
 use crate::job::FileFormat;
 
+/// The longest line a file source reads (an event's key and value).
+const MAX_LINE_BYTES: u64 = 64 << 20;
+
 /// Reads a file line by line. Its position is the byte offset of the next
 /// line, so a checkpoint can record it and a restore can seek to it.
 pub struct FileSource {
@@ -131,7 +134,10 @@ impl Source for FileSource {
         }
         for _ in 0..allowed {
             self.line.clear();
-            let read = self.reader.read_line(&mut self.line).map_err(|source| match source.kind() {
+            // At most one byte past the longest line: a file without
+            // newlines (`/dev/zero`) must not be read into memory whole.
+            let mut bounded = (&mut self.reader).take(MAX_LINE_BYTES + 1);
+            let read = bounded.read_line(&mut self.line).map_err(|source| match source.kind() {
                 std::io::ErrorKind::InvalidData => ConnectorError::BadLine {
                     path: self.path.clone(),
                     line: self.line_number_at(self.offset),
@@ -141,6 +147,16 @@ impl Source for FileSource {
             })?;
             if read == 0 {
                 return Ok(if batch.is_empty() { Poll::Exhausted } else { Poll::Ready });
+            }
+            if read as u64 > MAX_LINE_BYTES {
+                return Err(ConnectorError::BadLine {
+                    path: self.path.clone(),
+                    line: self.line_number_at(self.offset),
+                    message: format!(
+                        "longer than {} MiB; a file source reads lines of text (is it a text file, with newlines?)",
+                        MAX_LINE_BYTES >> 20
+                    ),
+                });
             }
             self.pace.took(1);
             let start = self.offset;
@@ -211,6 +227,15 @@ mod tests {
         assert_eq!(source.poll(&mut after, 100).unwrap(), Poll::Exhausted, "the end at once");
         assert_eq!(source.splits()[0].next, 10, "ended at the end of the file");
         std::fs::remove_file(&path).unwrap();
+    }
+
+    /// A file without newlines is refused at its longest line, not read
+    /// into memory whole.
+    #[test]
+    fn a_file_without_newlines_is_refused_at_the_longest_line() {
+        let mut source = FileSource::open(Path::new("/dev/zero"), FileFormat::Text, Some(0)).unwrap();
+        let error = source.poll(&mut RecordBatch::new(), 100).unwrap_err().to_string();
+        assert!(error.contains("longer than 64 MiB") && error.contains("line 1"), "{error}");
     }
 
     #[test]

@@ -316,11 +316,13 @@ pub fn run_job_with(graph: &JobGraph, engine: &Arc<PluginEngine>, options: RunOp
         info!(job = %graph.name, savepoint = %savepoint.dir.display(), new = ?check.new_nodes, dropped = ?check.dropped, "restoring from savepoint");
     }
     super::builder::check_plugins(graph, engine)?;
+    refuse_sinks_in_checkpoint_dirs(graph)?;
     // Checkpoints from before this run (numbered below this) are not ours
     // to recover from when starting from a savepoint.
     let (first_own, _lock) = match &graph.checkpoints {
         Some(settings) => {
             refuse_enclosed_checkpoint_dir(graph, settings)?;
+            refuse_a_directory_of_other_files(graph, settings)?;
             if options.savepoint.is_some() {
                 refuse_another_jobs_checkpoints(graph, settings)?;
             }
@@ -527,6 +529,53 @@ fn refuse_enclosed_checkpoint_dir(graph: &JobGraph, settings: &CheckpointSetting
     }
 }
 
+/// A sink writing inside a checkpoint directory — the job's own, or any
+/// other job's (a fork's sink given one) — would lose its committed output
+/// to that directory's clean-up, which deletes the files it does not know.
+fn refuse_sinks_in_checkpoint_dirs(graph: &JobGraph) -> Result<(), RunError> {
+    for (sink, place) in graph.sink_places() {
+        if let Some(checkpoints) = crate::dirs::checkpoint_dir_holding(place) {
+            return Err(RunError::Checkpoints {
+                dir: checkpoints,
+                source: std::io::Error::other(format!(
+                    "sink `{sink}` would write inside it ({}), and its clean-up deletes the files there it does not \
+                     know: give the sink a path outside every checkpoint directory",
+                    place.display()
+                )),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The names Weir writes at the top of a checkpoint directory.
+fn written_by_weir(name: &str) -> bool {
+    const NAMES: [&str; 10] = [
+        "LINEAGE", "LOCK", "shared", "savepoints", "job.toml", "kafka-logs", "_STARTED_FROM_SAVEPOINT", ".work", ".rescale",
+        ".rescale-work",
+    ];
+    NAMES.contains(&name) || name.starts_with("chk-") || name.contains(".tmp")
+}
+
+/// A directory that is not a checkpoint directory yet (it has no
+/// `LINEAGE`) but holds files of its own — `checkpoint_dir = "."`, the
+/// job's own folder — is refused: the clean-up would delete what it holds
+/// under the names it uses (`shared/`).
+fn refuse_a_directory_of_other_files(graph: &JobGraph, settings: &CheckpointSettings) -> Result<(), RunError> {
+    if crate::dirs::known_lineage(&settings.dir).is_some() {
+        return Ok(());
+    }
+    let entries = std::fs::read_dir(&settings.dir).into_iter().flatten().flatten();
+    let mut other = entries.map(|entry| entry.file_name().to_string_lossy().into_owned()).filter(|name| !written_by_weir(name));
+    match other.next() {
+        Some(name) => Err(checkpoints_error(graph, format!(
+            "it holds files Weir did not write (`{name}`), and a checkpoint directory's clean-up deletes the files \
+             it does not know: give the job a `checkpoint_dir` of its own, new or empty"
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// An error about the job's checkpoint directory, `message` its cause.
 fn checkpoints_error(graph: &JobGraph, message: String) -> RunError {
     let dir = graph.checkpoints.as_ref().map(|c| c.dir.clone()).unwrap_or_default();
@@ -630,6 +679,11 @@ pub(super) fn recovery_committer(graph: &JobGraph, restored: Option<&Manifest>) 
     committer
 }
 
+/// The stack of a task thread: operators chained into it call each other
+/// (up to a job's most operators), each call into a plugin on it. Only what
+/// is used is backed by memory.
+const TASK_STACK_BYTES: usize = 16 << 20;
+
 /// Starts `graph`'s tasks afresh and returns without waiting for them.
 pub fn start_job(graph: &JobGraph, engine: &Arc<PluginEngine>) -> Result<RunningJob, RunError> {
     start_job_from(graph, engine, None, 0, &Cancel::default())
@@ -670,6 +724,7 @@ pub fn start_job_from(
             let done = done_tx.clone();
             std::thread::Builder::new()
                 .name(name)
+                .stack_size(TASK_STACK_BYTES)
                 .spawn(move || {
                     metrics.cpu.begin();
                     // A panic must still report, or the supervisor would wait forever.

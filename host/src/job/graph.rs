@@ -142,6 +142,11 @@ fn restart_policy(spec: &JobSpec) -> RestartSpec {
 const DEFAULT_TOLERABLE_FAILURES: u32 = 3;
 
 fn checkpoint_settings(spec: &JobSpec, base: &Path) -> Result<Option<CheckpointSettings>, String> {
+    if spec.checkpoint_dir.as_ref().is_some_and(|dir| dir.as_os_str().is_empty()) {
+        return Err("`checkpoint_dir` is empty: name a directory of its own (relative to the job file), or leave the \
+                    key out for a job without checkpoints"
+            .into());
+    }
     let Some(dir) = &spec.checkpoint_dir else {
         if spec.checkpoint_interval_ms.is_some()
             || spec.checkpoints_retained.is_some()
@@ -199,6 +204,15 @@ impl JobGraph {
         sinks.collect()
     }
 
+    /// Where each `file` and `files` sink writes: (name, its file or
+    /// directory).
+    pub fn sink_places(&self) -> impl Iterator<Item = (&str, &std::path::Path)> {
+        self.nodes.iter().filter_map(|node| match &node.kind {
+            NodeKind::Sink(SinkSpec::File { path, .. } | SinkSpec::Files { path, .. }) => Some((node.name.as_str(), path.as_path())),
+            _ => None,
+        })
+    }
+
     /// The directory of `files` sink `name`.
     pub fn files_sink_dir(&self, name: &str) -> Option<&std::path::Path> {
         self.nodes.iter().find(|node| node.name == name).and_then(|node| match &node.kind {
@@ -251,6 +265,12 @@ impl JobGraph {
             )
         })?;
         check_job_name(&spec.name)?;
+        if spec.operators.len() > MAX_OPERATORS {
+            return Err(format!(
+                "the job has {} operators, more than the {MAX_OPERATORS} a job may have: split it into several jobs",
+                spec.operators.len()
+            ));
+        }
         check_names(&spec)?;
         check_connectors(&spec)?;
         if spec.sources.is_empty() {
@@ -370,6 +390,11 @@ fn check_connectors(spec: &JobSpec) -> Result<(), String> {
             ));
         }
         source.check_numbers()?;
+        if let SourceSpec::File { name, path, .. } = source
+            && path.as_os_str().is_empty()
+        {
+            return Err(format!("source `{name}` has an empty `path`: name the file it reads"));
+        }
         if let SourceSpec::Kafka(kafka) = source {
             kafka.validate()?;
         }
@@ -398,7 +423,19 @@ fn check_connectors(spec: &JobSpec) -> Result<(), String> {
         }
         // By the place named, however spelt (`x.txt`, `./x.txt`, a link).
         if let SinkSpec::File { name, path, .. } | SinkSpec::Files { name, path, .. } = sink {
+            if path.as_os_str().is_empty() {
+                return Err(format!("sink `{name}` has an empty `path`: name where it writes"));
+            }
             let place = crate::dirs::resolved(path);
+            if let Some(checkpoints) = spec.checkpoint_dir.as_deref().map(crate::dirs::resolved)
+                && place.starts_with(&checkpoints)
+            {
+                return Err(format!(
+                    "sink `{name}` would write inside the job's checkpoint directory, {}, whose clean-up deletes \
+                     the files there it does not know: give the sink a path outside it",
+                    path.display()
+                ));
+            }
             if let Some(what) = read.get(&place) {
                 return Err(format!("sink `{name}` would write over {what}, {}: give the sink another path", path.display()));
             }
@@ -422,6 +459,11 @@ fn check_connectors(spec: &JobSpec) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// The most operators a job may have: far more than any job needs, and few
+/// enough that a line of them chained into one thread (calls nested in
+/// calls) fits in its stack, as does the check for cycles.
+const MAX_OPERATORS: usize = 1000;
 
 /// The longest job name, in bytes.
 const MAX_JOB_NAME: usize = 200;

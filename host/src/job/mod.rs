@@ -61,6 +61,11 @@ pub fn load(path: &Path, overrides: Overrides) -> Result<JobGraph, JobError> {
     if let Some(why) = graph.checkpoints.as_ref().and_then(|settings| crate::dirs::obstacle(&settings.dir)) {
         return Err(JobError::Invalid { path: path.into(), message: format!("`checkpoint_dir`: {why}") });
     }
+    let job_file = crate::dirs::resolved(&absolute);
+    if let Some((sink, _)) = graph.sink_places().find(|(_, place)| crate::dirs::resolved(place) == job_file) {
+        let message = format!("sink `{sink}` would write over the job file itself: give the sink another path");
+        return Err(JobError::Invalid { path: path.into(), message });
+    }
     graph.definition = Some(crate::savepoint::JobDefinition { path: absolute, text });
     Ok(graph)
 }
