@@ -103,6 +103,31 @@ fn components_built_against_an_older_or_newer_wit_version() {
     }
 }
 
+/// A component exporting every function of the world by name, each of
+/// the wrong type: `weir plugin check` says so (it said "ok"), and a run
+/// says what to do.
+#[test]
+fn a_component_whose_functions_have_the_wrong_types() {
+    let dir = JobDir::new();
+    let functions = ["init", "process", "on-timer", "flush", "check-state"];
+    let lifted: String = functions.iter().map(|f| format!("(func ${f} (canon lift (core func $i \"f\")))\n")).collect();
+    let exported: String = functions.iter().map(|f| format!("(export \"{f}\" (func ${f}))")).collect();
+    let text = format!(
+        r#"(component
+            (core module $m (func (export "f")))
+            (core instance $i (instantiate $m))
+            {lifted}
+            (instance $api {exported})
+            (export "weir:operator/operator@0.5.0" (instance $api)))"#
+    );
+    let path = component_from_wat(&dir, "mistyped.wasm", &text);
+    let error = weir(&["plugin", "check", path.to_str().unwrap()]).failure();
+    assert!(error.contains("its exports do not have the types of the weir:operator@0.5.0 plugin world"), "{error}");
+    let error = run_job(&job_with_plugin(&dir, &path), &[]).failure();
+    assert!(error.contains("operator `suspect`"), "{error}");
+    assert!(error.contains("rebuild it against that WIT"), "{error}");
+}
+
 #[test]
 fn a_component_with_the_right_name_but_wrong_functions() {
     let dir = JobDir::new();

@@ -374,7 +374,7 @@ impl JobManager {
     /// the job's checkpoint directory, else `savepoints/` in the working
     /// directory.
     fn default_savepoint_dir(&self, graph: &JobGraph, label: &str) -> PathBuf {
-        self.default_savepoint_root(graph).join(format!("{label}-{}-{}", graph.name, now_ms()))
+        self.default_savepoint_root(graph).join(format!("{label}-{}-{}", graph.name, unique_ms()))
     }
 
     /// The directory of [`JobManager::default_savepoint_dir`]s.
@@ -546,5 +546,29 @@ impl ControlPlane for Arc<JobManager> {
 
     fn fork(&self, request: ForkRequest) -> Result<ForkInfo, ControlError> {
         fork::fork(self, request)
+    }
+}
+
+/// The time in ms since the epoch, but later than any this process gave
+/// before: savepoints asked for at once (in one millisecond) get
+/// directories of their own by default, not a refusal for one "there
+/// already".
+fn unique_ms() -> i64 {
+    static LAST: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+    let now = now_ms();
+    let previous = LAST.fetch_update(Ordering::AcqRel, Ordering::Acquire, |last| Some(now.max(last + 1)));
+    now.max(previous.unwrap_or(0) + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Savepoints asked for in one millisecond get directories of their own.
+    #[test]
+    fn default_savepoint_times_never_repeat() {
+        let times: Vec<i64> = (0..1000).map(|_| unique_ms()).collect();
+        assert!(times.windows(2).all(|pair| pair[0] < pair[1]), "each later than the one before");
+        assert!(times[0] >= now_ms() - 60_000, "milliseconds since the epoch");
     }
 }

@@ -35,6 +35,19 @@ impl LoadedPlugin {
     pub fn checks_deadlines(&self) -> bool {
         self.pre.engine().get_epoch_interruption()
     }
+
+    /// Instantiates the plugin in a scratch store, calling none of its
+    /// functions: the types of its exports are checked then (loading checks
+    /// their names), so a plugin whose `process` takes a string where the
+    /// world has a record is refused here, not when a job starts it.
+    pub fn check_types(&self) -> Result<(), String> {
+        let state = PluginState::new(256 << 20, Box::new(crate::state::MemoryBackend::new()), 0..1, 1);
+        let mut store = wasmtime::Store::new(self.pre.engine(), state);
+        // No deadline: the epoch ticker would interrupt an endless start.
+        store.epoch_deadline_trap();
+        store.set_epoch_deadline(u64::MAX / 2);
+        self.pre.instantiate(&mut store).map(drop).map_err(|error| format!("{error:#}"))
+    }
 }
 
 impl std::fmt::Debug for LoadedPlugin {

@@ -93,7 +93,7 @@ impl OperatorInstance {
         arm_deadline(&mut store, &limits);
         let bindings = match plugin.pre.instantiate(&mut store) {
             Ok(bindings) => bindings,
-            Err(error) => return Err(classify(&store, &limits, error, CallError::Instantiate)),
+            Err(error) => return Err(classify(&store, &limits, error, |message| CallError::Instantiate(with_type_hint(message)))),
         };
         let mut instance = OperatorInstance { store, bindings, limits, watermark };
         instance.init_with_host_keys(config)?;
@@ -326,6 +326,20 @@ fn classify(
         None => format!("{error:#}"),
     };
     otherwise(message)
+}
+
+/// An instantiation error, with what to do when it is about the types of
+/// the plugin's exports (wasmtime names the types, not the function).
+fn with_type_hint(message: String) -> String {
+    if message.contains("type mismatch") || message.contains("failed to convert function") {
+        format!(
+            "{message} — its exports do not have the types of the {} plugin world: rebuild it against that WIT \
+             (the SDKs do); `weir plugin check` says so too",
+            super::WIT_PACKAGE
+        )
+    } else {
+        message
+    }
 }
 
 pub(super) fn describe_operator_error(error: OperatorError) -> String {
