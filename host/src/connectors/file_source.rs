@@ -42,6 +42,7 @@ impl FileSource {
             pace: Pace::new(None),
         };
         if let Some(offset) = offset.filter(|&o| o > 0) {
+            source.check_restored_offset(offset)?;
             source.seek(offset)?;
         }
         Ok(source)
@@ -51,6 +52,37 @@ impl FileSource {
     pub fn with_rate(mut self, rate: Option<f64>) -> Self {
         self.pace = Pace::new(rate);
         self
+    }
+
+    /// A restored position must lie in the file at the start of a line: a
+    /// file cut shorter, or replaced by another, would be read from the
+    /// middle of a line — or not at all — without a word.
+    fn check_restored_offset(&mut self, offset: u64) -> Result<(), ConnectorError> {
+        let io = |source| ConnectorError::Io { what: self.path.display().to_string(), source };
+        let size = self.reader.get_ref().metadata().map_err(io)?.len();
+        let at_line_start = || -> std::io::Result<bool> {
+            use std::io::{Seek, SeekFrom};
+            let mut file = File::open(&self.path)?;
+            file.seek(SeekFrom::Start(offset - 1))?;
+            let mut byte = [0u8];
+            file.read_exact(&mut byte)?;
+            Ok(byte[0] == b'\n')
+        };
+        let problem = if offset > size {
+            Some(format!("it has {size} bytes, fewer than the {offset} already read"))
+        } else if offset < size && !at_line_start().map_err(io)? {
+            Some(format!("byte {offset}, where reading goes on, is not the start of a line"))
+        } else {
+            None
+        };
+        match problem {
+            Some(problem) => Err(ConnectorError::Restore(format!(
+                "file {} is not the one the checkpoint or savepoint read: {problem} — was it replaced or cut? Put \
+                 the file back as it was, or start the job afresh (a new checkpoint_dir) to read it from the start",
+                self.path.display()
+            ))),
+            None => Ok(()),
+        }
     }
 
     /// Whether nothing is left to read, as the file is now.
@@ -212,6 +244,24 @@ fn float_timestamp(n: &serde_json::Number) -> Result<i64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A restored position in a file since cut shorter, or replaced so that
+    /// it falls mid-line, is refused: it was read from there without a word.
+    #[test]
+    fn a_restored_position_the_file_no_longer_has_is_refused() {
+        let path = std::env::temp_dir().join(format!("weir-restored-{}.txt", std::process::id()));
+        std::fs::write(&path, "first\nsecond\n").unwrap();
+        assert!(FileSource::open(&path, FileFormat::Text, Some(6)).is_ok(), "the start of the second line");
+        let mid_line = FileSource::open(&path, FileFormat::Text, Some(4)).err().unwrap().to_string();
+        assert!(mid_line.contains("byte 4, where reading goes on, is not the start of a line"), "{mid_line}");
+        std::fs::write(&path, "first\n").unwrap();
+        assert!(FileSource::open(&path, FileFormat::Text, Some(6)).is_ok(), "at its end: nothing more to read");
+        let shorter = FileSource::open(&path, FileFormat::Text, Some(13)).err().unwrap().to_string();
+        assert!(shorter.contains("it has 6 bytes, fewer than the 13 already read") && shorter.contains("replaced or cut"), "{shorter}");
+        std::fs::write(&path, "first\nlast, without a newline").unwrap();
+        assert!(FileSource::open(&path, FileFormat::Text, Some(29)).is_ok(), "read to its end");
+        std::fs::remove_file(&path).unwrap();
+    }
 
     /// A slowly paced file shows its first line at once and ends with its
     /// last: neither waits an interval of the rate (4 s here).
