@@ -112,11 +112,14 @@ impl RecordBatch {
     /// Builds a batch from parts in wire layout, checking them. An empty
     /// `timestamps` means no event has one.
     pub fn from_parts(data: Vec<u8>, mut offsets: Vec<u32>, mut timestamps: Vec<i64>) -> Result<Self, String> {
-        if offsets.is_empty() {
+        if offsets.is_empty() && data.is_empty() {
             offsets.push(0);
         }
-        if offsets.len() % 2 != 1 || offsets[0] != 0 {
-            return Err(format!("{} offsets do not describe whole events", offsets.len()));
+        if offsets.first() != Some(&0) {
+            return Err(format!("its offsets must begin with 0, not {:?} ({} bytes of data)", offsets.first(), data.len()));
+        }
+        if offsets.len() % 2 != 1 {
+            return Err(format!("{} offsets do not describe whole events (a key and a value each)", offsets.len()));
         }
         // Checked without stopping at the first offset out of order: a
         // loop without an exit, which the compiler vectorizes. Every
@@ -124,6 +127,9 @@ impl RecordBatch {
         let increasing = offsets.iter().zip(&offsets[1..]).fold(true, |increasing, (at, next)| increasing & (at <= next));
         if !increasing || *offsets.last().unwrap() as usize > data.len() {
             return Err("offsets are not increasing within the data".into());
+        }
+        if (*offsets.last().unwrap() as usize) < data.len() {
+            return Err(format!("{} bytes of data after its last event", data.len() - *offsets.last().unwrap() as usize));
         }
         let events = offsets.len() / 2;
         if timestamps.is_empty() {
@@ -439,5 +445,11 @@ mod tests {
         let ok = RecordBatch::from_parts(vec![1, 2], vec![0, 1, 2], vec![]).unwrap();
         assert_eq!(ok.get(0).timestamp, None);
         assert!(RecordBatch::from_parts(vec![], vec![], vec![]).unwrap().is_empty());
+        // Data no event covers, and offsets not from 0, say so.
+        let trailing = RecordBatch::from_parts(vec![1, 2, 3, 4, 5], vec![0, 1, 2], vec![]).unwrap_err();
+        assert!(trailing.contains("3 bytes of data after its last event"), "{trailing}");
+        assert!(RecordBatch::from_parts(vec![1], vec![], vec![]).unwrap_err().contains("must begin with 0"));
+        let shifted = RecordBatch::from_parts(vec![1, 2, 3], vec![1, 2, 3], vec![]).unwrap_err();
+        assert!(shifted.contains("must begin with 0, not Some(1)"), "{shifted}");
     }
 }

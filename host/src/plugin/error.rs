@@ -60,7 +60,7 @@ pub enum CallError {
     /// the job's stop, not the plugin's failure.
     #[error("the call was interrupted: the job is being cancelled")]
     Cancelled,
-    #[error("the plugin returned a malformed batch: {0}")]
+    #[error("the plugin returned a malformed batch: {0} — a bug in the plugin or its SDK: tell its author")]
     Malformed(String),
     #[error("cannot instantiate the plugin: {0}")]
     Instantiate(String),
