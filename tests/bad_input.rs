@@ -464,6 +464,10 @@ fn sinks_writing_one_path_or_over_what_the_job_reads() {
     let sink = format!("type = \"file\"\npath = {}", toml_path(&plugin("word-count")));
     let error = run_job(&job_file(&dir, |t| t.replace("type = \"discard\"", &sink)), &[]).failure();
     assert!(error.contains("sink `out` would write over operator `count`'s plugin"), "{error}");
+    // Nor inside a files sink's directory, which holds its part files only.
+    let sinks = "type = \"files\"\npath = \"parts\"\ninput = \"count\"\n\n[[sink]]\nname = \"copy\"\ntype = \"file\"\npath = \"parts/all.txt\"";
+    let error = run_job(&job_file(&dir, |t| t.replace("type = \"discard\"", sinks)), &[]).failure();
+    assert!(error.contains("sink `copy` would write inside files sink `out`'s directory"), "{error}");
     // Nor over the job file itself.
     let job = job_file(&dir, |t| t.replace("type = \"discard\"", "type = \"file\"\npath = \"job.toml\""));
     let error = run_job(&job, &[]).failure();

@@ -410,6 +410,8 @@ fn check_connectors(spec: &JobSpec) -> Result<(), String> {
         .chain(spec.operators.iter().map(|op| (crate::dirs::resolved(&op.plugin), format!("operator `{}`'s plugin", op.uid))))
         .collect();
     let mut paths = HashMap::new();
+    // (name, where it writes, whether a `files` sink's directory).
+    let mut places: Vec<(&String, PathBuf, bool)> = Vec::new();
     for sink in &spec.sinks {
         sink.check_numbers()?;
         if let SinkSpec::Files { name, roll_interval_ms, roll_size_mb, .. } = sink
@@ -439,12 +441,13 @@ fn check_connectors(spec: &JobSpec) -> Result<(), String> {
             if let Some(what) = read.get(&place) {
                 return Err(format!("sink `{name}` would write over {what}, {}: give the sink another path", path.display()));
             }
-            if let Some(other) = paths.insert(place, name) {
+            if let Some(other) = paths.insert(place.clone(), name) {
                 return Err(format!(
                     "sinks `{other}` and `{name}` both write to {}, and would overwrite each other: give each its own path",
                     path.display()
                 ));
             }
+            places.push((name, place, matches!(sink, SinkSpec::Files { .. })));
         }
         if let SinkSpec::Kafka(kafka) = sink {
             kafka.validate()?;
@@ -455,6 +458,16 @@ fn check_connectors(spec: &JobSpec) -> Result<(), String> {
                     kafka.name
                 ));
             }
+        }
+    }
+    // A `files` sink's directory is its own: it takes what it finds there
+    // for the output of an earlier run.
+    for (name, place, _) in &places {
+        if let Some((directory_of, _, _)) = places.iter().find(|(other, dir, files)| *files && other != name && place.starts_with(dir)) {
+            return Err(format!(
+                "sink `{name}` would write inside files sink `{directory_of}`'s directory, which holds that sink's \
+                 part files only: give it a path outside it"
+            ));
         }
     }
     Ok(())
