@@ -76,8 +76,45 @@ pub struct PluginEngine {
 struct Compiler {
     engine: Engine,
     linker: Linker<PluginState>,
-    cache: Mutex<HashMap<String, LoadedPlugin>>,
+    cache: Mutex<RecentPlugins<LoadedPlugin>>,
     compiled: ComponentCache,
+}
+
+/// The plugins loaded last, by digest: a job's restarts, upgrades and forks
+/// load the same few again and again. At most [`RecentPlugins::CAPACITY`]:
+/// a host that is given a new build at every deploy must not keep every
+/// build's code (and its memory image) for its life. A job holds its own
+/// clone of what it runs, so dropping one here frees it only once no job
+/// runs it; loading it again reads the compiled code from the disk cache.
+struct RecentPlugins<P> {
+    entries: HashMap<String, (P, u64)>,
+    uses: u64,
+}
+
+impl<P: Clone> RecentPlugins<P> {
+    const CAPACITY: usize = 8;
+
+    fn new() -> Self {
+        RecentPlugins { entries: HashMap::new(), uses: 0 }
+    }
+
+    fn get(&mut self, digest: &str) -> Option<P> {
+        self.uses += 1;
+        let uses = self.uses;
+        self.entries.get_mut(digest).map(|(loaded, last)| {
+            *last = uses;
+            loaded.clone()
+        })
+    }
+
+    fn insert(&mut self, digest: String, loaded: P) {
+        self.uses += 1;
+        self.entries.insert(digest, (loaded, self.uses));
+        while self.entries.len() > Self::CAPACITY {
+            let oldest = self.entries.iter().min_by_key(|(_, (_, last))| *last).map(|(digest, _)| digest.clone());
+            oldest.map(|digest| self.entries.remove(&digest));
+        }
+    }
 }
 
 impl PluginEngine {
@@ -130,7 +167,7 @@ impl Compiler {
         let engine = Engine::new(&config).map_err(|e| internal(format!("cannot create the engine: {e}")))?;
         let linker = Self::linker(&engine)?;
         let compiled = ComponentCache::new(&engine);
-        Ok(Compiler { engine, linker, cache: Mutex::new(HashMap::new()), compiled })
+        Ok(Compiler { engine, linker, cache: Mutex::new(RecentPlugins::new()), compiled })
     }
 
     fn linker(engine: &Engine) -> Result<Linker<PluginState>, PluginError> {
@@ -161,7 +198,7 @@ impl Compiler {
         let bytes = read_plugin(path)?;
         let digest = sha256_hex(&bytes);
         if let Some(loaded) = self.cache.lock().expect("plugin cache lock").get(&digest) {
-            return Ok(LoadedPlugin { path: path.into(), ..loaded.clone() });
+            return Ok(LoadedPlugin { path: path.into(), ..loaded });
         }
         let loaded = self.analyse(path, &bytes, digest.clone())?.1?;
         self.cache.lock().expect("plugin cache lock").insert(digest, loaded.clone());
@@ -231,4 +268,23 @@ const MAX_PLUGIN_BYTES: u64 = 1 << 30;
 /// The bytes of the plugin file at `path`.
 fn read_plugin(path: &Path) -> Result<Vec<u8>, PluginError> {
     crate::dirs::read_file_of_at_most(path, MAX_PLUGIN_BYTES).map_err(|source| PluginError::Read { path: path.into(), source })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A host given a new build at every deploy keeps the last few, not
+    /// every one: the least recently loaded goes first.
+    #[test]
+    fn only_the_plugins_loaded_last_are_kept() {
+        let mut recent = RecentPlugins::new();
+        for build in 0..20 {
+            recent.insert(format!("build-{build}"), build);
+            assert_eq!(recent.get("build-0"), Some(0), "loaded again and again, so kept");
+        }
+        assert_eq!(recent.entries.len(), RecentPlugins::<i32>::CAPACITY);
+        assert_eq!(recent.get("build-19"), Some(19));
+        assert_eq!(recent.get("build-5"), None, "an old build is dropped");
+    }
 }
