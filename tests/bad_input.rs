@@ -477,6 +477,7 @@ fn sinks_writing_one_path_or_over_what_the_job_reads() {
 
 /// Empty paths are refused: `checkpoint_dir = ""` was the job file's own
 /// folder, whose clean-up deleted what it held under the checkpoints' names.
+/// So is a source reading a directory (it failed once the job had started).
 #[test]
 fn empty_paths_are_refused() {
     let dir = JobDir::new();
@@ -487,6 +488,9 @@ fn empty_paths_are_refused() {
     assert!(run_job(&sink, &[]).failure().contains("sink `out` has an empty `path`"));
     let source = job_file(&dir, |t| t.replace("type = \"generator\"\nevents = 10", "type = \"file\"\npath = \"\""));
     assert!(run_job(&source, &[]).failure().contains("source `gen` has an empty `path`"));
+    std::fs::create_dir(dir.path("folder")).unwrap();
+    let source = job_file(&dir, |t| t.replace("type = \"generator\"\nevents = 10", "type = \"file\"\npath = \"folder\""));
+    assert!(run_job(&source, &[]).failure().contains("source `gen` reads folder, which is a directory: name a file"));
 }
 
 /// A checkpoint directory's clean-up deletes the files there it does not

@@ -272,7 +272,7 @@ impl JobGraph {
             ));
         }
         check_names(&spec)?;
-        check_connectors(&spec)?;
+        check_connectors(&spec, base)?;
         if spec.sources.is_empty() {
             return Err("the job has no source: add a [[source]] table".into());
         }
@@ -379,7 +379,7 @@ fn setting_needing_event_time(source: &SourceSpec) -> Option<(&'static str, &'st
 
 /// Connector tables that deserialised can still be wrong (Kafka brokers,
 /// managed librdkafka properties).
-fn check_connectors(spec: &JobSpec) -> Result<(), String> {
+fn check_connectors(spec: &JobSpec, base: &Path) -> Result<(), String> {
     for source in &spec.sources {
         if let Some((setting, what_for, remove)) = setting_needing_event_time(source).filter(|_| !source.has_event_time()) {
             return Err(format!(
@@ -390,10 +390,13 @@ fn check_connectors(spec: &JobSpec) -> Result<(), String> {
             ));
         }
         source.check_numbers()?;
-        if let SourceSpec::File { name, path, .. } = source
-            && path.as_os_str().is_empty()
-        {
-            return Err(format!("source `{name}` has an empty `path`: name the file it reads"));
+        if let SourceSpec::File { name, path, .. } = source {
+            if path.as_os_str().is_empty() {
+                return Err(format!("source `{name}` has an empty `path`: name the file it reads"));
+            }
+            if base.join(path).is_dir() {
+                return Err(format!("source `{name}` reads {}, which is a directory: name a file", path.display()));
+            }
         }
         if let SourceSpec::Kafka(kafka) = source {
             kafka.validate()?;
