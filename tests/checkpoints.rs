@@ -677,6 +677,15 @@ fn a_truncated_checkpoint_is_skipped_for_the_previous_one() {
     );
 }
 
+/// Where the first output part with lines that checkpoint `dir` commits
+/// is written (pending) and goes (committed).
+fn a_part_with_lines(dir: &Path) -> (PathBuf, PathBuf) {
+    let manifest = manifest_json(dir);
+    let commits = manifest["tasks"].as_array().unwrap().iter().flat_map(|t| t["commits"].as_array().into_iter().flatten());
+    let commit = commits.filter(|c| c["size"].as_u64() > Some(1)).next().expect("a part with lines");
+    (PathBuf::from(commit["from"].as_str().unwrap()), PathBuf::from(commit["to"].as_str().unwrap()))
+}
+
 /// An output part the newest checkpoint has yet to commit, cut short (the
 /// job killed before the rename, the file damaged): that checkpoint is
 /// not resumed, and its output is computed again from the previous one.
@@ -684,10 +693,8 @@ fn a_truncated_checkpoint_is_skipped_for_the_previous_one() {
 fn a_checkpoint_whose_pending_output_is_cut_short_is_skipped_for_the_previous_one() {
     recovers_from_the_previous_checkpoint(
         |_, newest| {
-            let manifest = manifest_json(newest);
-            let commits = manifest["tasks"].as_array().unwrap().iter().flat_map(|t| t["commits"].as_array().into_iter().flatten());
-            let commit = commits.filter(|c| c["size"].as_u64() > Some(1)).next().expect("a part with lines");
-            let (from, to) = (Path::new(commit["from"].as_str().unwrap()), Path::new(commit["to"].as_str().unwrap()));
+            let (from, to) = a_part_with_lines(newest);
+            let (from, to) = (from.as_path(), to.as_path());
             if to.exists() {
                 std::fs::rename(to, from).unwrap();
             }
@@ -707,10 +714,8 @@ fn a_checkpoint_whose_pending_output_is_cut_short_is_skipped_for_the_previous_on
 fn a_checkpoint_whose_committed_output_is_cut_short_is_skipped_for_the_previous_one() {
     recovers_from_the_previous_checkpoint(
         |_, newest| {
-            let manifest = manifest_json(newest);
-            let commits = manifest["tasks"].as_array().unwrap().iter().flat_map(|t| t["commits"].as_array().into_iter().flatten());
-            let commit = commits.filter(|c| c["size"].as_u64() > Some(1)).next().expect("a part with lines");
-            let (from, to) = (Path::new(commit["from"].as_str().unwrap()), Path::new(commit["to"].as_str().unwrap()));
+            let (from, to) = a_part_with_lines(newest);
+            let (from, to) = (from.as_path(), to.as_path());
             if !to.exists() {
                 std::fs::rename(from, to).unwrap(); // As its commit would have.
             }
