@@ -83,9 +83,11 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         exit_if_signalled(&stopped_by);
         return Err(anyhow::anyhow!("job `{}` did not start: {refused}", graph.name));
     }
-    // Announced once the job is accepted (a refused one has no API to offer).
-    say!("weir: control API on http://{0} (the weir commands find it; or pass --api {0})", server.addr());
+    // Announced once the job is accepted (a refused one has no API to
+    // offer) — to the other commands before it is said, so that a command
+    // run as soon as the line shows finds the host.
     let _announced = Announcement::publish(server.addr());
+    say!("weir: control API on http://{0} (the weir commands find it; or pass --api {0})", server.addr());
     let ended = manager.wait_all();
     drop(server);
     // A signal that came as the jobs finished cancelled none: their

@@ -207,6 +207,11 @@ impl JobManager {
             retention::note_run_from(&savepoint.dir, &settings.dir);
         }
         let figures_at_failure = Arc::new(Mutex::new(None));
+        // Held by the job thread until its end is recorded: a job that fails
+        // to start closes the channel only then, so that the status read
+        // below is its failure, not what it was before (a refused run taken
+        // for one that had finished).
+        let started_until_ended = started_tx.clone();
         let options = RunOptions {
             savepoint,
             allow_non_restored_state,
@@ -227,6 +232,7 @@ impl JobManager {
                 });
                 let figures = figures_at_failure.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
                 manager.ended(&graph.name, generation, result, figures);
+                drop(started_until_ended);
             })
             .expect("spawn a job thread");
         // The job thread says when its tasks run; if it ends first, it failed to start.
