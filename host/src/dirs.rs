@@ -135,7 +135,7 @@ const LINEAGE_FILE: &str = "LINEAGE";
 /// shared files and checkpoints it no longer needs, and what it does not
 /// know — so another job's checkpoints there would be lost.
 pub fn enclosing_checkpoint_dir(dir: &Path) -> Option<PathBuf> {
-    resolved(dir).ancestors().skip(1).find(|ancestor| ancestor.join(LINEAGE_FILE).is_file()).map(Path::to_path_buf)
+    resolved(dir).parent().and_then(checkpoint_dir_holding)
 }
 
 /// The checkpoint directory `path` is, or lies inside, if any (see

@@ -53,20 +53,16 @@ impl PendingCommit {
         }
     }
 
-    /// Whether part file `from`, if it is still there, has the size it was
-    /// written with — or, once committed, `to` (if a consumer has not moved
-    /// it away): the output of the newest checkpoint cut short or grown
-    /// since is damaged, and an older checkpoint computes it again.
-    pub fn check_output(from: &PathBuf, to: &PathBuf, size: Option<u64>) -> std::io::Result<()> {
-        match from.exists() {
-            true => Self::check_size(from, size),
-            false => Self::check_size(to, size),
-        }
+    /// Where a part file is now: `from` while pending, `to` once committed.
+    pub fn output_file<'a>(from: &'a PathBuf, to: &'a PathBuf) -> &'a PathBuf {
+        if from.exists() { from } else { to }
     }
 
     /// Whether part file `from`, if it is there, has the size it was
-    /// written with.
-    fn check_size(from: &PathBuf, size: Option<u64>) -> std::io::Result<()> {
+    /// written with. Checked on the committed file too (if a consumer has
+    /// not moved it away): output of the newest checkpoint cut short or
+    /// grown since is damaged, and an older checkpoint computes it again.
+    pub fn check_size(from: &PathBuf, size: Option<u64>) -> std::io::Result<()> {
         let found = std::fs::metadata(from).map(|m| m.len());
         match (found, size) {
             (Ok(found), Some(size)) if found != size => Err(std::io::Error::new(

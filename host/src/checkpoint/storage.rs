@@ -197,7 +197,8 @@ impl CheckpointStorage {
         for commit in manifest.commits_in(dir_of) {
             let checked = match &commit {
                 PendingCommit::Rename { from, to, size } => {
-                    PendingCommit::check_output(from, to, *size).map_err(|e| (if from.exists() { from } else { to }, e))
+                    let file = PendingCommit::output_file(from, to);
+                    PendingCommit::check_size(file, *size).map_err(|e| (file, e))
                 }
                 PendingCommit::InProgress(part) => part.check().map_err(|e| (&part.in_progress, e)),
                 PendingCommit::Kafka(_) => Ok(()),

@@ -58,19 +58,10 @@ impl FileSource {
     /// file cut shorter, or replaced by another, would be read from the
     /// middle of a line — or not at all — without a word.
     fn check_restored_offset(&mut self, offset: u64) -> Result<(), ConnectorError> {
-        let io = |source| ConnectorError::Io { what: self.path.display().to_string(), source };
-        let size = self.reader.get_ref().metadata().map_err(io)?.len();
-        let at_line_start = || -> std::io::Result<bool> {
-            use std::io::{Seek, SeekFrom};
-            let mut file = File::open(&self.path)?;
-            file.seek(SeekFrom::Start(offset - 1))?;
-            let mut byte = [0u8];
-            file.read_exact(&mut byte)?;
-            Ok(byte[0] == b'\n')
-        };
+        let size = self.reader.get_ref().metadata().map_err(|e| self.io_error(e))?.len();
         let problem = if offset > size {
             Some(format!("it has {size} bytes, fewer than the {offset} already read"))
-        } else if offset < size && !at_line_start().map_err(io)? {
+        } else if offset < size && !self.newline_before(offset)? {
             Some(format!("byte {offset}, where reading goes on, is not the start of a line"))
         } else {
             None
@@ -85,18 +76,34 @@ impl FileSource {
         }
     }
 
+    /// Whether the byte before `offset` (above 0) ends a line; the reader
+    /// is at `offset` after.
+    fn newline_before(&mut self, offset: u64) -> Result<bool, ConnectorError> {
+        self.seek(offset - 1)?;
+        let mut byte = [0u8];
+        self.reader.read_exact(&mut byte).map_err(|e| self.io_error(e))?;
+        self.offset = offset;
+        Ok(byte[0] == b'\n')
+    }
+
     /// Whether nothing is left to read, as the file is now.
     fn at_end(&mut self) -> Result<bool, ConnectorError> {
-        let buffered = self.reader.fill_buf().map_err(|source| ConnectorError::Io { what: self.path.display().to_string(), source })?;
-        Ok(buffered.is_empty())
+        match self.reader.fill_buf() {
+            Ok(buffered) => Ok(buffered.is_empty()),
+            Err(error) => Err(self.io_error(error)),
+        }
     }
 
     fn seek(&mut self, position: u64) -> Result<(), ConnectorError> {
         use std::io::Seek;
-        let io_error = |source| ConnectorError::Io { what: self.path.display().to_string(), source };
-        self.reader.seek(std::io::SeekFrom::Start(position)).map_err(io_error)?;
+        self.reader.seek(std::io::SeekFrom::Start(position)).map_err(|e| self.io_error(e))?;
         self.offset = position;
         Ok(())
+    }
+
+    /// An I/O error on the file.
+    fn io_error(&self, source: std::io::Error) -> ConnectorError {
+        ConnectorError::Io { what: self.path.display().to_string(), source }
     }
 
     /// The number (from 1) of the line that starts at byte `start`. Only an
@@ -175,7 +182,7 @@ impl Source for FileSource {
                     line: self.line_number_at(self.offset),
                     message: "not UTF-8 text; a file source reads UTF-8 lines".into(),
                 },
-                _ => ConnectorError::Io { what: self.path.display().to_string(), source },
+                _ => self.io_error(source),
             })?;
             if read == 0 {
                 return Ok(if batch.is_empty() { Poll::Exhausted } else { Poll::Ready });

@@ -125,11 +125,12 @@ impl RecordBatch {
         // loop without an exit, which the compiler vectorizes. Every
         // plugin call's output passes here (16 384 offsets a full batch).
         let increasing = offsets.iter().zip(&offsets[1..]).fold(true, |increasing, (at, next)| increasing & (at <= next));
-        if !increasing || *offsets.last().unwrap() as usize > data.len() {
+        let end = *offsets.last().expect("begins with 0") as usize;
+        if !increasing || end > data.len() {
             return Err("offsets are not increasing within the data".into());
         }
-        if (*offsets.last().unwrap() as usize) < data.len() {
-            return Err(format!("{} bytes of data after its last event", data.len() - *offsets.last().unwrap() as usize));
+        if end < data.len() {
+            return Err(format!("{} bytes of data after its last event", data.len() - end));
         }
         let events = offsets.len() / 2;
         if timestamps.is_empty() {

@@ -412,7 +412,7 @@ fn check_connectors(spec: &JobSpec, base: &Path) -> Result<(), String> {
         })
         .chain(spec.operators.iter().map(|op| (crate::dirs::resolved(&op.plugin), format!("operator `{}`'s plugin", op.uid))))
         .collect();
-    let mut paths = HashMap::new();
+    let checkpoints = spec.checkpoint_dir.as_deref().map(crate::dirs::resolved);
     // (name, where it writes, whether a `files` sink's directory).
     let mut places: Vec<(&String, PathBuf, bool)> = Vec::new();
     for sink in &spec.sinks {
@@ -432,9 +432,7 @@ fn check_connectors(spec: &JobSpec, base: &Path) -> Result<(), String> {
                 return Err(format!("sink `{name}` has an empty `path`: name where it writes"));
             }
             let place = crate::dirs::resolved(path);
-            if let Some(checkpoints) = spec.checkpoint_dir.as_deref().map(crate::dirs::resolved)
-                && place.starts_with(&checkpoints)
-            {
+            if checkpoints.as_ref().is_some_and(|checkpoints| place.starts_with(checkpoints)) {
                 return Err(format!(
                     "sink `{name}` would write inside the job's checkpoint directory, {}, whose clean-up deletes \
                      the files there it does not know: give the sink a path outside it",
@@ -444,7 +442,7 @@ fn check_connectors(spec: &JobSpec, base: &Path) -> Result<(), String> {
             if let Some(what) = read.get(&place) {
                 return Err(format!("sink `{name}` would write over {what}, {}: give the sink another path", path.display()));
             }
-            if let Some(other) = paths.insert(place.clone(), name) {
+            if let Some((other, _, _)) = places.iter().find(|(_, other_place, _)| *other_place == place) {
                 return Err(format!(
                     "sinks `{other}` and `{name}` both write to {}, and would overwrite each other: give each its own path",
                     path.display()
