@@ -473,6 +473,43 @@ fn a_lost_lineage_file_is_restored_from_the_checkpoints() {
     assert_exact_counts(&committed(&dir.path("out")), 60000, 600);
 }
 
+/// A `LINEAGE` file damaged by a flipped bit: one whose content is no
+/// longer an id as Weir makes them (an upper-case digit) is restored from
+/// the checkpoints as a lost one is, and the job resumes to exact counts.
+/// One still of that form cannot be told from checkpoints all copied in
+/// from another directory, so the run is refused — but it names the
+/// lineage the checkpoints carry and where to write it, where the message
+/// only said to start afresh, losing the intact checkpoints (found by the
+/// bad-input audit).
+#[test]
+fn a_damaged_lineage_file_is_restored_or_named() {
+    let dir = JobDir::new();
+    let job = count_job(&dir, "memory", &plugin("word-count"), "", "");
+    let checkpoints = dir.path("checkpoints");
+    let lineage_file = checkpoints.join("LINEAGE");
+    kill_after_checkpoints(&job, &checkpoints, 2);
+    let lineage = std::fs::read_to_string(&lineage_file).unwrap();
+    // One bit flipped in the first digit (0 <-> 1, …) or the first letter
+    // (a -> A): a lineage has both but for odds of 1 in millions.
+    let flip_first = |is: fn(&u8) -> bool, bit: u8| {
+        let mut bytes = lineage.clone().into_bytes();
+        *bytes.iter_mut().find(|b| is(b)).expect("a lineage of 32 hex digits") ^= bit;
+        String::from_utf8(bytes).unwrap()
+    };
+    let still_an_id = flip_first(u8::is_ascii_digit, 1);
+    std::fs::write(&lineage_file, &still_an_id).unwrap();
+    let error = run_job(&job, &[]).failure();
+    let hint = format!("write {lineage} into {}", lineage_file.display());
+    assert!(error.contains("copied in by hand?") && error.contains(&hint), "{error}");
+    assert_eq!(std::fs::read_to_string(&lineage_file).unwrap(), still_an_id, "a refused run changes nothing");
+
+    std::fs::write(&lineage_file, flip_first(u8::is_ascii_lowercase, 0x20)).unwrap();
+    let stderr = run_job(&job, &[]).success().stderr();
+    assert!(stderr.contains("resumed from checkpoint") && stderr.contains("LINEAGE file was damaged"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&lineage_file).unwrap(), lineage);
+    assert_exact_counts(&committed(&dir.path("out")), 60000, 600);
+}
+
 /// SIGTERM (a service manager stopping it) or SIGINT (Ctrl-C) cancels the
 /// host's job, saying so, and the process exits as a shell reports the
 /// signal; the job resumes from its newest checkpoint, to exact counts.

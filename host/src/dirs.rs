@@ -123,12 +123,18 @@ pub fn write_lineage(dir: &Path, id: &str) -> io::Result<()> {
     write_durably(&dir.join(LINEAGE_FILE), id.as_bytes())
 }
 
+/// Whether `id` is a lineage as [`lineage`] makes them: 32 lowercase hex
+/// digits. Anything else in a `LINEAGE` file is damage.
+pub fn is_lineage_id(id: &str) -> bool {
+    id.len() == 32 && id.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
 /// `dir`'s lineage if it has one already (see [`lineage`]).
 pub fn known_lineage(dir: &Path) -> Option<String> {
     std::fs::read_to_string(dir.join(LINEAGE_FILE)).ok().map(|id| id.trim().to_owned())
 }
 
-const LINEAGE_FILE: &str = "LINEAGE";
+use crate::checkpoint::layout::LINEAGE as LINEAGE_FILE;
 
 /// The checkpoint directory `dir` lies inside, if any: the nearest
 /// ancestor with a `LINEAGE`. Its job owns what is in it — it deletes the

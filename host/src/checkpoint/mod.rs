@@ -26,6 +26,7 @@ mod aligner;
 mod commit;
 mod coordinator;
 mod history;
+pub mod layout;
 mod manifest;
 mod savepoint_start;
 mod storage;

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{CheckpointStorage, OperatorPlugin};
 
-const FILE_NAME: &str = "_STARTED_FROM_SAVEPOINT";
+use super::layout::STARTED_FROM_SAVEPOINT as FILE_NAME;
 
 /// Where the newest run in a checkpoint directory began.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -18,8 +18,7 @@ use super::{Manifest, PendingCommit};
 use crate::state::read_verified;
 
 const MANIFEST: &str = "_MANIFEST";
-const PREFIX: &str = "chk-";
-const LOCK: &str = "LOCK";
+use super::layout::{CHECKPOINT_PREFIX as PREFIX, LOCK, SHARED};
 
 /// A running job's hold on its checkpoint directory: two jobs recovering
 /// from and writing the same checkpoints (and sinks) would overwrite each
@@ -246,23 +245,34 @@ impl CheckpointStorage {
     }
 
     /// Writes the directory's `LINEAGE` again from its checkpoints'
-    /// manifests if it was lost (a backup that left out one small file)
-    /// while they are there: otherwise a new one would be made, and every
-    /// checkpoint taken for one copied in from elsewhere. Returns the
-    /// lineage restored. Manifests that disagree restore nothing.
-    pub fn restore_lost_lineage(&self) -> std::io::Result<Option<String>> {
-        if crate::dirs::known_lineage(&self.root).is_some() {
+    /// manifests if it was lost (a backup that left out one small file) or
+    /// damaged (it does not hold an id as Weir makes them) while they are
+    /// there: otherwise every checkpoint would be taken for one copied in
+    /// from elsewhere. Returns the lineage restored. Manifests that
+    /// disagree restore nothing.
+    pub fn restore_lineage(&self) -> std::io::Result<Option<String>> {
+        let known = crate::dirs::known_lineage(&self.root);
+        if known.as_deref().is_some_and(crate::dirs::is_lineage_id) {
             return Ok(None);
         }
+        let Some(lineage) = self.checkpoints_lineage() else { return Ok(None) };
+        crate::dirs::write_lineage(&self.root, &lineage)?;
+        let dir = self.root.display();
+        match known {
+            None => warn!(%dir, %lineage, "the checkpoint directory's LINEAGE file was missing; restored it from its checkpoints"),
+            Some(damaged) => {
+                warn!(%dir, %lineage, ?damaged, "the checkpoint directory's LINEAGE file was damaged; restored it from its checkpoints")
+            }
+        }
+        Ok(Some(lineage))
+    }
+
+    /// The lineage the manifests of all complete checkpoints carry, if
+    /// there are some and they agree on one.
+    pub fn checkpoints_lineage(&self) -> Option<String> {
         let lineages: HashSet<String> =
             self.complete_ids().into_iter().filter_map(|id| self.manifest(id).ok()?.lineage).collect();
-        if lineages.len() != 1 {
-            return Ok(None);
-        }
-        let lineage = lineages.into_iter().next().expect("one");
-        crate::dirs::write_lineage(&self.root, &lineage)?;
-        warn!(dir = %self.root.display(), %lineage, "the checkpoint directory's LINEAGE file was missing; restored it from its checkpoints");
-        Ok(Some(lineage))
+        (lineages.len() == 1).then(|| lineages.into_iter().next().expect("one"))
     }
 
     /// Why checkpoint `id` cannot be read if a file of it is there but may
@@ -302,7 +312,7 @@ impl CheckpointStorage {
             .filter_map(|&id| Manifest::decode(&self.manifest_path(id), &std::fs::read(self.manifest_path(id)).ok()?).ok())
             .flat_map(|m| m.files().map(|f| f.path.clone()).collect::<Vec<_>>())
             .collect();
-        self.delete_unreferenced(&self.root.join("shared"), &referenced);
+        self.delete_unreferenced(&self.root.join(SHARED), &referenced);
     }
 
     fn delete_unreferenced(&self, dir: &Path, referenced: &HashSet<String>) {

@@ -504,7 +504,7 @@ fn work_dir(graph: &JobGraph) -> Result<PathBuf, RunError> {
         crate::dirs::create(&dir).map_err(|source| RunError::Checkpoints { dir: dir.clone(), source })?;
         return Ok(dir);
     };
-    let dir = settings.dir.join(".work");
+    let dir = settings.dir.join(crate::checkpoint::layout::WORK);
     let _ = std::fs::remove_dir_all(&dir);
     crate::dirs::create(&dir).map_err(|source| RunError::Checkpoints { dir: dir.clone(), source })?;
     Ok(dir)

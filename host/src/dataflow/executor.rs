@@ -5,7 +5,7 @@
 //! and restarting the job from the latest one when a task fails, as the
 //! job's restart strategy allows.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -334,7 +334,7 @@ pub fn run_job_with(graph: &JobGraph, engine: &Arc<PluginEngine>, options: RunOp
                     "cannot write in it ({error}); let the user who runs weir write there, and run the job again"
                 )))
             })?;
-            storage.restore_lost_lineage().map_err(dir_error)?;
+            storage.restore_lineage().map_err(dir_error)?;
             (storage.next_id(), Some(lock))
         }
         None => (0, None),
@@ -548,15 +548,6 @@ fn refuse_sinks_in_checkpoint_dirs(graph: &JobGraph) -> Result<(), RunError> {
     Ok(())
 }
 
-/// The names Weir writes at the top of a checkpoint directory.
-fn written_by_weir(name: &str) -> bool {
-    const NAMES: [&str; 10] = [
-        "LINEAGE", "LOCK", "shared", "savepoints", "job.toml", "kafka-logs", "_STARTED_FROM_SAVEPOINT", ".work", ".rescale",
-        ".rescale-work",
-    ];
-    NAMES.contains(&name) || name.starts_with("chk-") || name.contains(".tmp")
-}
-
 /// A directory that is not a checkpoint directory yet (it has no
 /// `LINEAGE`) but holds files of its own — `checkpoint_dir = "."`, the
 /// job's own folder — is refused: the clean-up would delete what it holds
@@ -566,7 +557,9 @@ fn refuse_a_directory_of_other_files(graph: &JobGraph, settings: &CheckpointSett
         return Ok(());
     }
     let entries = std::fs::read_dir(&settings.dir).into_iter().flatten().flatten();
-    let mut other = entries.map(|entry| entry.file_name().to_string_lossy().into_owned()).filter(|name| !written_by_weir(name));
+    let mut other = entries
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| !crate::checkpoint::layout::written_by_weir(name));
     match other.next() {
         Some(name) => Err(checkpoints_error(graph, format!(
             "it holds files Weir did not write (`{name}`), and a checkpoint directory's clean-up deletes the files \
@@ -615,7 +608,8 @@ fn own_checkpoints_from(graph: &JobGraph) -> Result<u64, RunError> {
 /// decide.
 fn latest_checkpoint(graph: &JobGraph, first: u64) -> Result<Option<Manifest>, RunError> {
     let Some(settings) = &graph.checkpoints else { return Ok(None) };
-    let recovered = open_storage(settings)?.latest_from(first, |sink| graph.files_sink_dir(sink));
+    let storage = open_storage(settings)?;
+    let recovered = storage.latest_from(first, |sink| graph.files_sink_dir(sink));
     if let Some((id, version)) = recovered.newer {
         return Err(checkpoints_error(graph, format!(
             "checkpoint {id} was written by a newer Weir (checkpoint format {version}; this one reads up to {}): run \
@@ -639,13 +633,31 @@ fn latest_checkpoint(graph: &JobGraph, first: u64) -> Result<Option<Manifest>, R
         let message = format!(
             "every checkpoint there is corrupt ({}; checkpoint {newest}: {reason}), and starting from the beginning \
              would replace the output they committed: restore a savepoint{}, or move the directory and the sinks' \
-             output away to start afresh",
+             output away to start afresh{}",
             ids.join(", "),
-            began.unwrap_or_default()
+            began.unwrap_or_default(),
+            damaged_lineage_hint(&storage, &settings.dir).unwrap_or_default()
         );
         return Err(checkpoints_error(graph, message));
     }
     Ok(recovered.manifest)
+}
+
+/// If every checkpoint in `dir` carries one lineage but its `LINEAGE`
+/// file another — a damaged `LINEAGE` looks so, as do checkpoints all
+/// copied in from one other directory —, how to tell the run it was the
+/// file: the checkpoints are intact, and starting afresh would lose them.
+fn damaged_lineage_hint(storage: &CheckpointStorage, dir: &Path) -> Option<String> {
+    let theirs = storage.checkpoints_lineage()?;
+    let ours = crate::dirs::known_lineage(dir)?;
+    (theirs != ours).then(|| {
+        format!(
+            ". Every checkpoint there carries lineage {theirs}, the LINEAGE file {ours}: if it is the file that was \
+             damaged (a bit flipped), not the checkpoints copied in from another job's directory, write {theirs} \
+             into {} and run the job again",
+            dir.join(crate::checkpoint::layout::LINEAGE).display()
+        )
+    })
 }
 
 /// Commits what a crash left uncommitted of the output of the job's own

@@ -23,8 +23,7 @@ use crate::job::JobGraph;
 use crate::savepoint::{JobDescription, Savepoint, SavepointError, write_savepoint};
 
 /// Where the redistributed copy is written, and its files on the way.
-const RESCALED: &str = ".rescale";
-const WORK: &str = ".rescale-work";
+use crate::checkpoint::layout::{RESCALE_WORK as WORK, RESCALED};
 
 /// Removes what a run killed while rescaling left in checkpoint directory
 /// `root` (a run that holds its lock).

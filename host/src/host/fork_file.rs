@@ -22,7 +22,7 @@ use crate::job::{JobGraph, Node, NodeKind, SinkSpec, SourceSpec};
 use crate::savepoint::JobDefinition;
 
 /// The name of a fork's job file in its checkpoint directory.
-const FILE_NAME: &str = "job.toml";
+use crate::checkpoint::layout::FORK_JOB_FILE as FILE_NAME;
 
 /// Writes the job file of `fork`, started from `savepoint` (see the module
 /// docs), and makes it the graph's definition; `None` for a fork without a

@@ -386,7 +386,7 @@ impl JobManager {
     /// The directory of [`JobManager::default_savepoint_dir`]s.
     fn default_savepoint_root(&self, graph: &JobGraph) -> PathBuf {
         absolute(&match &graph.checkpoints {
-            Some(settings) => settings.dir.join("savepoints"),
+            Some(settings) => settings.dir.join(crate::checkpoint::layout::SAVEPOINTS),
             None => PathBuf::from("savepoints"),
         })
     }

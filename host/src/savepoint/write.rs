@@ -151,7 +151,7 @@ pub fn prepare_savepoint_dir(dir: &Path, checkpoints: Option<&Path>) -> Result<(
     }
     if let Some(checkpoints) = checkpoints.map(crate::dirs::resolved) {
         let place = crate::dirs::resolved(dir);
-        let among_checkpoints = place.strip_prefix(&checkpoints).is_ok_and(|rest| !rest.starts_with("savepoints"));
+        let among_checkpoints = place.strip_prefix(&checkpoints).is_ok_and(|rest| !rest.starts_with(crate::checkpoint::layout::SAVEPOINTS));
         if among_checkpoints {
             return Err(refuse(format!(
                 "that is among the job's checkpoints in {}; choose a directory outside it (or its savepoints/)",

@@ -26,7 +26,7 @@ use crate::dataflow::Cancel;
 use crate::dataflow::RecordBatch;
 
 /// The directory of write-ahead logs under a checkpoint directory.
-pub const LOG_DIR: &str = "kafka-logs";
+pub use crate::checkpoint::layout::KAFKA_LOGS as LOG_DIR;
 
 /// A subtask of a Kafka sink.
 pub enum KafkaSink {
