@@ -3,9 +3,10 @@
 //! state when resuming, forward operators chained), one thread per task,
 //! and supervises them to the end — coordinating checkpoints meanwhile,
 //! and restarting the job from the latest one when a task fails, as the
-//! job's restart strategy allows.
+//! job's restart strategy allows. Where each start restores from, and the
+//! checks before it, are [`super::recovery`]'s.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -15,15 +16,16 @@ use tracing::{error, info, warn};
 
 use super::builder::Builder;
 use super::channel::Cancel;
+use super::recovery::{
+    checkpoints_error, latest_checkpoint, lock_sinks, own_checkpoints_from, recovery_committer, refuse_sinks_in_checkpoint_dirs,
+    take_checkpoint_dir,
+};
 use super::rescale::Rescaled;
 use super::resume_check::{check_changed_plugins, check_resumable};
 use super::state_check::{WrittenBy, changed_plugins};
 use super::figures::{Sampler, node_figures_of_run, records_read, records_written, sinks_watermark};
 use super::task::{TaskError, TaskMetrics};
-use crate::checkpoint::{
-    CheckpointHistory, CheckpointSettings, CheckpointStorage, Committer, Coordinator, LatestCheckpoint, Manifest,
-    SavepointOrder, SavepointStart, StorageLock,
-};
+use crate::checkpoint::{CheckpointHistory, CheckpointSettings, Coordinator, LatestCheckpoint, Manifest, SavepointOrder};
 use crate::connectors::{Backlog, ConnectorError};
 use crate::control::{Counters, NodeInfo, SavepointInfo};
 use crate::job::{JobGraph, Node, NodeKind};
@@ -319,26 +321,7 @@ pub fn run_job_with(graph: &JobGraph, engine: &Arc<PluginEngine>, options: RunOp
     refuse_sinks_in_checkpoint_dirs(graph)?;
     // Checkpoints from before this run (numbered below this) are not ours
     // to recover from when starting from a savepoint.
-    let (first_own, _lock) = match &graph.checkpoints {
-        Some(settings) => {
-            refuse_enclosed_checkpoint_dir(graph, settings)?;
-            refuse_a_directory_of_other_files(graph, settings)?;
-            if options.savepoint.is_some() {
-                refuse_another_jobs_checkpoints(graph, settings)?;
-            }
-            let storage = open_storage(settings)?;
-            let lock = lock_storage(&storage, settings)?;
-            let dir_error = |source| RunError::Checkpoints { dir: settings.dir.clone(), source };
-            crate::dirs::check_writable(&settings.dir).map_err(|error| {
-                dir_error(std::io::Error::new(error.kind(), format!(
-                    "cannot write in it ({error}); let the user who runs weir write there, and run the job again"
-                )))
-            })?;
-            storage.restore_lineage().map_err(dir_error)?;
-            (storage.next_id(), Some(lock))
-        }
-        None => (0, None),
-    };
+    let (first_own, _lock) = take_checkpoint_dir(graph, options.savepoint.is_some())?;
     let _sink_locks = lock_sinks(graph)?;
     // Without a savepoint: the checkpoints of the newest run, if it began
     // from one (those below are an earlier run's).
@@ -464,231 +447,6 @@ fn wait_to_restart(commands: &Receiver<JobCommand>, delay: Duration, history: &R
             }
         }
     }
-}
-
-/// The savepoint the job's newest run started from, if that run completed
-/// no checkpoint of its own: a run without `--from-savepoint` restores it
-/// again (see [`SavepointStart`]).
-pub fn savepoint_to_restore(graph: &JobGraph) -> Result<Option<Savepoint>, RunError> {
-    let Some((start, false)) = newest_savepoint_start(graph)? else { return Ok(None) };
-    info!(
-        job = %graph.name,
-        savepoint = %start.savepoint.display(),
-        "the job's last run started from this savepoint and completed no checkpoint of its own: restoring it again"
-    );
-    let savepoint = Savepoint::open(&start.savepoint).map_err(|error| {
-        checkpoints_error(graph, format!(
-            "the job's last run started from savepoint {} and completed no checkpoint of its own, so only that \
-             savepoint matches the output, but it cannot be read ({error}): put it back, or restore another one \
-             with `--from-savepoint`",
-            start.savepoint.display()
-        ))
-    })?;
-    Ok(Some(savepoint))
-}
-
-/// Refuses a checkpoint directory a run of `graph` from a savepoint cannot
-/// take: one inside another job's, or one holding another job's
-/// checkpoints (see the functions it calls). Checked before a retained
-/// checkpoint is written as a savepoint for the run, and again as it starts.
-pub fn refuse_taking_checkpoint_dir(graph: &JobGraph) -> Result<(), RunError> {
-    let Some(settings) = &graph.checkpoints else { return Ok(()) };
-    refuse_enclosed_checkpoint_dir(graph, settings)?;
-    refuse_another_jobs_checkpoints(graph, settings)
-}
-
-/// A run from a savepoint numbers its checkpoints after those in its
-/// directory, and its retention deletes them: a directory holding another
-/// job's checkpoints would be taken from that job, which could no longer
-/// resume (a run without a savepoint is refused such a directory by
-/// [`check_resumable`]).
-fn refuse_another_jobs_checkpoints(graph: &JobGraph, settings: &CheckpointSettings) -> Result<(), RunError> {
-    let storage = open_storage(settings)?;
-    let Some(newest) = storage.complete_ids().pop() else { return Ok(()) };
-    // A manifest that cannot be read names no job: the resume's checks say more.
-    match storage.manifest(newest) {
-        Ok(manifest) if manifest.job != graph.name => Err(checkpoints_error(graph, format!(
-            "it holds the checkpoints of job `{}`, which this run of `{}` would take over and delete; give each \
-             job a checkpoint_dir of its own (or the job its old name)",
-            manifest.job, graph.name
-        ))),
-        _ => Ok(()),
-    }
-}
-
-/// A checkpoint directory inside another job's would lose its files to
-/// that job's clean-up (or take that job's for its own).
-fn refuse_enclosed_checkpoint_dir(graph: &JobGraph, settings: &CheckpointSettings) -> Result<(), RunError> {
-    match crate::dirs::enclosing_checkpoint_dir(&settings.dir) {
-        Some(outer) => Err(checkpoints_error(graph, format!(
-            "it lies inside the checkpoint directory {} of another job, which deletes the files there it does not \
-             know: give this job a `checkpoint_dir` outside it",
-            outer.display()
-        ))),
-        None => Ok(()),
-    }
-}
-
-/// A sink writing inside a checkpoint directory — the job's own, or any
-/// other job's (a fork's sink given one) — would lose its committed output
-/// to that directory's clean-up, which deletes the files it does not know.
-fn refuse_sinks_in_checkpoint_dirs(graph: &JobGraph) -> Result<(), RunError> {
-    for (sink, place) in graph.sink_places() {
-        if let Some(checkpoints) = crate::dirs::checkpoint_dir_holding(place) {
-            return Err(RunError::Checkpoints {
-                dir: checkpoints,
-                source: std::io::Error::other(format!(
-                    "sink `{sink}` would write inside it ({}), and its clean-up deletes the files there it does not \
-                     know: give the sink a path outside every checkpoint directory",
-                    place.display()
-                )),
-            });
-        }
-    }
-    Ok(())
-}
-
-/// A directory that is not a checkpoint directory yet (it has no
-/// `LINEAGE`) but holds files of its own — `checkpoint_dir = "."`, the
-/// job's own folder — is refused: the clean-up would delete what it holds
-/// under the names it uses (`shared/`).
-fn refuse_a_directory_of_other_files(graph: &JobGraph, settings: &CheckpointSettings) -> Result<(), RunError> {
-    if crate::dirs::known_lineage(&settings.dir).is_some() {
-        return Ok(());
-    }
-    let entries = std::fs::read_dir(&settings.dir).into_iter().flatten().flatten();
-    let mut other = entries
-        .map(|entry| entry.file_name().to_string_lossy().into_owned())
-        .filter(|name| !crate::checkpoint::layout::written_by_weir(name));
-    match other.next() {
-        Some(name) => Err(checkpoints_error(graph, format!(
-            "it holds files Weir did not write (`{name}`), and a checkpoint directory's clean-up deletes the files \
-             it does not know: give the job a `checkpoint_dir` of its own, new or empty"
-        ))),
-        None => Ok(()),
-    }
-}
-
-/// An error about the job's checkpoint directory, `message` its cause.
-fn checkpoints_error(graph: &JobGraph, message: String) -> RunError {
-    let dir = graph.checkpoints.as_ref().map(|c| c.dir.clone()).unwrap_or_default();
-    RunError::Checkpoints { dir, source: std::io::Error::other(message) }
-}
-
-/// The record of the newest run from a savepoint in the job's checkpoint
-/// directory, and whether that run has completed a checkpoint.
-pub(super) fn newest_savepoint_start(graph: &JobGraph) -> Result<Option<(SavepointStart, bool)>, RunError> {
-    let Some(settings) = &graph.checkpoints else { return Ok(None) };
-    let unreadable = |reason| checkpoints_error(graph, reason);
-    let Some(start) = SavepointStart::read(&settings.dir).map_err(unreadable)? else { return Ok(None) };
-    let has_checkpoints = start.has_checkpoints(&open_storage(settings)?);
-    Ok(Some((start, has_checkpoints)))
-}
-
-/// The first checkpoint a run without a savepoint may resume from: that of
-/// the newest run from a savepoint, if there was one. If that run has none
-/// yet, only its savepoint matches the output, and the run is refused.
-fn own_checkpoints_from(graph: &JobGraph) -> Result<u64, RunError> {
-    match newest_savepoint_start(graph)? {
-        None => Ok(0),
-        Some((start, true)) => Ok(start.first_checkpoint),
-        Some((start, false)) => Err(checkpoints_error(graph, format!(
-            "the job's last run started from savepoint {0} and completed no checkpoint of its own, so the \
-             checkpoints before it no longer match the output: restore that savepoint again \
-             (`--from-savepoint {0}`) or another one",
-            start.savepoint.display()
-        ))),
-    }
-}
-
-/// The newest checkpoint numbered `first` or above that verifies (below
-/// `first` are an earlier run's, when this one started from a savepoint).
-/// If there are such checkpoints but none verifies, an error: starting
-/// over would replace the output they committed, which only the user may
-/// decide.
-fn latest_checkpoint(graph: &JobGraph, first: u64) -> Result<Option<Manifest>, RunError> {
-    let Some(settings) = &graph.checkpoints else { return Ok(None) };
-    let storage = open_storage(settings)?;
-    let recovered = storage.latest_from(first, |sink| graph.files_sink_dir(sink));
-    if let Some((id, version)) = recovered.newer {
-        return Err(checkpoints_error(graph, format!(
-            "checkpoint {id} was written by a newer Weir (checkpoint format {version}; this one reads up to {}): run \
-             the job with that Weir — falling back to an older checkpoint would undo the output it committed",
-            crate::checkpoint::MANIFEST_FORMAT
-        )));
-    }
-    if let Some((id, denied)) = recovered.unreadable {
-        return Err(checkpoints_error(graph, format!(
-            "checkpoint {id} cannot be read ({denied}): let the user who runs weir read the checkpoint directory, \
-             and run the job again. Nothing was changed — a checkpoint that cannot be read is not skipped as a \
-             damaged one would be, whose output an older one undoes"
-        )));
-    }
-    if recovered.manifest.is_none() && !recovered.skipped.is_empty() {
-        let ids: Vec<String> = recovered.skipped.iter().map(|(id, _)| id.to_string()).collect();
-        let (newest, reason) = &recovered.skipped[0];
-        let began = SavepointStart::read(&settings.dir).ok().flatten().map(|start| {
-            format!(" (the last run began from {0}: `--from-savepoint {0}`)", start.savepoint.display())
-        });
-        let message = format!(
-            "every checkpoint there is corrupt ({}; checkpoint {newest}: {reason}), and starting from the beginning \
-             would replace the output they committed: restore a savepoint{}, or move the directory and the sinks' \
-             output away to start afresh{}",
-            ids.join(", "),
-            began.unwrap_or_default(),
-            damaged_lineage_hint(&storage, &settings.dir).unwrap_or_default()
-        );
-        return Err(checkpoints_error(graph, message));
-    }
-    Ok(recovered.manifest)
-}
-
-/// If every checkpoint in `dir` carries one lineage but its `LINEAGE`
-/// file another — a damaged `LINEAGE` looks so, as do checkpoints all
-/// copied in from one other directory —, how to tell the run it was the
-/// file: the checkpoints are intact, and starting afresh would lose them.
-fn damaged_lineage_hint(storage: &CheckpointStorage, dir: &Path) -> Option<String> {
-    let theirs = storage.checkpoints_lineage()?;
-    let ours = crate::dirs::known_lineage(dir)?;
-    (theirs != ours).then(|| {
-        format!(
-            ". Every checkpoint there carries lineage {theirs}, the LINEAGE file {ours}: if it is the file that was \
-             damaged (a bit flipped), not the checkpoints copied in from another job's directory, write {theirs} \
-             into {} and run the job again",
-            dir.join(crate::checkpoint::layout::LINEAGE).display()
-        )
-    })
-}
-
-/// Commits what a crash left uncommitted of the output of the job's own
-/// newest checkpoint (and of older ones it carried), as a resume does
-/// first: before the job is started from an older point of its own, whose
-/// restore deletes the output it finds uncommitted.
-pub fn commit_newest_checkpoint(graph: &JobGraph) -> Result<(), RunError> {
-    // A last run begun from a savepoint without a checkpoint since has
-    // committed nothing of its own.
-    let Ok(floor) = own_checkpoints_from(graph) else { return Ok(()) };
-    let Some(manifest) = latest_checkpoint(graph, floor)? else { return Ok(()) };
-    let mut committer = recovery_committer(graph, Some(&manifest));
-    committer.commit_pending_within(Duration::from_secs(60)).map_err(|remaining| {
-        checkpoints_error(graph, format!(
-            "the output of its newest checkpoint ({}) is not all committed yet ({remaining}), and starting from an \
-             older point would delete it: run the job again once its sinks can commit",
-            manifest.checkpoint
-        ))
-    })
-}
-
-/// A committer for the job's sinks that has committed the output of the
-/// checkpoint it restores (again: a crash may have come between the
-/// checkpoint's completion and its commits); what it could not commit
-/// stays pending in it.
-pub(super) fn recovery_committer(graph: &JobGraph, restored: Option<&Manifest>) -> Committer {
-    let mut committer = Committer::new(graph.kafka_sinks());
-    if let Some(manifest) = restored {
-        committer.recover(manifest.commits_in(|sink| graph.files_sink_dir(sink)));
-    }
-    committer
 }
 
 /// The stack of a task thread: operators chained into it call each other
@@ -974,11 +732,6 @@ pub fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
     }
 }
 
-/// The job's checkpoint directory.
-pub(super) fn open_storage(settings: &CheckpointSettings) -> Result<CheckpointStorage, RunError> {
-    CheckpointStorage::open(&settings.dir).map_err(|source| RunError::Checkpoints { dir: settings.dir.clone(), source })
-}
-
 /// Refuses to resume an operator with another plugin than the one that
 /// wrote its state in checkpoint `manifest` (a job file edited across a
 /// restart, an upgraded plugin gone) unless the plugin can read that state:
@@ -1013,30 +766,4 @@ fn check_resumed_plugins(
         dir: settings.dir.clone(),
         reason,
     })
-}
-
-/// Takes the output directories of `graph`'s sinks for this run: two jobs
-/// writing one would overwrite each other's part files.
-fn lock_sinks(graph: &JobGraph) -> Result<Vec<crate::connectors::DirectoryLock>, RunError> {
-    let sinks = graph.nodes.iter().filter_map(|node| match &node.kind {
-        NodeKind::Sink(spec) => Some((node, spec)),
-        _ => None,
-    });
-    let locks = sinks.map(|(node, spec)| {
-        crate::connectors::lock_sink(spec).map_err(|source| RunError::Connector { node: node.describe(), source })
-    });
-    locks.filter_map(Result::transpose).collect()
-}
-
-/// Locks the checkpoint directory for this run (all its restarts), and
-/// removes what a run killed while rescaling left in it.
-fn lock_storage(storage: &CheckpointStorage, settings: &CheckpointSettings) -> Result<StorageLock, RunError> {
-    match storage.lock() {
-        Ok(Some(lock)) => {
-            super::rescale::remove_leftovers(storage.root());
-            Ok(lock)
-        }
-        Ok(None) => Err(RunError::CheckpointsInUse { dir: settings.dir.clone() }),
-        Err(source) => Err(RunError::Checkpoints { dir: settings.dir.clone(), source }),
-    }
 }

@@ -33,6 +33,7 @@ mod inbox;
 mod key_numbering;
 mod native;
 mod operator;
+mod recovery;
 mod rescale;
 mod resume_check;
 mod sink;
@@ -55,9 +56,10 @@ pub use state_check::{StateCheckError, WrittenBy, changed_plugins, check_state};
 pub use upgrades::{CarriedUpgrade, carry_upgrades};
 pub use resume_check::check_fits;
 pub use executor::{
-    JobCommand, JobSummary, Progress, Restarts, Restore, Role, RunError, RunOptions, RunningJob, TaskSummary, run_job, run_job_with,
-    commit_newest_checkpoint, panic_message, refuse_taking_checkpoint_dir, savepoint_to_restore, start_job,
+    JobCommand, JobSummary, Progress, Restarts, Restore, Role, RunError, RunOptions, RunningJob, TaskSummary, panic_message,
+    run_job, run_job_with, start_job,
 };
+pub use recovery::{commit_newest_checkpoint, refuse_taking_checkpoint_dir, savepoint_to_restore};
 
 /// Records per batch: sources fill batches of this size and key-by edges
 /// flush per-target batches when they reach it. A plugin call's fixed costs

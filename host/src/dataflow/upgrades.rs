@@ -50,7 +50,7 @@ pub fn carry_upgrades(graph: &mut JobGraph) -> Vec<CarriedUpgrade> {
     }
     let Ok(storage) = CheckpointStorage::open(&settings.dir) else { return Vec::new() };
     // (An unreadable record is reported when the run looks for its savepoint.)
-    let start = super::executor::newest_savepoint_start(graph).ok().flatten().and_then(|(start, has)| (!has).then_some(start));
+    let start = super::recovery::newest_savepoint_start(graph).ok().flatten().and_then(|(start, has)| (!has).then_some(start));
     let newest = storage.complete_ids().last().and_then(|&id| storage.manifest(id).ok()).filter(|m| !m.finished);
     let (run, from) = match (&start, &newest) {
         (Some(start), _) => {
