@@ -112,16 +112,14 @@ impl<T: Operator> EmbeddedInstance<T> {
     }
 
     /// Runs `on_timer` for the due timers of `domain`, batch by batch, until
-    /// none is due (timers set while firing may be due too).
+    /// none is due (see [`FiringBudget::fire_until_none_due`]).
     fn fire(&mut self, domain: HostDomain, time: i64) -> Result<Vec<(String, RecordBatch)>, CallError> {
-        let mut emitted = Vec::new();
-        let mut budget = FiringBudget::new(time);
-        loop {
+        let fire_call = || {
             let timers = {
                 let mut state = self.state.borrow_mut();
                 let fired = state.timers.pop_due(domain, time, BATCH_SIZE);
                 if fired.is_empty() {
-                    return Ok(emitted);
+                    return Ok(None);
                 }
                 let timers = state.timer_batch(&fired, self.watermark);
                 state.begin_call(true, false);
@@ -137,11 +135,9 @@ impl<T: Operator> EmbeddedInstance<T> {
                 processing_time: timers.processing_time,
             });
             let call = self.state.borrow_mut().firing.take();
-            emitted.extend(self.returned(result).and_then(collect)?);
-            if let Some(call) = call {
-                budget.spend(&call).map_err(CallError::Operator)?;
-            }
-        }
+            Ok(Some((self.returned(result).and_then(collect)?, call)))
+        };
+        FiringBudget::fire_until_none_due(time, fire_call, CallError::Operator)
     }
 
     /// Captures the state for a checkpoint, after the operator has written

@@ -170,25 +170,21 @@ impl OperatorInstance {
     }
 
     /// Calls `on-timer` with the due timers of `domain`, batch by batch,
-    /// until none is due (timers set while firing may be due too).
+    /// until none is due (see [`FiringBudget::fire_until_none_due`]).
     fn fire(&mut self, domain: TimeDomain, time: i64) -> Result<Vec<(String, RecordBatch)>, CallError> {
-        let mut emitted = Vec::new();
-        let mut budget = FiringBudget::new(time);
-        loop {
+        let fire_call = || {
             let fired = self.store.data_mut().timers.pop_due(domain, time, BATCH_SIZE);
             if fired.is_empty() {
-                return Ok(emitted);
+                return Ok(None);
             }
             let batch = self.store.data_mut().timer_batch(&fired, self.watermark);
             self.begin_call(true, false);
             let result = self.bindings.weir_operator_operator().call_on_timer(&mut self.store, &batch);
             let call = self.store.data_mut().firing.take();
             self.store.data_mut().end_call();
-            emitted.extend(Self::collect(self.returned(result)?)?);
-            if let Some(call) = call {
-                budget.spend(&call).map_err(CallError::Operator)?;
-            }
-        }
+            Ok(Some((Self::collect(self.returned(result)?)?, call)))
+        };
+        FiringBudget::fire_until_none_due(time, fire_call, CallError::Operator)
     }
 
     fn begin_call(&mut self, keyed: bool, broadcast: bool) {

@@ -383,6 +383,27 @@ impl FiringBudget {
         })?;
         Ok(())
     }
+
+    /// Fires the timers due at `time` call after call — timers set while
+    /// firing may be due too — until `fire_call` finds none due (`None`),
+    /// spending what each call set ([`FiringCall`]) from a budget for
+    /// `time`. Returns what the calls emitted; `over_budget` makes the
+    /// error of a plugin past it.
+    pub fn fire_until_none_due<T, E>(
+        time: i64,
+        mut fire_call: impl FnMut() -> Result<Option<(Vec<T>, Option<FiringCall>)>, E>,
+        over_budget: impl Fn(String) -> E,
+    ) -> Result<Vec<T>, E> {
+        let mut budget = FiringBudget::new(time);
+        let mut emitted = Vec::new();
+        while let Some((outputs, call)) = fire_call()? {
+            emitted.extend(outputs);
+            if let Some(call) = call {
+                budget.spend(&call).map_err(&over_budget)?;
+            }
+        }
+        Ok(emitted)
+    }
 }
 
 #[cfg(test)]
