@@ -128,6 +128,39 @@ fn a_component_whose_functions_have_the_wrong_types() {
     assert!(error.contains("rebuild it against that WIT"), "{error}");
 }
 
+/// `weir plugin check` runs a component's start-up code (its core modules'
+/// start functions) under a job's default memory cap and deadline: a
+/// platform vetting uploaded plugins with it ran them unbounded (the
+/// sandbox audit: a start looping for ever hung the check, one filling
+/// 3 GiB passed it).
+#[test]
+fn plugin_check_bounds_a_components_start_up_code() {
+    let dir = JobDir::new();
+    // The operator's functions by name (their types are not reached).
+    let functions = ["init", "process", "on-timer", "flush", "check-state"];
+    let lifted: String = functions.iter().map(|f| format!("(func ${f} (canon lift (core func $i \"f\")))\n")).collect();
+    let exported: String = functions.iter().map(|f| format!("(export \"{f}\" (func ${f}))")).collect();
+    let with_start = |name: &str, start: &str| {
+        let text = format!(
+            r#"(component
+                (core module $m (memory 1) (func $start {start}) (start $start) (func (export "f")))
+                (core instance $i (instantiate $m))
+                {lifted}
+                (instance $api {exported})
+                (export "weir:operator/operator@0.5.0" (instance $api)))"#
+        );
+        component_from_wat(&dir, name, &text)
+    };
+    let hog = with_start("hog.wasm", "(drop (memory.grow (i32.const 8192)))");
+    let error = weir(&["plugin", "check", hog.to_str().unwrap()]).failure();
+    assert!(error.contains("it fails as it starts, before any call"), "{error}");
+    assert!(error.contains("exceeded its memory cap of 256 MiB (it asked for 513 MiB)"), "{error}");
+
+    let spin = with_start("spin.wasm", "(loop $l (br $l))");
+    let error = weir(&["plugin", "check", spin.to_str().unwrap()]).failure();
+    assert!(error.contains("exceeded its deadline of 10000 ms"), "{error}");
+}
+
 #[test]
 fn a_component_with_the_right_name_but_wrong_functions() {
     let dir = JobDir::new();

@@ -235,6 +235,32 @@ input = "chain"
     assert!(ends.values().all(|&end| end == "3000"), "each at its latest time: {ends:?}");
 }
 
+/// State named by data — a new state for each event, or a name as long as
+/// a value — is refused, saying what to do instead: the host keeps every
+/// name for the operator's life and writes each into every checkpoint, and
+/// a plugin doing so grew a host to 11 GiB in 12 s, aborting it and every
+/// job on it (found by the sandbox audit).
+#[test]
+fn state_named_by_data_is_refused() {
+    let dir = JobDir::new();
+    let job = faulty_job(&dir, "state-names", "key_by = true");
+    let many_events = std::fs::read_to_string(&job)
+        .unwrap()
+        .replace("events = 100", "events = 10000")
+        .replace(r#"mode = "state-names""#, r#"mode = "state-names", after = 10"#);
+    std::fs::write(&job, &many_events).unwrap();
+    let error = run_job(&job, &[]).failure();
+    assert!(error.contains("operator `misbehaving-state-names` (subtask 1 of 1) failed: the host refused"), "{error}");
+    assert!(error.contains("state `0000004097` would be its operator's state number 4097, past the 4096"), "{error}");
+    assert!(error.contains("keep per-key data in the values of one state"), "{error}");
+
+    let long_names = many_events.replace("after = 10", "after = 2000");
+    std::fs::write(&job, long_names).unwrap();
+    let error = run_job(&job, &[]).failure();
+    assert!(error.contains("a state name of 2000 bytes (`0000000000"), "{error}");
+    assert!(error.contains("names are at most 1024 bytes"), "{error}");
+}
+
 #[test]
 fn a_plugin_rejecting_its_config_says_why() {
     let dir = JobDir::new();

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use weir::PluginEngine;
-use weir::plugin::WIT_PACKAGE;
+use weir::plugin::{CallError, Limits, WIT_PACKAGE};
 
 pub fn check(path: &Path) -> anyhow::Result<()> {
     let engine = PluginEngine::new()?;
@@ -11,12 +11,16 @@ pub fn check(path: &Path) -> anyhow::Result<()> {
     out!("{}: WebAssembly component", path.display());
     out_text!("{inspection}");
     let loaded = loaded?;
-    loaded.check_types().map_err(|reason| {
-        anyhow::anyhow!(
-            "{}: its exports do not have the types of the {WIT_PACKAGE} plugin world ({reason}); rebuild it against \
-             that WIT (the SDKs do)",
-            path.display()
-        )
+    loaded.check_types().map_err(|error| match error {
+        // The reason says so, and to rebuild the plugin against the WIT.
+        CallError::Instantiate(reason) if reason.contains(WIT_PACKAGE) => anyhow::anyhow!("{}: {reason}", path.display()),
+        other => anyhow::anyhow!(
+            "{}: it fails as it starts, before any call, under the limits of a job's operator by default \
+             (memory_limit_mb = {}, call_timeout_ms = {}): {other}",
+            path.display(),
+            Limits::DEFAULT_MEMORY_MB,
+            Limits::DEFAULT_CALL_TIMEOUT_MS
+        ),
     })?;
     out!("ok: implements the {WIT_PACKAGE} plugin world (sha256 {})", loaded.digest);
     Ok(())

@@ -9,6 +9,13 @@ wasmtime::component::bindgen!({
         "weir:operator/state.map-state": super::state::MapStateHandle,
         "weir:operator/broadcast-state.broadcast-map": super::broadcast::BroadcastMapHandle,
     },
+    // A state's constructor traps on a name the host refuses (see
+    // `crate::state::StateRegistry::register`): the WIT gives it no error.
+    imports: {
+        "weir:operator/state.[constructor]value-state": trappable,
+        "weir:operator/state.[constructor]map-state": trappable,
+        "weir:operator/broadcast-state.[constructor]broadcast-map": trappable,
+    },
 });
 
 pub use self::exports::weir::operator::operator::{OperatorError, StateKind as StoredKind, StoredValues};

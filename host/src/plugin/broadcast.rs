@@ -98,9 +98,9 @@ impl BroadcastView<'_> {
 impl Host for BroadcastView<'_> {}
 
 impl HostBroadcastMap for BroadcastView<'_> {
-    fn new(&mut self, name: String) -> Resource<BroadcastMapHandle> {
-        let map = self.maps.registry.intern(&name);
-        self.table.push(BroadcastMapHandle { map }).expect("resource table has room")
+    fn new(&mut self, name: String) -> wasmtime::Result<Resource<BroadcastMapHandle>> {
+        let map = self.maps.registry.register("", &name)?;
+        Ok(self.table.push(BroadcastMapHandle { map })?)
     }
 
     fn get(&mut self, resource: Resource<BroadcastMapHandle>, key: Vec<u8>) -> Option<Vec<u8>> {

@@ -180,18 +180,24 @@ fn operator_error(error: weir_sdk::Error) -> CallError {
     }))
 }
 
+/// Native operators are compiled into the host, their state names fixed:
+/// the host's limits on names (`StateRegistry::register`) are never hit.
+const NATIVE_NAMES: &str = "a native operator's state names are within the host's limits";
+
 /// The SDK's way into the host state: each function the host's interface
 /// implementation, called directly.
 struct HostStates(Shared);
 
 impl StateHost for HostStates {
     fn open(&mut self, name: &str) -> Box<dyn RawValueState> {
-        let resource = HostValueState::new(&mut self.0.borrow_mut().keyed_state(), name.to_owned());
+        let resource = HostValueState::new(&mut self.0.borrow_mut().keyed_state(), name.to_owned())
+            .expect(NATIVE_NAMES);
         Box::new(Handle { state: self.0.clone(), rep: resource.rep(), kind: HandleKind::Value })
     }
 
     fn open_broadcast(&mut self, name: &str) -> Box<dyn RawBroadcastMap> {
-        let resource = HostBroadcastMap::new(&mut self.0.borrow_mut().broadcast_state(), name.to_owned());
+        let resource = HostBroadcastMap::new(&mut self.0.borrow_mut().broadcast_state(), name.to_owned())
+            .expect(NATIVE_NAMES);
         Box::new(Handle { state: self.0.clone(), rep: resource.rep(), kind: HandleKind::Broadcast })
     }
 
@@ -204,7 +210,8 @@ impl StateHost for HostStates {
     }
 
     fn open_map(&mut self, name: &str) -> Box<dyn RawMapState> {
-        let resource = HostMapState::new(&mut self.0.borrow_mut().keyed_state(), name.to_owned());
+        let resource = HostMapState::new(&mut self.0.borrow_mut().keyed_state(), name.to_owned())
+            .expect(NATIVE_NAMES);
         Box::new(Handle { state: self.0.clone(), rep: resource.rep(), kind: HandleKind::Map })
     }
 }

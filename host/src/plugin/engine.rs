@@ -13,7 +13,7 @@ use super::broadcast::BroadcastAccess;
 use super::cache::ComponentCache;
 use super::clocks::DeadlineClocksAccess;
 use super::timers::TimersAccess;
-use super::error::PluginError;
+use super::error::{CallError, PluginError};
 use super::host_state::PluginState;
 use super::inspect::{self, Inspection};
 use super::limits::{EpochTicker, Limits};
@@ -39,14 +39,11 @@ impl LoadedPlugin {
     /// Instantiates the plugin in a scratch store, calling none of its
     /// functions: the types of its exports are checked then (loading checks
     /// their names), so a plugin whose `process` takes a string where the
-    /// world has a record is refused here, not when a job starts it.
-    pub fn check_types(&self) -> Result<(), String> {
-        let state = PluginState::new(256 << 20, Box::new(crate::state::MemoryBackend::new()), 0..1, 1);
-        let mut store = wasmtime::Store::new(self.pre.engine(), state);
-        // No deadline: the epoch ticker would interrupt an endless start.
-        store.epoch_deadline_trap();
-        store.set_epoch_deadline(u64::MAX / 2);
-        self.pre.instantiate(&mut store).map(drop).map_err(|error| format!("{error:#}"))
+    /// world has a record is refused here, not when a job starts it. Its
+    /// core modules' start functions run, under a job's default memory cap
+    /// and deadline.
+    pub fn check_types(&self) -> Result<(), CallError> {
+        super::instance::check_instantiates(self)
     }
 }
 

@@ -66,6 +66,10 @@ pub enum CallError {
     Instantiate(String),
     #[error("the state backend failed: {0}")]
     Backend(String),
+    /// The plugin opened a state the host does not register (see
+    /// [`crate::state::StateNameError`]).
+    #[error("the host refused the plugin's state: {0}")]
+    StateRefused(String),
 }
 
 /// What a plugin printed, to follow an error's message.

@@ -83,18 +83,7 @@ impl OperatorInstance {
             data.broadcast = meta.broadcast;
             data.timers = meta.timers;
         }
-        let mut store = Store::new(plugin.pre.engine(), data);
-        store.limiter(|state| &mut state.limiter);
-        // What one call may hand the host (a batch's output, 8 192 events
-        // of it) is bounded by the instance's memory already; wasmtime's
-        // default of 128 MiB would fail a plugin emitting large records.
-        store.set_hostcall_fuel(store.hostcall_fuel().max(limits.memory_bytes));
-        store.epoch_deadline_callback(at_epoch_check);
-        arm_deadline(&mut store, &limits);
-        let bindings = match plugin.pre.instantiate(&mut store) {
-            Ok(bindings) => bindings,
-            Err(error) => return Err(classify(&store, &limits, error, |message| CallError::Instantiate(with_type_hint(message)))),
-        };
+        let (store, bindings) = instantiate(plugin, &limits, data)?;
         let mut instance = OperatorInstance { store, bindings, limits, watermark };
         instance.init_with_host_keys(config)?;
         Ok(instance)
@@ -257,6 +246,33 @@ impl OperatorInstance {
     }
 }
 
+/// Instantiates `plugin` on `data` in a store of its own, under `limits`:
+/// the memory cap holds, and the deadline runs, from the first instruction
+/// of its core modules' start functions.
+fn instantiate(plugin: &LoadedPlugin, limits: &Limits, data: PluginState) -> Result<(Store<PluginState>, Plugin), CallError> {
+    let mut store = Store::new(plugin.pre.engine(), data);
+    store.limiter(|state| &mut state.limiter);
+    // What one call may hand the host (a batch's output, 8 192 events
+    // of it) is bounded by the instance's memory already; wasmtime's
+    // default of 128 MiB would fail a plugin emitting large records.
+    store.set_hostcall_fuel(store.hostcall_fuel().max(limits.memory_bytes));
+    store.epoch_deadline_callback(at_epoch_check);
+    arm_deadline(&mut store, limits);
+    match plugin.pre.instantiate(&mut store) {
+        Ok(bindings) => Ok((store, bindings)),
+        Err(error) => Err(classify(&store, limits, error, |message| CallError::Instantiate(with_type_hint(message)))),
+    }
+}
+
+/// Instantiates `plugin` in a scratch store, calling none of its functions
+/// (see [`LoadedPlugin::check_types`]), under the limits a job's operator
+/// has by default: its start-up code is untrusted too.
+pub(super) fn check_instantiates(plugin: &LoadedPlugin) -> Result<(), CallError> {
+    let limits = Limits::default();
+    let data = PluginState::new(limits.memory_bytes, Box::new(crate::state::MemoryBackend::new()), 0..1, 1);
+    instantiate(plugin, &limits, data).map(drop)
+}
+
 /// Epoch ticks no call reaches: the deadline of a call without one.
 const NEVER: u64 = u64::MAX >> 1;
 
@@ -317,11 +333,24 @@ fn classify(
              Python or JavaScript), which names its cause"
         ));
     }
+    if let Some(refused) = error.downcast_ref::<crate::state::StateNameError>() {
+        return CallError::StateRefused(refused.to_string());
+    }
     let message = match error.downcast_ref::<Trap>() {
         Some(trap) => trap.to_string(),
-        None => format!("{error:#}"),
+        None => cause_first(&error),
     };
     otherwise(message)
+}
+
+/// An error a host function raised in a plugin's call (a resource table
+/// full, a handle unknown): its cause, then where in the plugin — not the
+/// backtrace first and the cause at its end.
+fn cause_first(error: &wasmtime::Error) -> String {
+    match error.downcast_ref::<wasmtime::WasmBacktrace>() {
+        Some(backtrace) => format!("{}\n{backtrace}", error.root_cause()),
+        None => format!("{error:#}"),
+    }
 }
 
 /// An instantiation error, with what to do when it is about the types of

@@ -58,18 +58,30 @@ impl Default for Limits {
     }
 }
 
-/// Enforces the memory cap and remembers whether it was hit, so that the
-/// resulting trap can be reported as what it is.
+/// Enforces the memory cap on all of a plugin's linear memories together
+/// — a component may hold many core modules, each with memories of its
+/// own (the sandbox audit filled 16 of 240 MiB under a 256 MiB cap) — and
+/// remembers whether it was hit, so that the resulting trap can be
+/// reported as what it is. Tables are bounded together likewise.
 #[derive(Debug)]
 pub struct MemoryLimiter {
     cap: usize,
-    /// The size an instance asked for when it hit the cap.
+    /// Bytes the store's memories hold, all together.
+    memory_bytes: usize,
+    /// Elements the store's tables hold, all together.
+    table_elements: usize,
+    /// The size an instance asked for, its memories together, when it hit
+    /// the cap.
     pub refused: Option<usize>,
 }
 
+/// The most table elements (function references) a plugin's tables may
+/// hold together.
+const MAX_TABLE_ELEMENTS: usize = 1 << 20;
+
 impl MemoryLimiter {
     pub fn new(cap: usize) -> Self {
-        MemoryLimiter { cap, refused: None }
+        MemoryLimiter { cap, memory_bytes: 0, table_elements: 0, refused: None }
     }
 
     pub fn cap(&self) -> usize {
@@ -78,16 +90,23 @@ impl MemoryLimiter {
 }
 
 impl ResourceLimiter for MemoryLimiter {
-    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
-        if desired > self.cap {
-            self.refused = Some(desired);
+    fn memory_growing(&mut self, current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        let total = (self.memory_bytes - current.min(self.memory_bytes)).saturating_add(desired);
+        if total > self.cap {
+            self.refused = Some(total);
             wasmtime::bail!("memory cap of {} MiB exceeded", self.cap >> 20);
         }
+        self.memory_bytes = total;
         Ok(true)
     }
 
-    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
-        Ok(desired <= 1 << 20)
+    fn table_growing(&mut self, current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        let total = (self.table_elements - current.min(self.table_elements)).saturating_add(desired);
+        if total > MAX_TABLE_ELEMENTS {
+            return Ok(false);
+        }
+        self.table_elements = total;
+        Ok(true)
     }
 }
 
@@ -136,5 +155,23 @@ mod tests {
         assert_eq!(ticks_to_next_check(ms(11)), 2);
         assert_eq!(ticks_to_next_check(ms(95)), 10);
         assert_eq!(ticks_to_next_check(ms(10_000)), CHECK_INTERVAL_TICKS);
+    }
+
+    /// A component of many core modules, each with a memory under the cap,
+    /// may not hold more than the cap together.
+    #[test]
+    fn the_memory_cap_holds_for_all_memories_together() {
+        let mib = |n: usize| n << 20;
+        let mut limiter = MemoryLimiter::new(mib(100));
+        assert!(limiter.memory_growing(0, mib(60), None).unwrap(), "a first memory");
+        assert!(limiter.memory_growing(0, mib(30), None).unwrap(), "a second");
+        assert!(limiter.memory_growing(mib(30), mib(40), None).unwrap(), "the second grows: 100 MiB in all");
+        assert!(limiter.memory_growing(0, mib(1), None).is_err(), "a third memory is past the cap");
+        assert_eq!(limiter.refused, Some(mib(101)));
+
+        let mut limiter = MemoryLimiter::new(mib(100));
+        assert!(limiter.table_growing(0, MAX_TABLE_ELEMENTS - 10, None).unwrap());
+        assert!(!limiter.table_growing(0, 11, None).unwrap(), "tables are bounded together too");
+        assert!(limiter.table_growing(0, 10, None).unwrap());
     }
 }

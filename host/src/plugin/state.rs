@@ -20,7 +20,7 @@ use super::bindings::InputBatch;
 use super::bindings::weir::operator::state::{Host, HostMapState, HostValueState, SlotValues};
 use super::bindings::weir::operator::types::StateError;
 use crate::dataflow::KeyNumbered;
-use crate::state::{HashedKey, KeyGroupRange, KeyedStateBackend, StateError as BackendError, StateId, StateRegistry};
+use crate::state::{HashedKey, KeyGroupRange, KeyedStateBackend, MAP_PREFIX, StateError as BackendError, StateId, StateRegistry};
 
 /// The host's representation of a guest's `value-state` resource.
 #[derive(Debug, Clone, Copy)]
@@ -34,9 +34,6 @@ pub struct MapStateHandle {
     state: StateId,
 }
 
-/// Map states are registered under this prefix, a namespace apart from
-/// value states of the same name.
-const MAP_PREFIX: &str = "map:";
 
 /// The distinct keys of the call being made, in slot order: key `s` is the
 /// one state and timer calls address by slot `s`, with its hash.
@@ -277,9 +274,9 @@ impl<'a> KeyedStateView<'a> {
 impl Host for KeyedStateView<'_> {}
 
 impl HostValueState for KeyedStateView<'_> {
-    fn new(&mut self, name: String) -> Resource<ValueStateHandle> {
-        let state = self.registry.intern(&name);
-        self.table.push(ValueStateHandle { state }).expect("resource table has room")
+    fn new(&mut self, name: String) -> wasmtime::Result<Resource<ValueStateHandle>> {
+        let state = self.registry.register_value(&name)?;
+        Ok(self.table.push(ValueStateHandle { state })?)
     }
 
     fn get_all(&mut self, resource: Resource<ValueStateHandle>) -> Result<SlotValues, StateError> {
@@ -346,9 +343,9 @@ impl HostValueState for KeyedStateView<'_> {
 }
 
 impl HostMapState for KeyedStateView<'_> {
-    fn new(&mut self, name: String) -> Resource<MapStateHandle> {
-        let state = self.registry.intern(&format!("{MAP_PREFIX}{name}"));
-        self.table.push(MapStateHandle { state }).expect("resource table has room")
+    fn new(&mut self, name: String) -> wasmtime::Result<Resource<MapStateHandle>> {
+        let state = self.registry.register(MAP_PREFIX, &name)?;
+        Ok(self.table.push(MapStateHandle { state })?)
     }
 
     fn get(&mut self, resource: Resource<MapStateHandle>, slot: u32, sub_key: Vec<u8>) -> Result<Option<Vec<u8>>, StateError> {
@@ -586,7 +583,7 @@ mod tests {
             in_call: true,
             failure: &mut failure,
         };
-        let map = HostMapState::new(&mut view, "w".into());
+        let map = HostMapState::new(&mut view, "w".into()).unwrap();
         let write = |view: &mut KeyedStateView<'_>, key: &str| {
             let handle = Resource::new_borrow(map.rep());
             HostMapState::set_keyed(view, handle, key.as_bytes().to_vec(), vec![0, key.len() as u32], b"7".to_vec(), vec![0, 1], one_value(b"42"))
@@ -664,7 +661,7 @@ mod tests {
             in_call: true,
             failure: &mut failure,
         };
-        let state = HostValueState::new(&mut view, "count".into());
+        let state = HostValueState::new(&mut view, "count".into()).unwrap();
         let handle = || Resource::<ValueStateHandle>::new_borrow(state.rep());
         let by_key = |key: &str| (key.as_bytes().to_vec(), vec![0, key.len() as u32]);
 

@@ -17,7 +17,7 @@ use crate::state::{
 };
 
 /// Map states are registered under this prefix in an operator's registry.
-pub(super) const MAP_PREFIX: &str = "map:";
+pub(super) use crate::state::MAP_PREFIX;
 
 /// What a savepoint records about the job besides its state.
 #[derive(Debug, Clone)]

@@ -53,10 +53,69 @@ pub struct StateRegistry {
     names: Vec<String>,
 }
 
+/// The names of map states are registered under this prefix, a namespace
+/// apart from value states of the same name (which may not begin with it).
+pub const MAP_PREFIX: &str = "map:";
+
+/// How many states (value and map, or broadcast maps) an operator may
+/// register: the host keeps every name for the operator's life and writes
+/// each into every checkpoint, so a plugin naming states by key or by event
+/// would fill the host's memory and disk (found by the sandbox audit: one
+/// plugin grew a host to 11 GiB in 12 s, aborting every job on it).
+pub const MAX_STATES: usize = 4096;
+
+/// The longest state name, in bytes.
+pub const MAX_STATE_NAME_BYTES: usize = 1024;
+
+/// A state a plugin may not register.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StateNameError {
+    #[error(
+        "a state name of {bytes} bytes (`{start}…`): names are at most {MAX_STATE_NAME_BYTES} bytes — a state is \
+         named once, in code, not by data"
+    )]
+    TooLong { bytes: usize, start: String },
+    #[error(
+        "state `{name}` would be its operator's state number {}, past the {MAX_STATES} an operator may have — a state \
+         is named once, in code: keep per-key data in the values of one state (a map state for several entries per key)",
+        MAX_STATES + 1
+    )]
+    TooMany { name: String },
+    #[error("value state `{name}`: names beginning `{MAP_PREFIX}` are the map states'; choose another name")]
+    Reserved { name: String },
+}
+
 impl StateRegistry {
     /// A registry that already knows `names`, in order.
     pub fn with_names(names: Vec<String>) -> Self {
         StateRegistry { names }
+    }
+
+    /// [`StateRegistry::intern`] for the name a plugin gives, registered
+    /// as `prefix` + `name`: at most [`MAX_STATE_NAME_BYTES`] long, and a
+    /// new one only while the registry holds fewer than [`MAX_STATES`].
+    pub fn register(&mut self, prefix: &str, name: &str) -> Result<StateId, StateNameError> {
+        let registered = format!("{prefix}{name}");
+        if let Some(index) = self.names.iter().position(|n| *n == registered) {
+            return Ok(StateId(index as u32));
+        }
+        if name.len() > MAX_STATE_NAME_BYTES {
+            let start: String = name.chars().take(40).collect();
+            return Err(StateNameError::TooLong { bytes: name.len(), start: start.escape_debug().to_string() });
+        }
+        if self.names.len() >= MAX_STATES {
+            return Err(StateNameError::TooMany { name: name.escape_debug().to_string() });
+        }
+        Ok(self.intern(&registered))
+    }
+
+    /// [`StateRegistry::register`] for a value state's name, which may not
+    /// begin with [`MAP_PREFIX`]: it would be the map state of the rest.
+    pub fn register_value(&mut self, name: &str) -> Result<StateId, StateNameError> {
+        if name.starts_with(MAP_PREFIX) {
+            return Err(StateNameError::Reserved { name: name.escape_debug().to_string() });
+        }
+        self.register("", name)
     }
 
     /// The id of state `name`, registering it on first use.
@@ -313,6 +372,20 @@ pub fn restore_backend(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A value state named `map:w` was the map state `w` (found by the
+    /// sandbox audit: a savepoint listed its entries as the map's, and
+    /// every upgrade was refused for a malformed map key).
+    #[test]
+    fn value_and_map_states_of_a_name_stay_apart() {
+        let mut registry = StateRegistry::default();
+        let map = registry.register(MAP_PREFIX, "w").unwrap();
+        let value = registry.register_value("w").unwrap();
+        assert_ne!(map, value);
+        assert_eq!(registry.register(MAP_PREFIX, "w").unwrap(), map, "registered once");
+        assert!(matches!(registry.register_value("map:w"), Err(StateNameError::Reserved { .. })));
+        assert_eq!(registry.names(), ["map:w", "w"]);
+    }
 
     /// The keys of one key group — all a subtask holds at parallelism 128
     /// — share the low bits of their hash, but not of their table hash:

@@ -34,6 +34,9 @@
 //!   next millisecond's, up to the latest time its key has seen; emits the
 //!   key and that time when the chain reaches it. A watermark that jumps
 //!   fires every millisecond between, one after the other, in one advance.
+//! - `state-names`: names a new value state for each event (its number,
+//!   zero-padded to `after` digits) and sets it — state named by data,
+//!   which the host bounds in number and length.
 
 use weir_sdk::{Config, Context, Error, Event, Operator, TimeDomain, Timer, ValueState};
 
@@ -66,6 +69,7 @@ enum Mode {
     PreWeirState,
     Rearm,
     Chain,
+    StateNames,
 }
 
 impl Operator for Faulty {
@@ -87,6 +91,7 @@ impl Operator for Faulty {
             "pre-weir-state" => Mode::PreWeirState,
             "rearm" => Mode::Rearm,
             "chain" => Mode::Chain,
+            "state-names" => Mode::StateNames,
             other => {
                 return Err(Error::config(format!(
                     "unknown mode {other:?}; use panic, exit, alloc, loop, sleep, error, probe, none, huge, chatty, trap-once, always-trap, pre-weir-state, rearm or chain"
@@ -174,6 +179,11 @@ impl Operator for Faulty {
                 Ok(())
             }
             Mode::Rearm => ctx.register_timer(TimeDomain::EventTime, 0),
+            Mode::StateNames => {
+                self.seen += 1;
+                let name = format!("{:0width$}", self.seen, width = self.after as usize);
+                ValueState::<u64>::new(&name).set(ctx, &self.seen)
+            }
             Mode::Chain => {
                 let time = event.timestamp().ok_or_else(|| Error::input("`chain` needs events with timestamps"))?;
                 if self.until.get(ctx)?.is_none_or(|until| until < time) {
