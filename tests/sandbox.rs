@@ -91,6 +91,47 @@ fn a_plugin_emitting_large_records_runs_within_its_memory_cap() {
     assert!(run.success().stderr().contains("9000 events read, 9000 written"), "{}", run.stderr());
 }
 
+/// Batches are cut at 4 MiB of keys and values, not only at 8 192 records:
+/// a plugin is handed its input batch whole, in its own memory, and 40
+/// records of 1 MiB in one batch failed a word count under a 32 MiB cap
+/// through no fault of its own (the sandbox audit: records of 2 MiB under
+/// 256 MiB).
+#[test]
+fn large_records_come_in_batches_a_plugin_can_hold() {
+    let dir = JobDir::new();
+    let value = "x".repeat(1 << 20);
+    let lines: String = (0..40).map(|i| format!("{{\"key\": \"k{}\", \"value\": \"{value}\"}}\n", i % 4)).collect();
+    dir.write("big.jsonl", &lines);
+    let job = dir.write(
+        "job.toml",
+        &format!(
+            r#"
+name = "big-records"
+[[source]]
+name = "in"
+type = "file"
+path = "big.jsonl"
+format = "json"
+
+[[operator]]
+uid = "count"
+plugin = {plugin}
+inputs = ["in"]
+key_by = true
+memory_limit_mb = 32
+
+[[sink]]
+name = "out"
+type = "discard"
+input = "count"
+"#,
+            plugin = toml_path(&plugin("word-count"))
+        ),
+    );
+    let run = run_job(&job, &[]);
+    assert!(run.success().stderr().contains("40 events read, 40 written"), "{}", run.stderr());
+}
+
 #[test]
 fn a_plugin_allocating_without_bound_hits_its_memory_cap() {
     let dir = JobDir::new();

@@ -201,6 +201,9 @@ impl Source for FileSource {
             let start = self.offset;
             self.offset += read as u64;
             self.push_line(batch, start)?;
+            if batch.is_full(max) {
+                break;
+            }
         }
         Ok(Poll::Ready)
     }

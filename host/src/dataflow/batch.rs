@@ -159,6 +159,12 @@ impl RecordBatch {
         self.data.len()
     }
 
+    /// Whether the batch is to be sent as it is: it holds `max` records, or
+    /// [`BATCH_BYTES`](super::BATCH_BYTES) of keys and values.
+    pub fn is_full(&self, max: usize) -> bool {
+        self.len() >= max || self.byte_len() >= super::BATCH_BYTES
+    }
+
     pub fn push(&mut self, key: &[u8], value: &[u8], timestamp: Option<i64>) {
         self.data.extend_from_slice(key);
         self.offsets.push(self.data.len() as u32);
@@ -316,6 +322,18 @@ fn copy_bytes(to: &mut Vec<u8>, from: &[u8], range: std::ops::Range<usize>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_batch_is_full_at_its_records_or_its_bytes() {
+        let mut batch = RecordBatch::default();
+        batch.push(b"k", &vec![b'x'; crate::dataflow::BATCH_BYTES - 2], None);
+        assert!(!batch.is_full(2), "one record short of both");
+        batch.push(b"", b"x", None);
+        assert!(batch.is_full(3), "4 MiB of keys and values");
+        let mut small = RecordBatch::default();
+        small.push(b"k", b"v", None);
+        assert!(small.is_full(1) && !small.is_full(2));
+    }
 
     #[test]
     fn push_and_read_back() {

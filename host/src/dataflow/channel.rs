@@ -383,7 +383,7 @@ fn partition(
             }
             let i = i as usize;
             buffer.batch.push_from_numbered(batch, i, routing.hashes[i], &mut buffer.numbering);
-            if buffer.batch.len() >= BATCH_SIZE {
+            if buffer.batch.is_full(BATCH_SIZE) {
                 send_batch(sender, buffer.take())?;
             }
         }

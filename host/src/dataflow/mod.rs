@@ -67,5 +67,12 @@ pub use recovery::{commit_newest_checkpoint, refuse_taking_checkpoint_dir, savep
 /// several times in a batch is looked up once: 8192 ran `bench` count and
 /// window 5–15 % faster than 4096 (docs/performance-log.md, session 16).
 pub const BATCH_SIZE: usize = 8192;
+/// Bytes of keys and values per batch, at which sources and key-by edges
+/// cut a batch before [`BATCH_SIZE`] records: a plugin is handed its input
+/// batch whole, in its own memory, and 8 192 records of 2 MiB each failed a
+/// word count under its 256 MiB cap (found by the sandbox audit), while
+/// lines of 62 MiB overflowed a batch's 32-bit offsets. One record larger
+/// than this still goes, alone in its batch.
+pub const BATCH_BYTES: usize = 4 << 20;
 /// Batches a subtask's inbox holds before its producers block.
 pub const CHANNEL_CAPACITY: usize = 8;

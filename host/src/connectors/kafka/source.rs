@@ -368,7 +368,7 @@ impl Source for KafkaSource {
         let before = batch.len();
         let max = self.pace.allowance(max);
         let mut wait = POLL_WAIT;
-        while batch.len() - before < max {
+        while batch.len() - before < max && !batch.is_full(usize::MAX) {
             match self.consumer.poll(wait) {
                 None => break,
                 Some(Ok(message)) => {
