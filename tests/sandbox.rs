@@ -157,6 +157,29 @@ fn a_plugin_looping_forever_is_interrupted_at_its_deadline() {
 /// woken at the deadline but left to the epoch check, it often finished
 /// its call in the ticker's lag behind the clock, with deadlines of 2 s
 /// and more).
+/// A `flush` (the SDK writing state back, at a checkpoint) that runs past
+/// its deadline fails the task with that cause: the checkpoint was
+/// abandoned and the next call failed on the interrupted instance, so the
+/// job failed with wasmtime's "cannot enter component instance" (found by
+/// the sandbox audit).
+#[test]
+fn a_flush_past_its_deadline_fails_the_job_saying_so() {
+    let dir = JobDir::new();
+    let job = faulty_job(&dir, "slow-flush", "key_by = true\ncall_timeout_ms = 300");
+    let text = std::fs::read_to_string(&job)
+        .unwrap()
+        .replace("events = 100", "events = 100000\nrate = 1000")
+        .replace(
+            "name = \"faulty\"",
+            "name = \"faulty\"\ncheckpoint_dir = \"checkpoints\"\ncheckpoint_interval_ms = 100\n[restart]\nstrategy = \"none\"",
+        );
+    std::fs::write(&job, text).unwrap();
+    let error = run_job(&job, &[]).failure();
+    assert!(error.contains("operator `misbehaving-slow-flush` (subtask 1 of 1) failed"), "{error}");
+    assert!(error.contains("exceeded its deadline of 300 ms"), "{error}");
+    assert!(!error.contains("cannot enter component instance"), "{error}");
+}
+
 #[test]
 fn a_plugin_sleeping_is_interrupted_at_its_deadline() {
     let dir = JobDir::new();

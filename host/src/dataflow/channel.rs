@@ -124,7 +124,8 @@ impl ChainedOperator {
     /// construction), then passes the barrier on.
     fn barrier(&mut self, n: u64, cancel: &Cancel) -> Result<(), TaskError> {
         if let Some(checkpoint) = &self.checkpoint {
-            checkpoint.snapshot_operator(n, self.instance.as_mut(), std::time::Duration::ZERO);
+            let snapshot = checkpoint.snapshot_operator(n, self.instance.as_mut(), std::time::Duration::ZERO);
+            snapshot.map_err(|error| TaskError::operator(&self.label, error))?;
         }
         self.outputs.barrier(n, cancel)
     }

@@ -28,7 +28,7 @@ pub trait OperatorLogic: Send {
     }
 
     /// Captures the operator's state for a checkpoint.
-    fn snapshot(&mut self) -> Result<CapturedState, String>;
+    fn snapshot(&mut self) -> Result<CapturedState, CallError>;
 }
 
 impl OperatorLogic for OperatorInstance {
@@ -48,8 +48,8 @@ impl OperatorLogic for OperatorInstance {
         OperatorInstance::next_processing_timer(self)
     }
 
-    fn snapshot(&mut self) -> Result<CapturedState, String> {
-        OperatorInstance::snapshot(self).map_err(|e| e.to_string())
+    fn snapshot(&mut self) -> Result<CapturedState, CallError> {
+        OperatorInstance::snapshot(self)
     }
 }
 
@@ -70,7 +70,7 @@ impl<T: weir_sdk::Operator> OperatorLogic for EmbeddedInstance<T> {
         EmbeddedInstance::next_processing_timer(self)
     }
 
-    fn snapshot(&mut self) -> Result<CapturedState, String> {
-        EmbeddedInstance::snapshot(self).map_err(|e| e.to_string())
+    fn snapshot(&mut self) -> Result<CapturedState, CallError> {
+        EmbeddedInstance::snapshot(self)
     }
 }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use super::operator::OperatorLogic;
 use crate::connectors::SourceSplit;
 use crate::checkpoint::{Ack, CheckpointHub, FINAL_CHECKPOINT, PendingCommit, SOURCE_FINISHED, TaskState};
-use crate::plugin::CapturedState;
+use crate::plugin::{CallError, CapturedState};
 use crate::state::{SnapshotTarget, write_verified};
 
 /// How one subtask reaches the checkpoint coordinator.
@@ -72,14 +72,32 @@ impl TaskCheckpoint {
 
     /// An operator captures its state now and persists it on the
     /// checkpoint thread, which acknowledges when the files are written.
-    pub fn snapshot_operator(&self, checkpoint: u64, operator: &mut dyn OperatorLogic, alignment: Duration) {
+    ///
+    /// If the capture fails the checkpoint is abandoned. A plugin whose
+    /// `flush` returned an error (or whose state backend failed) is whole,
+    /// and only that checkpoint is lost; one that trapped, ran out of
+    /// memory or past its deadline cannot be called again, and the error
+    /// is returned for its task to fail with — its next call would fail
+    /// with "cannot enter component instance" instead of the cause.
+    pub fn snapshot_operator(
+        &self,
+        checkpoint: u64,
+        operator: &mut dyn OperatorLogic,
+        alignment: Duration,
+    ) -> Result<(), CallError> {
         // Now, not when the snapshot is acknowledged: the operator may end
         // before its files are written.
         self.seen.fetch_max(checkpoint, Ordering::AcqRel);
         let started = Instant::now();
         let captured = match operator.snapshot() {
             Ok(captured) => captured,
-            Err(reason) => return self.ack(checkpoint, Err(reason), alignment, started.elapsed()),
+            Err(error) => {
+                self.ack(checkpoint, Err(error.to_string()), alignment, started.elapsed());
+                return match error {
+                    CallError::Operator(_) | CallError::Backend(_) => Ok(()),
+                    unusable => Err(unusable),
+                };
+            }
         };
         let sync = started.elapsed();
         let target = self.hub.target(checkpoint, &self.node, self.subtask);
@@ -88,6 +106,7 @@ impl TaskCheckpoint {
             let state = persist(captured, &target, TaskState::new(&this.node, this.subtask));
             this.ack(checkpoint, state, alignment, sync);
         }));
+        Ok(())
     }
 }
 

@@ -337,7 +337,8 @@ pub fn run_operator(
             Some(Aligned::Message(envelope)) => envelope,
             Some(Aligned::Barrier { checkpoint: n, alignment }) => {
                 if let Some(checkpoint) = &ctx.checkpoint {
-                    checkpoint.snapshot_operator(n, instance.as_mut(), alignment);
+                    let snapshot = checkpoint.snapshot_operator(n, instance.as_mut(), alignment);
+                    snapshot.map_err(|error| TaskError::operator(&ctx.label, error))?;
                 }
                 ctx.outputs.barrier(n, &ctx.cancel)?;
                 hold_if_stopping(&mut ctx, n)?;

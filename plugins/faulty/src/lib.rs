@@ -34,6 +34,9 @@
 //!   next millisecond's, up to the latest time its key has seen; emits the
 //!   key and that time when the chain reaches it. A watermark that jumps
 //!   fires every millisecond between, one after the other, in one advance.
+//! - `slow-flush`: keeps, for each key, a value that takes for ever to
+//!   write: the SDK writes state back in `flush` (at a checkpoint), where
+//!   the call deadline interrupts it.
 //! - `state-names`: names a new value state for each event (its number,
 //!   zero-padded to `after` digits) and sets it — state named by data,
 //!   which the host bounds in number and length.
@@ -70,6 +73,7 @@ enum Mode {
     Rearm,
     Chain,
     StateNames,
+    SlowFlush,
 }
 
 impl Operator for Faulty {
@@ -92,6 +96,7 @@ impl Operator for Faulty {
             "rearm" => Mode::Rearm,
             "chain" => Mode::Chain,
             "state-names" => Mode::StateNames,
+            "slow-flush" => Mode::SlowFlush,
             other => {
                 return Err(Error::config(format!(
                     "unknown mode {other:?}; use panic, exit, alloc, loop, sleep, error, probe, none, huge, chatty, trap-once, always-trap, pre-weir-state, rearm or chain"
@@ -179,6 +184,7 @@ impl Operator for Faulty {
                 Ok(())
             }
             Mode::Rearm => ctx.register_timer(TimeDomain::EventTime, 0),
+            Mode::SlowFlush => ValueState::<SlowToWrite>::new("slow").set(ctx, &SlowToWrite),
             Mode::StateNames => {
                 self.seen += 1;
                 let name = format!("{:0width$}", self.seen, width = self.after as usize);
@@ -207,6 +213,19 @@ impl Operator for Faulty {
                 }
             }
             _ => Ok(()),
+        }
+    }
+}
+
+/// A value whose serialisation never ends (`slow-flush`).
+#[derive(Clone, serde::Deserialize)]
+struct SlowToWrite;
+
+impl serde::Serialize for SlowToWrite {
+    fn serialize<S: serde::Serializer>(&self, _serializer: S) -> Result<S::Ok, S::Error> {
+        let mut n = 0u64;
+        loop {
+            n = std::hint::black_box(n.wrapping_add(1));
         }
     }
 }
