@@ -41,6 +41,24 @@ fn component_from_wat(dir: &JobDir, name: &str, text: &str) -> std::path::PathBu
     path
 }
 
+/// A component exporting the operator interface with each of its functions
+/// by name, all lifted from core function `f` of `module` — with the wrong
+/// types, found only when it is instantiated — after `imports`.
+fn operator_by_name(imports: &str, module: &str) -> String {
+    let functions = ["init", "process", "on-timer", "flush", "check-state"];
+    let lifted: String = functions.iter().map(|f| format!("(func ${f} (canon lift (core func $i \"f\")))\n")).collect();
+    let exported: String = functions.iter().map(|f| format!("(export \"{f}\" (func ${f}))")).collect();
+    format!(
+        r#"(component
+            {imports}
+            (core module $m {module})
+            (core instance $i (instantiate $m))
+            {lifted}
+            (instance $api {exported})
+            (export "weir:operator/operator@0.5.0" (instance $api)))"#
+    )
+}
+
 /// A component exporting one interface `name` with one function `init`.
 fn component_exporting(name: &str) -> String {
     format!(
@@ -109,17 +127,7 @@ fn components_built_against_an_older_or_newer_wit_version() {
 #[test]
 fn a_component_whose_functions_have_the_wrong_types() {
     let dir = JobDir::new();
-    let functions = ["init", "process", "on-timer", "flush", "check-state"];
-    let lifted: String = functions.iter().map(|f| format!("(func ${f} (canon lift (core func $i \"f\")))\n")).collect();
-    let exported: String = functions.iter().map(|f| format!("(export \"{f}\" (func ${f}))")).collect();
-    let text = format!(
-        r#"(component
-            (core module $m (func (export "f")))
-            (core instance $i (instantiate $m))
-            {lifted}
-            (instance $api {exported})
-            (export "weir:operator/operator@0.5.0" (instance $api)))"#
-    );
+    let text = operator_by_name("", r#"(func (export "f"))"#);
     let path = component_from_wat(&dir, "mistyped.wasm", &text);
     let error = weir(&["plugin", "check", path.to_str().unwrap()]).failure();
     assert!(error.contains("its exports do not have the types of the weir:operator@0.5.0 plugin world"), "{error}");
@@ -136,19 +144,8 @@ fn a_component_whose_functions_have_the_wrong_types() {
 #[test]
 fn plugin_check_bounds_a_components_start_up_code() {
     let dir = JobDir::new();
-    // The operator's functions by name (their types are not reached).
-    let functions = ["init", "process", "on-timer", "flush", "check-state"];
-    let lifted: String = functions.iter().map(|f| format!("(func ${f} (canon lift (core func $i \"f\")))\n")).collect();
-    let exported: String = functions.iter().map(|f| format!("(export \"{f}\" (func ${f}))")).collect();
     let with_start = |name: &str, start: &str| {
-        let text = format!(
-            r#"(component
-                (core module $m (memory 1) (func $start {start}) (start $start) (func (export "f")))
-                (core instance $i (instantiate $m))
-                {lifted}
-                (instance $api {exported})
-                (export "weir:operator/operator@0.5.0" (instance $api)))"#
-        );
+        let text = operator_by_name("", &format!(r#"(memory 1) (func $start {start}) (start $start) (func (export "f"))"#));
         component_from_wat(&dir, name, &text)
     };
     let hog = with_start("hog.wasm", "(drop (memory.grow (i32.const 8192)))");
@@ -159,6 +156,21 @@ fn plugin_check_bounds_a_components_start_up_code() {
     let spin = with_start("spin.wasm", "(loop $l (br $l))");
     let error = weir(&["plugin", "check", spin.to_str().unwrap()]).failure();
     assert!(error.contains("exceeded its deadline of 10000 ms"), "{error}");
+}
+
+/// A plugin importing what the host does not give (an HTTP client's
+/// import) is refused naming the import and why, where it was called "not
+/// a Weir operator" and told to export the operator it exports (found by
+/// the sandbox audit).
+#[test]
+fn a_component_importing_what_the_host_does_not_give() {
+    let dir = JobDir::new();
+    let http_client = r#"(import "wasi:http/outgoing-handler@0.2.0" (instance (export "handle" (func))))"#;
+    let text = operator_by_name(http_client, r#"(func (export "f"))"#);
+    let path = component_from_wat(&dir, "http.wasm", &text);
+    let error = weir(&["plugin", "check", path.to_str().unwrap()]).failure();
+    assert!(error.contains("imports `wasi:http/outgoing-handler@0.2.0`, which a Weir host does not give its plugins"), "{error}");
+    assert!(!error.contains("not a Weir operator"), "{error}");
 }
 
 #[test]

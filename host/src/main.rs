@@ -26,7 +26,7 @@ fn main() -> std::process::ExitCode {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
             // Library errors carry their causes in their own message.
-            eprintln!("error: {error}");
+            eprintln!("error: {}", cli::printable(&error.to_string()));
             std::process::ExitCode::FAILURE
         }
     }

@@ -5,7 +5,7 @@
 macro_rules! say {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
+        let _ = writeln!(std::io::stderr(), "{}", crate::cli::printable(&format!($($arg)*)));
     }};
 }
 
@@ -15,7 +15,7 @@ macro_rules! say {
 macro_rules! out {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        if let Err(error) = writeln!(std::io::stdout(), $($arg)*) {
+        if let Err(error) = writeln!(std::io::stdout(), "{}", crate::cli::printable(&format!($($arg)*))) {
             crate::cli::output_failed(error);
         }
     }};
@@ -25,10 +25,30 @@ macro_rules! out {
 macro_rules! out_text {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        if let Err(error) = write!(std::io::stdout(), $($arg)*) {
+        if let Err(error) = write!(std::io::stdout(), "{}", crate::cli::printable(&format!($($arg)*))) {
             crate::cli::output_failed(error);
         }
     }};
+}
+
+/// `text` as the commands print it: control characters other than line
+/// breaks and tabs escaped (`\u{1b}`). What plugins choose — state names,
+/// error messages, what they printed — reaches the user's terminal, where
+/// escape sequences could clear the screen, forge lines or set its title.
+pub(crate) fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    let harmful = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if !text.contains(harmful) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut shown = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if harmful(c) {
+            shown.extend(c.escape_unicode());
+        } else {
+            shown.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(shown)
 }
 
 /// What [`out!`] does when writing fails.
@@ -204,4 +224,18 @@ pub(crate) fn peak_memory_mib() -> Option<f64> {
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib as f64 / 1024.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::printable;
+
+    /// A plugin's text reaches the terminal without its escape sequences
+    /// (the sandbox audit cleared the screen and forged a "checksum ok"
+    /// line through a state name and an error message).
+    #[test]
+    fn text_a_plugin_chose_is_printed_without_escape_sequences() {
+        assert_eq!(printable("one\n\ttwo"), "one\n\ttwo");
+        assert_eq!(printable("\u{1b}[2Jcleared\r"), "\\u{1b}[2Jcleared\\u{d}");
+    }
 }

@@ -468,6 +468,18 @@ pub struct Outputs {
     more_unread_said: bool,
 }
 
+/// The longest output name a log line shows whole.
+const SHOWN_NAME_CHARS: usize = 100;
+
+/// `name` as a log line shows it: whole up to [`SHOWN_NAME_CHARS`], else
+/// its start and its length.
+fn shortened(name: &str) -> String {
+    match name.char_indices().nth(SHOWN_NAME_CHARS) {
+        Some((end, _)) => format!("{}… ({} bytes)", &name[..end], name.len()),
+        None => name.to_owned(),
+    }
+}
+
 impl Outputs {
     pub fn new(node: &str, routes: Vec<Route>) -> Self {
         Outputs { node: node.to_owned(), routes, unread: Vec::new(), more_unread_said: false }
@@ -504,10 +516,12 @@ impl Outputs {
             return;
         }
         self.unread.push(output.to_owned());
+        // A plugin names its outputs: a name of megabytes is logged short.
+        let output = shortened(output);
         let input = if output.is_empty() { self.node.clone() } else { format!("{}.{output}", self.node) };
         warn!(
             node = %self.node,
-            output = %output,
+            %output,
             "records emitted to an output nothing reads are dropped; to keep them, give a sink or an operator `input = {input:?}`"
         );
     }
@@ -549,6 +563,16 @@ impl Outputs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A plugin names its outputs: an output of megabytes nothing reads
+    /// wrote 168 MB of log (the sandbox audit).
+    #[test]
+    fn a_long_output_name_is_logged_short() {
+        assert_eq!(shortened("late"), "late");
+        let long = "é".repeat(5000);
+        let shown = shortened(&long);
+        assert!(shown.starts_with(&"é".repeat(100)) && shown.ends_with("… (10000 bytes)"), "{shown}");
+    }
 
     /// The slots a batch's keys get when numbered on their own.
     fn own_slots(batch: &RecordBatch) -> Vec<u32> {

@@ -243,7 +243,14 @@ impl Compiler {
     ) -> Result<LoadedPlugin, PluginError> {
         inspection.check_world(path)?;
         let wrong_world = |e: wasmtime::Error| inspection.wrong_world(path, format!("{e:#}"));
-        let instance_pre = self.linker.instantiate_pre(&component).map_err(wrong_world)?;
+        let instance_pre = self.linker.instantiate_pre(&component).map_err(|error| {
+            let reason = format!("{error:#}");
+            // The linker names the import it has nothing for.
+            match inspection.imports.iter().find(|import| reason.contains(&format!("`{}`", import.name))) {
+                Some(import) => PluginError::UnavailableImport { path: path.into(), import: import.name.clone(), reason },
+                None => wrong_world(error),
+            }
+        })?;
         let pre = PluginPre::new(instance_pre).map_err(wrong_world)?;
         Ok(LoadedPlugin { path: path.into(), digest, pre })
     }

@@ -37,6 +37,12 @@ pub enum PluginError {
          `weir_sdk::export_operator!(YourOperator)`; see docs/plugin-guide.md)"
     )]
     WrongWorld { path: PathBuf, reason: String, exports: String, imports: String, expected: String },
+    #[error(
+        "{path} imports `{import}`, which a Weir host does not give its plugins ({reason}): plugins get the \
+         weir:operator interfaces and WASI's command-line world, with no files, network or HTTP — a sandbox. \
+         Remove what uses it (a library that makes HTTP requests, say), and rebuild"
+    )]
+    UnavailableImport { path: PathBuf, import: String, reason: String },
 }
 
 /// A call into a plugin instance failed. The task adds the operator's uid.
