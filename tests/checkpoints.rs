@@ -6,6 +6,7 @@
 mod common;
 
 use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -473,6 +474,23 @@ fn a_lost_lineage_file_is_restored_from_the_checkpoints() {
     assert_exact_counts(&committed(&dir.path("out")), 60000, 600);
 }
 
+/// A job may change its state backend between runs: its resume reads the
+/// checkpoint the other backend wrote, at its parallelism and at another,
+/// to exact counts (rocksdb → memory was refused at the same parallelism,
+/// and failed on a confusing message at another: the state-backend audit).
+#[test]
+fn a_job_resumes_on_another_state_backend() {
+    for (from, to, parallelism) in [("rocksdb", "memory", "2"), ("rocksdb", "memory", "3"), ("memory", "rocksdb", "1")] {
+        let dir = JobDir::new();
+        let job = count_job(&dir, from, &plugin("word-count"), "", "");
+        kill_after_checkpoints(&job, &dir.path("checkpoints"), 2);
+        count_job(&dir, to, &plugin("word-count"), "", "");
+        let stderr = run_job(&job, &["--parallelism", parallelism]).success().stderr();
+        assert!(stderr.contains("resumed from checkpoint"), "{from} → {to} at {parallelism}: {stderr}");
+        assert_exact_counts(&committed(&dir.path("out")), 60000, 600);
+    }
+}
+
 /// A `LINEAGE` file damaged by a flipped bit: one whose content is no
 /// longer an id as Weir makes them (an upper-case digit) is restored from
 /// the checkpoints as a lost one is, and the job resumes to exact counts.
@@ -508,6 +526,82 @@ fn a_damaged_lineage_file_is_restored_or_named() {
     assert!(stderr.contains("resumed from checkpoint") && stderr.contains("LINEAGE file was damaged"), "{stderr}");
     assert_eq!(std::fs::read_to_string(&lineage_file).unwrap(), lineage);
     assert_exact_counts(&committed(&dir.path("out")), 60000, 600);
+}
+
+/// The stored values a resume offers a changed plugin's `check-state` come
+/// in calls of at most 4 MiB, as input batches do, not 4 096 values of any
+/// size: a job holding values of 8 KB ran under its 24 MiB cap, but its
+/// resume with a changed config failed the check for its memory cap
+/// (found by the state-backend audit with values of 100 KB under 256 MiB).
+#[test]
+fn a_changed_plugin_checks_large_stored_values_within_its_memory_cap() {
+    let dir = JobDir::new();
+    let value = "x".repeat(8 << 10);
+    let lines: String = (0..4500).map(|i| format!("{{\"key\": \"v{i}\", \"value\": \"{value}\"}}\n")).collect();
+    dir.write("values.jsonl", &lines);
+    // A slow second source keeps the job running once the values are read.
+    let job = |config: &str| {
+        format!(
+            r#"
+name = "big-values"
+checkpoint_dir = "checkpoints"
+checkpoint_interval_ms = 100
+[restart]
+strategy = "none"
+
+[[source]]
+name = "values"
+type = "file"
+path = "values.jsonl"
+format = "json"
+
+[[source]]
+name = "ticks"
+type = "generator"
+events = 1000000
+rate = 1
+
+[[operator]]
+uid = "store"
+plugin = {plugin}
+inputs = ["values", "ticks"]
+key_by = true
+memory_limit_mb = 24
+config = {config}
+
+[[sink]]
+name = "out"
+type = "files"
+path = "out"
+input = "store"
+"#,
+            plugin = toml_path(&plugin("faulty"))
+        )
+    };
+    let path = dir.write("job.toml", &job(r#"{ mode = "big-state" }"#));
+    let values_committed = || committed_lines(&dir.path("out"), None).iter().filter(|l| l.starts_with('v')).count();
+    kill_once(&path, "every value committed", || dir.path("out").exists() && values_committed() == 4500);
+
+    dir.write("job.toml", &job(r#"{ mode = "big-state", after = 1 }"#));
+    let mut child = Command::new(weir_binary())
+        .args(["run", path.to_str().unwrap()])
+        .env("WEIR_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start weir");
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    for line in stderr.lines().map_while(Result::ok) {
+        seen.push_str(&line);
+        seen.push('\n');
+        if line.contains("resuming from checkpoint") || line.contains("did not start") || line.contains("failed") {
+            break;
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(seen.contains("reads the checkpoint's state") && seen.contains("resuming from checkpoint"), "{seen}");
 }
 
 /// SIGTERM (a service manager stopping it) or SIGINT (Ctrl-C) cancels the

@@ -62,19 +62,37 @@ pub fn write_durably(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// process — another host writing the same file — is left alone.
 fn remove_temporaries_of_ended_processes(dir: &Path, path: &Path) {
     let Some(name) = path.file_name() else { return };
-    if !Path::new("/proc/self").exists() {
-        return;
-    }
     let prefix = format!("{}.tmp", name.to_string_lossy());
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let file_name = entry.file_name();
         let pid = file_name.to_string_lossy().strip_prefix(&prefix).and_then(|pid| pid.parse::<u32>().ok());
-        if let Some(pid) = pid
-            && !Path::new(&format!("/proc/{pid}")).exists()
-        {
+        if pid.is_some_and(process_ended) {
             let _ = std::fs::remove_file(entry.path());
         }
     }
+}
+
+/// Removes the directories in `dir` named `PREFIX-PID-…` (one of
+/// `prefixes`) of processes that no longer run: working files a killed
+/// process left in a directory that processes share.
+pub fn remove_dirs_of_ended_processes(dir: &Path, prefixes: &[&str]) {
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let file_name = entry.file_name();
+        let name = file_name.to_string_lossy();
+        let pid = prefixes
+            .iter()
+            .find_map(|prefix| name.strip_prefix(prefix)?.strip_prefix('-')?.split('-').next()?.parse::<u32>().ok());
+        if pid.is_some_and(process_ended) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// Whether process `pid` has ended, as far as `/proc` tells (where there is
+/// none, no process is taken for ended). A pid used again by another
+/// process is taken for running.
+fn process_ended(pid: u32) -> bool {
+    Path::new("/proc/self").exists() && !Path::new(&format!("/proc/{pid}")).exists()
 }
 
 /// Locks file `path` (creating it) for this process, as long as the file
@@ -235,6 +253,20 @@ mod tests {
         assert!(!ended.exists(), "an ended process's temporary is removed");
         assert!(running.exists() && other.exists(), "a running process's, and another file's, are not");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_working_directories_of_ended_processes_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let names = ["rocksdb-4294967-a1-0", "rocksdb-1-a1-0", "savepoint-checkpoints-4294967-0", "other-4294967", "rocksdb-x"];
+        for name in names {
+            std::fs::create_dir(dir.path().join(name)).unwrap();
+        }
+        remove_dirs_of_ended_processes(dir.path(), &["rocksdb", "savepoint-checkpoints"]);
+        let mut left: Vec<String> =
+            std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        left.sort();
+        assert_eq!(left, ["other-4294967", "rocksdb-1-a1-0", "rocksdb-x"], "a running process's and others' stay");
     }
 
     #[test]

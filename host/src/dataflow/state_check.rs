@@ -18,7 +18,11 @@ use crate::plugin::{InitialState, LoadedPlugin, OperatorInstance, PluginEngine, 
 use crate::savepoint::{Savepoint, StateKind};
 use crate::state::{BackendConfig, BackendKind, open_backend};
 
-/// Values handed to `check-state` per call.
+/// Values handed to `check-state` per call, at most; fewer once they hold
+/// [`BATCH_BYTES`](super::BATCH_BYTES) between them, as input batches: a
+/// plugin holds a call's values in its memory, and 4 096 values of 100 KB
+/// failed a rebuilt plugin's check under the memory cap its job ran in
+/// (found by the state-backend audit).
 const CHECK_BATCH: usize = 4096;
 
 /// What wrote an operator's state, as far as recorded: the plugin file's
@@ -110,7 +114,8 @@ pub fn check_state(
         .map_err(|e| Plugin(format!("it fails to start: {e}")))?;
     // Offered as read, a batch per state at a time: an operator's state
     // may be far larger than the host's memory.
-    let mut pending: BTreeMap<(String, bool), Vec<(Vec<u8>, Vec<u8>)>> = BTreeMap::new();
+    // Per state: its values yet to offer, and their bytes.
+    let mut pending: BTreeMap<(String, bool), (Vec<(Vec<u8>, Vec<u8>)>, usize)> = BTreeMap::new();
     let mut offering = Offering { instance, offered: BTreeMap::new(), checked: 0 };
     let mut failed = None;
     savepoint
@@ -125,17 +130,19 @@ pub fn check_state(
                 return;
             };
             let state = (entry.state, map);
-            let batch = pending.entry(state.clone()).or_default();
+            let (batch, bytes) = pending.entry(state.clone()).or_default();
+            *bytes += sub_key.len() + entry.value.len();
             batch.push((sub_key, entry.value));
-            if batch.len() == CHECK_BATCH {
+            if batch.len() == CHECK_BATCH || *bytes >= super::BATCH_BYTES {
                 failed = offering.offer(&state.0, keyed_kind(map), batch).err();
+                *bytes = 0;
             }
         })
         .map_err(|e| StateCheckError::Savepoint(e.to_string()))?;
     if let Some(failed) = failed {
         return Err(failed);
     }
-    for ((name, map), batch) in &mut pending {
+    for ((name, map), (batch, _)) in &mut pending {
         if !batch.is_empty() {
             offering.offer(name, keyed_kind(*map), batch)?;
         }

@@ -37,7 +37,7 @@ pub use key_group::{
     key_hash, subtask_for_key_group,
 };
 pub use memory::MemoryBackend;
-pub use rocksdb::RocksDbBackend;
+pub use rocksdb::{ROCKSDB_DIR_PREFIX, RocksDbBackend};
 pub use rocksdb_memory::RocksDbMemory;
 pub use timers::{FiredTimer, FiringBudget, FiringCall, TimeDomain, TimerService, processing_timers_due_at};
 
@@ -363,9 +363,20 @@ pub fn restore_backend(
             }
             Ok(backend)
         }
-        (BackendKind::Memory, BackendHandle::Rocksdb { .. }) => Err(StateError::Incompatible(
-            "this checkpoint holds RocksDB state; run the job with state_backend = \"rocksdb\"".into(),
-        )),
+        (BackendKind::Memory, BackendHandle::Rocksdb { shared, private }) => {
+            // The job's backend changed since (as a savepoint switches
+            // backends both ways, so does a resume): the entries are read
+            // out of a scratch copy of the database, removed after.
+            let mut scratch = RocksDbBackend::restore(work_dir, root, shared, private, &config.rocksdb)?;
+            let mut backend = open_backend(config, work_dir)?;
+            let mut failed = None;
+            scratch.for_each(&mut |entry| {
+                if failed.is_none() {
+                    failed = backend.put(entry.state, HashedKey::in_group(&entry.key, entry.group), &entry.value).err();
+                }
+            })?;
+            failed.map_or(Ok(backend), Err)
+        }
     }
 }
 

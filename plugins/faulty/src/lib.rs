@@ -37,6 +37,9 @@
 //! - `slow-flush`: keeps, for each key, a value that takes for ever to
 //!   write: the SDK writes state back in `flush` (at a checkpoint), where
 //!   the call deadline interrupts it.
+//! - `big-state`: not a fault — keeps each key's latest value as its state
+//!   (values as large as the events'), and emits the key with the value's
+//!   length.
 //! - `state-names`: names a new value state for each event (its number,
 //!   zero-padded to `after` digits) and sets it — state named by data,
 //!   which the host bounds in number and length.
@@ -53,6 +56,8 @@ pub struct Faulty {
     count: ValueState<u64>,
     /// `chain`: the latest event time of the key.
     until: ValueState<i64>,
+    /// `big-state`: the key's latest value.
+    latest: ValueState<String>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -74,6 +79,7 @@ enum Mode {
     Chain,
     StateNames,
     SlowFlush,
+    BigState,
 }
 
 impl Operator for Faulty {
@@ -97,6 +103,7 @@ impl Operator for Faulty {
             "chain" => Mode::Chain,
             "state-names" => Mode::StateNames,
             "slow-flush" => Mode::SlowFlush,
+            "big-state" => Mode::BigState,
             other => {
                 return Err(Error::config(format!(
                     "unknown mode {other:?}; use panic, exit, alloc, loop, sleep, error, probe, none, huge, chatty, trap-once, always-trap, pre-weir-state, rearm or chain"
@@ -111,7 +118,15 @@ impl Operator for Faulty {
         }
         let after = config.parse_or("after", 1000)?;
         let attempt = config.task().attempt;
-        Ok(Faulty { mode, seen: 0, after, attempt, count: ValueState::new("count"), until: ValueState::new("until") })
+        Ok(Faulty {
+            mode,
+            seen: 0,
+            after,
+            attempt,
+            count: ValueState::new("count"),
+            until: ValueState::new("until"),
+            latest: ValueState::new("latest"),
+        })
     }
 
     fn process(&mut self, ctx: &mut Context<'_>, event: &Event<'_>) -> Result<(), Error> {
@@ -185,6 +200,11 @@ impl Operator for Faulty {
             }
             Mode::Rearm => ctx.register_timer(TimeDomain::EventTime, 0),
             Mode::SlowFlush => ValueState::<SlowToWrite>::new("slow").set(ctx, &SlowToWrite),
+            Mode::BigState => {
+                let value = String::from_utf8_lossy(event.value()).into_owned();
+                ctx.emit(event.key(), value.len() as u64);
+                self.latest.set(ctx, &value)
+            }
             Mode::StateNames => {
                 self.seen += 1;
                 let name = format!("{:0width$}", self.seen, width = self.after as usize);
