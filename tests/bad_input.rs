@@ -151,11 +151,11 @@ fn plugin_check_bounds_a_components_start_up_code() {
     let hog = with_start("hog.wasm", "(drop (memory.grow (i32.const 8192)))");
     let error = weir(&["plugin", "check", hog.to_str().unwrap()]).failure();
     assert!(error.contains("it fails as it starts, before any call"), "{error}");
-    assert!(error.contains("exceeded its memory cap of 256 MiB (it asked for 513 MiB)"), "{error}");
+    assert!(error.contains("exceeded its memory cap of 256 MiB in its start-up code (it asked for 513 MiB)"), "{error}");
 
     let spin = with_start("spin.wasm", "(loop $l (br $l))");
     let error = weir(&["plugin", "check", spin.to_str().unwrap()]).failure();
-    assert!(error.contains("exceeded its deadline of 10000 ms"), "{error}");
+    assert!(error.contains("its start-up code exceeded its deadline of 10000 ms"), "{error}");
 }
 
 /// A plugin importing what the host does not give (an HTTP client's

@@ -137,7 +137,7 @@ fn a_plugin_allocating_without_bound_hits_its_memory_cap() {
     let dir = JobDir::new();
     let error = run_job(&faulty_job(&dir, "alloc", "memory_limit_mb = 32"), &[]).failure();
     assert!(error.contains("operator `misbehaving-alloc`"), "{error}");
-    assert!(error.contains("exceeded its memory cap of 32 MiB"), "{error}");
+    assert!(error.contains("exceeded its memory cap of 32 MiB in `process`"), "names the call: {error}");
     assert!(error.contains("memory_limit_mb"), "says what to change: {error}");
 }
 
@@ -147,7 +147,7 @@ fn a_plugin_looping_forever_is_interrupted_at_its_deadline() {
     let run = run_job(&faulty_job(&dir, "loop", "call_timeout_ms = 300"), &[]);
     let error = run.failure();
     assert!(error.contains("operator `misbehaving-loop`"), "{error}");
-    assert!(error.contains("exceeded its deadline of 300 ms"), "{error}");
+    assert!(error.contains("`process` exceeded its deadline of 300 ms"), "names the call: {error}");
     assert!(error.contains("call_timeout_ms"), "says what to change: {error}");
 }
 
@@ -176,7 +176,7 @@ fn a_flush_past_its_deadline_fails_the_job_saying_so() {
     std::fs::write(&job, text).unwrap();
     let error = run_job(&job, &[]).failure();
     assert!(error.contains("operator `misbehaving-slow-flush` (subtask 1 of 1) failed"), "{error}");
-    assert!(error.contains("exceeded its deadline of 300 ms"), "{error}");
+    assert!(error.contains("`flush` exceeded its deadline of 300 ms"), "{error}");
     assert!(!error.contains("cannot enter component instance"), "{error}");
 }
 

@@ -51,15 +51,15 @@ pub enum CallError {
     #[error("the plugin trapped: {trap}{}", printed(stderr))]
     Trap { trap: String, stderr: String },
     #[error(
-        "the plugin exceeded its memory cap of {cap_mib} MiB (it asked for {asked_mib} MiB); raise \
+        "the plugin exceeded its memory cap of {cap_mib} MiB in {call} (it asked for {asked_mib} MiB); raise \
          `memory_limit_mb` for this operator in the job file if it really needs more"
     )]
-    MemoryCap { cap_mib: usize, asked_mib: usize },
+    MemoryCap { cap_mib: usize, asked_mib: usize, call: &'static str },
     #[error(
-        "a call exceeded its deadline of {timeout_ms} ms and was interrupted (an endless loop, or a sleep?); raise \
+        "{call} exceeded its deadline of {timeout_ms} ms and was interrupted (an endless loop, or a sleep?); raise \
          `call_timeout_ms` for this operator in the job file if a batch legitimately takes longer"
     )]
-    Deadline { timeout_ms: u128 },
+    Deadline { timeout_ms: u128, call: &'static str },
     #[error("the plugin returned an error: {0}")]
     Operator(String),
     /// The job was cancelled while the call ran, and the call interrupted:

@@ -32,6 +32,10 @@ const STDERR_CAPACITY: usize = 64 * 1024;
 /// characters each.
 const MAX_LINE: usize = 300;
 
+/// What [`PluginState::call`] says while a component starts: its core
+/// modules' start functions.
+pub const START_UP: &str = "its start-up code";
+
 /// Everything the host keeps for one plugin instance.
 pub struct PluginState {
     wasi: WasiCtx,
@@ -59,6 +63,9 @@ pub struct PluginState {
     /// When the current call must end, if it has a deadline: a sleep in
     /// the plugin that would outlast it fails the call ([`super::clocks`]).
     pub call_deadline: Option<Instant>,
+    /// The plugin function being called (`process`, `flush`, …), for
+    /// errors that end a call from outside it: the deadline, the cap.
+    pub call: &'static str,
     /// The job's cancel flag, when the instance runs in a job: a cancel
     /// interrupts the call under way ([`super::instance`], [`super::clocks`]).
     pub cancel: Option<Cancel>,
@@ -85,6 +92,7 @@ impl PluginState {
             keyed_call: false,
             broadcast_call: false,
             call_deadline: None,
+            call: START_UP,
             cancel: None,
         }
     }

@@ -116,7 +116,7 @@ impl OperatorInstance {
     }
 
     fn init(&mut self, config: &[(String, String)]) -> Result<(), CallError> {
-        arm_deadline(&mut self.store, &self.limits);
+        arm_deadline(&mut self.store, &self.limits, "`init`");
         let result = self.bindings.weir_operator_operator().call_init(&mut self.store, config);
         self.returned(result).map(|_| ())
     }
@@ -131,7 +131,7 @@ impl OperatorInstance {
         kind: InputKind,
     ) -> Result<Vec<(String, RecordBatch)>, CallError> {
         let input_batch = self.store.data_mut().input_batch(input, batch, kind, self.watermark);
-        self.begin_call(kind == InputKind::Keyed, kind == InputKind::Broadcast);
+        self.begin_call("`process`", kind == InputKind::Keyed, kind == InputKind::Broadcast);
         let result = self.bindings.weir_operator_operator().call_process(&mut self.store, &input_batch);
         self.store.data_mut().end_call();
         let outputs = self.returned(result)?;
@@ -167,7 +167,7 @@ impl OperatorInstance {
                 return Ok(None);
             }
             let batch = self.store.data_mut().timer_batch(&fired, self.watermark);
-            self.begin_call(true, false);
+            self.begin_call("`on-timer`", true, false);
             let result = self.bindings.weir_operator_operator().call_on_timer(&mut self.store, &batch);
             let call = self.store.data_mut().firing.take();
             self.store.data_mut().end_call();
@@ -176,9 +176,10 @@ impl OperatorInstance {
         FiringBudget::fire_until_none_due(time, fire_call, CallError::Operator)
     }
 
-    fn begin_call(&mut self, keyed: bool, broadcast: bool) {
+    /// Begins a call to the plugin's `call` (for errors that end it).
+    fn begin_call(&mut self, call: &'static str, keyed: bool, broadcast: bool) {
         self.store.data_mut().begin_call(keyed, broadcast);
-        arm_deadline(&mut self.store, &self.limits);
+        arm_deadline(&mut self.store, &self.limits, call);
     }
 
     fn collect(outputs: Vec<super::bindings::weir::operator::types::OutputBatch>) -> Result<Vec<(String, RecordBatch)>, CallError> {
@@ -205,7 +206,7 @@ impl OperatorInstance {
     /// Calls the plugin's `flush`: state it keeps between calls goes to
     /// the backend.
     fn flush(&mut self) -> Result<(), CallError> {
-        self.begin_call(false, false);
+        self.begin_call("`flush`", false, false);
         let result = self.bindings.weir_operator_operator().call_flush(&mut self.store);
         self.store.data_mut().end_call();
         self.returned(result)
@@ -221,7 +222,7 @@ impl OperatorInstance {
         kind: StoredKind,
         values: &StoredValues,
     ) -> Result<Result<(), String>, CallError> {
-        arm_deadline(&mut self.store, &self.limits);
+        arm_deadline(&mut self.store, &self.limits, "`check-state`");
         let result = self.bindings.weir_operator_operator().call_check_state(&mut self.store, name, kind, values);
         self.returned(result.map(Ok))
     }
@@ -257,7 +258,7 @@ fn instantiate(plugin: &LoadedPlugin, limits: &Limits, data: PluginState) -> Res
     // default of 128 MiB would fail a plugin emitting large records.
     store.set_hostcall_fuel(store.hostcall_fuel().max(limits.memory_bytes));
     store.epoch_deadline_callback(at_epoch_check);
-    arm_deadline(&mut store, limits);
+    arm_deadline(&mut store, limits, super::host_state::START_UP);
     match plugin.pre.instantiate(&mut store) {
         Ok(bindings) => Ok((store, bindings)),
         Err(error) => Err(classify(&store, limits, error, |message| CallError::Instantiate(with_type_hint(message)))),
@@ -280,7 +281,8 @@ const NEVER: u64 = u64::MAX >> 1;
 /// normally compiled without the checks ([`load_for`](super::PluginEngine::load_for)); where
 /// it was compiled with them (a state check before an upgrade), they never
 /// fire.
-fn arm_deadline(store: &mut Store<PluginState>, limits: &Limits) {
+fn arm_deadline(store: &mut Store<PluginState>, limits: &Limits, call: &'static str) {
+    store.data_mut().call = call;
     let deadline = limits.call_timeout.and_then(|timeout| Instant::now().checked_add(timeout));
     // A sleep in the plugin that would outlast it fails the call then.
     store.data_mut().call_deadline = deadline;
@@ -319,10 +321,11 @@ fn classify(
         return CallError::Cancelled;
     }
     if let Some(asked) = store.data().limiter.refused {
-        return CallError::MemoryCap { cap_mib: store.data().limiter.cap() >> 20, asked_mib: asked.div_ceil(1 << 20) };
+        let (cap_mib, asked_mib) = (store.data().limiter.cap() >> 20, asked.div_ceil(1 << 20));
+        return CallError::MemoryCap { cap_mib, asked_mib, call: store.data().call };
     }
     if let (Some(Trap::Interrupt), Some(timeout)) = (error.downcast_ref::<Trap>(), limits.call_timeout) {
-        return CallError::Deadline { timeout_ms: timeout.as_millis() };
+        return CallError::Deadline { timeout_ms: timeout.as_millis(), call: store.data().call };
     }
     if let Some(wasmtime_wasi::I32Exit(status)) = error.downcast_ref::<wasmtime_wasi::I32Exit>() {
         // WASI's exit carries success or failure only: `exit(3)` is 1 here.
