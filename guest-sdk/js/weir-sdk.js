@@ -387,7 +387,8 @@ function decodeJson(bytes, what) {
  * The SDK reuses one Event object for all events of a call, and the views
  * point into the host's buffer: both are valid only until `process`
  * returns. Copy what you keep (`event.key.slice()`, or better: keep it in
- * state). An empty key means the event is not keyed.
+ * state). An event without a key (a line of a text file) has the empty
+ * key, which behind a `key_by` edge is a key like any other.
  */
 export class Event {
   constructor(data, offsets, input) {
