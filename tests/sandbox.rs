@@ -141,6 +141,22 @@ fn a_plugin_allocating_without_bound_hits_its_memory_cap() {
     assert!(error.contains("memory_limit_mb"), "says what to change: {error}");
 }
 
+/// Reaching the cap fails the allocation as the plugin sees it, not the
+/// call: one that asks with `try_reserve` (a Python `MemoryError`, a
+/// JavaScript `RangeError`) can handle it and go on (it was killed at
+/// once: found by the sandbox audit).
+#[test]
+fn a_plugin_may_handle_reaching_its_memory_cap() {
+    let dir = JobDir::new();
+    let job = faulty_job(&dir, "try-alloc", "memory_limit_mb = 32");
+    let text = std::fs::read_to_string(&job).unwrap().replace(r#"mode = "try-alloc""#, r#"mode = "try-alloc", after = 200"#);
+    std::fs::write(&job, text).unwrap();
+    run_job(&job, &[]).success();
+    let out = std::fs::read_to_string(dir.path("out.txt")).unwrap();
+    assert_eq!(out.lines().count(), 100);
+    assert!(out.lines().all(|line| line.ends_with("\trefused")), "{out}");
+}
+
 #[test]
 fn a_plugin_looping_forever_is_interrupted_at_its_deadline() {
     let dir = JobDir::new();

@@ -237,13 +237,28 @@ impl OperatorInstance {
             // Python traceback, a JavaScript `console.error`.
             Ok(Err(error)) => {
                 let printed = super::error::printed(&self.store.data().stderr_tail());
-                Err(CallError::Operator(format!("{}{printed}", describe_operator_error(error))))
+                let cap = self.memory_cap_reached().map(|cap| format!(" ({cap})")).unwrap_or_default();
+                Err(CallError::Operator(format!("{}{cap}{printed}", describe_operator_error(error))))
             }
             Err(error) => Err(classify(&self.store, &self.limits, error, |trap| CallError::Trap {
                 trap,
                 stderr: self.store.data().stderr_tail(),
             })),
         }
+    }
+
+    /// That the call under way reached the memory cap, if it did: a plugin
+    /// failing then (a Python `MemoryError`) most likely failed of it.
+    fn memory_cap_reached(&self) -> Option<String> {
+        let data = self.store.data();
+        let asked = data.limiter.refused?;
+        Some(format!(
+            "{} reached its memory cap of {} MiB, asking for {} MiB: raise `memory_limit_mb` for this operator in \
+             the job file if it really needs more",
+            data.call,
+            data.limiter.cap() >> 20,
+            asked.div_ceil(1 << 20)
+        ))
     }
 }
 
@@ -283,6 +298,9 @@ const NEVER: u64 = u64::MAX >> 1;
 /// fire.
 fn arm_deadline(store: &mut Store<PluginState>, limits: &Limits, call: &'static str) {
     store.data_mut().call = call;
+    // A growth refused in an earlier call, which the plugin handled, is not
+    // this call's cause.
+    store.data_mut().limiter.refused = None;
     let deadline = limits.call_timeout.and_then(|timeout| Instant::now().checked_add(timeout));
     // A sleep in the plugin that would outlast it fails the call then.
     store.data_mut().call_deadline = deadline;

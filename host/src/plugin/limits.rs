@@ -61,8 +61,12 @@ impl Default for Limits {
 /// Enforces the memory cap on all of a plugin's linear memories together
 /// — a component may hold many core modules, each with memories of its
 /// own (the sandbox audit filled 16 of 240 MiB under a 256 MiB cap) — and
-/// remembers whether it was hit, so that the resulting trap can be
-/// reported as what it is. Tables are bounded together likewise.
+/// remembers whether it was hit in the call under way, so that what
+/// follows can be reported as what it is. A growth past the cap fails as
+/// the plugin's allocator sees it (`memory.grow` returns -1), not as a
+/// trap: a plugin may handle it (Rust's `try_reserve`, Python's
+/// `MemoryError`); most then trap or fail the call, and the error names
+/// the cap. Tables are bounded together likewise.
 #[derive(Debug)]
 pub struct MemoryLimiter {
     cap: usize,
@@ -94,7 +98,7 @@ impl ResourceLimiter for MemoryLimiter {
         let total = (self.memory_bytes - current.min(self.memory_bytes)).saturating_add(desired);
         if total > self.cap {
             self.refused = Some(total);
-            wasmtime::bail!("memory cap of {} MiB exceeded", self.cap >> 20);
+            return Ok(false);
         }
         self.memory_bytes = total;
         Ok(true)
@@ -166,7 +170,7 @@ mod tests {
         assert!(limiter.memory_growing(0, mib(60), None).unwrap(), "a first memory");
         assert!(limiter.memory_growing(0, mib(30), None).unwrap(), "a second");
         assert!(limiter.memory_growing(mib(30), mib(40), None).unwrap(), "the second grows: 100 MiB in all");
-        assert!(limiter.memory_growing(0, mib(1), None).is_err(), "a third memory is past the cap");
+        assert!(!limiter.memory_growing(0, mib(1), None).unwrap(), "a third memory is past the cap");
         assert_eq!(limiter.refused, Some(mib(101)));
 
         let mut limiter = MemoryLimiter::new(mib(100));

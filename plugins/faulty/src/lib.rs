@@ -40,6 +40,9 @@
 //! - `big-state`: not a fault — keeps each key's latest value as its state
 //!   (values as large as the events'), and emits the key with the value's
 //!   length.
+//! - `try-alloc`: not a fault — for each event, asks for `after` MiB with
+//!   `try_reserve` and emits whether it was `granted` or `refused`: a
+//!   plugin may handle reaching its memory cap.
 //! - `state-names`: names a new value state for each event (its number,
 //!   zero-padded to `after` digits) and sets it — state named by data,
 //!   which the host bounds in number and length.
@@ -80,6 +83,7 @@ enum Mode {
     StateNames,
     SlowFlush,
     BigState,
+    TryAlloc,
 }
 
 impl Operator for Faulty {
@@ -104,6 +108,7 @@ impl Operator for Faulty {
             "state-names" => Mode::StateNames,
             "slow-flush" => Mode::SlowFlush,
             "big-state" => Mode::BigState,
+            "try-alloc" => Mode::TryAlloc,
             other => {
                 return Err(Error::config(format!(
                     "unknown mode {other:?}; use panic, exit, alloc, loop, sleep, error, probe, none, huge, chatty, trap-once, always-trap, pre-weir-state, rearm or chain"
@@ -200,6 +205,12 @@ impl Operator for Faulty {
             }
             Mode::Rearm => ctx.register_timer(TimeDomain::EventTime, 0),
             Mode::SlowFlush => ValueState::<SlowToWrite>::new("slow").set(ctx, &SlowToWrite),
+            Mode::TryAlloc => {
+                let mut buffer: Vec<u8> = Vec::new();
+                let granted = buffer.try_reserve_exact((self.after as usize) << 20).is_ok();
+                ctx.emit(event.key(), if granted { "granted" } else { "refused" });
+                Ok(())
+            }
             Mode::BigState => {
                 let value = String::from_utf8_lossy(event.value()).into_owned();
                 ctx.emit(event.key(), value.len() as u64);
