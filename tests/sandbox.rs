@@ -132,6 +132,59 @@ input = "count"
     assert!(run.success().stderr().contains("40 events read, 40 written"), "{}", run.stderr());
 }
 
+/// A plugin's output batch is cut for the plugin after it too, on every
+/// kind of edge: 100 records of 1 MiB, emitted at once under a 1 GiB cap,
+/// failed the next operator under its 64 MiB on a forward (chained),
+/// rebalance or broadcast edge (found by the re-audit).
+#[test]
+fn a_large_output_batch_is_cut_for_the_next_plugin() {
+    for (parallelism, edge) in [(1, ""), (2, ""), (2, "broadcast = [\"big\"]")] {
+        let dir = JobDir::new();
+        // A broadcast input comes beside a regular one.
+        let inputs = if edge.is_empty() { r#"inputs = ["big"]"# } else { r#"inputs = ["gen"]"# };
+        let job = dir.write(
+            "job.toml",
+            &format!(
+                r#"
+name = "big-outputs"
+[[source]]
+name = "gen"
+type = "generator"
+events = 100
+parallelism = 1
+
+[[operator]]
+uid = "big"
+plugin = {plugin}
+inputs = ["gen"]
+parallelism = 1
+memory_limit_mb = 1024
+config = {{ mode = "huge", after = 1048576 }}
+
+[[operator]]
+uid = "small"
+plugin = {plugin}
+{inputs}
+{edge}
+parallelism = {parallelism}
+memory_limit_mb = 64
+config = {{ mode = "none" }}
+
+[[sink]]
+name = "out"
+type = "discard"
+input = "small"
+"#,
+                plugin = toml_path(&plugin("faulty"))
+            ),
+        );
+        let run = run_job(&job, &[]);
+        let written = if edge.is_empty() { 100 } else { 100 + 100 * parallelism };
+        let expected = format!("100 events read, {written} written");
+        assert!(run.success().stderr().contains(&expected), "at {parallelism} {edge}: {}", run.stderr());
+    }
+}
+
 #[test]
 fn a_plugin_allocating_without_bound_hits_its_memory_cap() {
     let dir = JobDir::new();

@@ -165,6 +165,31 @@ impl RecordBatch {
         self.len() >= max || self.byte_len() >= super::BATCH_BYTES
     }
 
+    /// The batch as batches the next operator can be handed: itself if it
+    /// holds at most [`BATCH_SIZE`](super::BATCH_SIZE) records and
+    /// [`BATCH_BYTES`](super::BATCH_BYTES) of keys and values, else cut
+    /// into consecutive batches that do (a larger record alone). A plugin's
+    /// output is as large as its own memory cap allowed, and the operator
+    /// after it may have a smaller one.
+    pub fn into_bounded(self) -> Vec<RecordBatch> {
+        use super::{BATCH_BYTES, BATCH_SIZE};
+        if self.len() <= BATCH_SIZE && self.byte_len() <= BATCH_BYTES {
+            return vec![self];
+        }
+        let mut pieces = Vec::new();
+        let mut piece = RecordBatch::default();
+        for i in 0..self.len() {
+            piece.push_from(&self, i);
+            if piece.is_full(BATCH_SIZE) {
+                pieces.push(std::mem::take(&mut piece));
+            }
+        }
+        if !piece.is_empty() {
+            pieces.push(piece);
+        }
+        pieces
+    }
+
     pub fn push(&mut self, key: &[u8], value: &[u8], timestamp: Option<i64>) {
         self.data.extend_from_slice(key);
         self.offsets.push(self.data.len() as u32);
@@ -333,6 +358,25 @@ mod tests {
         let mut small = RecordBatch::default();
         small.push(b"k", b"v", None);
         assert!(small.is_full(1) && !small.is_full(2));
+    }
+
+    #[test]
+    fn a_large_batch_is_cut_into_bounded_ones_in_order() {
+        let mut large = RecordBatch::default();
+        let value = vec![b'x'; 1 << 20];
+        for i in 0..10u8 {
+            large.push(&[i], &value, Some(i64::from(i)));
+        }
+        let pieces = large.into_bounded();
+        assert_eq!(pieces.iter().map(RecordBatch::len).collect::<Vec<_>>(), [4, 4, 2], "4 MiB each at most");
+        let keys: Vec<u8> = pieces.iter().flat_map(|p| p.iter().map(|r| r.key[0]).collect::<Vec<_>>()).collect();
+        assert_eq!(keys, (0..10).collect::<Vec<u8>>());
+        assert_eq!(pieces[2].iter().map(|r| r.timestamp).collect::<Vec<_>>(), [Some(8), Some(9)]);
+        let mut many = RecordBatch::default();
+        for _ in 0..crate::dataflow::BATCH_SIZE + 1 {
+            many.push(b"k", b"v", None);
+        }
+        assert_eq!(many.into_bounded().len(), 2, "and at BATCH_SIZE records");
     }
 
     #[test]
