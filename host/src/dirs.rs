@@ -72,20 +72,48 @@ fn remove_temporaries_of_ended_processes(dir: &Path, path: &Path) {
     }
 }
 
-/// Removes the directories in `dir` named `PREFIX-PID-…` (one of
-/// `prefixes`) of processes that no longer run: working files a killed
-/// process left in a directory that processes share.
-pub fn remove_dirs_of_ended_processes(dir: &Path, prefixes: &[&str]) {
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let file_name = entry.file_name();
-        let name = file_name.to_string_lossy();
-        let pid = prefixes
-            .iter()
-            .find_map(|prefix| name.strip_prefix(prefix)?.strip_prefix('-')?.split('-').next()?.parse::<u32>().ok());
-        if pid.is_some_and(process_ended) {
+/// This process's own directory for working files under `base` (the
+/// temporary directory, which all hosts share): `base/host-ID`, locked for
+/// the process's life. Made on first use, when the directories of hosts
+/// that ended — killed, or in another container sharing the directory —
+/// are removed: their locks are free. (A pid would not tell: another PID
+/// namespace's processes are not in this `/proc`.)
+pub fn process_dir(base: &Path) -> io::Result<&'static Path> {
+    static DIR: std::sync::OnceLock<(PathBuf, std::fs::File)> = std::sync::OnceLock::new();
+    if let Some((dir, _)) = DIR.get() {
+        return Ok(dir);
+    }
+    create(base)?;
+    remove_dirs_of_ended_hosts(base);
+    let id = format!("{}-{}", std::process::id(), unique_suffix());
+    // Locked before it gets the name another host's clean-up looks at.
+    let making = base.join(format!(".{HOST_DIR_PREFIX}{id}"));
+    create(&making)?;
+    let lock = try_lock_file(&making.join("LOCK"))?.ok_or_else(|| io::Error::other("a fresh directory's lock is taken"))?;
+    let dir = base.join(format!("{HOST_DIR_PREFIX}{id}"));
+    std::fs::rename(&making, &dir)?;
+    Ok(&DIR.get_or_init(|| (dir, lock)).0)
+}
+
+/// What the names of [`process_dir`]s begin with.
+const HOST_DIR_PREFIX: &str = "host-";
+
+/// Removes the [`process_dir`]s in `base` whose lock no process holds.
+fn remove_dirs_of_ended_hosts(base: &Path) {
+    for entry in std::fs::read_dir(base).into_iter().flatten().flatten() {
+        if !entry.file_name().to_string_lossy().starts_with(HOST_DIR_PREFIX) {
+            continue;
+        }
+        if let Ok(Some(_free)) = try_lock_file(&entry.path().join("LOCK")) {
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }
+}
+
+/// A suffix no other directory made by this process at another time has.
+fn unique_suffix() -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    format!("{nanos:x}")
 }
 
 /// Whether process `pid` has ended, as far as `/proc` tells (where there is
@@ -255,18 +283,23 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// The directories of hosts that ended are removed, whichever PID
+    /// namespace they ran in: their locks are free (by pid, a host in
+    /// another container was taken for ended, and its working databases
+    /// deleted under it: found by the re-audit).
     #[test]
-    fn the_working_directories_of_ended_processes_are_removed() {
-        let dir = tempfile::tempdir().unwrap();
-        let names = ["rocksdb-4294967-a1-0", "rocksdb-1-a1-0", "savepoint-checkpoints-4294967-0", "other-4294967", "rocksdb-x"];
-        for name in names {
-            std::fs::create_dir(dir.path().join(name)).unwrap();
+    fn the_directories_of_hosts_that_ended_are_removed() {
+        let base = tempfile::tempdir().unwrap();
+        for name in ["host-running", "host-ended", "other"] {
+            std::fs::create_dir(base.path().join(name)).unwrap();
+            std::fs::write(base.path().join(name).join("LOCK"), "").unwrap();
         }
-        remove_dirs_of_ended_processes(dir.path(), &["rocksdb", "savepoint-checkpoints"]);
+        let _held = try_lock_file(&base.path().join("host-running/LOCK")).unwrap().expect("free");
+        remove_dirs_of_ended_hosts(base.path());
         let mut left: Vec<String> =
-            std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+            std::fs::read_dir(base.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
         left.sort();
-        assert_eq!(left, ["other-4294967", "rocksdb-1-a1-0", "rocksdb-x"], "a running process's and others' stay");
+        assert_eq!(left, ["host-running", "other"]);
     }
 
     #[test]

@@ -482,15 +482,12 @@ fn warn_of_other_plugins(manifest: &Manifest, job: &JobDescription) {
     }
 }
 
-/// What the directories of [`savepoints_only`] checkpoints are named by.
-const SAVEPOINT_CHECKPOINTS: &str = "savepoint-checkpoints";
-
 /// Checkpoint settings for a job that checkpoints only for savepoints.
 fn savepoints_only(work_dir: &std::path::Path) -> CheckpointSettings {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     CheckpointSettings {
-        dir: work_dir.join(format!("{SAVEPOINT_CHECKPOINTS}-{}-{n}", std::process::id())),
+        dir: work_dir.join(format!("savepoint-checkpoints-{}-{n}", std::process::id())),
         interval: Duration::MAX,
         retain: 1,
         timeout: Duration::from_secs(600),
@@ -501,15 +498,14 @@ fn savepoints_only(work_dir: &std::path::Path) -> CheckpointSettings {
 
 /// Where RocksDB keeps working files: beside the checkpoints (same disk,
 /// cleared at start: what a killed run left is garbage), else in the
-/// temporary directory, which all hosts share: there what killed hosts
-/// left is removed (hundreds of MB a kill, found by the state-backend
-/// audit).
+/// host's own directory under the temporary directory, which all hosts
+/// share: what killed hosts left there is removed (hundreds of MB a kill,
+/// found by the state-backend audit; see [`crate::dirs::process_dir`]).
 fn work_dir(graph: &JobGraph) -> Result<PathBuf, RunError> {
     let Some(settings) = &graph.checkpoints else {
-        let dir = std::env::temp_dir().join("weir-state");
-        crate::dirs::create(&dir).map_err(|source| RunError::Checkpoints { dir: dir.clone(), source })?;
-        crate::dirs::remove_dirs_of_ended_processes(&dir, &[crate::state::ROCKSDB_DIR_PREFIX, SAVEPOINT_CHECKPOINTS]);
-        return Ok(dir);
+        let base = std::env::temp_dir().join("weir-state");
+        let dir = crate::dirs::process_dir(&base).map_err(|source| RunError::Checkpoints { dir: base, source })?;
+        return Ok(dir.to_path_buf());
     };
     let dir = settings.dir.join(crate::checkpoint::layout::WORK);
     let _ = std::fs::remove_dir_all(&dir);

@@ -37,7 +37,7 @@ pub use key_group::{
     key_hash, subtask_for_key_group,
 };
 pub use memory::MemoryBackend;
-pub use rocksdb::{ROCKSDB_DIR_PREFIX, RocksDbBackend};
+pub use rocksdb::RocksDbBackend;
 pub use rocksdb_memory::RocksDbMemory;
 pub use timers::{FiredTimer, FiringBudget, FiringCall, TimeDomain, TimerService, processing_timers_due_at};
 

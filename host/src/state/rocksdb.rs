@@ -234,13 +234,10 @@ fn options(memory: &RocksDbMemory) -> Options {
 /// A new, empty directory for a database, and a name for it.
 fn fresh_dir(work_dir: &Path) -> Result<(String, PathBuf), StateError> {
     let id = super::unique_name();
-    let dir = work_dir.join(format!("{ROCKSDB_DIR_PREFIX}-{id}"));
+    let dir = work_dir.join(format!("rocksdb-{id}"));
     std::fs::create_dir_all(&dir).map_err(StateError::io(&dir))?;
     Ok((id, dir))
 }
-
-/// What a working database's directory is named by: `rocksdb-PID-…`.
-pub const ROCKSDB_DIR_PREFIX: &str = "rocksdb";
 
 /// The local name of a snapshot file: the last part of its path.
 fn file_name(file: &FileRef) -> &str {
