@@ -137,10 +137,10 @@ fn a_component_whose_functions_have_the_wrong_types() {
 }
 
 /// `weir plugin check` runs a component's start-up code (its core modules'
-/// start functions) under a job's default memory cap and deadline: a
-/// platform vetting uploaded plugins with it ran them unbounded (the
-/// sandbox audit: a start looping for ever hung the check, one filling
-/// 3 GiB passed it).
+/// start functions) under a job's default memory cap and deadline, or
+/// those given: a platform vetting uploaded plugins with it ran them
+/// unbounded (the sandbox audit: a start looping for ever hung the check,
+/// one filling 3 GiB passed it).
 #[test]
 fn plugin_check_bounds_a_components_start_up_code() {
     let dir = JobDir::new();
@@ -152,6 +152,10 @@ fn plugin_check_bounds_a_components_start_up_code() {
     let error = weir(&["plugin", "check", hog.to_str().unwrap()]).failure();
     assert!(error.contains("it fails as it starts, before any call"), "{error}");
     assert!(error.contains("exceeded its memory cap of 256 MiB in its start-up code (it asked for 513 MiB)"), "{error}");
+    // A plugin its job gives more starts under as much: then only the
+    // types of its (made-up) exports are wrong.
+    let error = weir(&["plugin", "check", hog.to_str().unwrap(), "--memory-limit-mb", "1024"]).failure();
+    assert!(error.contains("its exports do not have the types") && !error.contains("memory cap"), "{error}");
 
     let spin = with_start("spin.wasm", "(loop $l (br $l))");
     let error = weir(&["plugin", "check", spin.to_str().unwrap()]).failure();

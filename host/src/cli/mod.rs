@@ -117,6 +117,14 @@ pub enum PluginCommand {
     Check {
         /// The plugin file (.wasm).
         plugin: PathBuf,
+        /// The memory cap its start-up code runs under, as an operator's
+        /// `memory_limit_mb`.
+        #[arg(long, default_value_t = weir::plugin::Limits::DEFAULT_MEMORY_MB, value_parser = clap::value_parser!(u64).range(1..=4096))]
+        memory_limit_mb: u64,
+        /// The deadline its start-up code runs under, as an operator's
+        /// `call_timeout_ms` (0: none).
+        #[arg(long, default_value_t = weir::plugin::Limits::DEFAULT_CALL_TIMEOUT_MS)]
+        call_timeout_ms: u64,
     },
     /// Create a ready-to-build plugin project.
     New {
@@ -139,7 +147,9 @@ pub enum PluginCommand {
 pub fn execute(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Run(args) => run::run(&args),
-        Command::Plugin { command: PluginCommand::Check { plugin } } => plugin::check(&plugin),
+        Command::Plugin { command: PluginCommand::Check { plugin, memory_limit_mb, call_timeout_ms } } => {
+            plugin::check(&plugin, memory_limit_mb, call_timeout_ms)
+        }
         Command::Plugin { command: PluginCommand::New { name, lang, dir, sdk } } => {
             scaffold::new_plugin(lang, &name, &dir, sdk.as_deref())
         }

@@ -5,21 +5,24 @@ use std::path::Path;
 use weir::PluginEngine;
 use weir::plugin::{CallError, Limits, WIT_PACKAGE};
 
-pub fn check(path: &Path) -> anyhow::Result<()> {
+pub fn check(path: &Path, memory_limit_mb: u64, call_timeout_ms: u64) -> anyhow::Result<()> {
     let engine = PluginEngine::new()?;
     let (inspection, loaded) = engine.inspect(path)?;
     out!("{}: WebAssembly component", path.display());
     out_text!("{inspection}");
     let loaded = loaded?;
-    loaded.check_types().map_err(|error| match error {
+    let limits = Limits {
+        memory_bytes: (memory_limit_mb << 20) as usize,
+        call_timeout: (call_timeout_ms > 0).then(|| std::time::Duration::from_millis(call_timeout_ms)),
+    };
+    loaded.check_types(&limits).map_err(|error| match error {
         // The reason says so, and to rebuild the plugin against the WIT.
         CallError::Instantiate(reason) if reason.contains(WIT_PACKAGE) => anyhow::anyhow!("{}: {reason}", path.display()),
         other => anyhow::anyhow!(
-            "{}: it fails as it starts, before any call, under the limits of a job's operator by default \
-             (memory_limit_mb = {}, call_timeout_ms = {}): {other}",
-            path.display(),
-            Limits::DEFAULT_MEMORY_MB,
-            Limits::DEFAULT_CALL_TIMEOUT_MS
+            "{}: it fails as it starts, before any call, under memory_limit_mb = {memory_limit_mb} and \
+             call_timeout_ms = {call_timeout_ms} (a job's defaults unless `--memory-limit-mb` and \
+             `--call-timeout-ms` say otherwise, as its operator's would): {other}",
+            path.display()
         ),
     })?;
     out!("ok: implements the {WIT_PACKAGE} plugin world (sha256 {})", loaded.digest);

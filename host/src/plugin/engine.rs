@@ -40,10 +40,9 @@ impl LoadedPlugin {
     /// functions: the types of its exports are checked then (loading checks
     /// their names), so a plugin whose `process` takes a string where the
     /// world has a record is refused here, not when a job starts it. Its
-    /// core modules' start functions run, under a job's default memory cap
-    /// and deadline.
-    pub fn check_types(&self) -> Result<(), CallError> {
-        super::instance::check_instantiates(self)
+    /// core modules' start functions run, under `limits` (an operator's).
+    pub fn check_types(&self, limits: &Limits) -> Result<(), CallError> {
+        super::instance::check_instantiates(self, limits)
     }
 }
 

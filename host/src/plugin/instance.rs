@@ -281,12 +281,11 @@ fn instantiate(plugin: &LoadedPlugin, limits: &Limits, data: PluginState) -> Res
 }
 
 /// Instantiates `plugin` in a scratch store, calling none of its functions
-/// (see [`LoadedPlugin::check_types`]), under the limits a job's operator
-/// has by default: its start-up code is untrusted too.
-pub(super) fn check_instantiates(plugin: &LoadedPlugin) -> Result<(), CallError> {
-    let limits = Limits::default();
+/// (see [`LoadedPlugin::check_types`]), under `limits`: its start-up code
+/// is untrusted too.
+pub(super) fn check_instantiates(plugin: &LoadedPlugin, limits: &Limits) -> Result<(), CallError> {
     let data = PluginState::new(limits.memory_bytes, Box::new(crate::state::MemoryBackend::new()), 0..1, 1);
-    instantiate(plugin, &limits, data).map(drop)
+    instantiate(plugin, limits, data).map(drop)
 }
 
 /// Epoch ticks no call reaches: the deadline of a call without one.
