@@ -84,6 +84,54 @@ fn an_error_in_a_python_or_javascript_plugin_names_its_own_lines() {
     assert!(!error.contains("weir-sdk.js") && !error.contains("initializer.js"), "the SDK's and the runtime's calls left out: {error}");
 }
 
+/// A Python plugin reaching its memory cap gets a `MemoryError` it may
+/// handle, and goes on; one it does not handle fails the job with its
+/// traceback and the cap it reached (the cap killed the call at once: the
+/// sandbox audit).
+#[test]
+fn a_python_plugin_may_handle_a_memory_error() {
+    let dir = JobDir::new();
+    std::fs::create_dir(dir.path("py")).unwrap();
+    dir.write(
+        "py/app.py",
+        r#"from weir_sdk import Operator, export
+
+
+class Hoarder(Operator):
+    def process(self, ctx, event):
+        if event.value == b"unhandled":
+            bytearray(200 << 20)
+        try:
+            bytearray(200 << 20)
+            ctx.emit(event.key, "granted")
+        except MemoryError:
+            ctx.emit(event.key, "refused")
+
+
+export(Hoarder)
+"#,
+    );
+    let wasm = build("build-python-plugin.sh", &dir.path("py"), "hoarder-py");
+    let run = |value: &str| {
+        dir.write("in.jsonl", &format!("{{\"key\":\"a\",\"value\":\"{value}\"}}\n"));
+        let job = dir.write(
+            "job.toml",
+            &format!(
+                "name = \"hoarder\"\n[[source]]\nname = \"in\"\ntype = \"file\"\nformat = \"json\"\npath = \"in.jsonl\"\n\n\
+                 [[operator]]\nuid = \"hoard\"\nplugin = {}\ninputs = [\"in\"]\nmemory_limit_mb = 64\n\n\
+                 [[sink]]\nname = \"out\"\ntype = \"file\"\npath = \"out.txt\"\ninput = \"hoard\"\n",
+                toml_path(&wasm)
+            ),
+        );
+        run_job(&job, &[])
+    };
+    run("handled").success();
+    assert_eq!(std::fs::read_to_string(dir.path("out.txt")).unwrap(), "a\trefused\n");
+    let error = run("unhandled").failure();
+    assert!(error.contains("MemoryError"), "{error}");
+    assert!(error.contains("`process` reached its memory cap of 64 MiB"), "{error}");
+}
+
 /// A JavaScript operator's map state: entries by sub-key, read and written
 /// through the host across batches, kept in a savepoint and restored —
 /// every count exact after a stop with a savepoint halfway and a restore.
