@@ -85,18 +85,20 @@ pub fn process_dir(base: &Path) -> io::Result<&'static Path> {
     }
     create(base)?;
     remove_dirs_of_ended_hosts(base);
-    let id = format!("{}-{}", std::process::id(), unique_suffix());
+    let id = unique_name();
     // Locked before it gets the name another host's clean-up looks at.
     let making = base.join(format!(".{HOST_DIR_PREFIX}{id}"));
     create(&making)?;
-    let lock = try_lock_file(&making.join("LOCK"))?.ok_or_else(|| io::Error::other("a fresh directory's lock is taken"))?;
+    let lock = try_lock_file(&making.join(HOST_DIR_LOCK))?.ok_or_else(|| io::Error::other("a fresh directory's lock is taken"))?;
     let dir = base.join(format!("{HOST_DIR_PREFIX}{id}"));
     std::fs::rename(&making, &dir)?;
     Ok(&DIR.get_or_init(|| (dir, lock)).0)
 }
 
-/// What the names of [`process_dir`]s begin with.
+/// What the names of [`process_dir`]s begin with, and the file in each
+/// that its host holds locked.
 const HOST_DIR_PREFIX: &str = "host-";
+const HOST_DIR_LOCK: &str = "LOCK";
 
 /// Removes the [`process_dir`]s in `base` whose lock no process holds.
 fn remove_dirs_of_ended_hosts(base: &Path) {
@@ -104,16 +106,21 @@ fn remove_dirs_of_ended_hosts(base: &Path) {
         if !entry.file_name().to_string_lossy().starts_with(HOST_DIR_PREFIX) {
             continue;
         }
-        if let Ok(Some(_free)) = try_lock_file(&entry.path().join("LOCK")) {
+        if let Ok(Some(_free)) = try_lock_file(&entry.path().join(HOST_DIR_LOCK)) {
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }
 }
 
-/// A suffix no other directory made by this process at another time has.
-fn unique_suffix() -> String {
+/// A name no other process, nor this one at another time, makes:
+/// `PID-NANOS-N`, the process, the time in ns and a counter. State backends
+/// name the files they share between checkpoints with it, hosts their
+/// working directories and announcements.
+pub fn unique_name() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-    format!("{nanos:x}")
+    let next = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{}-{nanos:x}-{next}", std::process::id())
 }
 
 /// Whether process `pid` has ended, as far as `/proc` tells (where there is

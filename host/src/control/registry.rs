@@ -4,9 +4,9 @@
 //!
 //! Each `weir run` writes one file into a directory of the user's own —
 //! `$XDG_RUNTIME_DIR/weir`, else `weir-UID` in the temporary directory —
-//! named by its process id (and a time, `PID-ID.api`) and holding its
+//! named by its process id (and more, `PID-NANOS-N.api`) and holding its
 //! address, and removes it when it ends (as Jupyter lists its servers).
-//! Beside it the host holds a lock on `PID-ID.lock` for its life, taken
+//! Beside it the host holds a lock on `PID-NANOS-N.lock` for its life, taken
 //! before the address is written: a host killed leaves its files behind,
 //! and readers pass over, and delete, those whose lock is free. (Not by
 //! its pid: a host in another PID namespace — a container sharing the
@@ -34,8 +34,7 @@ impl Announcement {
 }
 
 fn publish_in(dir: &Path, addr: std::net::SocketAddr) -> Option<Announcement> {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-    let stem = format!("{}-{nanos:x}", std::process::id());
+    let stem = crate::dirs::unique_name();
     let (path, lock_path) = (dir.join(format!("{stem}.api")), dir.join(format!("{stem}.lock")));
     let announced = crate::dirs::try_lock_file(&lock_path)
         .and_then(|lock| lock.ok_or_else(|| std::io::Error::other("its lock is taken")))

@@ -165,15 +165,17 @@ impl RecordBatch {
         self.len() >= max || self.byte_len() >= super::BATCH_BYTES
     }
 
-    /// The batch as batches the next operator can be handed: itself if it
-    /// holds at most [`BATCH_SIZE`](super::BATCH_SIZE) records and
-    /// [`BATCH_BYTES`](super::BATCH_BYTES) of keys and values, else cut
-    /// into consecutive batches that do (a larger record alone). A plugin's
-    /// output is as large as its own memory cap allowed, and the operator
-    /// after it may have a smaller one.
+    /// The batch as batches the next operator can be handed, cut as
+    /// sources cut theirs ([`RecordBatch::is_full`] at
+    /// [`BATCH_SIZE`](super::BATCH_SIZE)): itself if no cut falls inside
+    /// it — a source's batch, whose last record took it to the bound —,
+    /// else consecutive batches (a record larger than the bound alone). A
+    /// plugin's output is as large as its own memory cap allowed, and the
+    /// operator after it may have a smaller one.
     pub fn into_bounded(self) -> Vec<RecordBatch> {
         use super::{BATCH_BYTES, BATCH_SIZE};
-        if self.len() <= BATCH_SIZE && self.byte_len() <= BATCH_BYTES {
+        let before_last = self.len().checked_sub(1).map_or(0, |last| self.offsets[2 * last] as usize);
+        if self.len() <= BATCH_SIZE && before_last < BATCH_BYTES {
             return vec![self];
         }
         let mut pieces = Vec::new();
@@ -377,6 +379,11 @@ mod tests {
             many.push(b"k", b"v", None);
         }
         assert_eq!(many.into_bounded().len(), 2, "and at BATCH_SIZE records");
+        let mut cut_by_a_source = RecordBatch::default();
+        for _ in 0..4 {
+            cut_by_a_source.push(b"k", &value, None);
+        }
+        assert_eq!(cut_by_a_source.into_bounded().len(), 1, "a batch whose last record took it past the bound stays whole");
     }
 
     #[test]

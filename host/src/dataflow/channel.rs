@@ -13,7 +13,7 @@ use super::sink::SinkWriter;
 use super::snapshot::TaskCheckpoint;
 use super::task::{TaskError, TaskMetrics};
 use super::key_numbering::PREFETCH_AHEAD;
-use super::{BATCH_BYTES, BATCH_SIZE, KeyNumbering, RecordBatch};
+use super::{BATCH_SIZE, KeyNumbering, RecordBatch};
 use crate::job::Partitioning;
 use super::operator::{Emitted, OperatorLogic};
 use crate::plugin::{CallError, InputKind};
@@ -243,40 +243,32 @@ impl Route {
         let (input, channel) = (self.input, self.channel);
         let max_parallelism = self.max_parallelism;
         match &mut self.destination {
-            // A plugin's output batch is cut for the next plugin, as
-            // sources and key-by edges cut theirs (`into_bounded`).
-            Destination::Chained(operator) => {
-                batch.into_bounded().into_iter().try_for_each(|piece| operator.process(input, piece, cancel))
-            }
+            Destination::Chained(operator) => operator.process(input, batch, cancel),
             Destination::ChainedSink(sink) => sink.write(&batch),
             Destination::Channels { partitioning, targets, buffers, routing, next, metrics } => {
                 let send_batch = |target: &InboxSender, batch| {
                     target.send(Envelope { input, channel, message: Message::Batch(batch) }, cancel, metrics)
                 };
                 match partitioning {
-                    Partitioning::Forward => batch.into_bounded().into_iter().try_for_each(|piece| send_batch(&targets[0], piece)),
-                    Partitioning::Rebalance => batch.into_bounded().into_iter().try_for_each(|piece| {
+                    Partitioning::Forward => send_batch(&targets[0], batch),
+                    Partitioning::Rebalance => {
                         let target = *next;
                         *next = (target + 1) % targets.len();
-                        send_batch(&targets[target], piece)
-                    }),
-                    Partitioning::Broadcast => batch.into_bounded().into_iter().try_for_each(|piece| {
+                        send_batch(&targets[target], batch)
+                    }
+                    Partitioning::Broadcast => {
                         let (last, others) = targets.split_last().expect("a route has a target");
                         for target in others {
-                            send_batch(target, piece.clone())?;
+                            send_batch(target, batch.clone())?;
                         }
-                        send_batch(last, piece)
-                    }),
+                        send_batch(last, batch)
+                    }
                     // One consumer, nothing buffered and a batch worth sending
-                    // alone: it goes on whole, its keys hashed and numbered,
-                    // instead of event by event into the buffer (smaller
-                    // batches are still gathered there).
-                    Partitioning::KeyBy
-                        if targets.len() == 1
-                            && buffers[0].batch.is_empty()
-                            && (BATCH_SIZE / 2..=BATCH_SIZE).contains(&batch.len())
-                            && batch.byte_len() <= BATCH_BYTES =>
-                    {
+                    // alone (a bounded one: `Outputs::emit`): it goes on
+                    // whole, its keys hashed and numbered, instead of event
+                    // by event into the buffer (smaller batches are still
+                    // gathered there).
+                    Partitioning::KeyBy if targets.len() == 1 && buffers[0].batch.is_empty() && batch.len() >= BATCH_SIZE / 2 => {
                         let mut batch = batch;
                         batch.number_keys(&mut buffers[0].numbering);
                         send_batch(&targets[0], batch)
@@ -499,16 +491,23 @@ impl Outputs {
     /// consumes is not an error — a plugin may write to side outputs a job
     /// does not want — but its records are dropped, and the first time the
     /// log says so: a sink reading a misspelt output name waits in silence.
+    ///
+    /// A plugin's output batch is as large as its own memory cap allowed:
+    /// it goes on cut into batches the next plugin can hold, as sources'
+    /// are ([`RecordBatch::into_bounded`]), on every kind of edge.
     pub fn emit(&mut self, output: &str, batch: RecordBatch, cancel: &Cancel) -> Result<(), TaskError> {
         let mut matching: Vec<&mut Route> = self.routes.iter_mut().filter(|r| r.output == output).collect();
         let Some(last) = matching.pop() else {
             self.dropped(output);
             return Ok(());
         };
-        for route in matching {
-            route.emit(batch.clone(), cancel)?;
+        for piece in batch.into_bounded() {
+            for route in &mut matching {
+                route.emit(piece.clone(), cancel)?;
+            }
+            last.emit(piece, cancel)?;
         }
-        last.emit(batch, cancel)
+        Ok(())
     }
 
     /// Says, once per output, that what it emits to `output` is dropped —

@@ -251,13 +251,11 @@ impl OperatorInstance {
     /// failing then (a Python `MemoryError`) most likely failed of it.
     fn memory_cap_reached(&self) -> Option<String> {
         let data = self.store.data();
-        let asked = data.limiter.refused?;
+        let (cap_mib, asked_mib) = data.limiter.refused_mib()?;
         Some(format!(
-            "{} reached its memory cap of {} MiB, asking for {} MiB: raise `memory_limit_mb` for this operator in \
-             the job file if it really needs more",
-            data.call,
-            data.limiter.cap() >> 20,
-            asked.div_ceil(1 << 20)
+            "{} reached its memory cap of {cap_mib} MiB, asking for {asked_mib} MiB: raise `memory_limit_mb` for \
+             this operator in the job file if it really needs more",
+            data.call
         ))
     }
 }
@@ -337,8 +335,7 @@ fn classify(
     if error.downcast_ref::<CallCancelled>().is_some() {
         return CallError::Cancelled;
     }
-    if let Some(asked) = store.data().limiter.refused {
-        let (cap_mib, asked_mib) = (store.data().limiter.cap() >> 20, asked.div_ceil(1 << 20));
+    if let Some((cap_mib, asked_mib)) = store.data().limiter.refused_mib() {
         return CallError::MemoryCap { cap_mib, asked_mib, call: store.data().call };
     }
     if let (Some(Trap::Interrupt), Some(timeout)) = (error.downcast_ref::<Trap>(), limits.call_timeout) {

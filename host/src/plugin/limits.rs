@@ -88,8 +88,9 @@ impl MemoryLimiter {
         MemoryLimiter { cap, memory_bytes: 0, table_elements: 0, refused: None }
     }
 
-    pub fn cap(&self) -> usize {
-        self.cap
+    /// The cap and what was asked for past it, in MiB, if it was hit.
+    pub fn refused_mib(&self) -> Option<(usize, usize)> {
+        self.refused.map(|asked| (self.cap >> 20, asked.div_ceil(1 << 20)))
     }
 }
 

@@ -81,7 +81,7 @@ pub struct Chain {
 
 impl Default for Chain {
     fn default() -> Self {
-        Chain { id: format!("memory-{}", super::unique_name()), files: Arc::default(), taken: 0 }
+        Chain { id: format!("memory-{}", crate::dirs::unique_name()), files: Arc::default(), taken: 0 }
     }
 }
 

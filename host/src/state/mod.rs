@@ -106,7 +106,8 @@ impl StateRegistry {
         if self.names.len() >= MAX_STATES {
             return Err(StateNameError::TooMany { name: name.escape_debug().to_string() });
         }
-        Ok(self.intern(&registered))
+        self.names.push(registered);
+        Ok(StateId(self.names.len() as u32 - 1))
     }
 
     /// [`StateRegistry::register`] for a value state's name, which may not
@@ -298,16 +299,6 @@ impl BackendHandle {
             BackendHandle::Rocksdb { shared, private } => shared.iter().chain(private).collect(),
         }
     }
-}
-
-/// A name no other backend of any run shares: the process, the time in
-/// ns and a counter. Backends name the files they share between
-/// checkpoints with it.
-fn unique_name() -> String {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-    let next = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    format!("{}-{nanos:x}-{next}", std::process::id())
 }
 
 /// Creates an empty backend as `config` says; RocksDB keeps its files in a

@@ -233,7 +233,7 @@ fn options(memory: &RocksDbMemory) -> Options {
 
 /// A new, empty directory for a database, and a name for it.
 fn fresh_dir(work_dir: &Path) -> Result<(String, PathBuf), StateError> {
-    let id = super::unique_name();
+    let id = crate::dirs::unique_name();
     let dir = work_dir.join(format!("rocksdb-{id}"));
     std::fs::create_dir_all(&dir).map_err(StateError::io(&dir))?;
     Ok((id, dir))

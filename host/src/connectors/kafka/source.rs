@@ -368,7 +368,7 @@ impl Source for KafkaSource {
         let before = batch.len();
         let max = self.pace.allowance(max);
         let mut wait = POLL_WAIT;
-        while batch.len() - before < max && !batch.is_full(usize::MAX) {
+        while !batch.is_full(before.saturating_add(max)) {
             match self.consumer.poll(wait) {
                 None => break,
                 Some(Ok(message)) => {
