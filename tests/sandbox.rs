@@ -394,6 +394,28 @@ fn state_named_by_data_is_refused() {
     assert!(error.contains("names are at most 1024 bytes"), "{error}");
 }
 
+/// Timers live in the host, outside the plugin's memory cap, and are
+/// written into every checkpoint: a plugin setting them by event rather
+/// than by key and window is stopped at its operator's `timer_limit`,
+/// told what to do.
+#[test]
+fn timers_past_the_operators_limit_are_refused() {
+    let dir = JobDir::new();
+    let job = faulty_job(&dir, "timers", "key_by = true\ntimer_limit = 5000");
+    // 100 timers an event: 10 000 over the generator's 100 events.
+    let text = std::fs::read_to_string(&job).unwrap().replace(r#"mode = "timers""#, r#"mode = "timers", after = 100"#);
+    std::fs::write(&job, &text).unwrap();
+    let error = run_job(&job, &[]).failure();
+    assert!(error.contains("operator `misbehaving-timers` (subtask 1 of 1) failed: the host refused the plugin's timer"), "{error}");
+    assert!(error.contains("pending timer number 5001, past the operator's `timer_limit` of 5000"), "{error}");
+    assert!(error.contains("set one per key and window end, not one per event"), "{error}");
+    assert!(error.contains("raise `timer_limit` for this operator in the job file"), "{error}");
+
+    // Under the default bound the same job runs to its end.
+    std::fs::write(&job, text.replace("timer_limit = 5000", "")).unwrap();
+    run_job(&job, &[]).success();
+}
+
 #[test]
 fn a_plugin_rejecting_its_config_says_why() {
     let dir = JobDir::new();

@@ -14,6 +14,7 @@ pub fn check(path: &Path, memory_limit_mb: u64, call_timeout_ms: u64) -> anyhow:
     let limits = Limits {
         memory_bytes: (memory_limit_mb << 20) as usize,
         call_timeout: (call_timeout_ms > 0).then(|| std::time::Duration::from_millis(call_timeout_ms)),
+        ..Limits::default()
     };
     loaded.check_types(&limits).map_err(|error| match error {
         // The reason says so, and to rebuild the plugin against the WIT.

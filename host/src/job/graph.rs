@@ -669,6 +669,12 @@ fn operator_node(op: &OperatorSpec, base: &Path) -> Result<OperatorNode, String>
             Some(ms) => Some(Duration::from_millis(ms)),
             None => defaults.call_timeout,
         },
+        // 0: no bound, for a plugin you trust.
+        max_timers: match op.timer_limit {
+            Some(0) => usize::MAX,
+            Some(limit) => usize::try_from(limit).unwrap_or(usize::MAX),
+            None => defaults.max_timers,
+        },
     };
     Ok(OperatorNode { plugin: base.join(&op.plugin), config, limits, key_by: op.key_by })
 }

@@ -139,26 +139,38 @@ mod tests {
         assert_eq!(parallelism(Overrides { parallelism: Some(4) }), [1, 4]);
     }
 
+    /// The limits an operator's line in the job file gives it.
+    fn operator_limits(setting: &str) -> crate::plugin::Limits {
+        let text = format!(
+            "name = \"j\"\n[[source]]\nname = \"gen\"\ntype = \"generator\"\n\
+             [[operator]]\nuid = \"op\"\nplugin = \"p.wasm\"\ninputs = [\"gen\"]\n{setting}\n\
+             [[sink]]\nname = \"out\"\ntype = \"discard\"\ninput = \"op\"\n"
+        );
+        let graph = parse(&text, Path::new(""), Overrides::default()).unwrap_or_else(|e| panic!("{e:?}"));
+        let op = graph.nodes.iter().find_map(|node| match &node.kind {
+            graph::NodeKind::Operator(op) => Some(op.limits),
+            _ => None,
+        });
+        op.expect("the operator")
+    }
+
     /// `call_timeout_ms`: absent, the default deadline; 0, none.
     #[test]
     fn call_timeout_ms_zero_means_no_deadline() {
-        let timeout = |setting: &str| {
-            let text = format!(
-                "name = \"j\"\n[[source]]\nname = \"gen\"\ntype = \"generator\"\n\
-                 [[operator]]\nuid = \"op\"\nplugin = \"p.wasm\"\ninputs = [\"gen\"]\n{setting}\n\
-                 [[sink]]\nname = \"out\"\ntype = \"discard\"\ninput = \"op\"\n"
-            );
-            let graph = parse(&text, Path::new(""), Overrides::default()).unwrap_or_else(|e| panic!("{e:?}"));
-            let op = graph.nodes.iter().find_map(|node| match &node.kind {
-                graph::NodeKind::Operator(op) => Some(op.limits.call_timeout),
-                _ => None,
-            });
-            op.expect("the operator")
-        };
+        let timeout = |setting: &str| operator_limits(setting).call_timeout;
         let default = crate::plugin::Limits::default().call_timeout;
         assert_eq!(timeout(""), default);
         assert!(default.is_some());
         assert_eq!(timeout("call_timeout_ms = 250"), Some(std::time::Duration::from_millis(250)));
         assert_eq!(timeout("call_timeout_ms = 0"), None);
+    }
+
+    /// `timer_limit`: absent, the default bound; 0, none.
+    #[test]
+    fn timer_limit_zero_means_no_bound() {
+        let timers = |setting: &str| operator_limits(setting).max_timers;
+        assert_eq!(timers(""), crate::plugin::Limits::DEFAULT_TIMER_LIMIT);
+        assert_eq!(timers("timer_limit = 5000"), 5000);
+        assert_eq!(timers("timer_limit = 0"), usize::MAX);
     }
 }

@@ -20,6 +20,7 @@
 //! broadcast = ["rules"]      # inputs every subtask receives in full
 //! memory_limit_mb = 256
 //! call_timeout_ms = 10000     # 0: no deadline (a trusted plugin)
+//! timer_limit = 1000000      # pending timers per subtask; 0: no bound
 //! config = { lowercase = true }
 //!
 //! [[sink]]
@@ -412,6 +413,7 @@ pub struct OperatorSpec {
     pub config: BTreeMap<String, toml::Value>,
     pub memory_limit_mb: Option<u64>,
     pub call_timeout_ms: Option<u64>,
+    pub timer_limit: Option<u64>,
 }
 
 /// A `[[sink]]` table.

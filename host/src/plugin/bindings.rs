@@ -11,7 +11,10 @@ wasmtime::component::bindgen!({
     },
     // A state's constructor traps on a name the host refuses (see
     // `crate::state::StateRegistry::register`): the WIT gives it no error.
+    // A timer past the operator's `timer_limit` traps likewise
+    // (`super::timers::TimerLimitReached`): no `state-error` says so.
     imports: {
+        "weir:operator/timers.update": trappable,
         "weir:operator/state.[constructor]value-state": trappable,
         "weir:operator/state.[constructor]map-state": trappable,
         "weir:operator/broadcast-state.[constructor]broadcast-map": trappable,

@@ -28,6 +28,7 @@ use super::bindings::weir::operator::types::{StateError, TimeDomain};
 use super::broadcast::BroadcastMapHandle;
 use super::error::CallError;
 use super::host_state::PluginState;
+use super::limits::Limits;
 use super::bindings::OperatorError;
 use super::instance::{CapturedState, InitialState, InputKind, describe_operator_error};
 use super::state::{MapStateHandle, ValueStateHandle};
@@ -59,7 +60,7 @@ impl<T: Operator> EmbeddedInstance<T> {
     /// The operator made by `T::init` from `config` (with the host's
     /// `weir.` keys), on `state`.
     pub fn new(state: InitialState, config: &[(String, String)]) -> Result<Self, CallError> {
-        let mut data = PluginState::new(usize::MAX, state.backend, state.key_groups, state.max_parallelism);
+        let mut data = PluginState::new(&UNBOUNDED, state.backend, state.key_groups, state.max_parallelism);
         let watermark = state.meta.as_ref().map_or(NO_TIMESTAMP, |meta| meta.watermark);
         if let Some(meta) = state.meta {
             data.registry = meta.registry;
@@ -182,6 +183,10 @@ fn operator_error(error: weir_sdk::Error) -> CallError {
 
 /// Native operators are compiled into the host, their state names fixed:
 /// the host's limits on names (`StateRegistry::register`) are never hit.
+/// A native operator is compiled into the host and trusted: the sandbox's
+/// limits do not apply.
+const UNBOUNDED: Limits = Limits { memory_bytes: usize::MAX, call_timeout: None, max_timers: usize::MAX };
+
 const NATIVE_NAMES: &str = "a native operator's state names are within the host's limits";
 
 /// The SDK's way into the host state: each function the host's interface
@@ -206,7 +211,8 @@ impl StateHost for HostStates {
             .iter()
             .map(|c| TimerChange { slot: c.slot, timestamp: c.timestamp, domain: host_domain(c.domain), delete: c.delete })
             .collect();
-        self.0.borrow_mut().timers().update(changes).map_err(guest_error)
+        let applied = self.0.borrow_mut().timers().update(changes).expect("a native operator's timers are not bounded");
+        applied.map_err(guest_error)
     }
 
     fn open_map(&mut self, name: &str) -> Box<dyn RawMapState> {

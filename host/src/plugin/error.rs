@@ -76,6 +76,10 @@ pub enum CallError {
     /// [`crate::state::StateNameError`]).
     #[error("the host refused the plugin's state: {0}")]
     StateRefused(String),
+    /// The plugin set a timer past its operator's `timer_limit` (see
+    /// [`super::timers::TimerLimitReached`]).
+    #[error("the host refused the plugin's timer: {0}")]
+    TimerRefused(String),
 }
 
 /// What a plugin printed, to follow an error's message.

@@ -17,7 +17,7 @@ use super::broadcast::{BroadcastMaps, BroadcastView};
 use super::clocks::DeadlineClocks;
 use super::error::CallError;
 use super::instance::{CapturedState, InputKind, now_ms};
-use super::limits::MemoryLimiter;
+use super::limits::{Limits, MemoryLimiter};
 use super::snapshot;
 use super::state::{BatchKeys, KeyedStateView};
 use super::stderr::StderrTail;
@@ -49,6 +49,8 @@ pub struct PluginState {
     pub max_parallelism: u32,
     pub broadcast: BroadcastMaps,
     pub timers: TimerService,
+    /// The most timers `timers` may hold ([`Limits::max_timers`]).
+    pub max_timers: usize,
     /// The timers the current `on-timer` call fires, and what it set.
     pub firing: Option<FiringCall>,
     /// Keys of the batch being processed (valid while `keyed_call`).
@@ -72,12 +74,12 @@ pub struct PluginState {
 }
 
 impl PluginState {
-    pub fn new(memory_cap: usize, backend: Box<dyn KeyedStateBackend>, key_groups: KeyGroupRange, max_parallelism: u32) -> Self {
+    pub fn new(limits: &Limits, backend: Box<dyn KeyedStateBackend>, key_groups: KeyGroupRange, max_parallelism: u32) -> Self {
         let stderr = StderrTail::new(STDERR_CAPACITY);
         PluginState {
             wasi: sandboxed_wasi(stderr.clone()),
             table: ResourceTable::new(),
-            limiter: MemoryLimiter::new(memory_cap),
+            limiter: MemoryLimiter::new(limits.memory_bytes),
             stderr,
             registry: StateRegistry::default(),
             backend,
@@ -85,6 +87,7 @@ impl PluginState {
             max_parallelism,
             broadcast: BroadcastMaps::default(),
             timers: TimerService::default(),
+            max_timers: limits.max_timers,
             firing: None,
             keys: BatchKeys::default(),
             in_call: false,
@@ -227,6 +230,7 @@ impl PluginState {
     pub fn timers(&mut self) -> TimersView<'_> {
         TimersView {
             timers: &mut self.timers,
+            limit: self.max_timers,
             keys: self.keyed_call.then_some(&self.keys),
             in_call: self.in_call,
             firing: self.firing.as_mut(),

@@ -76,7 +76,7 @@ impl OperatorInstance {
                 timeout.as_millis()
             )));
         }
-        let mut data = PluginState::new(limits.memory_bytes, state.backend, state.key_groups, state.max_parallelism);
+        let mut data = PluginState::new(&limits, state.backend, state.key_groups, state.max_parallelism);
         let watermark = state.meta.as_ref().map_or(NO_TIMESTAMP, |meta| meta.watermark);
         if let Some(meta) = state.meta {
             data.registry = meta.registry;
@@ -282,7 +282,7 @@ fn instantiate(plugin: &LoadedPlugin, limits: &Limits, data: PluginState) -> Res
 /// (see [`LoadedPlugin::check_types`]), under `limits`: its start-up code
 /// is untrusted too.
 pub(super) fn check_instantiates(plugin: &LoadedPlugin, limits: &Limits) -> Result<(), CallError> {
-    let data = PluginState::new(limits.memory_bytes, Box::new(crate::state::MemoryBackend::new()), 0..1, 1);
+    let data = PluginState::new(limits, Box::new(crate::state::MemoryBackend::new()), 0..1, 1);
     instantiate(plugin, limits, data).map(drop)
 }
 
@@ -352,6 +352,9 @@ fn classify(
     }
     if let Some(refused) = error.downcast_ref::<crate::state::StateNameError>() {
         return CallError::StateRefused(refused.to_string());
+    }
+    if let Some(refused) = error.downcast_ref::<super::timers::TimerLimitReached>() {
+        return CallError::TimerRefused(refused.to_string());
     }
     let message = match error.downcast_ref::<Trap>() {
         Some(trap) => trap.to_string(),

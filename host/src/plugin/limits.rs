@@ -1,5 +1,6 @@
-//! The sandbox's resource limits: a memory cap per instance and a deadline
-//! per call.
+//! The sandbox's resource limits: a memory cap per instance, a deadline
+//! per call and a bound on the timers a subtask may have pending (the host
+//! holds them, outside the memory cap).
 //!
 //! Deadlines use wasmtime's epoch interruption: one ticker thread per engine
 //! advances the epoch every [`EPOCH_TICK`]. This costs a counter check in
@@ -33,11 +34,20 @@ pub struct Limits {
     /// deadline (`call_timeout_ms = 0`), the plugin compiled without the
     /// checks that enforce one.
     pub call_timeout: Option<Duration>,
+    /// The most timers one subtask may have pending. Timers live in the
+    /// host's memory and are written whole into every checkpoint, so a
+    /// plugin setting one per event rather than per key and window would
+    /// otherwise grow the host without bound (`usize::MAX`: no bound,
+    /// `timer_limit = 0`).
+    pub max_timers: usize,
 }
 
 impl Limits {
     pub const DEFAULT_MEMORY_MB: u64 = 256;
     pub const DEFAULT_CALL_TIMEOUT_MS: u64 = 10_000;
+    /// One pending timer for each of a million keys: 100–200 MB of host
+    /// memory with short keys.
+    pub const DEFAULT_TIMER_LIMIT: usize = 1_000_000;
 }
 
 /// Ticks until the next look at a call's deadline, `left` away: enough to
@@ -54,6 +64,7 @@ impl Default for Limits {
         Limits {
             memory_bytes: (Self::DEFAULT_MEMORY_MB << 20) as usize,
             call_timeout: Some(Duration::from_millis(Self::DEFAULT_CALL_TIMEOUT_MS)),
+            max_timers: Self::DEFAULT_TIMER_LIMIT,
         }
     }
 }

@@ -46,6 +46,9 @@
 //! - `state-names`: names a new value state for each event (its number,
 //!   zero-padded to `after` digits) and sets it — state named by data,
 //!   which the host bounds in number and length.
+//! - `timers`: sets `after` event-time timers for each event, at distinct
+//!   times far in the future — timers set by event rather than by key and
+//!   window, which the host bounds per subtask (`timer_limit`).
 
 use weir_sdk::{Config, Context, Error, Event, Operator, TimeDomain, Timer, ValueState};
 
@@ -84,6 +87,7 @@ enum Mode {
     SlowFlush,
     BigState,
     TryAlloc,
+    Timers,
 }
 
 impl Operator for Faulty {
@@ -109,9 +113,12 @@ impl Operator for Faulty {
             "slow-flush" => Mode::SlowFlush,
             "big-state" => Mode::BigState,
             "try-alloc" => Mode::TryAlloc,
+            "timers" => Mode::Timers,
             other => {
                 return Err(Error::config(format!(
-                    "unknown mode {other:?}; use panic, exit, alloc, loop, sleep, error, probe, none, huge, chatty, trap-once, always-trap, pre-weir-state, rearm or chain"
+                    "unknown mode {other:?}; use panic, exit, alloc, loop, sleep, error, probe, none, huge, chatty, \
+                     trap-once, always-trap, pre-weir-state, rearm, chain, slow-flush, big-state, try-alloc, \
+                     state-names or timers"
                 )));
             }
         };
@@ -220,6 +227,11 @@ impl Operator for Faulty {
                 self.seen += 1;
                 let name = format!("{:0width$}", self.seen, width = self.after as usize);
                 ValueState::<u64>::new(&name).set(ctx, &self.seen)
+            }
+            Mode::Timers => {
+                self.seen += 1;
+                let first = i64::MAX / 2 + (self.seen * self.after) as i64;
+                (first..first + self.after as i64).try_for_each(|time| ctx.register_timer(TimeDomain::EventTime, time))
             }
             Mode::Chain => {
                 let time = event.timestamp().ok_or_else(|| Error::input("`chain` needs events with timestamps"))?;
