@@ -8,7 +8,9 @@
 //! done, resident state when the host calls `flush` before a snapshot. So
 //! every snapshot sees all of a batch's writes or none.
 
+use std::any::{Any, TypeId};
 use std::cell::{OnceCell, RefCell, RefMut};
+use std::collections::HashMap;
 use std::rc::Rc;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -79,7 +81,10 @@ pub trait RawValueState {
 /// A keyed value state holding one `T` per key, stored as JSON.
 ///
 /// Create it in [`crate::Operator::init`] with a name that stays the same
-/// across versions of the plugin: snapshots store state by that name. JSON
+/// across versions of the plugin: snapshots store state by that name. (A
+/// handle made again where it is used, in `process`, is the same state —
+/// it sees what every other handle of the name holds — but making one
+/// costs a lookup each time.) JSON
 /// lets a later version add fields (with `#[serde(default)]`) and still read
 /// what an earlier one wrote.
 ///
@@ -151,7 +156,7 @@ impl<T: Serialize + DeserializeOwned + Clone + 'static> ValueState<T> {
         let name = &self.name;
         let bound = ctx.states.resident_bytes;
         let create = |host: &mut dyn StateHost, start| ValueStore::new(name, host.open(name), start, bound);
-        let mut store = self.held.get(ctx.states, create)?;
+        let mut store = self.held.get(ctx.states, name, create)?;
         f(store.slot(slot, &ctx.keys)?)
     }
 }
@@ -220,11 +225,12 @@ impl<R: Resident + 'static> ResidentCell<R> {
     pub fn get(
         &self,
         states: &mut StateStore,
+        name: &str,
         create: impl FnOnce(&mut dyn StateHost, HostStart) -> R,
     ) -> Result<RefMut<'_, R>, Error> {
         let (store, resident) = match self.cell.get() {
             Some(made) => made,
-            None => self.make(states, create),
+            None => self.make(states, name, create),
         };
         if *store != states.id {
             return Err(state_error("a state handle was used by two operator instances"));
@@ -234,12 +240,13 @@ impl<R: Resident + 'static> ResidentCell<R> {
 
     #[cold]
     #[inline(never)]
-    fn make(&self, states: &mut StateStore, create: impl FnOnce(&mut dyn StateHost, HostStart) -> R) -> &(u64, Rc<RefCell<R>>) {
-        self.cell.get_or_init(|| {
-            let resident = Rc::new(RefCell::new(create(states.host.as_mut(), states.start)));
-            states.residents.push(resident.clone());
-            (states.id, resident)
-        })
+    fn make(
+        &self,
+        states: &mut StateStore,
+        name: &str,
+        create: impl FnOnce(&mut dyn StateHost, HostStart) -> R,
+    ) -> &(u64, Rc<RefCell<R>>) {
+        self.cell.get_or_init(|| (states.id, states.resident(name, create)))
     }
 }
 
@@ -447,6 +454,11 @@ pub(crate) struct StateStore {
     pub(crate) timers: PendingTimers,
     pub(crate) maps: Vec<MapCache>,
     residents: Vec<Rc<RefCell<dyn Resident>>>,
+    /// The same residents by state name and type: every handle on a state
+    /// shares its one resident — a handle made per event, where a
+    /// resident of its own would not see what the others hold unwritten
+    /// (and count from nothing again).
+    residents_by_name: HashMap<String, Vec<(TypeId, Rc<dyn Any>)>>,
     start: HostStart,
     /// Bytes the residents may hold together ([`RESIDENT_BYTES`]).
     resident_bytes: usize,
@@ -464,9 +476,28 @@ impl StateStore {
             timers: PendingTimers::default(),
             maps: Vec::new(),
             residents: Vec::new(),
+            residents_by_name: HashMap::new(),
             start,
             resident_bytes,
         }
+    }
+
+    /// The resident of state `name` holding `R`, made by `create` and
+    /// registered on first use.
+    fn resident<R: Resident + 'static>(
+        &mut self,
+        name: &str,
+        create: impl FnOnce(&mut dyn StateHost, HostStart) -> R,
+    ) -> Rc<RefCell<R>> {
+        let mut held = self.residents_by_name.get(name).into_iter().flatten();
+        if let Some((_, resident)) = held.find(|(kind, _)| *kind == TypeId::of::<R>()) {
+            return resident.clone().downcast().expect("found by its type");
+        }
+        let resident = Rc::new(RefCell::new(create(self.host.as_mut(), self.start)));
+        self.residents.push(resident.clone());
+        let by_type = self.residents_by_name.entry(name.to_owned()).or_default();
+        by_type.push((TypeId::of::<R>(), resident.clone()));
+        resident
     }
 
     /// A call begins: forgets the previous batch's map entries (fetched

@@ -635,4 +635,32 @@ mod tests {
         let error = harness.process_broadcast(1, [TestEvent::unkeyed("x")]).unwrap_err().to_string();
         assert!(error.contains("or the event came from a broadcast input"), "{error}");
     }
+
+    /// A handle made where it is used — in `process`, not kept from `init`
+    /// — is the same state as every other handle of its name: it sees what
+    /// they wrote, however much of it the instance still holds unwritten.
+    #[test]
+    fn handles_made_per_event_share_their_state() {
+        struct PerEvent;
+        impl Operator for PerEvent {
+            fn init(_: &Config) -> Result<Self, Error> {
+                Ok(PerEvent)
+            }
+            fn process(&mut self, ctx: &mut Context<'_>, event: &Event<'_>) -> Result<(), Error> {
+                let count = crate::ValueState::<u64>::new("count").update(ctx, |count| count.unwrap_or(0) + 1)?;
+                let seen = crate::MapState::<u64>::new("seen");
+                let times = seen.get(ctx, "times")?.unwrap_or(0) + 1;
+                crate::MapState::<u64>::new("seen").set(ctx, "times", &times)?;
+                ctx.emit(event.key(), format!("{count} {times}"));
+                Ok(())
+            }
+        }
+        let mut harness = TestHarness::<PerEvent>::new(&[]).unwrap();
+        let first = harness.process([TestEvent::new("a", ""), TestEvent::new("a", "")]).unwrap();
+        let second = harness.process([TestEvent::new("a", "")]).unwrap();
+        let counts: Vec<String> = first.iter().chain(&second).map(Emitted::value_str).collect();
+        assert_eq!(counts, ["1 1", "2 2", "3 3"]);
+        harness.flush().unwrap();
+        assert_eq!(harness.state::<u64>("count", "a"), Some(3));
+    }
 }
