@@ -566,13 +566,16 @@ class OutputBuffer {
     // timestamp), and before anything is written.
     const time = timestamp === null || timestamp === undefined ? NaN : Number(toS64(timestamp, "an event's timestamp"));
     const n = this.count;
-    if (2 * n + 3 > this.offsets.length) {
-      const grown = new Uint32Array(this.offsets.length * 2);
-      grown.set(this.offsets);
-      this.offsets = grown;
-      const times = new Float64Array(this.times.length * 2);
+    if (n === this.times.length) {
+      // Room for twice as many events: their times and their 2n + 1
+      // offsets together (sized apart, the times ran out first, at the
+      // 513th event, whose time was lost).
+      const times = new Float64Array(2 * n);
       times.set(this.times);
       this.times = times;
+      const grown = new Uint32Array(2 * times.length + 1);
+      grown.set(this.offsets);
+      this.offsets = grown;
     }
     this._write(key);
     this.offsets[2 * n + 1] = this.len;

@@ -10,7 +10,9 @@ import test from "node:test";
 import assert from "node:assert/strict";
 
 register("./host-hooks.mjs", import.meta.url);
-const { BroadcastState, Config, Event, SUM, Windows, checkState, shortStack } = await import("../weir-sdk.js");
+const { BroadcastState, Config, Event, Operator, SUM, Windows, checkState, exportOperator, shortStack } = await import(
+  "../weir-sdk.js"
+);
 
 const utf8 = new TextEncoder();
 
@@ -148,4 +150,22 @@ test("check-state covers broadcast states", () => {
   assert.equal(checkState("limits", "broadcast-map", stored([["a", "5"]])), null);
   assert.match(checkState("limits", "broadcast-map", stored([["a", "true"]])), /^broadcast state `limits`: stored value #0 \(true\)/);
   assert.match(checkState("thresholds", "broadcast-map", stored([["a", "1"]])), /declares no broadcast state `thresholds`/);
+});
+
+test("every emitted event keeps its timestamp, however many a call emits", () => {
+  class PassThrough extends Operator {
+    process(ctx, event) {
+      ctx.emit(event.key, event.value);
+    }
+  }
+  const operator = exportOperator(PassThrough);
+  operator.init([]);
+  const n = 5000;
+  const data = utf8.encode("kv".repeat(n));
+  const offsets = Uint32Array.from({ length: 2 * n + 1 }, (_, i) => i);
+  const timestamps = BigInt64Array.from({ length: n }, (_, i) => BigInt(10_000 + i));
+  const batch = { input: 0, events: { data, offsets, timestamps }, keySlots: new Uint32Array(0), watermark: 0n, processingTime: 0n };
+  const [out] = operator.process(batch);
+  assert.deepEqual(Array.from(out.events.timestamps), Array.from(timestamps));
+  assert.equal(out.events.offsets.length, 2 * n + 1);
 });
