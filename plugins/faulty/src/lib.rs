@@ -34,8 +34,8 @@
 //!   next millisecond's, up to the latest time its key has seen; emits the
 //!   key and that time when the chain reaches it. A watermark that jumps
 //!   fires every millisecond between, one after the other, in one advance.
-//! - `slow-flush`: keeps, for each key, a value that takes for ever to
-//!   write: the SDK writes state back in `flush` (at a checkpoint), where
+//! - `slow-flush`: keeps, for the first 10 events' keys, a value that
+//!   takes for ever to write: the SDK writes state back in `flush` (at a checkpoint), where
 //!   the call deadline interrupts it.
 //! - `big-state`: not a fault — keeps each key's latest value as its state
 //!   (values as large as the events'), and emits the key with the value's
@@ -64,6 +64,8 @@ pub struct Faulty {
     until: ValueState<i64>,
     /// `big-state`: the key's latest value.
     latest: ValueState<String>,
+    /// `slow-flush`: a value that takes for ever to write.
+    slow: ValueState<SlowToWrite>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -138,6 +140,7 @@ impl Operator for Faulty {
             count: ValueState::new("count"),
             until: ValueState::new("until"),
             latest: ValueState::new("latest"),
+            slow: ValueState::new("slow"),
         })
     }
 
@@ -211,7 +214,12 @@ impl Operator for Faulty {
                 Ok(())
             }
             Mode::Rearm => ctx.register_timer(TimeDomain::EventTime, 0),
-            Mode::SlowFlush => ValueState::<SlowToWrite>::new("slow").set(ctx, &SlowToWrite),
+            Mode::SlowFlush => {
+                // A few keys only: the SDK measures what it holds (by
+                // writing values out) from 64 on, which would loop here.
+                self.seen += 1;
+                if self.seen <= 10 { self.slow.set(ctx, &SlowToWrite) } else { Ok(()) }
+            }
             Mode::TryAlloc => {
                 let mut buffer: Vec<u8> = Vec::new();
                 let granted = buffer.try_reserve_exact((self.after as usize) << 20).is_ok();
