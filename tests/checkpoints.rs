@@ -8,10 +8,12 @@ mod common;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Host, JobDir, amplifier_job, committed_lines, plugin, run_job, toml_path, weir_binary};
+use common::{
+    Host, JobDir, amplifier_job, committed_lines, plugin, run_job, run_with_kills, spawn_quiet, toml_path, weir_binary,
+};
 
 /// A keyed count (`plugin`, with `config`) over `events` generated events
 /// with `keys` keys at `rate` events/s, into the transactional file sink.
@@ -78,45 +80,6 @@ fn assert_exact_counts(out: &BTreeMap<u64, Vec<u64>>, events: u64, keys: u64) {
     for (key, counts) in out {
         assert_eq!(counts, &expected, "key {key}: each count exactly once (no loss, no duplicate)");
     }
-}
-
-fn spawn(job: &Path) -> Child {
-    Command::new(weir_binary())
-        .args(["run", job.to_str().unwrap()])
-        .env("WEIR_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start weir")
-}
-
-/// A small pseudo-random generator (no dependency, seed printed).
-struct Lcg(u64);
-
-impl Lcg {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        (self.0 >> 33) % n
-    }
-}
-
-/// Kills the job with SIGKILL at `kills` random moments while it runs
-/// (each 0.3–1 s after a start), then lets it finish.
-fn run_with_kills(job: &Path, kills: usize) -> String {
-    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
-    eprintln!("kill schedule seed: {seed}");
-    let mut random = Lcg(seed);
-    for kill in 0..kills {
-        let mut child = spawn(job);
-        std::thread::sleep(Duration::from_millis(300 + random.below(700)));
-        let finished = child.try_wait().unwrap();
-        assert!(finished.is_none(), "the job ended ({finished:?}) before kill {} of {kills}", kill + 1);
-        child.kill().expect("SIGKILL weir");
-        child.wait().unwrap();
-    }
-    let run = run_job(job, &[]);
-    run.success();
-    run.stderr()
 }
 
 fn chaos(backend: &str, extra: &str) {
@@ -443,7 +406,7 @@ fn kill_after_checkpoint(job: &Path, checkpoints: &Path, id: u64) {
 
 /// Runs `job` and SIGKILLs it once `done` says so; `what` names the wait.
 fn kill_once(job: &Path, what: &str, done: impl Fn() -> bool) {
-    let mut child = spawn(job);
+    let mut child = spawn_quiet(job);
     let started = Instant::now();
     while !done() {
         assert!(started.elapsed() < Duration::from_secs(30), "no {what} in 30 s");
@@ -1116,7 +1079,7 @@ fn sigkill_after_a_chain_of_change_files_restores_base_and_changes_exactly() {
     let job_file = std::fs::read_to_string(&job).unwrap().replace("keys = 600", "keys = 6000");
     std::fs::write(&job, job_file).unwrap();
     let checkpoints = dir.path("checkpoints");
-    let mut child = spawn(&job);
+    let mut child = spawn_quiet(&job);
     let started = Instant::now();
     loop {
         if complete_checkpoints(&checkpoints).pop().is_some_and(|newest| chained_change_files(&newest) >= 2) {

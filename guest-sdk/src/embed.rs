@@ -22,7 +22,7 @@ pub use crate::runtime::TimerView as TimerBatch;
 pub use crate::timer::TimeDomain;
 pub use crate::broadcast::RawBroadcastMap;
 pub use crate::map_state::RawMapState;
-pub use crate::state::{RawValueState, SlotValues, StateHost};
+pub use crate::state::{MapPage, RawValueState, SlotValues, StateHost};
 
 /// One output's events: `(name, (data, offsets, timestamps))`, laid out as
 /// the WIT `event-batch` (`""` is the main output).

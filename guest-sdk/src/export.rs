@@ -16,7 +16,7 @@ use crate::runtime::TimerView;
 use crate::timer::TimeDomain;
 use crate::event::BatchView;
 use crate::runtime::Runtime;
-use crate::state::{RawValueState, SlotValues, StateHost};
+use crate::state::{MapPage, RawValueState, SlotValues, StateHost};
 use crate::context::not_keyed;
 use crate::{Config, Error, Operator};
 
@@ -158,6 +158,14 @@ impl RawMapState for HostMapState {
 
     fn set_keyed(&self, keys: &[u8], key_offsets: &[u32], sub_keys: &[u8], offsets: &[u32], values: &SlotValues) -> Result<(), Error> {
         HostMapState::set_keyed(self, keys, key_offsets, sub_keys, offsets, values).map_err(from_state_error)
+    }
+
+    fn entries(&self, slot: u32, after: Option<&[u8]>, limit: u32) -> Result<MapPage, Error> {
+        HostMapState::entries(self, slot, after, limit).map_err(from_state_error)
+    }
+
+    fn clear(&self, slots: &[u32]) -> Result<(), Error> {
+        HostMapState::clear(self, slots).map_err(from_state_error)
     }
 }
 

@@ -4,15 +4,20 @@
 //! per (key, sub-key), since the SDK cannot know sub-keys in advance), kept
 //! for the rest of the batch, and written back with the batch's other
 //! changes in one call at its end.
+//!
+//! A key's whole map is listed from the host a page at a time, with the
+//! batch's unsent writes laid over it, and cleared on the host at once
+//! (the batch's unsent writes for the key are dropped with it).
 
+use std::collections::BTreeMap;
 use std::hash::Hasher;
 use std::marker::PhantomData;
 
 use serde::{Serialize, de::DeserializeOwned};
 use weir_key_slab::hash::{FastMap, FxHasher};
 
-use crate::state::{SlotValues, StateStore};
-use crate::{Batch, Context, Encode, Error};
+use crate::state::{MapPage, SlotValues, StateStore};
+use crate::{Batch, Context, Decode, Encode, Error};
 
 /// One map state as the host exposes it.
 pub trait RawMapState {
@@ -21,6 +26,11 @@ pub trait RawMapState {
     fn set_many(&self, slots: &[u32], sub_keys: &[u8], offsets: &[u32], values: &SlotValues) -> Result<(), Error>;
     /// Writes entries addressed by key (`keys` delimited by `key_offsets`).
     fn set_keyed(&self, keys: &[u8], key_offsets: &[u32], sub_keys: &[u8], offsets: &[u32], values: &SlotValues) -> Result<(), Error>;
+    /// Up to `limit` of the slot's key's entries whose sub-keys sort after
+    /// `after`, in byte order.
+    fn entries(&self, slot: u32, after: Option<&[u8]>, limit: u32) -> Result<MapPage, Error>;
+    /// Removes every entry of the slots' keys.
+    fn clear(&self, slots: &[u32]) -> Result<(), Error>;
 }
 
 /// A keyed map state: for the current key, values of type `V` (stored as
@@ -68,6 +78,38 @@ impl<V: Serialize + DeserializeOwned> MapState<V> {
         Ok(())
     }
 
+    /// The current key's entries, in byte order of their encoded sub-keys
+    /// (text order for strings; numbers are encoded as decimal text, so
+    /// `10` sorts before `9`), sub-keys decoded as `K`. Reads the host's
+    /// entries a page at a time, with this call's writes over them.
+    pub fn entries<K: Decode>(&self, ctx: &mut Context<'_>) -> Result<Vec<(K, V)>, Error> {
+        let slot = ctx.key_slot()?;
+        let listed = ctx.states.map(&self.name).list(slot)?;
+        let decode = |(sub_key, value): (Vec<u8>, Vec<u8>)| Ok((K::decode(&sub_key)?, decode_value(&self.name, &value)?));
+        listed.into_iter().map(decode).collect()
+    }
+
+    /// The current key's sub-keys, in the order of [`MapState::entries`].
+    pub fn keys<K: Decode>(&self, ctx: &mut Context<'_>) -> Result<Vec<K>, Error> {
+        let slot = ctx.key_slot()?;
+        let listed = ctx.states.map(&self.name).list(slot)?;
+        listed.into_iter().map(|(sub_key, _)| K::decode(&sub_key)).collect()
+    }
+
+    /// Whether the current key has no entry.
+    pub fn is_empty(&self, ctx: &mut Context<'_>) -> Result<bool, Error> {
+        let slot = ctx.key_slot()?;
+        Ok(ctx.states.map(&self.name).list(slot)?.is_empty())
+    }
+
+    /// Removes every entry of the current key, whatever its sub-key — how
+    /// a key's map is dropped when it is done with (in a timer, say), so
+    /// that state does not grow with keys never seen again.
+    pub fn clear(&self, ctx: &mut Context<'_>) -> Result<(), Error> {
+        let slot = ctx.key_slot()?;
+        ctx.states.map(&self.name).clear_key(slot)
+    }
+
     /// The current key's entry under `sub_key`, found once for a read and
     /// a write (a fold: read the accumulator, write it back) in this call.
     pub fn entry(&self, ctx: &mut Context<'_>, sub_key: impl Encode) -> Result<MapEntry<'_, V>, Error> {
@@ -112,6 +154,9 @@ impl<V: Serialize + DeserializeOwned> MapEntry<'_, V> {
 
 /// No next entry in a hash chain.
 const END: u32 = u32::MAX;
+
+/// How many entries a listing asks the host for at a time.
+const LIST_PAGE: u32 = 4096;
 
 /// One (slot, sub-key) entry of a batch; its bytes live in the cache's arenas.
 #[derive(Clone, Copy)]
@@ -263,6 +308,43 @@ impl MapCache {
         self.write_at(index, value);
     }
 
+    /// The slot's entries: the host's, with the batch's unsent writes over
+    /// them, sorted by sub-key.
+    fn list(&mut self, slot: u32) -> Result<Vec<(Vec<u8>, Vec<u8>)>, Error> {
+        let mut listed = BTreeMap::new();
+        let mut after: Option<Vec<u8>> = None;
+        loop {
+            let page = self.raw.entries(slot, after.as_deref(), LIST_PAGE)?;
+            let entries = page.entries().ok_or_else(|| Error::State(format!("host sent a malformed page of map state `{}`", self.name)))?;
+            for (sub_key, value) in entries {
+                after = Some(sub_key.to_vec());
+                listed.insert(sub_key.to_vec(), value.to_vec());
+            }
+            if !page.more || after.is_none() {
+                break;
+            }
+        }
+        for entry in self.entries.iter().filter(|e| e.slot == slot && e.changed) {
+            let sub_key = Self::bytes(&self.sub_keys, entry.sub_key).to_vec();
+            match entry.value {
+                Some(range) => listed.insert(sub_key, Self::bytes(&self.values, range).to_vec()),
+                None => listed.remove(&sub_key),
+            };
+        }
+        Ok(listed.into_iter().collect())
+    }
+
+    /// Clears the slot's map on the host; the batch's entries of the slot
+    /// are absent from then on, and its unsent writes to them dropped.
+    fn clear_key(&mut self, slot: u32) -> Result<(), Error> {
+        self.raw.clear(&[slot])?;
+        for entry in self.entries.iter_mut().filter(|e| e.slot == slot) {
+            entry.value = None;
+            entry.changed = false;
+        }
+        Ok(())
+    }
+
     /// Writes the batch's changes back and forgets its entries.
     pub fn flush(&mut self) -> Result<(), Error> {
         let mut slots = Vec::new();
@@ -357,6 +439,17 @@ mod tests {
         fn set_keyed(&self, _: &[u8], _: &[u32], _: &[u8], _: &[u32], _: &SlotValues) -> Result<(), Error> {
             unreachable!("map state writes back by slot")
         }
+        fn entries(&self, slot: u32, after: Option<&[u8]>, limit: u32) -> Result<MapPage, Error> {
+            let host = self.0.borrow();
+            let listed = host.entries.range((slot, after.unwrap_or_default().to_vec())..).filter(|((s, sub_key), _)| {
+                *s == slot && after.is_none_or(|after| sub_key.as_slice() > after)
+            });
+            Ok(MapPage::first(listed.map(|((_, k), v)| (k.as_slice(), v.as_slice())), limit as usize))
+        }
+        fn clear(&self, slots: &[u32]) -> Result<(), Error> {
+            self.0.borrow_mut().entries.retain(|(slot, _), _| !slots.contains(slot));
+            Ok(())
+        }
     }
 
     fn value(cache: &mut MapCache, slot: u32, sub_key: &str) -> Option<String> {
@@ -403,6 +496,49 @@ mod tests {
         assert_eq!(value(&mut cache, 2, "20").as_deref(), Some("new"), "a write is not overwritten by a fetch");
         assert_eq!(value(&mut cache, 3, "30"), None);
         assert_eq!(host.0.borrow().gets, 0, "all prefetched");
+    }
+
+    fn listed(cache: &mut MapCache, slot: u32) -> Vec<(String, String)> {
+        let text = |bytes: Vec<u8>| String::from_utf8(bytes).unwrap();
+        cache.list(slot).unwrap().into_iter().map(|(k, v)| (text(k), text(v))).collect()
+    }
+
+    #[test]
+    fn a_listing_pages_through_the_host_and_lays_the_batchs_writes_over_it() {
+        let host = FakeMap::default();
+        for i in 0..10_000 {
+            host.0.borrow_mut().entries.insert((1, format!("{i:05}").into_bytes()), b"stored".to_vec());
+        }
+        host.0.borrow_mut().entries.insert((2, b"other".to_vec()), b"key".to_vec());
+        let mut cache = MapCache::new("m", Box::new(host.clone()));
+        cache.write(1, "00003", Some(b"changed"));
+        cache.write(1, "00004", None);
+        cache.write(1, "zz", Some(b"new"));
+        cache.write(2, "00005", Some(b"another key's"));
+        let listed = listed(&mut cache, 1);
+        assert_eq!(listed.len(), 10_000, "every stored entry (three pages), less one removed, plus one new");
+        assert_eq!(listed[3], ("00003".into(), "changed".into()));
+        assert_eq!(listed[4], ("00005".into(), "stored".into()), "the removed one is left out");
+        assert_eq!(listed.last(), Some(&("zz".into(), "new".into())));
+        assert!(listed.windows(2).all(|w| w[0].0 < w[1].0), "in sub-key order");
+    }
+
+    #[test]
+    fn clearing_a_key_drops_its_stored_entries_and_its_unsent_writes_only() {
+        let host = FakeMap::default();
+        host.0.borrow_mut().entries.insert((1, b"a".to_vec()), b"stored".to_vec());
+        host.0.borrow_mut().entries.insert((2, b"a".to_vec()), b"kept".to_vec());
+        let mut cache = MapCache::new("m", Box::new(host.clone()));
+        cache.write(1, "b", Some(b"unsent"));
+        cache.write(2, "b", Some(b"sent later"));
+        assert_eq!(value(&mut cache, 1, "a").as_deref(), Some("stored"));
+        cache.clear_key(1).unwrap();
+        assert_eq!(listed(&mut cache, 1), vec![]);
+        assert_eq!(value(&mut cache, 1, "a"), None, "a cached entry is gone too");
+        cache.write(1, "c", Some(b"after"));
+        cache.flush().unwrap();
+        let stored: Vec<_> = host.0.borrow().entries.keys().cloned().collect();
+        assert_eq!(stored, [(1, b"c".to_vec()), (2, b"a".to_vec()), (2, b"b".to_vec())]);
     }
 
     #[test]

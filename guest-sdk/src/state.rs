@@ -24,7 +24,38 @@ use crate::timer::PendingTimers;
 use crate::value_store::{HeldValue, ValueStore};
 use crate::{Context, Error};
 
-pub use crate::__private::bindings::weir::operator::state::SlotValues;
+pub use crate::__private::bindings::weir::operator::state::{MapPage, SlotValues};
+
+impl MapPage {
+    /// The first `limit` of `entries`, as a host sends them (for hosts
+    /// other than Weir's: the test harness).
+    pub(crate) fn first<'e>(mut entries: impl Iterator<Item = (&'e [u8], &'e [u8])>, limit: usize) -> Self {
+        let mut page = MapPage { sub_keys: vec![], sub_key_offsets: vec![0], data: vec![], offsets: vec![0], more: false };
+        for (sub_key, value) in entries.by_ref().take(limit) {
+            page.sub_keys.extend_from_slice(sub_key);
+            page.sub_key_offsets.push(page.sub_keys.len() as u32);
+            page.data.extend_from_slice(value);
+            page.offsets.push(page.data.len() as u32);
+        }
+        page.more = entries.next().is_some();
+        page
+    }
+
+    /// Its (sub-key, value) entries, or `None` if its offsets do not
+    /// delimit them.
+    pub(crate) fn entries(&self) -> Option<Vec<(&[u8], &[u8])>> {
+        let n = self.offsets.len().checked_sub(1)?;
+        if self.sub_key_offsets.len() != n + 1 {
+            return None;
+        }
+        (0..n)
+            .map(|i| {
+                let sub_key = self.sub_keys.get(self.sub_key_offsets[i] as usize..self.sub_key_offsets[i + 1] as usize)?;
+                Some((sub_key, self.data.get(self.offsets[i] as usize..self.offsets[i + 1] as usize)?))
+            })
+            .collect()
+    }
+}
 
 /// Building and reading the host's `slot-values` layout: presence flags, one
 /// flat data buffer, and offsets into it (`n + 1` of them).

@@ -35,7 +35,7 @@ use crate::event::{BatchView, NO_TIMESTAMP};
 use crate::__private::bindings::weir::operator::timers::TimerChange;
 use crate::runtime::{Runtime, TimerView};
 use crate::timer::TimeDomain;
-use crate::state::{HostStart, RawValueState, SlotValues, StateHost};
+use crate::state::{HostStart, MapPage, RawValueState, SlotValues, StateHost};
 use crate::{Config, Encode, Error, Operator};
 
 /// An input event for a [`TestHarness`].
@@ -449,6 +449,26 @@ impl RawMapState for TestMapState {
             let entry = self.entry_key(&states, slot, sub_key);
             write_entry(&mut states, entry, values.value(i));
         }
+        Ok(())
+    }
+
+    fn entries(&self, slot: u32, after: Option<&[u8]>, limit: u32) -> Result<MapPage, Error> {
+        let states = self.states.borrow();
+        let key = &states.batch_keys[slot as usize];
+        let mut listed: Vec<_> = states
+            .maps
+            .iter()
+            .filter(|((name, k, sub_key), _)| *name == self.name && k == key && after.is_none_or(|a| sub_key.as_slice() > a))
+            .map(|((_, _, sub_key), value)| (sub_key.as_slice(), value.as_slice()))
+            .collect();
+        listed.sort();
+        Ok(MapPage::first(listed.into_iter(), limit as usize))
+    }
+
+    fn clear(&self, slots: &[u32]) -> Result<(), Error> {
+        let mut states = self.states.borrow_mut();
+        let keys: Vec<Vec<u8>> = slots.iter().map(|&slot| states.batch_keys[slot as usize].clone()).collect();
+        states.maps.retain(|(name, key, _), _| *name != self.name || !keys.contains(key));
         Ok(())
     }
 }

@@ -643,6 +643,12 @@ mod tests {
         fn set_many(&self, _: &[u32], _: &[u8], _: &[u32], _: &SlotValues) -> Result<(), Error> {
             unreachable!()
         }
+        fn entries(&self, _: u32, _: Option<&[u8]>, _: u32) -> Result<crate::state::MapPage, Error> {
+            unreachable!("windows are found by their sub-keys")
+        }
+        fn clear(&self, _: &[u32]) -> Result<(), Error> {
+            unreachable!("windows are removed one by one")
+        }
         fn set_keyed(&self, keys: &[u8], key_offsets: &[u32], sub_keys: &[u8], offsets: &[u32], values: &SlotValues) -> Result<(), Error> {
             let mut host = self.0.borrow_mut();
             host.writes += 1;

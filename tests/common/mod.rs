@@ -38,7 +38,7 @@ pub fn weir_binary() -> &'static Path {
 }
 
 /// The example and test plugins, built for wasm32-wasip2 from source.
-pub const PLUGINS: [&str; 9] = [
+pub const PLUGINS: [&str; 10] = [
     "tokenize",
     "word-count",
     "faulty",
@@ -48,6 +48,7 @@ pub const PLUGINS: [&str; 9] = [
     "fraud-detector",
     "fraud-detector-v2",
     "fraud-detector-incompatible",
+    "shopping-cart",
 ];
 
 /// The path of plugin `name` (a crate under plugins/), built from source.
@@ -398,4 +399,44 @@ pub fn committed_lines(dir: &Path, after: Option<u64>) -> Vec<String> {
     }
     lines.sort();
     lines
+}
+
+/// Starts `weir run JOB`, its output discarded.
+pub fn spawn_quiet(job: &Path) -> Child {
+    Command::new(weir_binary())
+        .args(["run", job.to_str().unwrap()])
+        .env("WEIR_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start weir")
+}
+
+/// A small pseudo-random generator (no dependency, seed printed).
+pub struct Lcg(pub u64);
+
+impl Lcg {
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n
+    }
+}
+
+/// Kills the job with SIGKILL at `kills` random moments while it runs
+/// (each 0.3–1 s after a start), then lets it finish.
+pub fn run_with_kills(job: &Path, kills: usize) -> String {
+    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+    eprintln!("kill schedule seed: {seed}");
+    let mut random = Lcg(seed);
+    for kill in 0..kills {
+        let mut child = spawn_quiet(job);
+        std::thread::sleep(Duration::from_millis(300 + random.below(700)));
+        let finished = child.try_wait().unwrap();
+        assert!(finished.is_none(), "the job ended ({finished:?}) before kill {} of {kills}", kill + 1);
+        child.kill().expect("SIGKILL weir");
+        child.wait().unwrap();
+    }
+    let run = run_job(job, &[]);
+    run.success();
+    run.stderr()
 }

@@ -26,6 +26,7 @@ pub fn check(path: &Path, memory_limit_mb: u64, call_timeout_ms: u64) -> anyhow:
             path.display()
         ),
     })?;
-    out!("ok: implements the {WIT_PACKAGE} plugin world (sha256 {})", loaded.digest);
+    let package = inspection.package().unwrap_or_else(|| WIT_PACKAGE.to_owned());
+    out!("ok: implements the {package} plugin world (sha256 {})", loaded.digest);
     Ok(())
 }

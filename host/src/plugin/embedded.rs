@@ -308,6 +308,17 @@ impl RawMapState for Handle {
         HostMapState::set_keyed(&mut state.keyed_state(), self.map(), keys, key_offsets, sub_keys, offsets, host_values(values))
             .map_err(guest_error)
     }
+
+    fn entries(&self, slot: u32, after: Option<&[u8]>, limit: u32) -> Result<embed::MapPage, weir_sdk::Error> {
+        let mut state = self.state.borrow_mut();
+        let page = HostMapState::entries(&mut state.keyed_state(), self.map(), slot, after.map(<[u8]>::to_vec), limit);
+        page.map(|p| embed::MapPage { sub_keys: p.sub_keys, sub_key_offsets: p.sub_key_offsets, data: p.data, offsets: p.offsets, more: p.more })
+            .map_err(guest_error)
+    }
+
+    fn clear(&self, slots: &[u32]) -> Result<(), weir_sdk::Error> {
+        HostMapState::clear(&mut self.state.borrow_mut().keyed_state(), self.map(), slots.to_vec()).map_err(guest_error)
+    }
 }
 
 impl RawBroadcastMap for Handle {

@@ -11,9 +11,15 @@ use wasmtime::component::types::ComponentItem;
 use super::error::PluginError;
 
 /// The WIT package this host implements.
-pub const WIT_PACKAGE: &str = "weir:operator@0.5.0";
+pub const WIT_PACKAGE: &str = "weir:operator@0.5.1";
 /// The interface a plugin must export.
-pub const OPERATOR_EXPORT: &str = "weir:operator/operator@0.5.0";
+pub const OPERATOR_EXPORT: &str = "weir:operator/operator@0.5.1";
+/// The same interface of the earlier versions this host runs too: each
+/// version since only added functions to what plugins import (0.5.1:
+/// `map-state.entries` and `map-state.clear`), so a plugin built against
+/// one imports a subset of what the host provides, and wasmtime links a
+/// semver-compatible import (and finds the export) across patch versions.
+const COMPATIBLE_EXPORTS: [&str; 1] = ["weir:operator/operator@0.5.0"];
 
 const WASM_MAGIC: &[u8] = b"\0asm";
 /// Bytes 6..8 of a component's header: the "layer" field, 1 for components
@@ -77,7 +83,7 @@ impl Inspection {
     /// Whether the component exports Weir's operator interface, of the
     /// version this host implements.
     pub fn check_world(&self, path: &Path) -> Result<(), PluginError> {
-        if self.exports.iter().any(|e| e.name == OPERATOR_EXPORT) {
+        if self.exports.iter().any(|e| e.name == OPERATOR_EXPORT || COMPATIBLE_EXPORTS.contains(&e.name.as_str())) {
             return Ok(());
         }
         let other_version = self
@@ -92,6 +98,13 @@ impl Inspection {
             }
             _ => Err(self.wrong_world(path, format!("it does not export `{OPERATOR_EXPORT}`"))),
         }
+    }
+
+    /// The package version the plugin's operator export is of
+    /// (`weir:operator@0.5.0`), once [`Inspection::check_world`] passed.
+    pub fn package(&self) -> Option<String> {
+        let export = self.exports.iter().find_map(|e| e.name.strip_prefix("weir:operator/operator@"))?;
+        Some(format!("weir:operator@{export}"))
     }
 
     pub fn wrong_world(&self, path: &Path, reason: String) -> PluginError {

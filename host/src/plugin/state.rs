@@ -17,10 +17,12 @@ use hashbrown::hash_table::Entry;
 use wasmtime::component::{HasData, Resource, ResourceTable};
 
 use super::bindings::InputBatch;
-use super::bindings::weir::operator::state::{Host, HostMapState, HostValueState, SlotValues};
+use super::bindings::weir::operator::state::{Host, HostMapState, HostValueState, MapPage, SlotValues};
 use super::bindings::weir::operator::types::StateError;
 use crate::dataflow::KeyNumbered;
-use crate::state::{HashedKey, KeyGroupRange, KeyedStateBackend, MAP_PREFIX, StateError as BackendError, StateId, StateRegistry};
+use crate::state::{
+    HashedKey, KeyGroupRange, KeyedStateBackend, MAP_PREFIX, StateError as BackendError, StateId, StateRegistry, map_entry_key,
+};
 
 /// The host's representation of a guest's `value-state` resource.
 #[derive(Debug, Clone, Copy)]
@@ -409,8 +411,40 @@ impl HostMapState for KeyedStateView<'_> {
         for i in 0..n {
             let key = self.owned_key(i, &keys[key_offsets[i] as usize..key_offsets[i + 1] as usize])?;
             let sub_key = &sub_keys[sub_key_offsets[i] as usize..sub_key_offsets[i + 1] as usize];
-            let written = write(self.backend, state, composite_key(key, sub_key, &mut composite), value_at(&values, i));
+            let written = write(self.backend, state, map_entry_key(key, sub_key, &mut composite), value_at(&values, i));
             record_failure(self.failure, written)?;
+        }
+        Ok(())
+    }
+
+    fn entries(
+        &mut self,
+        resource: Resource<MapStateHandle>,
+        slot: u32,
+        after: Option<Vec<u8>>,
+        limit: u32,
+    ) -> Result<MapPage, StateError> {
+        let state = self.map_handle(&resource);
+        let keys = self.current_keys()?;
+        check_slots([slot].into_iter(), keys)?;
+        let mut page = MapPage { sub_keys: Vec::new(), sub_key_offsets: vec![0], data: Vec::new(), offsets: vec![0], more: false };
+        let listed = self.backend.map_entries(state, keys.get(slot as usize), after.as_deref(), limit.max(1) as usize, &mut |sub_key, value| {
+            page.sub_keys.extend_from_slice(sub_key);
+            page.sub_key_offsets.push(page.sub_keys.len() as u32);
+            page.data.extend_from_slice(value);
+            page.offsets.push(page.data.len() as u32);
+        });
+        page.more = record_failure(self.failure, listed)?;
+        Ok(page)
+    }
+
+    fn clear(&mut self, resource: Resource<MapStateHandle>, slots: Vec<u32>) -> Result<(), StateError> {
+        let state = self.map_handle(&resource);
+        let keys = self.current_keys()?;
+        check_slots(slots.iter().copied(), keys)?;
+        for &slot in &slots {
+            let cleared = clear_map(self.backend, state, keys.get(slot as usize));
+            record_failure(self.failure, cleared)?;
         }
         Ok(())
     }
@@ -421,23 +455,32 @@ impl HostMapState for KeyedStateView<'_> {
     }
 }
 
+/// How many entries [`clear_map`] lists at a time.
+const CLEAR_PAGE: usize = 4096;
+
+/// Deletes every entry of `key` in map state `state`, a page at a time.
+fn clear_map(backend: &mut dyn KeyedStateBackend, state: StateId, key: HashedKey<'_>) -> Result<(), BackendError> {
+    let mut sub_keys: Vec<Vec<u8>> = Vec::new();
+    let mut stored = Vec::new();
+    loop {
+        let after = sub_keys.pop();
+        sub_keys.clear();
+        let more = backend.map_entries(state, key, after.as_deref(), CLEAR_PAGE, &mut |sub_key, _| sub_keys.push(sub_key.to_vec()))?;
+        for sub_key in &sub_keys {
+            backend.delete(state, map_entry_key(key, sub_key, &mut stored))?;
+        }
+        if !more {
+            return Ok(());
+        }
+    }
+}
+
 /// Checks that `offsets` delimit `n` entries of `data`.
 fn check_entries(n: usize, offsets: &[u32], data: &[u8], what: &str) -> Result<(), StateError> {
     if offsets.len() != n + 1 || offsets.first() != Some(&0) || !offsets_fit(offsets, data) {
         return Err(StateError::MalformedWrite(format!("{what} offsets do not fit the {what}s")));
     }
     Ok(())
-}
-
-/// The storage key of a map entry: the key's length (4 bytes,
-/// little-endian), the key, then the sub-key — so that a key's entries
-/// share a prefix — in the key's group.
-fn composite_key<'b>(key: HashedKey<'_>, sub_key: &[u8], buffer: &'b mut Vec<u8>) -> HashedKey<'b> {
-    buffer.clear();
-    buffer.extend_from_slice(&(key.key.len() as u32).to_le_bytes());
-    buffer.extend_from_slice(key.key);
-    buffer.extend_from_slice(sub_key);
-    HashedKey::in_group(buffer, key.group)
 }
 
 /// The (key, sub-key) entries of a map-state call, checked.
@@ -458,7 +501,7 @@ impl<'a> EntryKeys<'a> {
     /// Entry `i`'s storage key (see [`composite_key`]).
     fn composite<'b>(&self, i: usize, buffer: &'b mut Vec<u8>) -> HashedKey<'b> {
         let key = self.keys.get(self.slots[i] as usize);
-        composite_key(key, &self.sub_keys[self.offsets[i] as usize..self.offsets[i + 1] as usize], buffer)
+        map_entry_key(key, &self.sub_keys[self.offsets[i] as usize..self.offsets[i + 1] as usize], buffer)
     }
 }
 
@@ -593,7 +636,7 @@ mod tests {
         assert!(matches!(&refused, StateError::MalformedWrite(m) if m.contains("does not own")), "{refused:?}");
         let state = view.map_handle(&map);
         let mut composite = Vec::new();
-        let entry = composite_key(HashedKey::new(mine.as_bytes(), 128), b"7", &mut composite);
+        let entry = map_entry_key(HashedKey::new(mine.as_bytes(), 128), b"7", &mut composite);
         assert_eq!(backend.get(state, entry).unwrap(), Some(&b"42"[..]));
         let mut entries = 0;
         backend.for_each(&mut |_| entries += 1).unwrap();

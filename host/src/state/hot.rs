@@ -37,12 +37,15 @@ pub struct HotEntries {
     states: Vec<HashTable<HotEntry>>,
     bytes: usize,
     limit: usize,
+    /// Some entry changed since the last [`HotEntries::mark_written`]: a
+    /// write-back before each listing of a map costs nothing when none did.
+    dirty: bool,
 }
 
 impl HotEntries {
     /// An empty layer that reports itself full past `limit` bytes.
     pub fn new(limit: usize) -> Self {
-        HotEntries { states: Vec::new(), bytes: 0, limit }
+        HotEntries { states: Vec::new(), bytes: 0, limit, dirty: false }
     }
 
     /// The bytes past which the layer reports itself full.
@@ -70,6 +73,7 @@ impl HotEntries {
 
     /// Sets (`Some`) or deletes (`None`) the entry under `key`.
     pub fn write(&mut self, state: StateId, key: &HashedKey<'_>, value: Option<&[u8]>) {
+        self.dirty = true;
         let table = self.table_mut(state);
         let Some(entry) = table.find_mut(key.table_hash(), |e| e.matches(key)) else {
             self.insert(state, key, value.map(<[u8]>::to_vec), true);
@@ -96,8 +100,14 @@ impl HotEntries {
             .flat_map(|(index, table)| table.iter().filter(|e| e.changed).map(move |e| (StateId(index as u32), e)))
     }
 
+    /// Whether an entry changed since the last [`HotEntries::mark_written`].
+    pub fn has_changes(&self) -> bool {
+        self.dirty
+    }
+
     /// Marks every entry unchanged.
     pub fn mark_written(&mut self) {
+        self.dirty = false;
         self.states.iter_mut().flat_map(HashTable::iter_mut).for_each(|e| e.changed = false);
     }
 

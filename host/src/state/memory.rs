@@ -22,9 +22,13 @@
 
 use std::path::Path;
 
+use std::ops::Bound;
+
 use hashbrown::HashTable;
 
 use super::file::{FileRef, RecordReader, RecordWriter, read_verified};
+use super::map_index::MapIndexes;
+use super::map_keys::push_map_prefix;
 use super::memory_chain::{CHANGES_MAGIC, Chain};
 use super::{BackendKind, Entry, HashedKey, KeyedStateBackend, StateError, StateId, StateSnapshot};
 
@@ -166,6 +170,8 @@ pub struct MemoryBackend {
     deleted: DeletedKeys,
     chain: Chain,
     record_bytes: RecordBytes,
+    /// Sub-keys by key of the map states listed so far.
+    map_indexes: MapIndexes,
 }
 
 impl MemoryBackend {
@@ -204,6 +210,7 @@ impl KeyedStateBackend for MemoryBackend {
                 let slot = Slot { hash, group: key.group, key_len: key.key.len() as u32, bytes, changed: true };
                 let new = slot.record_len();
                 table.insert_unique(hash, slot, |e| e.hash);
+                self.map_indexes.inserted(state, key.key);
                 (new, new)
             }
         };
@@ -217,6 +224,7 @@ impl KeyedStateBackend for MemoryBackend {
             && let Ok(entry) = table.find_entry(key.table_hash(), |e| e.matches(&key))
         {
             let (slot, _) = entry.remove();
+            self.map_indexes.removed(state, slot.key());
             self.record_bytes.all -= slot.record_len();
             if slot.changed {
                 self.record_bytes.changed -= slot.record_len();
@@ -227,6 +235,35 @@ impl KeyedStateBackend for MemoryBackend {
             }
         }
         Ok(())
+    }
+
+    fn map_entries(
+        &mut self,
+        state: StateId,
+        key: HashedKey<'_>,
+        after: Option<&[u8]>,
+        limit: usize,
+        f: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<bool, StateError> {
+        let Some(table) = self.states.get(state.0 as usize) else { return Ok(false) };
+        let mut stored = Vec::new();
+        push_map_prefix(&mut stored, key.key);
+        let prefix = stored.len();
+        let Some(sub_keys) = self.map_indexes.sub_keys(state, &stored, table.iter().map(Slot::key)) else {
+            return Ok(false);
+        };
+        let start = after.map_or(Bound::Unbounded, Bound::Excluded);
+        for (listed, sub_key) in sub_keys.range::<[u8], _>((start, Bound::Unbounded)).enumerate() {
+            if listed == limit {
+                return Ok(true);
+            }
+            stored.truncate(prefix);
+            stored.extend_from_slice(sub_key);
+            let entry = HashedKey::in_group(&stored, key.group);
+            let slot = table.find(entry.table_hash(), |e| e.matches(&entry)).expect("an indexed entry is in its table");
+            f(sub_key, slot.value());
+        }
+        Ok(false)
     }
 
     fn for_each(&mut self, f: &mut dyn FnMut(&Entry)) -> Result<(), StateError> {

@@ -20,6 +20,8 @@ mod error;
 mod file;
 mod hot;
 mod key_group;
+mod map_index;
+mod map_keys;
 mod memory;
 mod memory_chain;
 mod rocksdb;
@@ -36,6 +38,7 @@ pub use key_group::{
     DEFAULT_MAX_PARALLELISM, KeyGroupRange, MAX_PARALLELISM_RANGE, key_group_for, key_group_of_hash, key_group_range,
     key_hash, subtask_for_key_group,
 };
+pub use map_keys::{map_entry_key, push_map_prefix, split_map_entry};
 pub use memory::MemoryBackend;
 pub use rocksdb::RocksDbBackend;
 pub use rocksdb_memory::RocksDbMemory;
@@ -205,6 +208,19 @@ pub trait KeyedStateBackend: Send {
     fn put(&mut self, state: StateId, key: HashedKey<'_>, value: &[u8]) -> Result<(), StateError>;
     /// Removes the value of `state` for `key`.
     fn delete(&mut self, state: StateId, key: HashedKey<'_>) -> Result<(), StateError>;
+    /// One key's entries of map state `state` (stored as
+    /// [`map_keys`] lays them out), in byte order of their sub-keys: those
+    /// whose sub-key sorts after `after` (all when `None`), at most
+    /// `limit`, each passed to `f(sub_key, value)`. Returns whether more
+    /// follow.
+    fn map_entries(
+        &mut self,
+        state: StateId,
+        key: HashedKey<'_>,
+        after: Option<&[u8]>,
+        limit: usize,
+        f: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<bool, StateError>;
     /// Every entry, in no particular order.
     fn for_each(&mut self, f: &mut dyn FnMut(&Entry)) -> Result<(), StateError>;
     /// Whether no entry is stored (a subtask that starts with nothing
@@ -405,5 +421,59 @@ mod tests {
         assert_eq!(distinct(&|k| k.hash & 127), 1, "the raw hash's low bits are the group");
         assert!(distinct(&|k| k.table_hash() & 127) > 120, "the bucket bits of a table of 128 buckets");
         assert!(distinct(&|k| k.table_hash() >> 57) > 120, "hashbrown's tag: the top seven bits");
+    }
+    /// Every backend lists one key's map entries in sub-key order, a page
+    /// at a time, and keeps doing so as entries come and go — the memory
+    /// backend's index is built on the first listing and kept from then on.
+    #[test]
+    fn backends_list_one_keys_map_entries_in_pages_as_they_change() {
+        let work = tempfile::tempdir().unwrap();
+        let memory = BackendConfig::new(BackendKind::Memory);
+        let rocksdb = BackendConfig::new(BackendKind::Rocksdb);
+        for config in [memory, rocksdb] {
+            let mut backend = open_backend(&config, work.path()).unwrap();
+            let map = StateId(1);
+            let mut stored = Vec::new();
+            let mut put = |backend: &mut Box<dyn KeyedStateBackend>, key: &str, sub_key: &str| {
+                let entry = map_entry_key(HashedKey::new(key.as_bytes(), 128), sub_key.as_bytes(), &mut stored);
+                backend.put(map, entry, format!("{key}/{sub_key}").as_bytes()).unwrap();
+            };
+            for i in (0..50).rev() {
+                put(&mut backend, "ann", &format!("{i:02}"));
+                put(&mut backend, "an", &format!("n{i:02}"));
+            }
+            backend.put(StateId(0), HashedKey::new(b"ann", 128), b"a value state").unwrap();
+            assert_eq!(listing(&mut backend, map, "ann", 20), (0..50).map(|i| format!("{i:02}")).collect::<Vec<_>>());
+
+            put(&mut backend, "ann", "50");
+            let mut deleted = Vec::new();
+            backend.delete(map, map_entry_key(HashedKey::new(b"ann", 128), b"07", &mut deleted)).unwrap();
+            let listed = listing(&mut backend, map, "ann", 20);
+            assert_eq!(listed.len(), 50, "{:?}: one added, one deleted", config.kind);
+            assert!(!listed.contains(&"07".to_owned()) && listed.last() == Some(&"50".to_owned()));
+            assert_eq!(listing(&mut backend, map, "nobody", 20), Vec::<String>::new());
+            assert_eq!(listing(&mut backend, StateId(0), "ann", 20), Vec::<String>::new(), "another state's");
+        }
+    }
+
+    /// A key's sub-keys, listed `page` at a time; checks the values.
+    fn listing(backend: &mut Box<dyn KeyedStateBackend>, state: StateId, key: &str, page: usize) -> Vec<String> {
+        let mut listed: Vec<String> = Vec::new();
+        loop {
+            let after = listed.last().cloned();
+            let mut values = Vec::new();
+            let more = backend
+                .map_entries(state, HashedKey::new(key.as_bytes(), 128), after.as_deref().map(str::as_bytes), page, &mut |sub_key, value| {
+                    let sub_key = String::from_utf8(sub_key.to_vec()).unwrap();
+                    values.push((sub_key.clone(), String::from_utf8(value.to_vec()).unwrap()));
+                    listed.push(sub_key);
+                })
+                .unwrap();
+            assert!(values.len() <= page);
+            assert!(values.iter().all(|(sub_key, value)| *value == format!("{key}/{sub_key}")), "{values:?}");
+            if !more {
+                return listed;
+            }
+        }
     }
 }

@@ -30,6 +30,7 @@ use rocksdb::{BlockBasedOptions, Cache, DB, IteratorMode, Options, WriteBatch, W
 
 use super::file::{FileRef, read_verified, write_verified};
 use super::hot::{HotEntries, HotEntry};
+use super::map_keys::push_map_prefix;
 use super::rocksdb_memory::RocksDbMemory;
 use super::{BackendHandle, BackendKind, Entry, HashedKey, KeyedStateBackend, SnapshotTarget, StateError, StateId, StateSnapshot};
 
@@ -122,6 +123,9 @@ impl RocksDbBackend {
     /// key in hash order is searched for from the top, a cache miss at
     /// every level. Sorting costs less than the misses it saves.
     fn write_back(&mut self) -> Result<(), StateError> {
+        if !self.hot.has_changes() {
+            return Ok(());
+        }
         let mut keys = std::mem::take(&mut self.key);
         keys.clear();
         let mut changes: Vec<(std::ops::Range<usize>, &HotEntry)> = Vec::new();
@@ -275,6 +279,39 @@ impl KeyedStateBackend for RocksDbBackend {
             f(&Entry { group, state, key: key[6..].to_vec(), value: value.to_vec() });
         }
         Ok(())
+    }
+
+    fn map_entries(
+        &mut self,
+        state: StateId,
+        key: HashedKey<'_>,
+        after: Option<&[u8]>,
+        limit: usize,
+        f: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<bool, StateError> {
+        self.write_back()?;
+        let mut prefix = Vec::new();
+        encode_key(&mut prefix, key.group, state, &[]);
+        push_map_prefix(&mut prefix, key.key);
+        let mut start = prefix.clone();
+        start.extend_from_slice(after.unwrap_or_default());
+        let mut entries = self.db.raw_iterator();
+        entries.seek(&start);
+        if after.is_some() && entries.key() == Some(start.as_slice()) {
+            entries.next();
+        }
+        let mut listed = 0;
+        while let (Some(stored), Some(value)) = (entries.key(), entries.value()) {
+            let Some(sub_key) = stored.strip_prefix(prefix.as_slice()) else { break };
+            if listed == limit {
+                return Ok(true);
+            }
+            f(sub_key, value);
+            listed += 1;
+            entries.next();
+        }
+        entries.status()?;
+        Ok(false)
     }
 
     fn is_empty(&mut self) -> Result<bool, StateError> {
