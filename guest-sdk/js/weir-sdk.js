@@ -1095,9 +1095,65 @@ class MapCache {
     }
   }
 
+  /** The slot's entries, [sub-key bytes, value bytes] in sub-key order: the
+   *  host's, a page at a time, with this call's unsent writes over them. */
+  list(slot) {
+    const listed = new Map(); // bytesKey(sub-key) -> [sub-key, value bytes]
+    let after;
+    for (;;) {
+      let page;
+      try {
+        page = this.host.entries(slot, after, LIST_PAGE);
+      } catch (e) {
+        throw OperatorError.state(stateErrorMessage(e));
+      }
+      const n = page.offsets.length - 1;
+      for (let i = 0; i < n; i++) {
+        const subKey = page.subKeys.slice(page.subKeyOffsets[i], page.subKeyOffsets[i + 1]);
+        listed.set(bytesKey(subKey), [subKey, page.data.slice(page.offsets[i], page.offsets[i + 1])]);
+        after = subKey;
+      }
+      if (!page.more || n === 0) break;
+    }
+    for (const entry of this.entries.values()) {
+      if (entry.slot !== slot || !entry.dirty) continue;
+      if (entry.bytes === null) listed.delete(bytesKey(entry.subKey));
+      else listed.set(bytesKey(entry.subKey), [entry.subKey, entry.bytes]);
+    }
+    // bytesKey has one char per byte: its order is the bytes' order.
+    return [...listed.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, entry]) => entry);
+  }
+
+  /** Clears the slot's map on the host; this call's entries of it are
+   *  absent from then on, and its unsent writes to them dropped. */
+  clearKey(slot) {
+    try {
+      this.host.clear(Uint32Array.of(slot));
+    } catch (e) {
+      throw OperatorError.state(stateErrorMessage(e));
+    }
+    for (const entry of this.entries.values()) {
+      if (entry.slot !== slot) continue;
+      entry.bytes = null;
+      entry.dirty = false;
+    }
+  }
+
   abort() {
     this.entries.clear();
     this.batch = -1;
+  }
+}
+
+/** How many entries a listing asks the host for at a time. */
+const LIST_PAGE = 4096;
+
+/** A stored sub-key as a string, or its bytes where they are not UTF-8. */
+function decodeSubKey(bytes) {
+  try {
+    return utf8Decoder.decode(bytes);
+  } catch {
+    return bytes;
   }
 }
 
@@ -1146,6 +1202,32 @@ export class MapState {
   remove(ctx, subKey) {
     const slot = ctx._slot();
     this._cache(ctx).put(slot, encodeKey(subKey), null);
+  }
+
+  /**
+   * The current key's [subKey, value] pairs, in byte order of the encoded
+   * sub-keys (a number is decimal text: 10 sorts before 9). Sub-keys come
+   * back as strings (Uint8Arrays where they are not UTF-8).
+   */
+  entries(ctx) {
+    const listed = this._cache(ctx).list(ctx._slot());
+    return listed.map(([subKey, bytes]) => [decodeSubKey(subKey), decodeValue(bytes, this.what)]);
+  }
+
+  /** The current key's sub-keys, in the order of `entries`. */
+  keys(ctx) {
+    return this._cache(ctx).list(ctx._slot()).map(([subKey]) => decodeSubKey(subKey));
+  }
+
+  /** Whether the current key has no entry. */
+  isEmpty(ctx) {
+    return this._cache(ctx).list(ctx._slot()).length === 0;
+  }
+
+  /** Removes every entry of the current key, whatever its sub-key — how a
+   *  key's map is dropped when it is done with. */
+  clear(ctx) {
+    this._cache(ctx).clearKey(ctx._slot());
   }
 }
 

@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+pub mod carts;
 pub mod kafka;
 pub mod windows;
 

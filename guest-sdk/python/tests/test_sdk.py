@@ -15,6 +15,7 @@ from weir_sdk import (  # noqa: E402
     Config,
     ConfigError,
     InputError,
+    MapState,
     Operator,
     StateError,
     TimeDomain,
@@ -302,6 +303,57 @@ class SensorWindowTest(unittest.TestCase):
             Harness(SensorWindow).process([("a", "abc", 1)])
         with self.assertRaisesRegex(InputError, "timestamps"):
             Harness(SensorWindow).process([("a", "1")])
+
+
+class Cart(Operator):
+    """The Rust shopping-cart plugin's commands: add ITEM, remove ITEM, checkout."""
+
+    def init(self, config):
+        self.cart = MapState("cart")
+
+    def process(self, ctx, event):
+        command, _, item = event.value_str().partition(" ")
+        if command == "add":
+            self.cart.set(ctx, item, self.cart.get(ctx, item, 0) + 1)
+        elif command == "remove":
+            self.cart.remove(ctx, item)
+        elif self.cart.is_empty(ctx):
+            ctx.emit(event.key, "empty")
+        else:
+            ctx.emit(event.key, " ".join(f"{item}×{n}" for item, n in self.cart.entries(ctx)))
+            self.cart.clear(ctx)
+
+
+class MapStateListingTest(unittest.TestCase):
+    def test_checkout_lists_the_cart_in_item_order_and_empties_it(self):
+        h = Harness(Cart)
+        h.process([("ann", "add pear"), ("ann", "add apple"), ("bob", "add fig"), ("ann", "add pear")])
+        out = h.process([("ann", "remove fig"), ("ann", "add fig"), ("ann", "checkout"), ("ann", "checkout")])
+        self.assertEqual(pairs(out), [("ann", "apple×1 fig×1 pear×2"), ("ann", "empty")])
+        self.assertEqual(pairs(h.process([("bob", "checkout")])), [("bob", "fig×1")], "another key's cart is its own")
+        self.assertEqual(h.maps["cart"], {}, "cleared on the host")
+        self.assertEqual(pairs(h.process([("ann", "add kiwi"), ("ann", "checkout")])), [("ann", "kiwi×1")])
+
+    def test_a_listing_pages_through_the_host_and_lays_the_calls_writes_over_it(self):
+        h = Harness(Cart)
+        h.process([("ann", f"add item{i:05}") for i in range(10_000)])
+        out = h.process([("ann", "remove item00004"), ("ann", "add zz"), ("ann", "add item00003"), ("ann", "checkout")])
+        listed = out[0].value.decode().split(" ")
+        self.assertEqual(len(listed), 10_000, "three pages of stored entries, less one removed, plus one new")
+        self.assertEqual(listed[3:5], ["item00003×2", "item00005×1"])
+        self.assertEqual(listed[-1], "zz×1")
+
+    def test_keys_come_back_as_text(self):
+        class Keys(Operator):
+            def init(self, config):
+                self.m = MapState("m")
+
+            def process(self, ctx, event):
+                self.m.set(ctx, 7, "seven")
+                self.m.set(ctx, b"\xff", "not text")
+                ctx.emit(event.key, repr(self.m.keys(ctx)))
+
+        self.assertEqual(pairs(Harness(Keys).process([("k", "x")])), [("k", "['7', b'\\xff']")])
 
 
 class TimersAndOutputsTest(unittest.TestCase):

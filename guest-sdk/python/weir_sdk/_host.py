@@ -86,6 +86,17 @@ if AVAILABLE:
         def set_many(self, slots, sub_keys, sub_key_offsets, present, data, offsets):
             _call(self.res.set_many, slots, sub_keys, sub_key_offsets, _state.SlotValues(present, data, offsets))
 
+        def entries(self, slot, after, limit):
+            """Up to ``limit`` (sub-key, value) pairs of the slot's key after
+            sub-key ``after`` (``None``: from the first), and whether more follow."""
+            page = _call(self.res.entries, slot, after, limit)
+            keys, koffs, data, offs = page.sub_keys, page.sub_key_offsets, page.data, page.offsets
+            pairs = [(keys[koffs[i] : koffs[i + 1]], data[offs[i] : offs[i + 1]]) for i in range(len(offs) - 1)]
+            return pairs, page.more
+
+        def clear(self, slots):
+            _call(self.res.clear, slots)
+
     class _Broadcast:
         __slots__ = ("res",)
 

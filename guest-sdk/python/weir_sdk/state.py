@@ -228,6 +228,16 @@ class _ValueCache:
         self.batch = -1
 
 
+_LIST_PAGE = 4096
+
+
+def _sub_key(raw):
+    try:
+        return raw.decode()
+    except UnicodeDecodeError:
+        return raw
+
+
 class _MapCache:
     __slots__ = ("store", "name", "raw", "batch", "entries", "dirty")
 
@@ -294,6 +304,34 @@ class _MapCache:
         present, data, offsets = _slot_values("map state", self.name, (self.entries[e] for e in entries))
         self.dirty = {}
         self.raw.set_many(slots, b"".join(sub_keys), sub_offsets, present, data, offsets)
+
+    def listing(self, slot):
+        """The slot's entries, {sub-key bytes: value}, in sub-key order: the
+        host's, a page at a time, with this call's unsent writes over them."""
+        listed, after = {}, None
+        while True:
+            pairs, more = self.raw.entries(slot, after, _LIST_PAGE)
+            for sub_key, raw in pairs:
+                listed[bytes(sub_key)] = _decode("map state", self.name, raw)
+            if not more or not pairs:
+                break
+            after = bytes(pairs[-1][0])
+        for (s, sub_key) in self.dirty:
+            if s == slot:
+                value = self.entries[(s, sub_key)]
+                if value is _ABSENT:
+                    listed.pop(sub_key, None)
+                else:
+                    listed[sub_key] = value
+        return {k: listed[k] for k in sorted(listed)}
+
+    def clear_key(self, slot):
+        """Clears the slot's map on the host; this call's entries of it are
+        absent from then on, and its unsent writes to them dropped."""
+        self.raw.clear([slot])
+        for entry in [e for e in self.entries if e[0] == slot]:
+            self.entries[entry] = _ABSENT
+            self.dirty.pop(entry, None)
 
     def discard(self):
         self.entries = {}
@@ -427,6 +465,27 @@ class MapState:
     def remove(self, ctx, sub_key):
         """Removes the current key's entry ``sub_key``."""
         self._cached(ctx._store).write(_slot(ctx), codec.encode(sub_key), _ABSENT)
+
+    def entries(self, ctx):
+        """The current key's ``(sub_key, value)`` pairs, in byte order of the
+        encoded sub-keys (an ``int`` is decimal text: ``10`` sorts before
+        ``9``). Sub-keys come back as ``str`` (``bytes`` where they are not
+        UTF-8): pass an ``int`` one to ``int()``."""
+        listed = self._cached(ctx._store).listing(_slot(ctx))
+        return [(_sub_key(k), v) for k, v in listed.items()]
+
+    def keys(self, ctx):
+        """The current key's sub-keys, in the order of :meth:`entries`."""
+        return [_sub_key(k) for k in self._cached(ctx._store).listing(_slot(ctx))]
+
+    def is_empty(self, ctx):
+        """Whether the current key has no entry."""
+        return not self._cached(ctx._store).listing(_slot(ctx))
+
+    def clear(self, ctx):
+        """Removes every entry of the current key, whatever its sub-key —
+        how a key's map is dropped when it is done with."""
+        self._cached(ctx._store).clear_key(_slot(ctx))
 
     def prefetch(self, batch, entries):
         """Fetches the entries ``(slot, sub_key)`` a batch will use in one

@@ -94,6 +94,25 @@ class _Map:
             else:
                 store.pop(entry, None)
 
+    def entries(self, slot, after, limit):
+        h = self.h
+        h._check_keyed()
+        key = h._key(slot)
+        listed = sorted(
+            (sub_key, value)
+            for (k, sub_key), value in h.maps.setdefault(self.name, {}).items()
+            if k == key and (after is None or sub_key > bytes(after))
+        )
+        return listed[:limit], len(listed) > limit
+
+    def clear(self, slots):
+        h = self.h
+        h._check_keyed()
+        keys = {h._key(slot) for slot in slots}
+        store = h.maps.setdefault(self.name, {})
+        for entry in [e for e in store if e[0] in keys]:
+            del store[entry]
+
 
 class _Broadcast:
     def __init__(self, h, name):
