@@ -428,7 +428,8 @@ impl HostMapState for KeyedStateView<'_> {
         let keys = self.current_keys()?;
         check_slots([slot].into_iter(), keys)?;
         let mut page = MapPage { sub_keys: Vec::new(), sub_key_offsets: vec![0], data: Vec::new(), offsets: vec![0], more: false };
-        let listed = self.backend.map_entries(state, keys.get(slot as usize), after.as_deref(), limit.max(1) as usize, &mut |sub_key, value| {
+        let limit = limit.clamp(1, MAX_PAGE_ENTRIES) as usize;
+        let listed = self.backend.map_entries(state, keys.get(slot as usize), after.as_deref(), limit, &mut |sub_key, value| {
             page.sub_keys.extend_from_slice(sub_key);
             page.sub_key_offsets.push(page.sub_keys.len() as u32);
             page.data.extend_from_slice(value);
@@ -455,8 +456,13 @@ impl HostMapState for KeyedStateView<'_> {
     }
 }
 
+/// The most entries a page of `map-state.entries` holds, whatever the
+/// plugin asks: the host builds the page in its own memory, outside the
+/// plugin's cap, so a plugin cannot have it copy a key's whole map at once.
+const MAX_PAGE_ENTRIES: u32 = 4096;
+
 /// How many entries [`clear_map`] lists at a time.
-const CLEAR_PAGE: usize = 4096;
+const CLEAR_PAGE: usize = MAX_PAGE_ENTRIES as usize;
 
 /// Deletes every entry of `key` in map state `state`, a page at a time.
 fn clear_map(backend: &mut dyn KeyedStateBackend, state: StateId, key: HashedKey<'_>) -> Result<(), BackendError> {
@@ -724,5 +730,53 @@ mod tests {
         let removal = SlotValues { present: vec![false], data: Vec::new(), offsets: vec![0, 0] };
         HostValueState::set_keyed(&mut view, handle(), bytes, offsets, removal).unwrap();
         assert_eq!(HostValueState::get_many(&mut view, handle(), vec![1]).unwrap().present, [false]);
+    }
+    /// A page holds at most 4 096 entries whatever the plugin asks, with
+    /// `more` set; `clear` removes a key's map of several pages, and only
+    /// that key's.
+    #[test]
+    fn map_entries_come_in_bounded_pages_and_clear_removes_a_keys_every_entry() {
+        let (mut table, mut registry, mut backend, mut failure) =
+            (ResourceTable::new(), StateRegistry::default(), MemoryBackend::new(), None);
+        let owned = key_group_range(0, 128, 1);
+        let mut keys = BatchKeys::default();
+        keys.number([b"big".as_slice(), b"small"].into_iter(), None, 128);
+        let mut view = KeyedStateView {
+            table: &mut table,
+            registry: &mut registry,
+            backend: &mut backend,
+            keys: Some(&keys),
+            owned: (&owned, 128),
+            in_call: true,
+            failure: &mut failure,
+        };
+        let map = HostMapState::new(&mut view, "m".into()).unwrap();
+        let handle = || Resource::<MapStateHandle>::new_borrow(map.rep());
+        let (n, mut sub_keys, mut offsets) = (10_000u32, Vec::new(), vec![0]);
+        for i in 0..n {
+            sub_keys.extend_from_slice(format!("{i:05}").as_bytes());
+            offsets.push(sub_keys.len() as u32);
+        }
+        let mut slots = vec![0; n as usize];
+        slots.push(1);
+        sub_keys.extend_from_slice(b"x");
+        offsets.push(sub_keys.len() as u32);
+        let values = SlotValues { present: vec![true; n as usize + 1], data: Vec::new(), offsets: vec![0; n as usize + 2] };
+        HostMapState::set_many(&mut view, handle(), slots, sub_keys, offsets, values).unwrap();
+
+        let page = HostMapState::entries(&mut view, handle(), 0, None, u32::MAX).unwrap();
+        assert_eq!((page.offsets.len() - 1, page.more), (4096, true), "at most 4096 entries a page");
+        let last = page.sub_keys[page.sub_key_offsets[4095] as usize..].to_vec();
+        assert_eq!(last, b"04095");
+        let next = HostMapState::entries(&mut view, handle(), 0, Some(last), 0).unwrap();
+        assert_eq!((next.offsets.len() - 1, next.more, next.sub_keys.as_slice()), (1, true, b"04096".as_slice()), "at least one");
+        let outside = HostMapState::entries(&mut view, handle(), 2, None, 10).unwrap_err();
+        assert!(matches!(outside, StateError::SlotOutOfRange(2)), "{outside:?}");
+
+        HostMapState::clear(&mut view, handle(), vec![0]).unwrap();
+        let page = HostMapState::entries(&mut view, handle(), 0, None, 10).unwrap();
+        assert_eq!((page.offsets.len() - 1, page.more), (0, false), "the key's map is gone");
+        let other = HostMapState::entries(&mut view, handle(), 1, None, 10).unwrap();
+        assert_eq!(other.sub_keys, b"x", "another key's map is kept");
     }
 }
