@@ -219,57 +219,10 @@ path = "out"
     assert_eq!(sorted_output(&dir.path("out")), expected, "every count exactly once, resets included");
 }
 
-/// The Rust shopping-cart plugin's behaviour, in Python.
-const PYTHON_CART: &str = r#"from weir_sdk import MapState, Operator, export
-
-
-class Cart(Operator):
-    def init(self, config):
-        self.cart = MapState("cart")
-
-    def process(self, ctx, event):
-        command, _, item = event.value_str().partition(" ")
-        if command == "add":
-            self.cart.set(ctx, item, self.cart.get(ctx, item, 0) + 1)
-        elif command == "remove":
-            self.cart.remove(ctx, item)
-        elif self.cart.is_empty(ctx):
-            ctx.emit(event.key, "empty")
-        else:
-            ctx.emit(event.key, " ".join(f"{item}×{n}" for item, n in self.cart.entries(ctx)))
-            self.cart.clear(ctx)
-
-
-export(Cart)
-"#;
-
-/// The Rust shopping-cart plugin's behaviour, in JavaScript.
-const JS_CART: &str = r#"import { MapState, Operator, exportOperator } from "weir-sdk";
-
-class Cart extends Operator {
-  init(config) {
-    this.cart = new MapState("cart");
-  }
-  process(ctx, event) {
-    const command = event.valueString();
-    const space = command.indexOf(" ");
-    const verb = space < 0 ? command : command.slice(0, space);
-    const item = command.slice(space + 1);
-    if (verb === "add") this.cart.set(ctx, item, (this.cart.get(ctx, item) ?? 0) + 1);
-    else if (verb === "remove") this.cart.remove(ctx, item);
-    else if (this.cart.isEmpty(ctx)) ctx.emit(event.key, "empty");
-    else {
-      ctx.emit(event.key, this.cart.entries(ctx).map(([item, n]) => `${item}×${n}`).join(" "));
-      this.cart.clear(ctx);
-    }
-  }
-}
-export const operator = exportOperator(Cart);
-"#;
-
-/// A cart plugin's checkouts list whole carts from the host — one larger
-/// than a page of a listing — and clear them, across a savepoint, as the
-/// Rust plugin's do (tests/map_state.rs).
+/// A cart plugin in another language (plugins/python/shopping-cart,
+/// plugins/js/shopping-cart) lists whole carts from the host — one larger
+/// than a page of a listing — and clears them, across a savepoint, as the
+/// Rust plugin does (tests/map_state.rs).
 fn carts_in(wasm: &Path) {
     let dir = JobDir::new();
     let (input, expected) = common::carts::cart_session(7, 24_000, 5_000);
@@ -282,17 +235,12 @@ fn carts_in(wasm: &Path) {
 
 #[test]
 fn a_python_map_state_lists_and_clears_a_keys_entries() {
-    let dir = JobDir::new();
-    std::fs::create_dir(dir.path("cart")).unwrap();
-    dir.write("cart/app.py", PYTHON_CART);
-    carts_in(&build("build-python-plugin.sh", &dir.path("cart"), "cart-py"));
+    carts_in(&python_plugin("shopping-cart"));
 }
 
 #[test]
 fn a_javascript_map_state_lists_and_clears_a_keys_entries() {
-    let dir = JobDir::new();
-    let source = dir.write("cart.js", JS_CART);
-    carts_in(&build("build-js-plugin.sh", &source, "cart-js"));
+    carts_in(&js_plugin("shopping-cart"));
 }
 
 /// A keyed count of `in.jsonl` by `plugin`, printed as `key<TAB>count`.

@@ -36,6 +36,7 @@ def load_plugin(name, cls):
 
 WordCount = load_plugin("word-count", "WordCount")
 SensorWindow = load_plugin("sensor-window", "SensorWindow")
+Cart = load_plugin("shopping-cart", "Cart")
 
 
 def pairs(out):
@@ -305,25 +306,6 @@ class SensorWindowTest(unittest.TestCase):
             Harness(SensorWindow).process([("a", "1")])
 
 
-class Cart(Operator):
-    """The Rust shopping-cart plugin's commands: add ITEM, remove ITEM, checkout."""
-
-    def init(self, config):
-        self.cart = MapState("cart")
-
-    def process(self, ctx, event):
-        command, _, item = event.value_str().partition(" ")
-        if command == "add":
-            self.cart.set(ctx, item, self.cart.get(ctx, item, 0) + 1)
-        elif command == "remove":
-            self.cart.remove(ctx, item)
-        elif self.cart.is_empty(ctx):
-            ctx.emit(event.key, "empty")
-        else:
-            ctx.emit(event.key, " ".join(f"{item}×{n}" for item, n in self.cart.entries(ctx)))
-            self.cart.clear(ctx)
-
-
 class MapStateListingTest(unittest.TestCase):
     def test_checkout_lists_the_cart_in_item_order_and_empties_it(self):
         h = Harness(Cart)
@@ -342,6 +324,10 @@ class MapStateListingTest(unittest.TestCase):
         self.assertEqual(len(listed), 10_000, "three pages of stored entries, less one removed, plus one new")
         self.assertEqual(listed[3:5], ["item00003×2", "item00005×1"])
         self.assertEqual(listed[-1], "zz×1")
+
+    def test_an_unknown_command_is_a_clear_error(self):
+        with self.assertRaisesRegex(InputError, "use `add ITEM`"):
+            Harness(Cart).process([("ann", "buy")])
 
     def test_keys_come_back_as_text(self):
         class Keys(Operator):
