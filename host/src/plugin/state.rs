@@ -590,6 +590,36 @@ mod tests {
     use crate::plugin::bindings::EventBatch;
     use crate::state::{HashedKey, MemoryBackend, key_group_range};
 
+    /// What a [`KeyedStateView`] borrows, for a test's calls.
+    struct Fixture {
+        table: ResourceTable,
+        registry: StateRegistry,
+        backend: MemoryBackend,
+        failure: Option<String>,
+        owned: KeyGroupRange,
+    }
+
+    impl Fixture {
+        /// An empty memory backend of a subtask owning `owned`, among 128 key groups.
+        fn new(owned: KeyGroupRange) -> Self {
+            let (table, registry, backend) = (ResourceTable::new(), StateRegistry::default(), MemoryBackend::new());
+            Fixture { table, registry, backend, failure: None, owned }
+        }
+
+        /// The view of a call whose keys are `keys`.
+        fn view<'a>(&'a mut self, keys: Option<&'a BatchKeys>) -> KeyedStateView<'a> {
+            KeyedStateView {
+                table: &mut self.table,
+                registry: &mut self.registry,
+                backend: &mut self.backend,
+                keys,
+                owned: (&self.owned, 128),
+                in_call: true,
+                failure: &mut self.failure,
+            }
+        }
+    }
+
     fn one_value(value: &[u8]) -> SlotValues {
         SlotValues { present: vec![true], data: value.to_vec(), offsets: vec![0, value.len() as u32] }
     }
@@ -616,22 +646,13 @@ mod tests {
     /// sub-key would, and refuses keys of another subtask's key groups.
     #[test]
     fn writes_by_key_land_under_the_entry_key_and_stay_in_the_subtasks_key_groups() {
-        let (mut table, mut registry, mut backend, mut failure) =
-            (ResourceTable::new(), StateRegistry::default(), MemoryBackend::new(), None);
         let owned = key_group_range(0, 128, 2);
+        let mut fixture = Fixture::new(owned.clone());
         let key_in = |inside: bool| {
             (0..).map(|i| format!("key-{i}")).find(|k| owned.contains(&u32::from(HashedKey::new(k.as_bytes(), 128).group)) == inside).unwrap()
         };
         let (mine, theirs) = (key_in(true), key_in(false));
-        let mut view = KeyedStateView {
-            table: &mut table,
-            registry: &mut registry,
-            backend: &mut backend,
-            keys: None,
-            owned: (&owned, 128),
-            in_call: true,
-            failure: &mut failure,
-        };
+        let mut view = fixture.view(None);
         let map = HostMapState::new(&mut view, "w".into()).unwrap();
         let write = |view: &mut KeyedStateView<'_>, key: &str| {
             let handle = Resource::new_borrow(map.rep());
@@ -643,9 +664,9 @@ mod tests {
         let state = view.map_handle(&map);
         let mut composite = Vec::new();
         let entry = map_entry_key(HashedKey::new(mine.as_bytes(), 128), b"7", &mut composite);
-        assert_eq!(backend.get(state, entry).unwrap(), Some(&b"42"[..]));
+        assert_eq!(fixture.backend.get(state, entry).unwrap(), Some(&b"42"[..]));
         let mut entries = 0;
-        backend.for_each(&mut |_| entries += 1).unwrap();
+        fixture.backend.for_each(&mut |_| entries += 1).unwrap();
         assert_eq!(entries, 1, "the refused write left nothing");
     }
 
@@ -688,9 +709,8 @@ mod tests {
 
     #[test]
     fn value_state_is_written_by_key_and_read_by_chosen_slots() {
-        let (mut table, mut registry, mut backend, mut failure) =
-            (ResourceTable::new(), StateRegistry::default(), MemoryBackend::new(), None);
         let owned = key_group_range(1, 128, 2);
+        let mut fixture = Fixture::new(owned.clone());
         let key_in = |inside: bool, skip: usize| {
             (0..)
                 .map(|i| format!("key-{i}"))
@@ -701,15 +721,7 @@ mod tests {
         let (first, second, theirs) = (key_in(true, 0), key_in(true, 1), key_in(false, 0));
         let mut keys = BatchKeys::default();
         keys.number([&first, &second].map(|key| key.as_bytes()).into_iter(), None, 128);
-        let mut view = KeyedStateView {
-            table: &mut table,
-            registry: &mut registry,
-            backend: &mut backend,
-            keys: Some(&keys),
-            owned: (&owned, 128),
-            in_call: true,
-            failure: &mut failure,
-        };
+        let mut view = fixture.view(Some(&keys));
         let state = HostValueState::new(&mut view, "count".into()).unwrap();
         let handle = || Resource::<ValueStateHandle>::new_borrow(state.rep());
         let by_key = |key: &str| (key.as_bytes().to_vec(), vec![0, key.len() as u32]);
@@ -736,20 +748,10 @@ mod tests {
     /// that key's.
     #[test]
     fn map_entries_come_in_bounded_pages_and_clear_removes_a_keys_every_entry() {
-        let (mut table, mut registry, mut backend, mut failure) =
-            (ResourceTable::new(), StateRegistry::default(), MemoryBackend::new(), None);
-        let owned = key_group_range(0, 128, 1);
+        let mut fixture = Fixture::new(key_group_range(0, 128, 1));
         let mut keys = BatchKeys::default();
         keys.number([b"big".as_slice(), b"small"].into_iter(), None, 128);
-        let mut view = KeyedStateView {
-            table: &mut table,
-            registry: &mut registry,
-            backend: &mut backend,
-            keys: Some(&keys),
-            owned: (&owned, 128),
-            in_call: true,
-            failure: &mut failure,
-        };
+        let mut view = fixture.view(Some(&keys));
         let map = HostMapState::new(&mut view, "m".into()).unwrap();
         let handle = || Resource::<MapStateHandle>::new_borrow(map.rep());
         let (n, mut sub_keys, mut offsets) = (10_000u32, Vec::new(), vec![0]);
