@@ -243,6 +243,32 @@ fn a_javascript_map_state_lists_and_clears_a_keys_entries() {
     carts_in(&js_plugin("shopping-cart"));
 }
 
+/// A count-window job run by `first` until a savepoint, then resumed from
+/// it by `then`, a plugin in another language: the groups `first` left
+/// incomplete in list state are completed by `then` — exactly the groups
+/// one plugin would have made — so the languages' list layouts agree.
+fn groups_handed_over(first: &Path, then: &Path) {
+    let dir = JobDir::new();
+    let (input, expected) = common::groups::group_session(11, 16_000, 5);
+    dir.write("in.jsonl", &input);
+    let job = common::groups::groups_job(&dir, "memory", first, 5);
+    let savepoint = stopped_with_savepoint(&dir, &job, "groups", 8_000);
+    let handed_over = std::fs::read_to_string(&job).unwrap().replace(&toml_path(first), &toml_path(then));
+    std::fs::write(&job, handed_over).unwrap();
+    run_job(&job, &["--from-savepoint", savepoint.to_str().unwrap()]).success();
+    assert_eq!(sorted_output(&dir.path("out")), expected, "every group once, in order, across the hand-over");
+}
+
+#[test]
+fn a_python_list_state_goes_on_with_the_lists_a_rust_plugin_left() {
+    groups_handed_over(&plugin("count-window"), &python_plugin("count-window"));
+}
+
+#[test]
+fn a_rust_list_state_goes_on_with_the_lists_a_javascript_plugin_left() {
+    groups_handed_over(&js_plugin("count-window"), &plugin("count-window"));
+}
+
 /// A keyed count of `in.jsonl` by `plugin`, printed as `key<TAB>count`.
 fn count_job(dir: &JobDir, name: &str, plugin: &Path, extra_source: &str) -> PathBuf {
     dir.write(

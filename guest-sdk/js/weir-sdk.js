@@ -1231,6 +1231,56 @@ export class MapState {
   }
 }
 
+/**
+ * A keyed list state: for the current key, a list of JSON values that grows
+ * by appending — to buffer a key's events until a timer or a count says
+ * what to do with them. Stored as the Rust SDK's `ListState` stores it (map
+ * state `name`, item `i` under sub-key `i` as 20 digits, and value state
+ * `name#next`, the list's length), so either reads what the other wrote.
+ * Appending does not read the list. `options.check(value)` is called on
+ * every stored item by `check-state`, as for a `MapState`.
+ */
+export class ListState {
+  constructor(name, options = {}) {
+    this.items = new MapState(name, options);
+    this.next = new ValueState(`${name}#next`, { check: (n) => Number.isSafeInteger(n) && n >= 0 });
+  }
+
+  /** Appends `value` to the current key's list. */
+  add(ctx, value) {
+    const index = this.length(ctx);
+    this.items.set(ctx, String(index).padStart(20, "0"), value);
+    this.next.set(ctx, index + 1);
+  }
+
+  /** Appends every value of `values`, in order. */
+  addAll(ctx, values) {
+    for (const value of values) this.add(ctx, value);
+  }
+
+  /** The current key's list, in the order its items were added. */
+  get(ctx) {
+    return this.items.entries(ctx).map(([, value]) => value);
+  }
+
+  /** Replaces the current key's list by `values`. */
+  update(ctx, values) {
+    this.clear(ctx);
+    this.addAll(ctx, values);
+  }
+
+  /** Empties the current key's list. */
+  clear(ctx) {
+    this.items.clear(ctx);
+    this.next.clear(ctx);
+  }
+
+  /** How many items the current key's list holds (without reading them). */
+  length(ctx) {
+    return this.next.get(ctx) ?? 0;
+  }
+}
+
 /** A full copy of a broadcast map, loaded on first use: only this instance writes it. */
 class Mirror {
   constructor(name) {

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod carts;
+pub mod groups;
 pub mod kafka;
 pub mod windows;
 
@@ -39,7 +40,7 @@ pub fn weir_binary() -> &'static Path {
 }
 
 /// The example and test plugins, built for wasm32-wasip2 from source.
-pub const PLUGINS: [&str; 10] = [
+pub const PLUGINS: [&str; 11] = [
     "tokenize",
     "word-count",
     "faulty",
@@ -50,6 +51,7 @@ pub const PLUGINS: [&str; 10] = [
     "fraud-detector-v2",
     "fraud-detector-incompatible",
     "shopping-cart",
+    "count-window",
 ];
 
 /// The path of plugin `name` (a crate under plugins/), built from source.

@@ -37,6 +37,7 @@ def load_plugin(name, cls):
 WordCount = load_plugin("word-count", "WordCount")
 SensorWindow = load_plugin("sensor-window", "SensorWindow")
 Cart = load_plugin("shopping-cart", "Cart")
+CountWindow = load_plugin("count-window", "CountWindow")
 
 
 def pairs(out):
@@ -340,6 +341,26 @@ class MapStateListingTest(unittest.TestCase):
                 ctx.emit(event.key, repr(self.m.keys(ctx)))
 
         self.assertEqual(pairs(Harness(Keys).process([("k", "x")])), [("k", "['7', b'\\xff']")])
+
+
+class ListStateTest(unittest.TestCase):
+    def test_groups_keep_their_order_across_batches_and_start_again_after_a_clear(self):
+        h = Harness(CountWindow)
+        out = h.process([(["a", "b"][i % 2], f"e{i}") for i in range(5)])
+        self.assertEqual(pairs(out), [("a", "e0 e2 e4")])
+        self.assertEqual(pairs(h.process([("b", "e5"), ("a", "e6")])), [("b", "e1 e3 e5")], "a's e6 waits")
+        self.assertEqual(h.maps["group"], {(b"a", b"00000000000000000000"): b'"e6"'}, "the Rust layout, from index 0")
+        self.assertEqual(h.values["group#next"], {b"a": b"1"})
+
+    def test_a_size_below_one_is_refused(self):
+        with self.assertRaisesRegex(ConfigError, "`size` must be at least 1"):
+            Harness(CountWindow, {"size": 0})
+
+    def test_reads_a_list_the_rust_sdk_wrote(self):
+        h = Harness(CountWindow)
+        h.maps["group"] = {(b"k", b"00000000000000000000"): b'"x"', (b"k", b"00000000000000000001"): b'"y"'}
+        h.values["group#next"] = {b"k": b"2"}
+        self.assertEqual(pairs(h.process([("k", "z")])), [("k", "x y z")])
 
 
 class TimersAndOutputsTest(unittest.TestCase):

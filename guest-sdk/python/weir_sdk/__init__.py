@@ -30,7 +30,7 @@ from .codec import dumps, encode, format_float, loads
 from .core import Batch, Config, Context, Event, Operator, TaskInfo, TimeDomain, Timer
 from .errors import ConfigError, InputError, OperatorError, StateError, WeirError
 from .export import export
-from .state import BroadcastState, MapState, ValueState
+from .state import BroadcastState, ListState, MapState, ValueState
 
 __version__ = "0.5.1"
 
@@ -51,6 +51,7 @@ __all__ = [
     "EVENT_TIME",
     "PROCESSING_TIME",
     "ValueState",
+    "ListState",
     "MapState",
     "BroadcastState",
     "WeirError",

@@ -498,6 +498,53 @@ class MapState:
         return f"MapState({self.name!r})"
 
 
+class ListState:
+    """A keyed list state: for the current key, a list of JSON values that
+    grows by appending — to buffer a key's events until a timer or a count
+    says what to do with them. Stored as the Rust SDK's ``ListState`` stores
+    it (map state ``name``, item ``i`` under sub-key ``i`` as 20 digits, and
+    value state ``name#next``, the list's length), so either reads what the
+    other wrote. Appending does not read the list."""
+
+    __slots__ = ("_items", "_next")
+
+    def __init__(self, name, validate=None):
+        self._items = MapState(name, validate)
+        self._next = ValueState(name + "#next", validate=lambda n: type(n) is int and n >= 0)
+
+    def add(self, ctx, value):
+        """Appends ``value`` to the current key's list."""
+        index = self._next.get(ctx, 0)
+        self._items.set(ctx, f"{index:020d}", value)
+        self._next.set(ctx, index + 1)
+
+    def add_all(self, ctx, values):
+        """Appends every value of ``values``, in order."""
+        for value in values:
+            self.add(ctx, value)
+
+    def get(self, ctx):
+        """The current key's list, in the order its items were added."""
+        return [value for _, value in self._items.entries(ctx)]
+
+    def update(self, ctx, values):
+        """Replaces the current key's list by ``values``."""
+        self.clear(ctx)
+        self.add_all(ctx, values)
+
+    def clear(self, ctx):
+        """Empties the current key's list."""
+        self._items.clear(ctx)
+        self._next.clear(ctx)
+
+    def len(self, ctx):
+        """How many items the current key's list holds (without reading them)."""
+        return self._next.get(ctx, 0)
+
+    def __repr__(self):
+        return f"ListState({self._items.name!r})"
+
+
 class BroadcastState:
     """A broadcast map: JSON values by key (encoded like event keys), held
     in full by every subtask. Any call may read it; only a call processing a
