@@ -6,24 +6,17 @@
 mod common;
 
 use common::groups::{group_session, groups_job};
-use common::{JobDir, committed_lines, plugin, run_with_kills};
+use common::{JobDir, assert_exactly_once_under_kills, plugin, printed_seed};
 
 const EVENTS: u64 = 24_000;
 const SIZE: usize = 4;
 
 fn groups_exactly_once_under_kills(backend: &str) {
     let dir = JobDir::new();
-    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
-    eprintln!("events seed: {seed}");
-    let (input, expected) = group_session(seed, EVENTS, SIZE);
+    let (input, expected) = group_session(printed_seed("events"), EVENTS, SIZE);
     dir.write("in.jsonl", &input);
-    let stderr = run_with_kills(&groups_job(&dir, backend, &plugin("count-window"), SIZE), 3);
-    assert!(stderr.contains("resumed from checkpoint"), "the last run resumes: {stderr}");
-    let out = committed_lines(&dir.path("out"), None);
-    assert_eq!(out.len(), expected.len(), "each group once");
-    for (got, want) in out.iter().zip(&expected) {
-        assert_eq!(got, want, "a group is its key's next {SIZE} events, in order");
-    }
+    let job = groups_job(&dir, backend, &plugin("count-window"), SIZE);
+    assert_exactly_once_under_kills(&dir, &job, 3, &expected, "a group is its key's next events, in order");
 }
 
 #[test]

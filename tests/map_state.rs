@@ -6,7 +6,7 @@
 mod common;
 
 use common::carts::{cart_job, cart_session};
-use common::{JobDir, committed_lines, plugin, run_with_kills};
+use common::{JobDir, assert_exactly_once_under_kills, plugin, printed_seed};
 
 /// Events, and the items the hoarder's cart holds at the end.
 const EVENTS: u64 = 30_000;
@@ -14,19 +14,13 @@ const HOARDED: u64 = 6_000;
 
 fn checkouts_exactly_once_under_kills(backend: &str) {
     let dir = JobDir::new();
-    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
-    eprintln!("cart session seed: {seed}");
-    let (input, expected) = cart_session(seed, EVENTS, HOARDED);
+    let (input, expected) = cart_session(printed_seed("cart session"), EVENTS, HOARDED);
+    let hoarded = expected.iter().find(|line| line.starts_with("hoarder\t")).map(|line| line.split(' ').count());
+    assert_eq!(hoarded, Some(HOARDED as usize), "the session fills a cart larger than a page");
     dir.write("in.jsonl", &input);
-    let stderr = run_with_kills(&cart_job(&dir, backend, &plugin("shopping-cart")), 3);
-    assert!(stderr.contains("resumed from checkpoint"), "the last run resumes: {stderr}");
-    let out = committed_lines(&dir.path("out"), None);
-    let hoarded = out.iter().find(|line| line.starts_with("hoarder\t")).map(|line| line.split(' ').count());
-    assert_eq!(hoarded, Some(HOARDED as usize), "the large cart is listed whole");
-    assert_eq!(out.len(), expected.len(), "each checkout once");
-    for (got, want) in out.iter().zip(&expected) {
-        assert_eq!(got, want, "a checkout lists what its cart held (no item lost, none left from before a checkout)");
-    }
+    let job = cart_job(&dir, backend, &plugin("shopping-cart"));
+    let what = "a checkout lists what its cart held (no item lost, none left from before a checkout)";
+    assert_exactly_once_under_kills(&dir, &job, 3, &expected, what);
 }
 
 #[test]

@@ -428,9 +428,7 @@ impl Lcg {
 /// Kills the job with SIGKILL at `kills` random moments while it runs
 /// (each 0.3–1 s after a start), then lets it finish.
 pub fn run_with_kills(job: &Path, kills: usize) -> String {
-    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
-    eprintln!("kill schedule seed: {seed}");
-    let mut random = Lcg(seed);
+    let mut random = Lcg(printed_seed("kill schedule"));
     for kill in 0..kills {
         let mut child = spawn_quiet(job);
         std::thread::sleep(Duration::from_millis(300 + random.below(700)));
@@ -442,4 +440,26 @@ pub fn run_with_kills(job: &Path, kills: usize) -> String {
     let run = run_job(job, &[]);
     run.success();
     run.stderr()
+}
+
+/// A seed from the clock, printed (with `what` it seeds) so that a failing
+/// run can be repeated.
+pub fn printed_seed(what: &str) -> u64 {
+    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+    eprintln!("{what} seed: {seed}");
+    seed
+}
+
+/// Runs `job` (whose transactional sink writes `dir`'s `out`) with `kills`
+/// SIGKILLs ([`run_with_kills`]) and checks that its committed output is
+/// exactly `expected` (sorted): nothing lost, nothing twice. `what` says
+/// what a line must be, for the message.
+pub fn assert_exactly_once_under_kills(dir: &JobDir, job: &Path, kills: usize, expected: &[String], what: &str) {
+    let stderr = run_with_kills(job, kills);
+    assert!(stderr.contains("resumed from checkpoint"), "the last run resumes: {stderr}");
+    let out = committed_lines(&dir.path("out"), None);
+    assert_eq!(out.len(), expected.len(), "each line once");
+    for (got, want) in out.iter().zip(expected) {
+        assert_eq!(got, want, "{what}");
+    }
 }
