@@ -1567,7 +1567,9 @@ export class Windows {
     const { aggregate, state } = this;
     const updated = [];
     let placed = false;
-    for (const [start, end] of this.assign(timestamp)) {
+    // Latest start first, as Flink assigns sliding windows: a late event
+    // re-fires the windows it updates in that order.
+    for (const [start, end] of this.assign(timestamp).reverse()) {
       if (this.eventTime && end - 1 + this.lateness <= watermark) continue; // its window is gone
       placed = true;
       const entry = state.get(ctx, start);

@@ -299,7 +299,7 @@ impl<A: Aggregate> Windows<A> {
 
     /// [`Windows::assign`] without allocating: the windows in start order.
     #[inline]
-    fn windows_of(&self, timestamp: i64) -> impl Iterator<Item = (i64, i64)> + use<A> {
+    fn windows_of(&self, timestamp: i64) -> impl DoubleEndedIterator<Item = (i64, i64)> + use<A> {
         let (first, count, slide, size) = match self.kind {
             WindowKind::Session { gap } => (timestamp, 1, 1, gap),
             WindowKind::Tumbling { size } => (self.tumbling_start(timestamp, size), 1, size, size),
@@ -544,7 +544,9 @@ impl<A: Aggregate> Windows<A> {
             }
             _ => {
                 let mut placed = false;
-                for (start, end) in self.windows_of(timestamp) {
+                // Latest start first, as Flink assigns sliding windows: a
+                // late event re-fires the windows it updates in that order.
+                for (start, end) in self.windows_of(timestamp).rev() {
                     debug_assert_eq!(end - start, size);
                     placed |= self.add_to_window(ctx, &mut store, key, input.clone(), (start, end, watermark), &mut updated)?;
                 }
@@ -1102,6 +1104,18 @@ mod tests {
         assert_eq!(results(&fired), vec![row("a", 0, 1000, 3.0)], "the tumbling window fired");
         let sessions: Vec<String> = fired.iter().filter(|e| e.output == "session").map(|e| e.value_str()).collect();
         assert_eq!(sessions, ["{\"start\":0,\"end\":1300,\"value\":3.0}"]);
+    }
+
+    /// A late event updating several sliding windows re-fires them latest
+    /// start first, as Flink does (found by the differential audit).
+    #[test]
+    fn a_late_event_refires_sliding_windows_latest_start_first() {
+        let mut h = harness(&[("kind", "sliding"), ("lateness", "5000")]);
+        h.process([event("a", 1.0, 700)]).unwrap();
+        let fired = h.advance_watermark(2000).unwrap();
+        assert_eq!(results(&fired), vec![row("a", 0, 1000, 1.0), row("a", 500, 1500, 1.0)], "on time: by end");
+        let updated = h.process([event("a", 2.0, 600)]).unwrap();
+        assert_eq!(results(&updated), vec![row("a", 500, 1500, 3.0), row("a", 0, 1000, 3.0)]);
     }
 
     #[test]

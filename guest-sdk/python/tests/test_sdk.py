@@ -250,6 +250,26 @@ class SensorWindowTest(unittest.TestCase):
         out = h.process([("a", "4", 350)])
         self.assertEqual([(e.output, e.key, e.value) for e in out], [("late", b"a", b"4")])
 
+    def test_a_late_event_refires_sliding_windows_latest_start_first(self):
+        class Sliding(Operator):
+            def init(self, config):
+                self.windows = Windows.sliding("slides", 1000, 500, SUM, lateness=5000)
+
+            def process(self, ctx, event):
+                for result in self.windows.add(ctx, event, float(event.value.decode())):
+                    ctx.emit(event.key, result)
+
+            def on_timer(self, ctx, timer):
+                for result in self.windows.on_timer(ctx, timer):
+                    ctx.emit(timer.key, result)
+
+        h = Harness(Sliding)
+        h.process([("a", "1", 700)])
+        on_time = [e.value.decode() for e in h.advance_watermark(2000)]
+        self.assertEqual(on_time, ['{"start":0,"end":1000,"value":1.0}', '{"start":500,"end":1500,"value":1.0}'])
+        late = [e.value.decode() for e in h.process([("a", "2", 600)])]
+        self.assertEqual(late, ['{"start":500,"end":1500,"value":3.0}', '{"start":0,"end":1000,"value":3.0}'], "as Flink")
+
     def test_allowed_lateness_updates_fired_windows(self):
         h = Harness(SensorWindow, {"lateness_ms": 500})
         h.process([("a", "1", 100)])

@@ -158,7 +158,9 @@ class Windows:
         aggregate, state = self.aggregate, self.state
         updated = []
         placed = False
-        for start, end in self.assign(timestamp):
+        # Latest start first, as Flink assigns sliding windows: a late event
+        # re-fires the windows it updates in that order.
+        for start, end in reversed(self.assign(timestamp)):
             if self.event_time and end - 1 + self.lateness <= watermark:
                 continue  # its window is gone
             placed = True

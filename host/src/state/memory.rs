@@ -20,9 +20,8 @@
 //! cheaper ([`memory_chain`](super::memory_chain)): each entry remembers
 //! whether it was written since, and the backend lists the keys deleted.
 
-use std::path::Path;
-
 use std::ops::Bound;
+use std::path::Path;
 
 use hashbrown::HashTable;
 
@@ -260,8 +259,12 @@ impl KeyedStateBackend for MemoryBackend {
             stored.truncate(prefix);
             stored.extend_from_slice(sub_key);
             let entry = HashedKey::in_group(&stored, key.group);
-            let slot = table.find(entry.table_hash(), |e| e.matches(&entry)).expect("an indexed entry is in its table");
-            f(sub_key, slot.value());
+            // Every put and delete keeps the index, so the entry is there.
+            let slot = table.find(entry.table_hash(), |e| e.matches(&entry));
+            debug_assert!(slot.is_some(), "an indexed entry is in its table");
+            if let Some(slot) = slot {
+                f(sub_key, slot.value());
+            }
         }
         Ok(false)
     }
