@@ -1124,6 +1124,29 @@ class MapCache {
     return [...listed.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, entry]) => entry);
   }
 
+  /** Whether the slot has no entry: none written in this call, and none on
+   *  the host but those removed in it (one host call for a few). */
+  isEmpty(slot) {
+    const removed = new Set();
+    for (const entry of this.entries.values()) {
+      if (entry.slot !== slot || !entry.dirty) continue;
+      if (entry.bytes !== null) return false;
+      removed.add(bytesKey(entry.subKey));
+    }
+    let page;
+    try {
+      page = this.host.entries(slot, undefined, removed.size + 1);
+    } catch (e) {
+      throw OperatorError.state(stateErrorMessage(e));
+    }
+    for (let i = 0; i + 1 < page.subKeyOffsets.length; i++) {
+      const subKey = page.subKeys.slice(page.subKeyOffsets[i], page.subKeyOffsets[i + 1]);
+      if (!removed.has(bytesKey(subKey))) return false;
+    }
+    // More only when the host sent fewer than asked (it bounds a page).
+    return !page.more || this.list(slot).length === 0;
+  }
+
   /** Clears the slot's map on the host; this call's entries of it are
    *  absent from then on, and its unsent writes to them dropped. */
   clearKey(slot) {
@@ -1219,9 +1242,9 @@ export class MapState {
     return this._cache(ctx).list(ctx._slot()).map(([subKey]) => decodeSubKey(subKey));
   }
 
-  /** Whether the current key has no entry. */
+  /** Whether the current key has no entry (without listing its map). */
   isEmpty(ctx) {
-    return this._cache(ctx).list(ctx._slot()).length === 0;
+    return this._cache(ctx).isEmpty(ctx._slot());
   }
 
   /** Removes every entry of the current key, whatever its sub-key — how a

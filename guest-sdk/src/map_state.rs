@@ -96,10 +96,11 @@ impl<V: Serialize + DeserializeOwned> MapState<V> {
         listed.into_iter().map(|(sub_key, _)| K::decode(&sub_key)).collect()
     }
 
-    /// Whether the current key has no entry.
+    /// Whether the current key has no entry (one host call for at most a
+    /// few entries, not a listing).
     pub fn is_empty(&self, ctx: &mut Context<'_>) -> Result<bool, Error> {
         let slot = ctx.key_slot()?;
-        Ok(ctx.states.map(&self.name).list(slot)?.is_empty())
+        ctx.states.map(&self.name).is_empty(slot)
     }
 
     /// Removes every entry of the current key, whatever its sub-key — how
@@ -311,27 +312,54 @@ impl MapCache {
     /// The slot's entries: the host's, with the batch's unsent writes over
     /// them, sorted by sub-key.
     fn list(&mut self, slot: u32) -> Result<Vec<(Vec<u8>, Vec<u8>)>, Error> {
-        let mut listed = BTreeMap::new();
-        let mut after: Option<Vec<u8>> = None;
+        // The host's come sorted; the batch's writes, if any, are merged in.
+        let mut listed = Vec::new();
         loop {
-            let page = self.raw.entries(slot, after.as_deref(), LIST_PAGE)?;
+            let after = listed.last().map(|(sub_key, _): &(Vec<u8>, Vec<u8>)| sub_key.as_slice());
+            let page = self.raw.entries(slot, after, LIST_PAGE)?;
             let entries = page.entries().ok_or_else(|| Error::State(format!("host sent a malformed page of map state `{}`", self.name)))?;
-            for (sub_key, value) in entries {
-                after = Some(sub_key.to_vec());
-                listed.insert(sub_key.to_vec(), value.to_vec());
-            }
-            if !page.more || after.is_none() {
+            let empty = entries.is_empty();
+            listed.extend(entries.into_iter().map(|(sub_key, value)| (sub_key.to_vec(), value.to_vec())));
+            if !page.more || empty {
                 break;
             }
         }
-        for entry in self.entries.iter().filter(|e| e.slot == slot && e.changed) {
+        let mut written = self.entries.iter().filter(|e| e.slot == slot && e.changed).peekable();
+        if written.peek().is_none() {
+            return Ok(listed);
+        }
+        let mut merged: BTreeMap<Vec<u8>, Vec<u8>> = listed.into_iter().collect();
+        for entry in written {
             let sub_key = Self::bytes(&self.sub_keys, entry.sub_key).to_vec();
             match entry.value {
-                Some(range) => listed.insert(sub_key, Self::bytes(&self.values, range).to_vec()),
-                None => listed.remove(&sub_key),
+                Some(range) => merged.insert(sub_key, Self::bytes(&self.values, range).to_vec()),
+                None => merged.remove(&sub_key),
             };
         }
-        Ok(listed.into_iter().collect())
+        Ok(merged.into_iter().collect())
+    }
+
+    /// Whether the slot has no entry: none written in this batch, and none
+    /// on the host but those removed in it — asked for one more than the
+    /// batch removed, of which at least one would then remain.
+    fn is_empty(&mut self, slot: u32) -> Result<bool, Error> {
+        let mut removed = Vec::new();
+        for entry in self.entries.iter().filter(|e| e.slot == slot && e.changed) {
+            if entry.value.is_some() {
+                return Ok(false);
+            }
+            removed.push(Self::bytes(&self.sub_keys, entry.sub_key));
+        }
+        let page = self.raw.entries(slot, None, removed.len() as u32 + 1)?;
+        let entries = page.entries().ok_or_else(|| Error::State(format!("host sent a malformed page of map state `{}`", self.name)))?;
+        if !entries.iter().all(|(sub_key, _)| removed.contains(sub_key)) {
+            return Ok(false);
+        }
+        if !page.more {
+            return Ok(true);
+        }
+        // The host sent fewer than asked (it bounds a page): list them all.
+        Ok(self.list(slot)?.is_empty())
     }
 
     /// Clears the slot's map on the host; the batch's entries of the slot
@@ -521,6 +549,23 @@ mod tests {
         assert_eq!(listed[4], ("00005".into(), "stored".into()), "the removed one is left out");
         assert_eq!(listed.last(), Some(&("zz".into(), "new".into())));
         assert!(listed.windows(2).all(|w| w[0].0 < w[1].0), "in sub-key order");
+    }
+
+    #[test]
+    fn a_key_is_empty_when_the_batch_removed_all_it_held_and_wrote_nothing() {
+        let host = FakeMap::default();
+        for sub_key in ["a", "b"] {
+            host.0.borrow_mut().entries.insert((1, sub_key.as_bytes().to_vec()), b"stored".to_vec());
+        }
+        let mut cache = MapCache::new("m", Box::new(host.clone()));
+        assert!(cache.is_empty(2).unwrap(), "nothing stored");
+        assert!(!cache.is_empty(1).unwrap());
+        cache.write(1, "a", None);
+        assert!(!cache.is_empty(1).unwrap(), "b is left");
+        cache.write(1, "b", None);
+        assert!(cache.is_empty(1).unwrap(), "both removed in the batch");
+        cache.write(2, "c", Some(b"new"));
+        assert!(!cache.is_empty(2).unwrap(), "written in the batch");
     }
 
     #[test]

@@ -346,6 +346,24 @@ class MapStateListingTest(unittest.TestCase):
         self.assertEqual(listed[3:5], ["item00003×2", "item00005×1"])
         self.assertEqual(listed[-1], "zz×1")
 
+    def test_a_key_is_empty_when_the_call_removed_all_it_held_and_wrote_nothing(self):
+        class Probe(Operator):
+            def init(self, config):
+                self.m = MapState("m")
+
+            def process(self, ctx, event):
+                command, _, sub_key = event.value_str().partition(" ")
+                if command == "set":
+                    self.m.set(ctx, sub_key, 1)
+                elif command == "remove":
+                    self.m.remove(ctx, sub_key)
+                ctx.emit(event.key, str(self.m.is_empty(ctx)))
+
+        h = Harness(Probe)
+        self.assertEqual([e.value for e in h.process([("k", "ask"), ("k", "set a"), ("k", "set b")])], [b"True", b"False", b"False"])
+        out = h.process([("k", "remove a"), ("k", "remove b"), ("k", "set c"), ("k", "remove c")])
+        self.assertEqual([e.value for e in out], [b"False", b"True", b"False", b"True"])
+
     def test_an_unknown_command_is_a_clear_error(self):
         with self.assertRaisesRegex(InputError, "use `add ITEM`"):
             Harness(Cart).process([("ann", "buy")])

@@ -325,6 +325,21 @@ class _MapCache:
                     listed[sub_key] = value
         return {k: listed[k] for k in sorted(listed)}
 
+    def is_empty(self, slot):
+        """Whether the slot has no entry: none written in this call, and none
+        on the host but those removed in it (one host call for a few)."""
+        removed = set()
+        for s, sub_key in self.dirty:
+            if s == slot:
+                if self.entries[(s, sub_key)] is not _ABSENT:
+                    return False
+                removed.add(sub_key)
+        pairs, more = self.raw.entries(slot, None, len(removed) + 1)
+        if any(bytes(sub_key) not in removed for sub_key, _ in pairs):
+            return False
+        # More only when the host sent fewer than asked (it bounds a page).
+        return not more or not self.listing(slot)
+
     def clear_key(self, slot):
         """Clears the slot's map on the host; this call's entries of it are
         absent from then on, and its unsent writes to them dropped."""
@@ -479,8 +494,8 @@ class MapState:
         return [_sub_key(k) for k in self._cached(ctx._store).listing(_slot(ctx))]
 
     def is_empty(self, ctx):
-        """Whether the current key has no entry."""
-        return not self._cached(ctx._store).listing(_slot(ctx))
+        """Whether the current key has no entry (without listing its map)."""
+        return self._cached(ctx._store).is_empty(_slot(ctx))
 
     def clear(self, ctx):
         """Removes every entry of the current key, whatever its sub-key —
