@@ -309,6 +309,11 @@ impl MapCache {
         self.write_at(index, value);
     }
 
+    /// A page's entries, or an error naming the state if it is malformed.
+    fn entries_of<'p>(&self, page: &'p MapPage) -> Result<Vec<(&'p [u8], &'p [u8])>, Error> {
+        page.entries().ok_or_else(|| Error::State(format!("host sent a malformed page of map state `{}`", self.name)))
+    }
+
     /// The slot's entries: the host's, with the batch's unsent writes over
     /// them, sorted by sub-key.
     fn list(&mut self, slot: u32) -> Result<Vec<(Vec<u8>, Vec<u8>)>, Error> {
@@ -317,7 +322,7 @@ impl MapCache {
         loop {
             let after = listed.last().map(|(sub_key, _): &(Vec<u8>, Vec<u8>)| sub_key.as_slice());
             let page = self.raw.entries(slot, after, LIST_PAGE)?;
-            let entries = page.entries().ok_or_else(|| Error::State(format!("host sent a malformed page of map state `{}`", self.name)))?;
+            let entries = self.entries_of(&page)?;
             let empty = entries.is_empty();
             listed.extend(entries.into_iter().map(|(sub_key, value)| (sub_key.to_vec(), value.to_vec())));
             if !page.more || empty {
@@ -351,7 +356,7 @@ impl MapCache {
             removed.push(Self::bytes(&self.sub_keys, entry.sub_key));
         }
         let page = self.raw.entries(slot, None, removed.len() as u32 + 1)?;
-        let entries = page.entries().ok_or_else(|| Error::State(format!("host sent a malformed page of map state `{}`", self.name)))?;
+        let entries = self.entries_of(&page)?;
         if !entries.iter().all(|(sub_key, _)| removed.contains(sub_key)) {
             return Ok(false);
         }
