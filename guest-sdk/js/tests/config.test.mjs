@@ -2,8 +2,8 @@
 //
 //   node guest-sdk/js/tests/config.test.mjs
 //
-// Run by scripts/test.sh. What a plugin does on the host (state, timers,
-// output) is tested by the integration tests (tests/languages.rs).
+// Run by scripts/test.sh. State and windows are tested in state.test.mjs,
+// and what a plugin does on the host by tests/languages.rs.
 
 import { register } from "node:module";
 import test from "node:test";

@@ -1,16 +1,121 @@
-// What the SDK imports from the host, for unit tests that never reach it:
+// What the SDK imports from the host, for its unit tests under Node: keyed
+// value and map state in memory, addressed by slot as the host does — slot
+// `s` is key `callKeys[s]` of the call under way, which a test sets with
+// `beginCall` — and timers recorded. Broadcast state is not stood in for:
 // any use fails the test.
 
+const textDecoder = new TextDecoder();
+
+/** The keys of the call under way, by slot, and the stored state. */
+const host = { callKeys: [], values: new Map(), maps: new Map(), timers: [] };
+
+/** Starts a call whose keys are `keys` (strings), slot by slot. */
+export function beginCall(keys) {
+  host.callKeys = keys;
+}
+
+/** Forgets all state and timers (a new test). */
+export function resetHost() {
+  Object.assign(host, { callKeys: [], values: new Map(), maps: new Map(), timers: [] });
+}
+
+/** Map state `name` as `{ key: { subKey: JSON text } }`, to check what a plugin stored. */
+export function storedMap(name) {
+  const out = {};
+  for (const [key, entries] of host.maps.get(name) ?? []) {
+    out[key] = Object.fromEntries([...entries].map(([subKey, value]) => [subKey, textDecoder.decode(value)]));
+  }
+  return out;
+}
+
+function keyOf(slot) {
+  if (slot >= host.callKeys.length) throw new Error(`slot ${slot} is outside the current batch`);
+  return host.callKeys[slot];
+}
+
+function valueAt(values, i) {
+  return values.present[i] ? values.data.slice(values.offsets[i], values.offsets[i + 1]) : null;
+}
+
+function flat(parts) {
+  const offsets = [0];
+  let length = 0;
+  for (const part of parts) offsets.push((length += part.length));
+  const data = new Uint8Array(length);
+  parts.forEach((part, i) => data.set(part, offsets[i]));
+  return { data, offsets: Uint32Array.from(offsets) };
+}
+
+// Sub-keys are held as strings of one char per byte: their order is the bytes'.
+const subKeyText = (bytes) => String.fromCharCode(...bytes);
+const subKeyBytes = (text) => Uint8Array.from(text, (c) => c.charCodeAt(0));
+
 export class ValueState {
-  constructor() {
-    throw new Error("the unit tests have no host state");
+  constructor(name) {
+    if (!host.values.has(name)) host.values.set(name, new Map());
+    this.store = host.values.get(name);
+  }
+
+  getAll() {
+    const found = host.callKeys.map((key) => this.store.get(key) ?? null);
+    const { data, offsets } = flat(found.map((value) => value ?? new Uint8Array(0)));
+    return { present: found.map((value) => value !== null), data, offsets };
+  }
+
+  setMany(slots, values) {
+    slots.forEach((slot, i) => {
+      const value = valueAt(values, i);
+      if (value === null) this.store.delete(keyOf(slot));
+      else this.store.set(keyOf(slot), value);
+    });
   }
 }
 
-export class MapState extends ValueState {}
+export class MapState {
+  constructor(name) {
+    if (!host.maps.has(name)) host.maps.set(name, new Map());
+    this.store = host.maps.get(name);
+  }
 
-export class BroadcastMap extends ValueState {}
+  entriesOf(slot) {
+    const key = keyOf(slot);
+    if (!this.store.has(key)) this.store.set(key, new Map());
+    return this.store.get(key);
+  }
 
-export function update() {
-  throw new Error("the unit tests have no host timers");
+  get(slot, subKey) {
+    return this.entriesOf(slot).get(subKeyText(subKey));
+  }
+
+  setMany(slots, subKeys, subKeyOffsets, values) {
+    slots.forEach((slot, i) => {
+      const subKey = subKeyText(subKeys.slice(subKeyOffsets[i], subKeyOffsets[i + 1]));
+      const value = valueAt(values, i);
+      if (value === null) this.entriesOf(slot).delete(subKey);
+      else this.entriesOf(slot).set(subKey, value);
+    });
+  }
+
+  entries(slot, after, limit) {
+    const from = after === undefined ? null : subKeyText(after);
+    const sorted = [...this.entriesOf(slot)].filter(([k]) => from === null || k > from).sort(([a], [b]) => (a < b ? -1 : 1));
+    const page = sorted.slice(0, Math.min(limit, 4096));
+    const subKeys = flat(page.map(([k]) => subKeyBytes(k)));
+    const values = flat(page.map(([, v]) => v));
+    return { subKeys: subKeys.data, subKeyOffsets: subKeys.offsets, data: values.data, offsets: values.offsets, more: sorted.length > page.length };
+  }
+
+  clear(slots) {
+    for (const slot of slots) this.entriesOf(slot).clear();
+  }
+}
+
+export class BroadcastMap {
+  constructor() {
+    throw new Error("the unit tests have no host broadcast state");
+  }
+}
+
+export function update(changes) {
+  host.timers.push(...changes);
 }
