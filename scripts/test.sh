@@ -10,5 +10,5 @@ bash scripts/install-deps.sh
 printf '\033[1m==> %s\033[0m\n' "the Python SDK's unit tests" >&2
 python3 -m unittest discover -s guest-sdk/python/tests
 printf '\033[1m==> %s\033[0m\n' "the JavaScript SDK's unit tests" >&2
-node --test-reporter=dot guest-sdk/js/tests/config.test.mjs guest-sdk/js/tests/state.test.mjs
+node --test --test-reporter=dot guest-sdk/js/tests/config.test.mjs guest-sdk/js/tests/state.test.mjs
 exec cargo test --release --workspace "$@"

@@ -1101,19 +1101,10 @@ class MapCache {
     const listed = new Map(); // bytesKey(sub-key) -> [sub-key, value bytes]
     let after;
     for (;;) {
-      let page;
-      try {
-        page = this.host.entries(slot, after, LIST_PAGE);
-      } catch (e) {
-        throw OperatorError.state(stateErrorMessage(e));
-      }
-      const n = page.offsets.length - 1;
-      for (let i = 0; i < n; i++) {
-        const subKey = page.subKeys.slice(page.subKeyOffsets[i], page.subKeyOffsets[i + 1]);
-        listed.set(bytesKey(subKey), [subKey, page.data.slice(page.offsets[i], page.offsets[i + 1])]);
-        after = subKey;
-      }
-      if (!page.more || n === 0) break;
+      const { entries, more } = this.page(slot, after, LIST_PAGE);
+      for (const entry of entries) listed.set(bytesKey(entry[0]), entry);
+      if (!more || entries.length === 0) break;
+      after = entries[entries.length - 1][0];
     }
     for (const entry of this.entries.values()) {
       if (entry.slot !== slot || !entry.dirty) continue;
@@ -1133,18 +1124,27 @@ class MapCache {
       if (entry.bytes !== null) return false;
       removed.add(bytesKey(entry.subKey));
     }
+    const { entries, more } = this.page(slot, undefined, removed.size + 1);
+    if (entries.some(([subKey]) => !removed.has(bytesKey(subKey)))) return false;
+    // More only when the host sent fewer than asked (it bounds a page).
+    return !more || this.list(slot).length === 0;
+  }
+
+  /** Up to `limit` of the slot's entries on the host after sub-key `after`,
+   *  as [sub-key, value bytes] pairs, and whether more follow. */
+  page(slot, after, limit) {
     let page;
     try {
-      page = this.host.entries(slot, undefined, removed.size + 1);
+      page = this.host.entries(slot, after, limit);
     } catch (e) {
       throw OperatorError.state(stateErrorMessage(e));
     }
-    for (let i = 0; i + 1 < page.subKeyOffsets.length; i++) {
+    const entries = [];
+    for (let i = 0; i + 1 < page.offsets.length; i++) {
       const subKey = page.subKeys.slice(page.subKeyOffsets[i], page.subKeyOffsets[i + 1]);
-      if (!removed.has(bytesKey(subKey))) return false;
+      entries.push([subKey, page.data.slice(page.offsets[i], page.offsets[i + 1])]);
     }
-    // More only when the host sent fewer than asked (it bounds a page).
-    return !page.more || this.list(slot).length === 0;
+    return { entries, more: page.more };
   }
 
   /** Clears the slot's map on the host; this call's entries of it are

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::{JobDir, Lcg, toml_path};
+use super::{JobDir, Lcg, keyed_file_job};
 
 /// How many users have small carts, beside the `hoarder`.
 const USERS: u64 = 100;
@@ -52,39 +52,7 @@ pub fn cart_session(seed: u64, events: u64, hoarded: u64) -> (String, Vec<String
     (input, expected)
 }
 
-/// The cart job at parallelism 2 on `backend`, with `plugin`, reading
-/// `in.jsonl` at 8 000 events/s into the transactional `out` sink.
+/// The cart job ([`keyed_file_job`]) on `backend` with `plugin`.
 pub fn cart_job(dir: &JobDir, backend: &str, plugin: &Path) -> PathBuf {
-    dir.write(
-        "job.toml",
-        &format!(
-            r#"
-name = "carts"
-parallelism = 2
-state_backend = "{backend}"
-checkpoint_dir = "checkpoints"
-checkpoint_interval_ms = 150
-
-[[source]]
-name = "commands"
-type = "file"
-format = "json"
-path = "in.jsonl"
-rate = 8000
-
-[[operator]]
-uid = "cart"
-plugin = {plugin}
-inputs = ["commands"]
-key_by = true
-
-[[sink]]
-name = "out"
-type = "files"
-path = "out"
-input = "cart"
-"#,
-            plugin = toml_path(plugin)
-        ),
-    )
+    keyed_file_job(dir, "carts", backend, plugin, "")
 }

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::{JobDir, Lcg, toml_path};
+use super::{JobDir, Lcg, keyed_file_job};
 
 /// How many keys the events spread over.
 const KEYS: u64 = 50;
@@ -30,41 +30,8 @@ pub fn group_session(seed: u64, n: u64, size: usize) -> (String, Vec<String>) {
     (input, groups)
 }
 
-/// The count-window job at parallelism 2 on `backend`, with `plugin` and
-/// `size`, reading `in.jsonl` at 8 000 events/s into the transactional
-/// `out` sink.
+/// The count-window job ([`keyed_file_job`]) on `backend` with `plugin`
+/// grouping by `size`.
 pub fn groups_job(dir: &JobDir, backend: &str, plugin: &Path, size: usize) -> PathBuf {
-    dir.write(
-        "job.toml",
-        &format!(
-            r#"
-name = "groups"
-parallelism = 2
-state_backend = "{backend}"
-checkpoint_dir = "checkpoints"
-checkpoint_interval_ms = 150
-
-[[source]]
-name = "events"
-type = "file"
-format = "json"
-path = "in.jsonl"
-rate = 8000
-
-[[operator]]
-uid = "groups"
-plugin = {plugin}
-inputs = ["events"]
-key_by = true
-config = {{ size = {size} }}
-
-[[sink]]
-name = "out"
-type = "files"
-path = "out"
-input = "groups"
-"#,
-            plugin = toml_path(plugin)
-        ),
-    )
+    keyed_file_job(dir, "groups", backend, plugin, &format!("size = {size}"))
 }

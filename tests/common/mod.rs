@@ -463,3 +463,43 @@ pub fn assert_exactly_once_under_kills(dir: &JobDir, job: &Path, kills: usize, e
         assert_eq!(got, want, "{what}");
     }
 }
+
+/// Job `name` at parallelism 2 on `backend`: operator `name` (`plugin`,
+/// keyed, with `config`, the inside of a TOML inline table) reads
+/// `in.jsonl` (JSON lines at 8 000 events/s) and writes the transactional
+/// `out` sink, with a checkpoint every 150 ms.
+pub fn keyed_file_job(dir: &JobDir, name: &str, backend: &str, plugin: &Path, config: &str) -> PathBuf {
+    dir.write(
+        "job.toml",
+        &format!(
+            r#"
+name = "{name}"
+parallelism = 2
+state_backend = "{backend}"
+checkpoint_dir = "checkpoints"
+checkpoint_interval_ms = 150
+
+[[source]]
+name = "events"
+type = "file"
+format = "json"
+path = "in.jsonl"
+rate = 8000
+
+[[operator]]
+uid = "{name}"
+plugin = {plugin}
+inputs = ["events"]
+key_by = true
+config = {{ {config} }}
+
+[[sink]]
+name = "out"
+type = "files"
+path = "out"
+input = "{name}"
+"#,
+            plugin = toml_path(plugin)
+        ),
+    )
+}

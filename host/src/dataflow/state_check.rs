@@ -16,7 +16,7 @@ use super::{instance_config, native_name};
 use crate::job::{JobGraph, NodeKind};
 use crate::plugin::{InitialState, LoadedPlugin, OperatorInstance, PluginEngine, StoredKind, StoredValues};
 use crate::savepoint::{Savepoint, StateKind};
-use crate::state::{BackendConfig, BackendKind, open_backend};
+use crate::state::{BackendConfig, BackendKind, open_backend, split_map_entry};
 
 /// Values handed to `check-state` per call, at most; fewer once they hold
 /// [`BATCH_BYTES`](super::BATCH_BYTES) between them, as input batches: a
@@ -191,21 +191,13 @@ impl Offering {
 /// malformed), empty for a value state's.
 fn sub_key_of(entry: &crate::savepoint::SavepointEntry) -> Option<Vec<u8>> {
     match entry.kind == StateKind::Map {
-        true => map_sub_key(&entry.key).map(<[u8]>::to_vec),
+        true => split_map_entry(&entry.key).map(|(_, sub_key)| sub_key.to_vec()),
         false => Some(Vec::new()),
     }
 }
 
 fn keyed_kind(map: bool) -> StoredKind {
     if map { StoredKind::MapState } else { StoredKind::ValueState }
-}
-
-/// The sub-key of a map entry's stored key: the event key's length (u32,
-/// little-endian), the event key, then the sub-key. `None` if it does not
-/// hold its own length.
-fn map_sub_key(stored: &[u8]) -> Option<&[u8]> {
-    let (length, rest) = stored.split_first_chunk::<4>()?;
-    rest.get(u32::from_le_bytes(*length) as usize..)
 }
 
 /// (sub-key or key, value) pairs as `check-state` takes them: each part in

@@ -504,7 +504,7 @@ impl<'a> EntryKeys<'a> {
         Ok(EntryKeys { keys, slots, sub_keys, offsets })
     }
 
-    /// Entry `i`'s storage key (see [`composite_key`]).
+    /// Entry `i`'s storage key (see [`map_entry_key`]).
     fn composite<'b>(&self, i: usize, buffer: &'b mut Vec<u8>) -> HashedKey<'b> {
         let key = self.keys.get(self.slots[i] as usize);
         map_entry_key(key, &self.sub_keys[self.offsets[i] as usize..self.offsets[i + 1] as usize], buffer)

@@ -38,7 +38,7 @@ pub use key_group::{
     DEFAULT_MAX_PARALLELISM, KeyGroupRange, MAX_PARALLELISM_RANGE, key_group_for, key_group_of_hash, key_group_range,
     key_hash, subtask_for_key_group,
 };
-pub use map_keys::{map_entry_key, push_map_prefix, split_map_entry};
+pub use map_keys::{map_entry_key, split_map_entry};
 pub use memory::MemoryBackend;
 pub use rocksdb::RocksDbBackend;
 pub use rocksdb_memory::RocksDbMemory;
