@@ -6,7 +6,7 @@
 # SRC_DIR holds the plugin's `app.py` (and any modules of its own); the SDK
 # (guest-sdk/python/weir_sdk) is put on the path. componentize-py comes from
 # scripts/python-tools.sh, which installs it on first use. The component
-# targets the world `plugin` of wit/ (weir:operator@0.5.1) and is ~19 MB:
+# targets the world `plugin` of wit/ (weir:operator@0.5.2) and is ~19 MB:
 # it embeds a CPython interpreter, snapshotted after importing app.py.
 set -euo pipefail
 

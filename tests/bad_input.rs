@@ -55,7 +55,7 @@ fn operator_by_name(imports: &str, module: &str) -> String {
             (core instance $i (instantiate $m))
             {lifted}
             (instance $api {exported})
-            (export "weir:operator/operator@0.5.1" (instance $api)))"#
+            (export "weir:operator/operator@0.5.2" (instance $api)))"#
     )
 }
 
@@ -102,7 +102,7 @@ fn a_component_for_another_world() {
     assert!(error.contains("operator `suspect`"), "{error}");
     assert!(error.contains("is a component but not a Weir operator"), "{error}");
     assert!(error.contains("example:other/api@1.0.0"), "lists what it exports: {error}");
-    assert!(error.contains("weir:operator/operator@0.5.1"), "says what is expected: {error}");
+    assert!(error.contains("weir:operator/operator@0.5.2"), "says what is expected: {error}");
     assert!(error.contains("the crate calls `weir_sdk::export_operator!(YourOperator)`"), "and how: {error}");
 
     let check = weir(&["plugin", "check", path.to_str().unwrap()]);
@@ -117,7 +117,7 @@ fn components_built_against_an_older_or_newer_wit_version() {
         let path = component_from_wat(&dir, &format!("{version}.wasm"), &component_exporting(&format!("weir:operator/operator@{version}")));
         let error = run_job(&job_with_plugin(&dir, &path), &[]).failure();
         assert!(error.contains(&format!("was built against weir:operator@{version}")), "{error}");
-        assert!(error.contains("this host implements weir:operator@0.5.1"), "{error}");
+        assert!(error.contains("this host implements weir:operator@0.5.2"), "{error}");
     }
 }
 
@@ -152,7 +152,7 @@ fn a_component_whose_functions_have_the_wrong_types() {
     let text = operator_by_name("", r#"(func (export "f"))"#);
     let path = component_from_wat(&dir, "mistyped.wasm", &text);
     let error = weir(&["plugin", "check", path.to_str().unwrap()]).failure();
-    assert!(error.contains("its exports do not have the types of the weir:operator@0.5.1 plugin world"), "{error}");
+    assert!(error.contains("its exports do not have the types of the weir:operator@0.5.2 plugin world"), "{error}");
     let error = run_job(&job_with_plugin(&dir, &path), &[]).failure();
     assert!(error.contains("operator `suspect`"), "{error}");
     assert!(error.contains("rebuild it against that WIT"), "{error}");
@@ -202,7 +202,7 @@ fn a_component_importing_what_the_host_does_not_give() {
 #[test]
 fn a_component_with_the_right_name_but_wrong_functions() {
     let dir = JobDir::new();
-    let path = component_from_wat(&dir, "wrong.wasm", &component_exporting("weir:operator/operator@0.5.1"));
+    let path = component_from_wat(&dir, "wrong.wasm", &component_exporting("weir:operator/operator@0.5.2"));
     let error = run_job(&job_with_plugin(&dir, &path), &[]).failure();
     assert!(error.contains("operator `suspect`"), "{error}");
     assert!(error.contains("not a Weir operator"), "{error}");
@@ -275,9 +275,9 @@ fn plugin_check_lists_exports_and_imports_of_a_good_plugin() {
     let run = weir(&["plugin", "check", plugin("word-count").to_str().unwrap()]);
     run.success();
     let out = run.stdout();
-    assert!(out.contains("weir:operator/operator@0.5.1 (interface): init, process"), "{out}");
-    assert!(out.contains("weir:operator/state@0.5.1 (interface)"), "{out}");
-    assert!(out.contains("ok: implements the weir:operator@0.5.1 plugin world"), "{out}");
+    assert!(out.contains("weir:operator/operator@0.5.2 (interface): init, process"), "{out}");
+    assert!(out.contains("weir:operator/state@0.5.2 (interface)"), "{out}");
+    assert!(out.contains("ok: implements the weir:operator@0.5.2 plugin world"), "{out}");
 }
 
 /// A valid one-operator job, with `edit` applied to its text.

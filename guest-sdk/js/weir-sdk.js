@@ -1,7 +1,7 @@
 // weir-sdk — write Weir stream operators in JavaScript.
 //
 // A Weir operator is a WebAssembly component implementing the WIT world
-// `weir:operator/plugin@0.5.1` (see wit/ and docs/plugin-guide.md). This
+// `weir:operator/plugin@0.5.2` (see wit/ and docs/plugin-guide.md). This
 // module hides the component plumbing: subclass `Operator`, export
 // `exportOperator(YourClass)` as `operator`, and build the file with
 // scripts/build-js-plugin.sh, which bundles this module with the plugin and
@@ -32,9 +32,9 @@
 // State values are JSON (UTF-8 `JSON.stringify` text), as in the Rust SDK,
 // so JavaScript and Rust versions of a plugin read each other's state.
 
-import { MapState as HostMapState, ValueState as HostValueState } from "weir:operator/state@0.5.1";
-import { BroadcastMap as HostBroadcastMap } from "weir:operator/broadcast-state@0.5.1";
-import { update as updateTimers } from "weir:operator/timers@0.5.1";
+import { MapState as HostMapState, ValueState as HostValueState } from "weir:operator/state@0.5.2";
+import { BroadcastMap as HostBroadcastMap } from "weir:operator/broadcast-state@0.5.2";
+import { update as updateTimers } from "weir:operator/timers@0.5.2";
 
 /** Timestamp sentinel of the WIT contract: "no timestamp" / "no watermark". */
 const NO_TIME = -9223372036854775808n;

@@ -6,7 +6,7 @@ use std::marker::PhantomData;
 
 use crate::__private::bindings::exports::weir::operator::operator::{Guest, OperatorError, StateKind, StoredValues};
 use crate::__private::bindings::weir::operator::broadcast_state::BroadcastMap as HostBroadcastMap;
-use crate::__private::bindings::weir::operator::state::{MapState as HostMapState, ValueState as HostValueState};
+use crate::__private::bindings::weir::operator::state::{MapState as HostMapState, TimeToLive, ValueState as HostValueState};
 use crate::map_state::RawMapState;
 use crate::__private::bindings::weir::operator::types::StateError;
 use crate::broadcast::RawBroadcastMap;
@@ -18,7 +18,7 @@ use crate::event::BatchView;
 use crate::runtime::Runtime;
 use crate::state::{MapPage, RawValueState, SlotValues, StateHost};
 use crate::context::not_keyed;
-use crate::{Config, Error, Operator};
+use crate::{Config, Error, Operator, Ttl};
 
 /// Implements the exported `operator` interface for `T`; instantiated by
 /// [`crate::export_operator!`].
@@ -126,8 +126,11 @@ fn to_wit_error(error: Error) -> OperatorError {
 struct HostStates;
 
 impl StateHost for HostStates {
-    fn open(&mut self, name: &str) -> Box<dyn RawValueState> {
-        Box::new(HostValueState::new(name))
+    fn open(&mut self, name: &str, ttl: Option<Ttl>) -> Box<dyn RawValueState> {
+        Box::new(match ttl {
+            Some(ttl) => HostValueState::open_expiring(name, wit_ttl(ttl)),
+            None => HostValueState::new(name),
+        })
     }
 
     fn open_broadcast(&mut self, name: &str) -> Box<dyn RawBroadcastMap> {
@@ -138,9 +141,16 @@ impl StateHost for HostStates {
         update_timers(changes).map_err(from_state_error)
     }
 
-    fn open_map(&mut self, name: &str) -> Box<dyn RawMapState> {
-        Box::new(HostMapState::new(name))
+    fn open_map(&mut self, name: &str, ttl: Option<Ttl>) -> Box<dyn RawMapState> {
+        Box::new(match ttl {
+            Some(ttl) => HostMapState::open_expiring(name, wit_ttl(ttl)),
+            None => HostMapState::new(name),
+        })
     }
+}
+
+fn wit_ttl(ttl: Ttl) -> TimeToLive {
+    TimeToLive { millis: ttl.millis(), refresh_on_read: ttl.refresh_on_read() }
 }
 
 impl RawMapState for HostMapState {

@@ -56,6 +56,7 @@ mod schema;
 mod state;
 pub mod testing;
 mod timer;
+mod ttl;
 mod value_store;
 mod window_results;
 mod window_store;
@@ -71,6 +72,7 @@ pub use map_state::{MapEntry, MapState};
 pub use operator::{Config, Operator, TaskInfo};
 pub use state::ValueState;
 pub use timer::{TimeDomain, Timer};
+pub use ttl::Ttl;
 
 /// Implementation details used by [`export_operator!`]; not a public API.
 #[doc(hidden)]

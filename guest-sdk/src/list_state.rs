@@ -14,7 +14,7 @@
 
 use serde::{Serialize, de::DeserializeOwned};
 
-use crate::{Context, Error, MapState, ValueState};
+use crate::{Context, Error, MapState, Ttl, ValueState};
 
 /// The suffix of the value state holding a list's next index.
 pub(crate) const NEXT_SUFFIX: &str = "#next";
@@ -34,6 +34,16 @@ impl<T: Serialize + DeserializeOwned> ListState<T> {
         let name = name.into();
         let next = ValueState::new(format!("{name}{NEXT_SUFFIX}"));
         ListState { items: MapState::new(name), next }
+    }
+
+    /// The same state, each item expiring as `ttl` says (see [`Ttl`]), as
+    /// in Flink: an expired item is left out of [`ListState::get`]. The
+    /// length expires with the last item added, which is the last to
+    /// expire (unless reads refresh the items: then with the last item
+    /// read or added); until then [`ListState::len`] counts the
+    /// items added since the list was last emptied, expired or not.
+    pub fn with_ttl(self, ttl: Ttl) -> Self {
+        ListState { items: self.items.with_ttl(ttl), next: self.next.with_ttl(ttl) }
     }
 
     /// Appends `value` to the current key's list.

@@ -17,7 +17,7 @@ use serde::{Serialize, de::DeserializeOwned};
 use weir_key_slab::hash::{FastMap, FxHasher};
 
 use crate::state::{MapPage, SlotValues, StateStore};
-use crate::{Batch, Context, Decode, Encode, Error};
+use crate::{Batch, Context, Decode, Encode, Error, Ttl};
 
 /// One map state as the host exposes it.
 pub trait RawMapState {
@@ -38,6 +38,7 @@ pub trait RawMapState {
 /// touches few — one accumulator per window, say.
 pub struct MapState<V> {
     name: String,
+    ttl: Option<Ttl>,
     _type: PhantomData<fn() -> V>,
 }
 
@@ -51,7 +52,13 @@ impl<V: Serialize + DeserializeOwned> MapState<V> {
 
     /// A handle not declared to `check-state` (see `ValueState::undeclared`).
     pub(crate) fn undeclared(name: String) -> Self {
-        MapState { name, _type: PhantomData }
+        MapState { name, ttl: None, _type: PhantomData }
+    }
+
+    /// The same state, each entry expiring as `ttl` says (see [`Ttl`]): an
+    /// expired entry reads as absent and is left out of a listing.
+    pub fn with_ttl(self, ttl: Ttl) -> Self {
+        MapState { ttl: Some(ttl), ..self }
     }
 
     /// The current key's value under `sub_key`.
@@ -63,7 +70,7 @@ impl<V: Serialize + DeserializeOwned> MapState<V> {
     /// call (from [`crate::Operator::prepare`]); entries already fetched in
     /// this batch are not fetched again.
     pub fn prefetch<K: Encode>(&self, batch: &mut Batch<'_>, entries: impl IntoIterator<Item = (u32, K)>) -> Result<(), Error> {
-        batch.states.map(&self.name).prefetch(entries)
+        batch.states.map(&self.name, self.ttl).prefetch(entries)
     }
 
     /// Sets the current key's value under `sub_key`.
@@ -74,7 +81,7 @@ impl<V: Serialize + DeserializeOwned> MapState<V> {
     /// Removes the current key's value under `sub_key`.
     pub fn remove(&self, ctx: &mut Context<'_>, sub_key: impl Encode) -> Result<(), Error> {
         let slot = ctx.key_slot()?;
-        ctx.states.map(&self.name).write(slot, sub_key, None);
+        ctx.states.map(&self.name, self.ttl).write(slot, sub_key, None);
         Ok(())
     }
 
@@ -84,7 +91,7 @@ impl<V: Serialize + DeserializeOwned> MapState<V> {
     /// entries a page at a time, with this call's writes over them.
     pub fn entries<K: Decode>(&self, ctx: &mut Context<'_>) -> Result<Vec<(K, V)>, Error> {
         let slot = ctx.key_slot()?;
-        let listed = ctx.states.map(&self.name).list(slot)?;
+        let listed = ctx.states.map(&self.name, self.ttl).list(slot)?;
         let decode = |(sub_key, value): (Vec<u8>, Vec<u8>)| Ok((K::decode(&sub_key)?, decode_value(&self.name, &value)?));
         listed.into_iter().map(decode).collect()
     }
@@ -92,7 +99,7 @@ impl<V: Serialize + DeserializeOwned> MapState<V> {
     /// The current key's sub-keys, in the order of [`MapState::entries`].
     pub fn keys<K: Decode>(&self, ctx: &mut Context<'_>) -> Result<Vec<K>, Error> {
         let slot = ctx.key_slot()?;
-        let listed = ctx.states.map(&self.name).list(slot)?;
+        let listed = ctx.states.map(&self.name, self.ttl).list(slot)?;
         listed.into_iter().map(|(sub_key, _)| K::decode(&sub_key)).collect()
     }
 
@@ -100,7 +107,7 @@ impl<V: Serialize + DeserializeOwned> MapState<V> {
     /// few entries, not a listing).
     pub fn is_empty(&self, ctx: &mut Context<'_>) -> Result<bool, Error> {
         let slot = ctx.key_slot()?;
-        ctx.states.map(&self.name).is_empty(slot)
+        ctx.states.map(&self.name, self.ttl).is_empty(slot)
     }
 
     /// Removes every entry of the current key, whatever its sub-key — how
@@ -108,14 +115,14 @@ impl<V: Serialize + DeserializeOwned> MapState<V> {
     /// that state does not grow with keys never seen again.
     pub fn clear(&self, ctx: &mut Context<'_>) -> Result<(), Error> {
         let slot = ctx.key_slot()?;
-        ctx.states.map(&self.name).clear_key(slot)
+        ctx.states.map(&self.name, self.ttl).clear_key(slot)
     }
 
     /// The current key's entry under `sub_key`, found once for a read and
     /// a write (a fold: read the accumulator, write it back) in this call.
     pub fn entry(&self, ctx: &mut Context<'_>, sub_key: impl Encode) -> Result<MapEntry<'_, V>, Error> {
         let slot = ctx.key_slot()?;
-        let index = ctx.states.map(&self.name).locate(slot, sub_key)?;
+        let index = ctx.states.map(&self.name, self.ttl).locate(slot, sub_key)?;
         Ok(MapEntry { state: self, index })
     }
 }
@@ -136,12 +143,12 @@ impl<V: Serialize + DeserializeOwned> MapEntry<'_, V> {
     /// The entry's value, if it has one.
     pub fn get(&self, ctx: &mut Context<'_>) -> Result<Option<V>, Error> {
         let name = &self.state.name;
-        ctx.states.map(name).value_at(self.index).map(|bytes| decode_value(name, bytes)).transpose()
+        ctx.states.map(name, self.state.ttl).value_at(self.index).map(|bytes| decode_value(name, bytes)).transpose()
     }
 
     /// Sets the entry's value.
     pub fn set(&self, ctx: &mut Context<'_>, value: &V) -> Result<(), Error> {
-        let cache = ctx.states.map(&self.state.name);
+        let cache = ctx.states.map(&self.state.name, self.state.ttl);
         let mut encoded = std::mem::take(&mut cache.encoded);
         encoded.clear();
         let result = crate::codec::write_state_json(&mut encoded, value);
@@ -407,12 +414,13 @@ impl MapCache {
 }
 
 impl StateStore {
-    /// The cache of map state `name`, opened on first use.
-    pub(crate) fn map(&mut self, name: &str) -> &mut MapCache {
+    /// The cache of map state `name`, opened on first use (with `ttl`:
+    /// the first opening's holds for every handle on the name).
+    pub(crate) fn map(&mut self, name: &str, ttl: Option<Ttl>) -> &mut MapCache {
         let index = match self.maps.iter().position(|m| m.name == name) {
             Some(index) => index,
             None => {
-                let raw = self.host.open_map(name);
+                let raw = self.host.open_map(name, ttl);
                 self.maps.push(MapCache::new(name, raw));
                 self.maps.len() - 1
             }

@@ -22,7 +22,7 @@ use crate::broadcast::{Mirror, RawBroadcastMap};
 use crate::map_state::{MapCache, RawMapState};
 use crate::timer::PendingTimers;
 use crate::value_store::{HeldValue, ValueStore};
-use crate::{Context, Error};
+use crate::{Context, Error, Ttl};
 
 pub use crate::__private::bindings::weir::operator::state::{MapPage, SlotValues};
 
@@ -97,10 +97,12 @@ impl SlotValues {
 /// in-memory map in the test harness, the host's state code directly when
 /// the operator is compiled into the host ([`crate::embed`]).
 pub trait StateHost {
-    fn open(&mut self, name: &str) -> Box<dyn RawValueState>;
+    /// Opens value state `name`, whose values expire as `ttl` says if given.
+    fn open(&mut self, name: &str, ttl: Option<Ttl>) -> Box<dyn RawValueState>;
     fn open_broadcast(&mut self, name: &str) -> Box<dyn RawBroadcastMap>;
     fn update_timers(&mut self, changes: &[TimerChange]) -> Result<(), Error>;
-    fn open_map(&mut self, name: &str) -> Box<dyn RawMapState>;
+    /// Opens map state `name`, whose entries expire as `ttl` says if given.
+    fn open_map(&mut self, name: &str, ttl: Option<Ttl>) -> Box<dyn RawMapState>;
 }
 
 /// One value state as the host exposes it.
@@ -121,9 +123,13 @@ pub trait RawValueState {
 ///
 /// The instance holds the values it has used, typed, between calls (see
 /// `value_store.rs`), so reading one is a clone and writing one a move:
-/// no host call and no JSON per event.
+/// no host call and no JSON per event. A state with a time-to-live
+/// ([`ValueState::with_ttl`]) holds them for one call only: the host
+/// judges expiry, so it is asked for each key once a call, and told of
+/// each write at the call's end.
 pub struct ValueState<T> {
     name: String,
+    ttl: Option<Ttl>,
     held: ResidentCell<ValueStore<T>>,
     _type: PhantomData<fn() -> T>,
 }
@@ -139,7 +145,13 @@ impl<T: Serialize + DeserializeOwned + Clone + 'static> ValueState<T> {
     /// A handle not declared to `check-state`: one the plugin holds but
     /// never uses (the windows of one kind keep the other kind's too).
     pub(crate) fn undeclared(name: String) -> Self {
-        ValueState { name, held: ResidentCell::default(), _type: PhantomData }
+        ValueState { name, ttl: None, held: ResidentCell::default(), _type: PhantomData }
+    }
+
+    /// The same state, its values expiring as `ttl` says (see [`Ttl`]):
+    /// `ValueState::new("seen").with_ttl(Ttl::after(Duration::from_secs(3600)))`.
+    pub fn with_ttl(self, ttl: Ttl) -> Self {
+        ValueState { ttl: Some(ttl), ..self }
     }
 
     /// The state's name.
@@ -186,7 +198,8 @@ impl<T: Serialize + DeserializeOwned + Clone + 'static> ValueState<T> {
         let slot = ctx.key_slot()?;
         let name = &self.name;
         let bound = ctx.states.resident_bytes;
-        let create = |host: &mut dyn StateHost, start| ValueStore::new(name, host.open(name), start, bound);
+        let ttl = self.ttl;
+        let create = |host: &mut dyn StateHost, start| ValueStore::new(name, host.open(name, ttl), start, bound, ttl.is_some());
         let mut store = self.held.get(ctx.states, name, create)?;
         f(store.slot(slot, &ctx.keys)?)
     }

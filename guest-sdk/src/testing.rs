@@ -36,7 +36,7 @@ use crate::__private::bindings::weir::operator::timers::TimerChange;
 use crate::runtime::{Runtime, TimerView};
 use crate::timer::TimeDomain;
 use crate::state::{HostStart, MapPage, RawValueState, SlotValues, StateHost};
-use crate::{Config, Encode, Error, Operator};
+use crate::{Config, Encode, Error, Operator, Ttl};
 
 /// An input event for a [`TestHarness`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,9 +109,57 @@ struct TestStates {
     processing_timers: BTreeSet<(i64, Vec<u8>)>,
     /// Map-state reads from the "host" (`get` and `get-many` calls).
     map_fetches: usize,
+    /// When the values of states with a time-to-live expire.
+    expiries: HashMap<StoredAt, i64>,
+    /// The harness's processing time, which judges expiry.
+    now: i64,
 }
 
+/// Where a value is stored: (a map state's, state name, key, sub-key —
+/// empty for a value state's).
+type StoredAt = (bool, String, Vec<u8>, Vec<u8>);
+
 impl TestStates {
+    /// Whether the value at `at`, of a state with `ttl`, has expired (and
+    /// so is gone: a host would leave it out of a snapshot), as the host
+    /// judges by its clock; reading a live one restarts its time if `ttl`
+    /// says so.
+    fn expired_on_read(&mut self, at: &StoredAt, ttl: Option<Ttl>) -> bool {
+        let Some(ttl) = ttl else { return false };
+        match self.expiries.get(at) {
+            Some(&expires_at) if expires_at <= self.now => {
+                self.expiries.remove(at);
+                true
+            }
+            Some(_) if ttl.refresh_on_read() => {
+                self.expiries.insert(at.clone(), self.expiry(ttl));
+                false
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether the value at `at` is live now (for a listing, which does
+    /// not restart times).
+    fn live(&self, at: &StoredAt) -> bool {
+        self.expiries.get(at).is_none_or(|&expires_at| expires_at > self.now)
+    }
+
+    /// Notes a write of the value at `at` (`present`: set, else removed).
+    fn written(&mut self, at: StoredAt, ttl: Option<Ttl>, present: bool) {
+        match ttl {
+            Some(ttl) if present => {
+                let expires_at = self.expiry(ttl);
+                self.expiries.insert(at, expires_at)
+            }
+            _ => self.expiries.remove(&at),
+        };
+    }
+
+    fn expiry(&self, ttl: Ttl) -> i64 {
+        self.now.saturating_add(i64::try_from(ttl.millis()).unwrap_or(i64::MAX))
+    }
+
     fn timers(&mut self, domain: TimeDomain) -> &mut BTreeSet<(i64, Vec<u8>)> {
         match domain {
             TimeDomain::EventTime => &mut self.event_timers,
@@ -179,6 +227,7 @@ impl<T: Operator> TestHarness<T> {
     fn run(&mut self, input: u32, events: &[TestEvent], key_slots: Vec<u32>, broadcast: bool) -> Result<Vec<Emitted>, Error> {
         let (data, offsets, timestamps) = flatten(events);
         self.states.borrow_mut().broadcast_writable = broadcast;
+        self.states.borrow_mut().now = self.processing_time;
         let view = BatchView {
             input,
             data: &data,
@@ -260,6 +309,7 @@ impl<T: Operator> TestHarness<T> {
 
     fn fire(&mut self, domain: TimeDomain, time: i64) -> Result<Vec<Emitted>, Error> {
         let mut emitted = Vec::new();
+        self.states.borrow_mut().now = self.processing_time;
         loop {
             let due: Vec<(i64, Vec<u8>)> = {
                 let mut states = self.states.borrow_mut();
@@ -372,16 +422,16 @@ fn collect_emitted<T>(runtime: &mut Runtime<T>) -> Vec<Emitted> {
 struct TestHost(Rc<RefCell<TestStates>>);
 
 impl StateHost for TestHost {
-    fn open(&mut self, name: &str) -> Box<dyn RawValueState> {
-        Box::new(TestValueState { name: name.to_owned(), states: self.0.clone() })
+    fn open(&mut self, name: &str, ttl: Option<Ttl>) -> Box<dyn RawValueState> {
+        Box::new(TestValueState { name: name.to_owned(), ttl, states: self.0.clone() })
     }
 
     fn open_broadcast(&mut self, name: &str) -> Box<dyn RawBroadcastMap> {
         Box::new(TestBroadcastMap { name: name.to_owned(), states: self.0.clone() })
     }
 
-    fn open_map(&mut self, name: &str) -> Box<dyn RawMapState> {
-        Box::new(TestMapState { name: name.to_owned(), states: self.0.clone() })
+    fn open_map(&mut self, name: &str, ttl: Option<Ttl>) -> Box<dyn RawMapState> {
+        Box::new(TestMapState { name: name.to_owned(), ttl, states: self.0.clone() })
     }
 
     fn update_timers(&mut self, changes: &[TimerChange]) -> Result<(), Error> {
@@ -401,6 +451,7 @@ impl StateHost for TestHost {
 
 struct TestMapState {
     name: String,
+    ttl: Option<Ttl>,
     states: Rc<RefCell<TestStates>>,
 }
 
@@ -412,9 +463,26 @@ impl TestMapState {
 
 impl TestMapState {
     fn lookup(&self, slot: u32, sub_key: &[u8]) -> Option<Vec<u8>> {
-        let states = self.states.borrow();
-        states.maps.get(&self.entry_key(&states, slot, sub_key)).cloned()
+        let mut states = self.states.borrow_mut();
+        let entry = self.entry_key(&states, slot, sub_key);
+        if states.expired_on_read(&map_stored_at(&entry), self.ttl) {
+            states.maps.remove(&entry);
+        }
+        states.maps.get(&entry).cloned()
     }
+
+    /// Sets a map entry, or removes it when `value` is `None`.
+    fn write_entry(&self, states: &mut TestStates, entry: (String, Vec<u8>, Vec<u8>), value: Option<&[u8]>) {
+        states.written(map_stored_at(&entry), self.ttl, value.is_some());
+        match value {
+            Some(value) => states.maps.insert(entry, value.to_vec()),
+            None => states.maps.remove(&entry),
+        };
+    }
+}
+
+fn map_stored_at((name, key, sub_key): &(String, Vec<u8>, Vec<u8>)) -> StoredAt {
+    (true, name.clone(), key.clone(), sub_key.clone())
 }
 
 impl RawMapState for TestMapState {
@@ -437,7 +505,7 @@ impl RawMapState for TestMapState {
         for i in 0..key_offsets.len() - 1 {
             let key = keys[key_offsets[i] as usize..key_offsets[i + 1] as usize].to_vec();
             let entry = (self.name.clone(), key, sub_keys[offsets[i] as usize..offsets[i + 1] as usize].to_vec());
-            write_entry(&mut states, entry, values.value(i));
+            self.write_entry(&mut states, entry, values.value(i));
         }
         Ok(())
     }
@@ -447,7 +515,7 @@ impl RawMapState for TestMapState {
         for (i, &slot) in slots.iter().enumerate() {
             let sub_key = &sub_keys[offsets[i] as usize..offsets[i + 1] as usize];
             let entry = self.entry_key(&states, slot, sub_key);
-            write_entry(&mut states, entry, values.value(i));
+            self.write_entry(&mut states, entry, values.value(i));
         }
         Ok(())
     }
@@ -459,6 +527,7 @@ impl RawMapState for TestMapState {
             .maps
             .iter()
             .filter(|((name, k, sub_key), _)| *name == self.name && k == key && after.is_none_or(|a| sub_key.as_slice() > a))
+            .filter(|(entry, _)| states.live(&map_stored_at(entry)))
             .map(|((_, _, sub_key), value)| (sub_key.as_slice(), value.as_slice()))
             .collect();
         listed.sort();
@@ -471,14 +540,6 @@ impl RawMapState for TestMapState {
         states.maps.retain(|(name, key, _), _| *name != self.name || !keys.contains(key));
         Ok(())
     }
-}
-
-/// Sets a map entry, or removes it when `value` is `None`.
-fn write_entry(states: &mut TestStates, entry: (String, Vec<u8>, Vec<u8>), value: Option<&[u8]>) {
-    match value {
-        Some(value) => states.maps.insert(entry, value.to_vec()),
-        None => states.maps.remove(&entry),
-    };
 }
 
 struct TestBroadcastMap {
@@ -520,16 +581,21 @@ impl RawBroadcastMap for TestBroadcastMap {
 
 struct TestValueState {
     name: String,
+    ttl: Option<Ttl>,
     states: Rc<RefCell<TestStates>>,
 }
 
 impl RawValueState for TestValueState {
     fn get_many(&self, slots: &[u32]) -> Result<SlotValues, Error> {
-        let states = self.states.borrow();
+        let mut states = self.states.borrow_mut();
         let mut values = SlotValues::empty();
         for &slot in slots {
             let key = states.batch_keys.get(slot as usize).ok_or_else(|| Error::State(format!("slot {slot} is outside the current batch")))?;
-            values.push(states.values.get(&(self.name.clone(), key.clone())).map(Vec::as_slice));
+            let entry = (self.name.clone(), key.clone());
+            if states.expired_on_read(&(false, entry.0.clone(), entry.1.clone(), Vec::new()), self.ttl) {
+                states.values.remove(&entry);
+            }
+            values.push(states.values.get(&entry).map(Vec::as_slice));
         }
         Ok(values)
     }
@@ -539,6 +605,7 @@ impl RawValueState for TestValueState {
         for i in 0..key_offsets.len() - 1 {
             let key = keys[key_offsets[i] as usize..key_offsets[i + 1] as usize].to_vec();
             let entry = (self.name.clone(), key);
+            states.written((false, entry.0.clone(), entry.1.clone(), Vec::new()), self.ttl, values.value(i).is_some());
             match values.value(i) {
                 Some(value) => states.values.insert(entry, value.to_vec()),
                 None => states.values.remove(&entry),

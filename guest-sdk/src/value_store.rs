@@ -79,6 +79,9 @@ pub(crate) struct ValueStore<T> {
     forgotten: Option<ForgottenKeys>,
     /// What the values own on the heap.
     heap: HeapEstimate,
+    /// Whether values are held for one call only (the state expires: the
+    /// host judges what is live, at each read and write).
+    per_call: bool,
 }
 
 impl<T: Serialize + DeserializeOwned> ValueStore<T> {
@@ -86,7 +89,10 @@ impl<T: Serialize + DeserializeOwned> ValueStore<T> {
     /// hold `resident_bytes`; an eighth of that is the most its record of
     /// forgotten keys takes (4 MiB by default, ~10 bits a key for 3
     /// million).
-    pub fn new(name: &str, raw: Box<dyn RawValueState>, start: HostStart, resident_bytes: usize) -> Self {
+    ///
+    /// `per_call`: values are written back and forgotten at the end of
+    /// each call.
+    pub fn new(name: &str, raw: Box<dyn RawValueState>, start: HostStart, resident_bytes: usize, per_call: bool) -> Self {
         ValueStore {
             name: name.to_owned(),
             raw,
@@ -94,8 +100,10 @@ impl<T: Serialize + DeserializeOwned> ValueStore<T> {
             resolved: false,
             touched: false,
             clock: CallClock::default(),
-            forgotten: (start == HostStart::Empty).then(|| ForgottenKeys::new(resident_bytes / 8)),
+            // Every key a per-call store forgets may have a value.
+            forgotten: (start == HostStart::Empty && !per_call).then(|| ForgottenKeys::new(resident_bytes / 8)),
             heap: HeapEstimate::for_values_of(size_of::<T>()),
+            per_call,
         }
     }
 
@@ -240,8 +248,14 @@ impl<T: Serialize + DeserializeOwned> Resident for ValueStore<T> {
         self.held.bytes() + self.held.len() * self.heap.per_entry() + forgotten
     }
 
-    /// Measures what values own, when it is time to sample them.
+    /// Measures what values own, when it is time to sample them; a
+    /// per-call store writes back and forgets what it holds.
     fn end_call(&mut self) -> Result<(), Error> {
+        if self.per_call {
+            self.write_back()?;
+            self.evict_cold(0);
+            return Ok(());
+        }
         let values = self.held.iter().filter_map(|(_, held)| held.value.as_ref().ok()?.as_ref());
         self.heap.sample(self.held.len(), values, |value, out| Self::encode(&self.name, value, out));
         Ok(())
@@ -369,7 +383,7 @@ mod tests {
     }
 
     fn store(host: &Rc<RefCell<Host>>) -> ValueStore<u64> {
-        ValueStore::new("count", Box::new(Raw(host.clone())), HostStart::Restored, crate::state::RESIDENT_BYTES)
+        ValueStore::new("count", Box::new(Raw(host.clone())), HostStart::Restored, crate::state::RESIDENT_BYTES, false)
     }
 
     /// Adds one to the count of every event's key, as a keyed count does.
@@ -496,7 +510,7 @@ mod tests {
     #[test]
     fn a_store_started_on_empty_state_reads_only_what_it_evicted() {
         let host = Rc::new(RefCell::new(Host::default()));
-        let mut store = ValueStore::new("count", Box::new(Raw(host.clone())), HostStart::Empty, crate::state::RESIDENT_BYTES);
+        let mut store = ValueStore::new("count", Box::new(Raw(host.clone())), HostStart::Empty, crate::state::RESIDENT_BYTES, false);
         let names: Vec<String> = (0..30).map(|k| k.to_string()).collect();
         let keys: Vec<&str> = names.iter().map(String::as_str).collect();
         for call in keys.chunks(10) {
@@ -534,7 +548,7 @@ mod tests {
     #[test]
     fn a_record_of_forgotten_keys_over_the_share_is_dropped() {
         let host = Rc::new(RefCell::new(Host::default()));
-        let mut store = ValueStore::new("count", Box::new(Raw(host.clone())), HostStart::Empty, 64 << 10);
+        let mut store = ValueStore::new("count", Box::new(Raw(host.clone())), HostStart::Empty, 64 << 10, false);
         let names: Vec<String> = (0..30).map(|k| k.to_string()).collect();
         let keys: Vec<&str> = names.iter().map(String::as_str).collect();
         for call in keys.chunks(10) {

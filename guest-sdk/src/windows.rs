@@ -395,7 +395,7 @@ impl<A: Aggregate> Windows<A> {
 
     /// The accumulators held in memory between calls (tumbling and sliding).
     fn store(&self, states: &mut StateStore) -> Result<RefMut<'_, WindowStore<A::Acc>>, Error> {
-        self.held.get(states, &self.name, |host, start| WindowStore::new(&self.name, host.open_map(&self.name), start))
+        self.held.get(states, &self.name, |host, start| WindowStore::new(&self.name, host.open_map(&self.name, None), start))
     }
 
     /// The current key's window starting at `start`, read from the host

@@ -32,7 +32,7 @@ from .errors import ConfigError, InputError, OperatorError, StateError, WeirErro
 from .export import export
 from .state import BroadcastState, ListState, MapState, ValueState
 
-__version__ = "0.5.1"
+__version__ = "0.5.2"
 
 #: Shorthands for the two time domains.
 EVENT_TIME = TimeDomain.EVENT_TIME

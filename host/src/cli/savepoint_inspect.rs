@@ -28,7 +28,8 @@ pub fn inspect(dir: &Path, entries: bool, limit: Option<usize>) -> anyhow::Resul
             out!("  sha256: {digest}");
         }
         for state in &operator.states {
-            out!("  state {}: {} ({})", state.id, state.name, kind(state.kind));
+            let expires = if state.expires { ", values expire" } else { "" };
+            out!("  state {}: {} ({}{expires})", state.id, state.name, kind(state.kind));
         }
         if operator.broadcast.is_some() {
             out!("  broadcast state: yes");
@@ -66,7 +67,7 @@ fn print_entries(savepoint: &Savepoint, limit: usize) -> anyhow::Result<()> {
                     entry.key_group,
                     entry.state,
                     text(&entry.key),
-                    value(entry.kind, &entry.value)
+                    value(&entry)
                 );
             }
             shown += 1;
@@ -95,9 +96,10 @@ fn text(bytes: &[u8]) -> String {
     }
 }
 
-fn value(kind: StateKind, bytes: &[u8]) -> String {
-    match (kind.is_timer(), <[u8; 8]>::try_from(bytes)) {
-        (true, Ok(timestamp)) => format!("timer at {}", i64::from_le_bytes(timestamp)),
-        _ => text(bytes),
+fn value(entry: &SavepointEntry) -> String {
+    match (entry.kind.is_timer(), <[u8; 8]>::try_from(entry.value.as_slice()), entry.expires_at) {
+        (true, Ok(timestamp), _) => format!("timer at {}", i64::from_le_bytes(timestamp)),
+        (_, _, Some(expires_at)) => format!("{}\texpires at {expires_at}", text(&entry.value)),
+        _ => text(&entry.value),
     }
 }

@@ -9,7 +9,7 @@ wasmtime::component::bindgen!({
         "weir:operator/state.map-state": super::state::MapStateHandle,
         "weir:operator/broadcast-state.broadcast-map": super::broadcast::BroadcastMapHandle,
     },
-    // A state's constructor traps on a name the host refuses (see
+    // A state's constructor (or `open-expiring`) traps on a name the host refuses (see
     // `crate::state::StateRegistry::register`): the WIT gives it no error.
     // A timer past the operator's `timer_limit` traps likewise
     // (`super::timers::TimerLimitReached`): no `state-error` says so.
@@ -17,6 +17,8 @@ wasmtime::component::bindgen!({
         "weir:operator/timers.update": trappable,
         "weir:operator/state.[constructor]value-state": trappable,
         "weir:operator/state.[constructor]map-state": trappable,
+        "weir:operator/state.[static]value-state.open-expiring": trappable,
+        "weir:operator/state.[static]map-state.open-expiring": trappable,
         "weir:operator/broadcast-state.[constructor]broadcast-map": trappable,
     },
 });

@@ -18,11 +18,11 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use wasmtime::component::Resource;
-use weir_sdk::Operator;
+use weir_sdk::{Operator, Ttl};
 use weir_sdk::embed::{self, Embedded, RawBroadcastMap, RawMapState, RawValueState, StateHost};
 
 use super::bindings::weir::operator::broadcast_state::HostBroadcastMap;
-use super::bindings::weir::operator::state::{HostMapState, HostValueState, SlotValues};
+use super::bindings::weir::operator::state::{HostMapState, HostValueState, SlotValues, TimeToLive};
 use super::bindings::weir::operator::timers::{Host as _, TimerChange};
 use super::bindings::weir::operator::types::{StateError, TimeDomain};
 use super::broadcast::BroadcastMapHandle;
@@ -187,16 +187,24 @@ fn operator_error(error: weir_sdk::Error) -> CallError {
 /// limits do not apply.
 const UNBOUNDED: Limits = Limits { memory_bytes: usize::MAX, call_timeout: None, max_timers: usize::MAX };
 
-const NATIVE_NAMES: &str = "a native operator's state names are within the host's limits";
+const NATIVE_NAMES: &str = "a native operator opens its states within the host's limits, each with one time-to-live";
+
+fn host_ttl(ttl: Ttl) -> TimeToLive {
+    TimeToLive { millis: ttl.millis(), refresh_on_read: ttl.refresh_on_read() }
+}
 
 /// The SDK's way into the host state: each function the host's interface
 /// implementation, called directly.
 struct HostStates(Shared);
 
 impl StateHost for HostStates {
-    fn open(&mut self, name: &str) -> Box<dyn RawValueState> {
-        let resource = HostValueState::new(&mut self.0.borrow_mut().keyed_state(), name.to_owned())
-            .expect(NATIVE_NAMES);
+    fn open(&mut self, name: &str, ttl: Option<Ttl>) -> Box<dyn RawValueState> {
+        let mut state = self.0.borrow_mut();
+        let resource = match ttl {
+            Some(ttl) => HostValueState::open_expiring(&mut state.keyed_state(), name.to_owned(), host_ttl(ttl)),
+            None => HostValueState::new(&mut state.keyed_state(), name.to_owned()),
+        };
+        let resource = resource.expect(NATIVE_NAMES);
         Box::new(Handle { state: self.0.clone(), rep: resource.rep(), kind: HandleKind::Value })
     }
 
@@ -215,9 +223,13 @@ impl StateHost for HostStates {
         applied.map_err(guest_error)
     }
 
-    fn open_map(&mut self, name: &str) -> Box<dyn RawMapState> {
-        let resource = HostMapState::new(&mut self.0.borrow_mut().keyed_state(), name.to_owned())
-            .expect(NATIVE_NAMES);
+    fn open_map(&mut self, name: &str, ttl: Option<Ttl>) -> Box<dyn RawMapState> {
+        let mut state = self.0.borrow_mut();
+        let resource = match ttl {
+            Some(ttl) => HostMapState::open_expiring(&mut state.keyed_state(), name.to_owned(), host_ttl(ttl)),
+            None => HostMapState::new(&mut state.keyed_state(), name.to_owned()),
+        };
+        let resource = resource.expect(NATIVE_NAMES);
         Box::new(Handle { state: self.0.clone(), rep: resource.rep(), kind: HandleKind::Map })
     }
 }

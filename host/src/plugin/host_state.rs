@@ -23,7 +23,9 @@ use super::state::{BatchKeys, KeyedStateView};
 use super::stderr::StderrTail;
 use super::timers::TimersView;
 use crate::dataflow::{Cancel, KeyNumbered, NO_TIMESTAMP, RecordBatch};
-use crate::state::{FiredTimer, FiringCall, KeyGroupRange, KeyedStateBackend, StateRegistry, TimeDomain, TimerService};
+use crate::state::{
+    FiredTimer, FiringCall, KeyGroupRange, KeyedStateBackend, PURGE_INTERVAL, StateRegistry, TimeDomain, TimerService,
+};
 
 /// How much of a plugin's stderr is kept for error reports (its newest bytes).
 const STDERR_CAPACITY: usize = 64 * 1024;
@@ -71,6 +73,8 @@ pub struct PluginState {
     /// The job's cancel flag, when the instance runs in a job: a cancel
     /// interrupts the call under way ([`super::instance`], [`super::clocks`]).
     pub cancel: Option<Cancel>,
+    /// When a checkpoint last removed expired values from the backend.
+    last_purge: Option<Instant>,
 }
 
 impl PluginState {
@@ -97,6 +101,7 @@ impl PluginState {
             call_deadline: None,
             call: START_UP,
             cancel: None,
+            last_purge: None,
         }
     }
 
@@ -198,19 +203,40 @@ impl PluginState {
     /// with the instance's `watermark`.
     pub fn capture(&mut self, started: Instant, watermark: i64) -> Result<CapturedState, CallError> {
         let flushed = started.elapsed();
+        self.purge_expired()?;
+        let purged = started.elapsed();
         let meta = snapshot::encode(&self.registry, &self.broadcast, &self.timers, watermark);
         let encoded = started.elapsed();
         let keyed = self.backend.snapshot().map_err(|e| CallError::Backend(e.to_string()))?;
         // Where a checkpoint's synchronous part goes: the plugin writing
-        // back what it holds, the timers, the backend's capture.
+        // back what it holds, expired values' removal, the timers, the
+        // backend's capture.
         debug!(
             flush_ms = flushed.as_secs_f64() * 1e3,
             timers = self.timers.len(),
-            timers_ms = (encoded - flushed).as_secs_f64() * 1e3,
+            purge_ms = (purged - flushed).as_secs_f64() * 1e3,
+            timers_ms = (encoded - purged).as_secs_f64() * 1e3,
             backend_ms = (started.elapsed() - encoded).as_secs_f64() * 1e3,
             "operator state captured"
         );
         Ok(CapturedState { meta, keyed })
+    }
+
+    /// Removes the expired values of the states with a time-to-live from
+    /// the backend — so from the snapshot about to be taken — at most every
+    /// [`PURGE_INTERVAL`] (see [`crate::state`]'s `ttl`).
+    fn purge_expired(&mut self) -> Result<(), CallError> {
+        if self.last_purge.is_some_and(|at| at.elapsed() < PURGE_INTERVAL) {
+            return Ok(());
+        }
+        self.last_purge = Some(Instant::now());
+        let expiring = self.registry.expiring();
+        if expiring.is_empty() {
+            return Ok(());
+        }
+        let purged = self.backend.purge_expired(&expiring, now_ms()).map_err(|e| CallError::Backend(e.to_string()))?;
+        debug!(purged, states = expiring.len(), "expired state values removed");
+        Ok(())
     }
 
     /// The view the `state` interface is implemented on.

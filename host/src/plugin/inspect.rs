@@ -11,15 +11,16 @@ use wasmtime::component::types::ComponentItem;
 use super::error::PluginError;
 
 /// The WIT package this host implements.
-pub const WIT_PACKAGE: &str = "weir:operator@0.5.1";
+pub const WIT_PACKAGE: &str = "weir:operator@0.5.2";
 /// The interface a plugin must export.
-pub const OPERATOR_EXPORT: &str = "weir:operator/operator@0.5.1";
+pub const OPERATOR_EXPORT: &str = "weir:operator/operator@0.5.2";
 /// The same interface of the earlier versions this host runs too: each
 /// version since only added functions to what plugins import (0.5.1:
-/// `map-state.entries` and `map-state.clear`), so a plugin built against
+/// `map-state.entries` and `map-state.clear`; 0.5.2: the states'
+/// `open-expiring`), so a plugin built against
 /// one imports a subset of what the host provides, and wasmtime links a
 /// semver-compatible import (and finds the export) across patch versions.
-const COMPATIBLE_EXPORTS: [&str; 1] = ["weir:operator/operator@0.5.0"];
+const COMPATIBLE_EXPORTS: [&str; 2] = ["weir:operator/operator@0.5.0", "weir:operator/operator@0.5.1"];
 
 const WASM_MAGIC: &[u8] = b"\0asm";
 /// Bytes 6..8 of a component's header: the "layer" field, 1 for components

@@ -396,7 +396,4 @@ pub(super) fn describe_operator_error(error: OperatorError) -> String {
     }
 }
 
-/// Milliseconds since the Unix epoch, by the wall clock.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
-}
+pub use crate::state::now_ms;

@@ -17,23 +17,92 @@ use hashbrown::hash_table::Entry;
 use wasmtime::component::{HasData, Resource, ResourceTable};
 
 use super::bindings::InputBatch;
-use super::bindings::weir::operator::state::{Host, HostMapState, HostValueState, MapPage, SlotValues};
+use super::bindings::weir::operator::state::{Host, HostMapState, HostValueState, MapPage, SlotValues, TimeToLive};
 use super::bindings::weir::operator::types::StateError;
 use crate::dataflow::KeyNumbered;
 use crate::state::{
-    HashedKey, KeyGroupRange, KeyedStateBackend, MAP_PREFIX, StateError as BackendError, StateId, StateRegistry, map_entry_key,
+    HashedKey, KeyGroupRange, KeyedStateBackend, MAP_PREFIX, StateError as BackendError, StateId, StateRegistry, expiry_after,
+    map_entry_key, now_ms, split_expiry, with_expiry,
 };
 
 /// The host's representation of a guest's `value-state` resource.
 #[derive(Debug, Clone, Copy)]
-pub struct ValueStateHandle {
-    state: StateId,
-}
+pub struct ValueStateHandle(OpenState);
 
 /// The host's representation of a guest's `map-state` resource.
 #[derive(Debug, Clone, Copy)]
-pub struct MapStateHandle {
+pub struct MapStateHandle(OpenState);
+
+/// A state as a plugin opened it: which, and how long its values live.
+///
+/// The values of a state with a time-to-live are stored with the time
+/// they expire at ([`crate::state::with_expiry`]): this writes it and
+/// takes it off, and leaves out what has expired, so that a plugin never
+/// sees a value past its time however late the backend removes it.
+#[derive(Debug, Clone, Copy)]
+struct OpenState {
     state: StateId,
+    ttl: Option<TimeToLive>,
+}
+
+impl OpenState {
+    /// Appends `key`'s value — absent if it has none or it expired at
+    /// `now` — to `values`. Reading restarts its time if the state says so.
+    fn read(&self, backend: &mut dyn KeyedStateBackend, key: HashedKey<'_>, now: i64, values: &mut SlotValues) -> Result<(), BackendError> {
+        let stored = backend.get(self.state, key)?;
+        let Some(ttl) = self.ttl else {
+            push_value(values, stored);
+            return Ok(());
+        };
+        let live = match stored {
+            Some(stored) => live_value(stored, now)?,
+            None => None,
+        };
+        push_value(values, live);
+        if ttl.refresh_on_read && live.is_some() {
+            let start = values.offsets[values.offsets.len() - 2] as usize;
+            let mut buffer = Vec::new();
+            backend.put(self.state, key, with_expiry(&values.data[start..], expiry_after(now, ttl.millis), &mut buffer))?;
+        }
+        Ok(())
+    }
+
+    /// Stores `value` under `key` (stamped with its expiry, written at
+    /// `now`), or removes the key's value when it is `None`.
+    fn write(
+        &self,
+        backend: &mut dyn KeyedStateBackend,
+        key: HashedKey<'_>,
+        value: Option<&[u8]>,
+        now: i64,
+        buffer: &mut Vec<u8>,
+    ) -> Result<(), BackendError> {
+        match (value, self.ttl) {
+            (Some(value), Some(ttl)) => backend.put(self.state, key, with_expiry(value, expiry_after(now, ttl.millis), buffer)),
+            (Some(value), None) => backend.put(self.state, key, value),
+            (None, _) => backend.delete(self.state, key),
+        }
+    }
+}
+
+/// The plugin's part of a stored value of an expiring state, if it has
+/// not expired at `now`.
+fn live_value(stored: &[u8], now: i64) -> Result<Option<&[u8]>, BackendError> {
+    match split_expiry(stored) {
+        Some((value, expires_at)) => Ok((expires_at > now).then_some(value)),
+        None => Err(BackendError::Incompatible(format!(
+            "a stored value of {} bytes of a state with a time-to-live is too short to hold the time it expires at",
+            stored.len()
+        ))),
+    }
+}
+
+/// Checks a time-to-live a plugin asks for.
+fn checked_ttl(kind: &str, name: &str, ttl: TimeToLive) -> wasmtime::Result<TimeToLive> {
+    if ttl.millis == 0 {
+        wasmtime::bail!("{kind} `{}`: a time-to-live of 0 ms would expire every value as it is written; give at least 1", name.escape_debug());
+    }
+    Ok(ttl)
 }
 
 
@@ -234,14 +303,14 @@ impl<'a> KeyedStateView<'a> {
         }
     }
 
-    fn handle(&self, resource: &Resource<ValueStateHandle>) -> ValueStateHandle {
+    fn handle(&self, resource: &Resource<ValueStateHandle>) -> OpenState {
         // The table only holds handles this file pushed; a stale handle is a
         // wasmtime invariant violation, not a guest error.
-        *self.table.get(resource).expect("value-state handle is in the resource table")
+        self.table.get(resource).expect("value-state handle is in the resource table").0
     }
 
-    fn map_handle(&self, resource: &Resource<MapStateHandle>) -> StateId {
-        self.table.get(resource).expect("map-state handle is in the resource table").state
+    fn map_handle(&self, resource: &Resource<MapStateHandle>) -> OpenState {
+        self.table.get(resource).expect("map-state handle is in the resource table").0
     }
 
     /// Checks a write by key (`set-keyed`): allowed during any call, with
@@ -277,17 +346,24 @@ impl Host for KeyedStateView<'_> {}
 
 impl HostValueState for KeyedStateView<'_> {
     fn new(&mut self, name: String) -> wasmtime::Result<Resource<ValueStateHandle>> {
-        let state = self.registry.register_value(&name)?;
-        Ok(self.table.push(ValueStateHandle { state })?)
+        let state = self.registry.register_value(&name, false)?;
+        Ok(self.table.push(ValueStateHandle(OpenState { state, ttl: None }))?)
+    }
+
+    fn open_expiring(&mut self, name: String, ttl: TimeToLive) -> wasmtime::Result<Resource<ValueStateHandle>> {
+        let ttl = checked_ttl("value state", &name, ttl)?;
+        let state = self.registry.register_value(&name, true)?;
+        Ok(self.table.push(ValueStateHandle(OpenState { state, ttl: Some(ttl) }))?)
     }
 
     fn get_all(&mut self, resource: Resource<ValueStateHandle>) -> Result<SlotValues, StateError> {
-        let state = self.handle(&resource).state;
+        let open = self.handle(&resource);
         let keys = self.current_keys()?;
+        let now = now_ms();
         let mut values = empty_values(keys.len());
         for slot in 0..keys.len() {
-            let value = self.backend.get(state, keys.get(slot));
-            push_value(&mut values, record_failure(self.failure, value)?);
+            let read = open.read(self.backend, keys.get(slot), now, &mut values);
+            record_failure(self.failure, read)?;
         }
         Ok(values)
     }
@@ -298,25 +374,27 @@ impl HostValueState for KeyedStateView<'_> {
         slots: Vec<u32>,
         values: SlotValues,
     ) -> Result<(), StateError> {
-        let state = self.handle(&resource).state;
+        let open = self.handle(&resource);
         let keys = self.current_keys()?;
         check_write(slots.len(), &values)?;
         check_slots(slots.iter().copied(), keys)?;
+        let (now, mut buffer) = (now_ms(), Vec::new());
         for (i, &slot) in slots.iter().enumerate() {
-            let written = write(self.backend, state, keys.get(slot as usize), value_at(&values, i));
+            let written = open.write(self.backend, keys.get(slot as usize), value_at(&values, i), now, &mut buffer);
             record_failure(self.failure, written)?;
         }
         Ok(())
     }
 
     fn get_many(&mut self, resource: Resource<ValueStateHandle>, slots: Vec<u32>) -> Result<SlotValues, StateError> {
-        let state = self.handle(&resource).state;
+        let open = self.handle(&resource);
         let keys = self.current_keys()?;
         check_slots(slots.iter().copied(), keys)?;
+        let now = now_ms();
         let mut values = empty_values(slots.len());
         for &slot in &slots {
-            let value = self.backend.get(state, keys.get(slot as usize));
-            push_value(&mut values, record_failure(self.failure, value)?);
+            let read = open.read(self.backend, keys.get(slot as usize), now, &mut values);
+            record_failure(self.failure, read)?;
         }
         Ok(values)
     }
@@ -328,11 +406,12 @@ impl HostValueState for KeyedStateView<'_> {
         key_offsets: Vec<u32>,
         values: SlotValues,
     ) -> Result<(), StateError> {
-        let state = self.handle(&resource).state;
+        let open = self.handle(&resource);
         let n = self.check_keyed_write(&keys, &key_offsets, &values)?;
+        let (now, mut buffer) = (now_ms(), Vec::new());
         for i in 0..n {
             let key = self.owned_key(i, &keys[key_offsets[i] as usize..key_offsets[i + 1] as usize])?;
-            let written = write(self.backend, state, key, value_at(&values, i));
+            let written = open.write(self.backend, key, value_at(&values, i), now, &mut buffer);
             record_failure(self.failure, written)?;
         }
         Ok(())
@@ -347,7 +426,13 @@ impl HostValueState for KeyedStateView<'_> {
 impl HostMapState for KeyedStateView<'_> {
     fn new(&mut self, name: String) -> wasmtime::Result<Resource<MapStateHandle>> {
         let state = self.registry.register(MAP_PREFIX, &name)?;
-        Ok(self.table.push(MapStateHandle { state })?)
+        Ok(self.table.push(MapStateHandle(OpenState { state, ttl: None }))?)
+    }
+
+    fn open_expiring(&mut self, name: String, ttl: TimeToLive) -> wasmtime::Result<Resource<MapStateHandle>> {
+        let ttl = checked_ttl("map state", &name, ttl)?;
+        let state = self.registry.register_expiring(MAP_PREFIX, &name)?;
+        Ok(self.table.push(MapStateHandle(OpenState { state, ttl: Some(ttl) }))?)
     }
 
     fn get(&mut self, resource: Resource<MapStateHandle>, slot: u32, sub_key: Vec<u8>) -> Result<Option<Vec<u8>>, StateError> {
@@ -363,14 +448,15 @@ impl HostMapState for KeyedStateView<'_> {
         sub_keys: Vec<u8>,
         sub_key_offsets: Vec<u32>,
     ) -> Result<SlotValues, StateError> {
-        let state = self.map_handle(&resource);
+        let open = self.map_handle(&resource);
         let keys = self.current_keys()?;
         let entries = EntryKeys::new(keys, &slots, &sub_keys, &sub_key_offsets)?;
+        let now = now_ms();
         let mut values = empty_values(slots.len());
         let mut composite = Vec::new();
         for i in 0..slots.len() {
-            let value = self.backend.get(state, entries.composite(i, &mut composite));
-            push_value(&mut values, record_failure(self.failure, value)?);
+            let read = open.read(self.backend, entries.composite(i, &mut composite), now, &mut values);
+            record_failure(self.failure, read)?;
         }
         Ok(values)
     }
@@ -383,13 +469,13 @@ impl HostMapState for KeyedStateView<'_> {
         sub_key_offsets: Vec<u32>,
         values: SlotValues,
     ) -> Result<(), StateError> {
-        let state = self.map_handle(&resource);
+        let open = self.map_handle(&resource);
         let keys = self.current_keys()?;
         check_write(slots.len(), &values)?;
         let entries = EntryKeys::new(keys, &slots, &sub_keys, &sub_key_offsets)?;
-        let mut composite = Vec::new();
+        let (now, mut buffer, mut composite) = (now_ms(), Vec::new(), Vec::new());
         for i in 0..slots.len() {
-            let written = write(self.backend, state, entries.composite(i, &mut composite), value_at(&values, i));
+            let written = open.write(self.backend, entries.composite(i, &mut composite), value_at(&values, i), now, &mut buffer);
             record_failure(self.failure, written)?;
         }
         Ok(())
@@ -404,14 +490,15 @@ impl HostMapState for KeyedStateView<'_> {
         sub_key_offsets: Vec<u32>,
         values: SlotValues,
     ) -> Result<(), StateError> {
-        let state = self.map_handle(&resource);
+        let open = self.map_handle(&resource);
         let n = self.check_keyed_write(&keys, &key_offsets, &values)?;
         check_entries(n, &sub_key_offsets, &sub_keys, "sub-key")?;
-        let mut composite = Vec::new();
+        let (now, mut buffer, mut composite) = (now_ms(), Vec::new(), Vec::new());
         for i in 0..n {
             let key = self.owned_key(i, &keys[key_offsets[i] as usize..key_offsets[i + 1] as usize])?;
             let sub_key = &sub_keys[sub_key_offsets[i] as usize..sub_key_offsets[i + 1] as usize];
-            let written = write(self.backend, state, map_entry_key(key, sub_key, &mut composite), value_at(&values, i));
+            let entry = map_entry_key(key, sub_key, &mut composite);
+            let written = open.write(self.backend, entry, value_at(&values, i), now, &mut buffer);
             record_failure(self.failure, written)?;
         }
         Ok(())
@@ -424,23 +511,16 @@ impl HostMapState for KeyedStateView<'_> {
         after: Option<Vec<u8>>,
         limit: u32,
     ) -> Result<MapPage, StateError> {
-        let state = self.map_handle(&resource);
+        let open = self.map_handle(&resource);
         let keys = self.current_keys()?;
         check_slots([slot].into_iter(), keys)?;
-        let mut page = MapPage { sub_keys: Vec::new(), sub_key_offsets: vec![0], data: Vec::new(), offsets: vec![0], more: false };
         let limit = limit.clamp(1, MAX_PAGE_ENTRIES) as usize;
-        let listed = self.backend.map_entries(state, keys.get(slot as usize), after.as_deref(), limit, &mut |sub_key, value| {
-            page.sub_keys.extend_from_slice(sub_key);
-            page.sub_key_offsets.push(page.sub_keys.len() as u32);
-            page.data.extend_from_slice(value);
-            page.offsets.push(page.data.len() as u32);
-        });
-        page.more = record_failure(self.failure, listed)?;
-        Ok(page)
+        let listed = list_page(self.backend, open, keys.get(slot as usize), after, limit, now_ms());
+        record_failure(self.failure, listed)
     }
 
     fn clear(&mut self, resource: Resource<MapStateHandle>, slots: Vec<u32>) -> Result<(), StateError> {
-        let state = self.map_handle(&resource);
+        let state = self.map_handle(&resource).state;
         let keys = self.current_keys()?;
         check_slots(slots.iter().copied(), keys)?;
         for &slot in &slots {
@@ -453,6 +533,56 @@ impl HostMapState for KeyedStateView<'_> {
     fn drop(&mut self, resource: Resource<MapStateHandle>) -> wasmtime::Result<()> {
         self.table.delete(resource)?;
         Ok(())
+    }
+}
+
+/// Up to `limit` of `key`'s live entries of map state `open` whose
+/// sub-keys sort after `after`. The entries that expired at `now` are left
+/// out — listing on past them, so that a page is short only when no
+/// entry follows it.
+fn list_page(
+    backend: &mut dyn KeyedStateBackend,
+    open: OpenState,
+    key: HashedKey<'_>,
+    mut after: Option<Vec<u8>>,
+    limit: usize,
+    now: i64,
+) -> Result<MapPage, BackendError> {
+    let mut page = MapPage { sub_keys: Vec::new(), sub_key_offsets: vec![0], data: Vec::new(), offsets: vec![0], more: false };
+    let mut listed = 0;
+    loop {
+        let mut last_seen = Vec::new();
+        let mut unreadable = None;
+        let more = backend.map_entries(open.state, key, after.as_deref(), limit - listed, &mut |sub_key, stored| {
+            let value = match open.ttl {
+                None => stored,
+                Some(_) => {
+                    last_seen.clear();
+                    last_seen.extend_from_slice(sub_key);
+                    match live_value(stored, now) {
+                        Ok(Some(value)) => value,
+                        Ok(None) => return,
+                        Err(error) => {
+                            unreadable.get_or_insert(error);
+                            return;
+                        }
+                    }
+                }
+            };
+            page.sub_keys.extend_from_slice(sub_key);
+            page.sub_key_offsets.push(page.sub_keys.len() as u32);
+            page.data.extend_from_slice(value);
+            page.offsets.push(page.data.len() as u32);
+            listed += 1;
+        })?;
+        if let Some(error) = unreadable {
+            return Err(error);
+        }
+        if !more || listed == limit {
+            page.more = more;
+            return Ok(page);
+        }
+        after = Some(last_seen);
     }
 }
 
@@ -559,19 +689,6 @@ fn value_at(values: &SlotValues, i: usize) -> Option<&[u8]> {
     values.present[i].then(|| &values.data[values.offsets[i] as usize..values.offsets[i + 1] as usize])
 }
 
-/// Stores `value` under `key`, or removes the key's value when it is `None`.
-fn write(
-    backend: &mut dyn KeyedStateBackend,
-    state: StateId,
-    key: HashedKey<'_>,
-    value: Option<&[u8]>,
-) -> Result<(), BackendError> {
-    match value {
-        Some(value) => backend.put(state, key, value),
-        None => backend.delete(state, key),
-    }
-}
-
 /// Passes a backend result on; a failure is kept for the call to fail with,
 /// and the plugin sees a state error.
 fn record_failure<T>(failure: &mut Option<String>, result: Result<T, BackendError>) -> Result<T, StateError> {
@@ -661,7 +778,7 @@ mod tests {
         write(&mut view, &mine).unwrap();
         let refused = write(&mut view, &theirs).unwrap_err();
         assert!(matches!(&refused, StateError::MalformedWrite(m) if m.contains("does not own")), "{refused:?}");
-        let state = view.map_handle(&map);
+        let state = view.map_handle(&map).state;
         let mut composite = Vec::new();
         let entry = map_entry_key(HashedKey::new(mine.as_bytes(), 128), b"7", &mut composite);
         assert_eq!(fixture.backend.get(state, entry).unwrap(), Some(&b"42"[..]));
@@ -743,6 +860,63 @@ mod tests {
         HostValueState::set_keyed(&mut view, handle(), bytes, offsets, removal).unwrap();
         assert_eq!(HostValueState::get_many(&mut view, handle(), vec![1]).unwrap().present, [false]);
     }
+    /// The values of a state with a time-to-live carry the time they expire
+    /// at: past it a value reads as absent and a listing leaves it out —
+    /// filling its pages with the live entries after it — and a purge
+    /// removes it. The state cannot be opened without its time-to-live.
+    #[test]
+    fn expired_values_read_as_absent_are_left_out_of_listings_and_purged() {
+        let mut fixture = Fixture::new(key_group_range(0, 128, 1));
+        let mut keys = BatchKeys::default();
+        keys.number([b"k".as_slice()].into_iter(), None, 128);
+        let ttl = TimeToLive { millis: 60_000, refresh_on_read: false };
+        let mut view = fixture.view(Some(&keys));
+        let value = HostValueState::open_expiring(&mut view, "seen".into(), ttl).unwrap();
+        HostValueState::set_many(&mut view, Resource::new_borrow(value.rep()), vec![0], one_value(b"1")).unwrap();
+        let map = HostMapState::open_expiring(&mut view, "m".into(), ttl).unwrap();
+        let handle = || Resource::<MapStateHandle>::new_borrow(map.rep());
+        let (mut sub_keys, mut offsets) = (Vec::new(), vec![0]);
+        for i in 0..10 {
+            sub_keys.push(b'0' + i);
+            offsets.push(sub_keys.len() as u32);
+        }
+        let values = SlotValues { present: vec![true; 10], data: b"abcdefghij".to_vec(), offsets: (0..=10).collect() };
+        HostMapState::set_many(&mut view, handle(), vec![0; 10], sub_keys, offsets, values).unwrap();
+        let refused = HostValueState::new(&mut view, "seen".into()).unwrap_err().to_string();
+        assert!(refused.contains("cannot lose one"), "{refused}");
+        let zero = HostMapState::open_expiring(&mut view, "z".into(), TimeToLive { millis: 0, refresh_on_read: false });
+        assert!(zero.unwrap_err().to_string().contains("a time-to-live of 0 ms"));
+
+        // The value and the odd entries' time passes.
+        let now = now_ms();
+        let mut stored = Vec::new();
+        fixture.backend.for_each(&mut |e| stored.push(e.clone())).unwrap();
+        for entry in stored.iter().filter(|e| e.state == StateId(0) || e.key.last().is_some_and(|b| b % 2 == 1)) {
+            let (plugins, _) = split_expiry(&entry.value).unwrap();
+            let mut aged = Vec::new();
+            fixture.backend.put(entry.state, HashedKey::in_group(&entry.key, entry.group), with_expiry(plugins, now - 1, &mut aged)).unwrap();
+        }
+
+        let mut view = fixture.view(Some(&keys));
+        let read = HostValueState::get_all(&mut view, Resource::new_borrow(value.rep())).unwrap();
+        assert_eq!(read.present, [false], "expired");
+        let mut listed = Vec::new();
+        let mut after = None;
+        loop {
+            let page = HostMapState::entries(&mut view, handle(), 0, after, 2).unwrap();
+            listed.push((page.sub_keys.clone(), page.data.clone(), page.more));
+            if !page.more {
+                break;
+            }
+            after = Some(page.sub_keys[page.sub_keys.len() - 1..].to_vec());
+        }
+        let pages = [(&b"02"[..], &b"ac"[..], true), (b"46", b"eg", true), (b"8", b"i", false)];
+        assert_eq!(listed, pages.map(|(k, v, more)| (k.to_vec(), v.to_vec(), more)), "live entries, pages filled past expired ones");
+        let expiring = fixture.registry.expiring();
+        assert_eq!(fixture.backend.purge_expired(&expiring, now).unwrap(), 6, "the value and five entries");
+        assert_eq!(fixture.backend.len(), 5);
+    }
+
     /// A page holds at most 4 096 entries whatever the plugin asks, with
     /// `more` set; `clear` removes a key's map of several pages, and only
     /// that key's.

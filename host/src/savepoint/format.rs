@@ -84,6 +84,12 @@ pub struct StateDescriptor {
     /// The name the plugin opened it by.
     pub name: String,
     pub kind: StateKind,
+    /// Its values expire (it was opened with a time-to-live): each stored
+    /// value ends with the time it expires at, 8 bytes (i64 LE, ms since
+    /// the epoch, processing time). Entries expired when the savepoint was
+    /// written are left out.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub expires: bool,
 }
 
 /// What kind of state a descriptor is, and so how its entries read.

@@ -11,8 +11,8 @@ use crate::connectors::{RestoredSplits, assign_splits};
 use crate::job::{JobGraph, NodeKind};
 use crate::plugin::{BroadcastMaps, InitialState, InstanceMeta};
 use crate::state::{
-    BackendConfig, HashedKey, RecordReader, StateError, StateId, StateRegistry, TimeDomain, TimerService,
-    key_group_range, open_backend, read_verified,
+    BackendConfig, HashedKey, RecordReader, StateError, StateId, StateRegistry, TTL_PREFIX, TimeDomain, TimerService,
+    key_group_range, open_backend, read_verified, split_expiry,
 };
 
 /// An opened savepoint: its verified manifest and where it lives.
@@ -29,7 +29,10 @@ pub struct SavepointEntry {
     pub state: String,
     pub kind: StateKind,
     pub key: Vec<u8>,
+    /// The plugin's bytes (a timer's timestamp).
     pub value: Vec<u8>,
+    /// When the value expires, for a state with a time-to-live.
+    pub expires_at: Option<i64>,
 }
 
 /// What a restore will do, once the savepoint fits the job.
@@ -195,12 +198,17 @@ impl Savepoint {
         for file in &operator.keyed {
             self.read_groups(file, &all, &mut |key_group, state, key, value| {
                 let descriptor = operator.states.get(state as usize).ok_or_else(|| unknown_state(&self.dir, state))?;
+                let (value, expires_at) = match descriptor.expires {
+                    true => split_expiry(value).map(|(value, at)| (value, Some(at))).ok_or_else(|| no_expiry(&self.dir, descriptor))?,
+                    false => (value, None),
+                };
                 f(SavepointEntry {
                     key_group,
                     state: descriptor.name.clone(),
                     kind: descriptor.kind,
                     key: key.to_vec(),
                     value: value.to_vec(),
+                    expires_at,
                 });
                 Ok(())
             })
@@ -264,8 +272,11 @@ fn registry(operator: &OperatorSnapshot) -> (StateRegistry, Vec<Option<StateId>>
         .states
         .iter()
         .map(|state| match state.kind {
-            StateKind::Value => Some(registry.intern(&state.name)),
-            StateKind::Map => Some(registry.intern(&format!("{MAP_PREFIX}{}", state.name))),
+            StateKind::Value | StateKind::Map => {
+                let ttl = if state.expires { TTL_PREFIX } else { "" };
+                let map = if state.kind == StateKind::Map { MAP_PREFIX } else { "" };
+                Some(registry.intern(&format!("{ttl}{map}{}", state.name)))
+            }
             StateKind::EventTimer | StateKind::ProcessingTimer => None,
         })
         .collect();
@@ -282,6 +293,11 @@ fn timer_domain(operator: &OperatorSnapshot, state: u32) -> Option<TimeDomain> {
 
 fn unknown_state(dir: &Path, state: u32) -> StateError {
     StateError::Corrupt { path: dir.join(MANIFEST_FILE), reason: format!("an entry refers to state {state}, which has no descriptor") }
+}
+
+fn no_expiry(dir: &Path, state: &super::format::StateDescriptor) -> StateError {
+    let reason = format!("a value of state `{}`, which expires, is too short to hold the time it expires at", state.name);
+    StateError::Corrupt { path: dir.to_path_buf(), reason }
 }
 
 fn bad_timer(dir: &Path) -> StateError {

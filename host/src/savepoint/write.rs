@@ -12,8 +12,8 @@ use super::{
 use crate::checkpoint::{Manifest, OperatorPlugin, TaskState};
 use crate::plugin::{InstanceMeta, decode_meta};
 use crate::state::{
-    BackendConfig, FileRef, RecordWriter, StateError, TimeDomain, key_group_for, read_verified, visit_snapshot,
-    write_verified,
+    BackendConfig, FileRef, RecordWriter, StateError, TTL_PREFIX, TimeDomain, expired, key_group_for, now_ms, read_verified,
+    visit_snapshot, write_verified,
 };
 
 /// Map states are registered under this prefix in an operator's registry.
@@ -313,6 +313,8 @@ fn read_meta(task: &TaskState, checkpoint_root: &Path) -> Result<InstanceMeta, S
 /// own ids) and of its timers.
 struct StateIds {
     states: Vec<u32>,
+    /// By the subtask's own ids: whether the state's values expire.
+    expiring: Vec<bool>,
     event_timers: u32,
     processing_timers: u32,
 }
@@ -321,13 +323,14 @@ impl StateIds {
     /// Adds the descriptors `meta`'s states and timers need.
     fn new(descriptors: &mut Vec<StateDescriptor>, meta: &InstanceMeta) -> Self {
         let states = meta.registry.names().iter().map(|name| descriptor(descriptors, name)).collect();
+        let expiring = meta.registry.names().iter().map(|name| name.starts_with(TTL_PREFIX)).collect();
         let mut timers = |domain, kind| match meta.timers.all().any(|(d, _, _)| d == domain) {
             true => timer_descriptor(descriptors, kind),
             false => u32::MAX,
         };
         let event_timers = timers(TimeDomain::EventTime, StateKind::EventTimer);
         let processing_timers = timers(TimeDomain::ProcessingTime, StateKind::ProcessingTimer);
-        StateIds { states, event_timers, processing_timers }
+        StateIds { states, expiring, event_timers, processing_timers }
     }
 }
 
@@ -345,8 +348,10 @@ fn gather(
     let mut entries = Entries::default();
     if let Some(handle) = &task.keyed {
         let mut unknown = None;
+        let now = now_ms();
         visit_snapshot(&job.backend, handle, checkpoint_root, work_dir, &mut |group, state, key, value| {
             match ids.states.get(state.0 as usize) {
+                Some(_) if ids.expiring[state.0 as usize] && expired(value, now) => {}
                 Some(&id) => entries.push(u32::from(group), id, key, value),
                 None => unknown = Some(state.0),
             }
@@ -382,24 +387,28 @@ fn write_subtask(snapshot: &mut OperatorSnapshot, meta: &InstanceMeta, entries: 
 
 /// The id of the value or map state `name` (as registered), adding it.
 fn descriptor(states: &mut Vec<StateDescriptor>, registered: &str) -> u32 {
+    let (registered, expires) = match registered.strip_prefix(TTL_PREFIX) {
+        Some(rest) => (rest, true),
+        None => (registered, false),
+    };
     let (name, kind) = match registered.strip_prefix(MAP_PREFIX) {
         Some(name) => (name, StateKind::Map),
         None => (registered, StateKind::Value),
     };
-    find_or_add(states, name, kind)
+    find_or_add(states, name, kind, expires)
 }
 
 fn timer_descriptor(states: &mut Vec<StateDescriptor>, kind: StateKind) -> u32 {
     let name = if kind == StateKind::EventTimer { "event-time timers" } else { "processing-time timers" };
-    find_or_add(states, name, kind)
+    find_or_add(states, name, kind, false)
 }
 
-fn find_or_add(states: &mut Vec<StateDescriptor>, name: &str, kind: StateKind) -> u32 {
-    if let Some(existing) = states.iter().find(|s| s.name == name && s.kind == kind) {
+fn find_or_add(states: &mut Vec<StateDescriptor>, name: &str, kind: StateKind, expires: bool) -> u32 {
+    if let Some(existing) = states.iter().find(|s| s.name == name && s.kind == kind && s.expires == expires) {
         return existing.id;
     }
     let id = states.len() as u32;
-    states.push(StateDescriptor { id, name: name.to_owned(), kind });
+    states.push(StateDescriptor { id, name: name.to_owned(), kind, expires });
     id
 }
 

@@ -29,7 +29,7 @@ use super::file::{FileRef, RecordReader, RecordWriter, read_verified};
 use super::map_index::MapIndexes;
 use super::map_keys::push_map_prefix;
 use super::memory_chain::{CHANGES_MAGIC, Chain};
-use super::{BackendKind, Entry, HashedKey, KeyedStateBackend, StateError, StateId, StateSnapshot};
+use super::{BackendKind, Entry, HashedKey, KeyedStateBackend, StateError, StateId, StateSnapshot, expired};
 
 /// The magic (and version) of a canonical keyed-state file.
 pub const ENTRIES_MAGIC: &[u8; 8] = b"WEIRKS01";
@@ -161,6 +161,32 @@ struct RecordBytes {
     changed: i64,
 }
 
+/// What the backend keeps about entries besides its tables, borrowed to
+/// note an entry's removal — by a delete, or by a purge while its table is
+/// borrowed.
+struct Removals<'a> {
+    deleted: &'a mut DeletedKeys,
+    chain: &'a Chain,
+    record_bytes: &'a mut RecordBytes,
+    map_indexes: &'a mut MapIndexes,
+}
+
+impl Removals<'_> {
+    /// Notes that `slot` was removed from `state`'s table: its map index,
+    /// the snapshot sizes, and the next change file's deleted keys.
+    fn note(&mut self, state: StateId, slot: &Slot) {
+        self.map_indexes.removed(state, slot.key());
+        self.record_bytes.all -= slot.record_len();
+        if slot.changed {
+            self.record_bytes.changed -= slot.record_len();
+        }
+        if self.chain.started() {
+            self.record_bytes.changed += deleted_record_len(slot.key());
+            self.deleted.push(slot.group, state, slot.key());
+        }
+    }
+}
+
 /// Keyed state in hash tables, one per state id.
 #[derive(Debug, Default)]
 pub struct MemoryBackend {
@@ -176,6 +202,10 @@ pub struct MemoryBackend {
 impl MemoryBackend {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    fn removals(&mut self) -> Removals<'_> {
+        Removals { deleted: &mut self.deleted, chain: &self.chain, record_bytes: &mut self.record_bytes, map_indexes: &mut self.map_indexes }
     }
 
     fn table_mut(&mut self, state: StateId) -> &mut HashTable<Slot> {
@@ -223,17 +253,27 @@ impl KeyedStateBackend for MemoryBackend {
             && let Ok(entry) = table.find_entry(key.table_hash(), |e| e.matches(&key))
         {
             let (slot, _) = entry.remove();
-            self.map_indexes.removed(state, slot.key());
-            self.record_bytes.all -= slot.record_len();
-            if slot.changed {
-                self.record_bytes.changed -= slot.record_len();
-            }
-            if self.chain.started() {
-                self.record_bytes.changed += deleted_record_len(slot.key());
-                self.deleted.push(slot.group, state, slot.key());
-            }
+            self.removals().note(state, &slot);
         }
         Ok(())
+    }
+
+    fn purge_expired(&mut self, states: &[StateId], now: i64) -> Result<u64, StateError> {
+        let mut purged = 0;
+        let MemoryBackend { states: tables, deleted, chain, record_bytes, map_indexes } = self;
+        let mut removals = Removals { deleted, chain, record_bytes, map_indexes };
+        for &state in states {
+            let Some(table) = tables.get_mut(state.0 as usize) else { continue };
+            table.retain(|slot| {
+                let keep = !expired(slot.value(), now);
+                if !keep {
+                    removals.note(state, slot);
+                    purged += 1;
+                }
+                keep
+            });
+        }
+        Ok(purged)
     }
 
     fn map_entries(

@@ -27,6 +27,7 @@ mod memory_chain;
 mod rocksdb;
 mod rocksdb_memory;
 mod timers;
+mod ttl;
 
 use std::path::Path;
 
@@ -42,7 +43,8 @@ pub use map_keys::{map_entry_key, split_map_entry};
 pub use memory::MemoryBackend;
 pub use rocksdb::RocksDbBackend;
 pub use rocksdb_memory::RocksDbMemory;
-pub use timers::{FiredTimer, FiringBudget, FiringCall, TimeDomain, TimerService, processing_timers_due_at};
+pub use ttl::{EXPIRY_BYTES, ExpiringStates, PURGE_INTERVAL, TTL_PREFIX, expired, expiry_after, split_expiry, with_expiry};
+pub use timers::{FiredTimer, FiringBudget, FiringCall, TimeDomain, TimerService, now_ms, processing_timers_due_at};
 
 /// A state of one operator, by index into its [`StateRegistry`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -84,8 +86,13 @@ pub enum StateNameError {
         MAX_STATES + 1
     )]
     TooMany { name: String },
-    #[error("value state `{name}`: names beginning `{MAP_PREFIX}` are the map states'; choose another name")]
+    #[error("value state `{name}`: names beginning `{MAP_PREFIX}` or `{TTL_PREFIX}` are the host's; choose another name")]
     Reserved { name: String },
+    #[error(
+        "{kind} `{name}` is kept {had} a time-to-live (so this job's snapshots, or this instance, first opened it), \
+         and a state cannot {change} one: open it as before, or give the state {wanted} a time-to-live a new name"
+    )]
+    TtlChanged { kind: &'static str, name: String, had: &'static str, change: &'static str, wanted: &'static str },
 }
 
 impl StateRegistry {
@@ -97,10 +104,27 @@ impl StateRegistry {
     /// [`StateRegistry::intern`] for the name a plugin gives, registered
     /// as `prefix` + `name`: at most [`MAX_STATE_NAME_BYTES`] long, and a
     /// new one only while the registry holds fewer than [`MAX_STATES`].
+    /// The state must not be registered with a time-to-live.
     pub fn register(&mut self, prefix: &str, name: &str) -> Result<StateId, StateNameError> {
-        let registered = format!("{prefix}{name}");
+        self.register_as(prefix, name, false)
+    }
+
+    /// [`StateRegistry::register`] for a state whose values expire,
+    /// registered as [`TTL_PREFIX`] + `prefix` + `name`; it must not be
+    /// registered without one.
+    pub fn register_expiring(&mut self, prefix: &str, name: &str) -> Result<StateId, StateNameError> {
+        self.register_as(prefix, name, true)
+    }
+
+    fn register_as(&mut self, prefix: &str, name: &str, expiring: bool) -> Result<StateId, StateNameError> {
+        let plain = format!("{prefix}{name}");
+        let with_ttl = format!("{TTL_PREFIX}{plain}");
+        let (registered, other) = if expiring { (with_ttl, plain) } else { (plain, with_ttl) };
         if let Some(index) = self.names.iter().position(|n| *n == registered) {
             return Ok(StateId(index as u32));
+        }
+        if self.names.contains(&other) {
+            return Err(ttl_changed(prefix, name, expiring));
         }
         if name.len() > MAX_STATE_NAME_BYTES {
             let start: String = name.chars().take(40).collect();
@@ -113,13 +137,21 @@ impl StateRegistry {
         Ok(StateId(self.names.len() as u32 - 1))
     }
 
-    /// [`StateRegistry::register`] for a value state's name, which may not
-    /// begin with [`MAP_PREFIX`]: it would be the map state of the rest.
-    pub fn register_value(&mut self, name: &str) -> Result<StateId, StateNameError> {
-        if name.starts_with(MAP_PREFIX) {
+    /// [`StateRegistry::register`] (or [`StateRegistry::register_expiring`])
+    /// for a value state's name, which may not begin with [`MAP_PREFIX`]
+    /// or [`TTL_PREFIX`]: it would be the map state, or the expiring state,
+    /// of the rest.
+    pub fn register_value(&mut self, name: &str, expiring: bool) -> Result<StateId, StateNameError> {
+        if name.starts_with(MAP_PREFIX) || name.starts_with(TTL_PREFIX) {
             return Err(StateNameError::Reserved { name: name.escape_debug().to_string() });
         }
-        self.register("", name)
+        self.register_as("", name, expiring)
+    }
+
+    /// The states whose values expire.
+    pub fn expiring(&self) -> Vec<StateId> {
+        let expiring = self.names.iter().enumerate().filter(|(_, name)| name.starts_with(TTL_PREFIX));
+        expiring.map(|(index, _)| StateId(index as u32)).collect()
     }
 
     /// The id of state `name`, registering it on first use.
@@ -191,6 +223,19 @@ impl<'a> HashedKey<'a> {
     }
 }
 
+/// The refusal to open state `name` (registered under `prefix`) with a
+/// time-to-live (`expiring`) or without, when it is registered the other
+/// way.
+fn ttl_changed(prefix: &str, name: &str, expiring: bool) -> StateNameError {
+    let kind = if prefix == MAP_PREFIX { "map state" } else { "value state" };
+    let name = name.escape_debug().to_string();
+    if expiring {
+        StateNameError::TtlChanged { kind, name, had: "without", change: "gain", wanted: "with" }
+    } else {
+        StateNameError::TtlChanged { kind, name, had: "with", change: "lose", wanted: "without" }
+    }
+}
+
 /// One stored entry, as snapshots and iteration see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
@@ -221,6 +266,10 @@ pub trait KeyedStateBackend: Send {
         limit: usize,
         f: &mut dyn FnMut(&[u8], &[u8]),
     ) -> Result<bool, StateError>;
+    /// Removes (or has removed in the background) the entries of the
+    /// expiring `states` ([`ttl`]) that expired at `now`; returns how many
+    /// it removed at once.
+    fn purge_expired(&mut self, states: &[StateId], now: i64) -> Result<u64, StateError>;
     /// Every entry, in no particular order.
     fn for_each(&mut self, f: &mut dyn FnMut(&Entry)) -> Result<(), StateError>;
     /// Whether no entry is stored (a subtask that starts with nothing
@@ -398,11 +447,34 @@ mod tests {
     fn value_and_map_states_of_a_name_stay_apart() {
         let mut registry = StateRegistry::default();
         let map = registry.register(MAP_PREFIX, "w").unwrap();
-        let value = registry.register_value("w").unwrap();
+        let value = registry.register_value("w", false).unwrap();
         assert_ne!(map, value);
         assert_eq!(registry.register(MAP_PREFIX, "w").unwrap(), map, "registered once");
-        assert!(matches!(registry.register_value("map:w"), Err(StateNameError::Reserved { .. })));
+        assert!(matches!(registry.register_value("map:w", false), Err(StateNameError::Reserved { .. })));
+        assert!(matches!(registry.register_value("ttl:w", true), Err(StateNameError::Reserved { .. })));
         assert_eq!(registry.names(), ["map:w", "w"]);
+    }
+
+    /// A state keeps the choice it was first registered with — in this
+    /// instance or in the snapshot it restored — so that no value is read
+    /// in the other format; the refusal says which way it is kept.
+    #[test]
+    fn a_state_cannot_gain_or_lose_a_time_to_live() {
+        let mut registry = StateRegistry::default();
+        let seen = registry.register_value("seen", true).unwrap();
+        let carts = registry.register(MAP_PREFIX, "carts").unwrap();
+        assert_eq!(registry.register_value("seen", true).unwrap(), seen);
+        assert_eq!(registry.names(), ["ttl:seen", "map:carts"]);
+        assert_eq!(registry.expiring(), [seen]);
+
+        let restored = StateRegistry::with_names(registry.names().to_vec());
+        for mut registry in [registry, restored] {
+            let lose = registry.register_value("seen", false).unwrap_err().to_string();
+            assert!(lose.contains("value state `seen` is kept with a time-to-live") && lose.contains("cannot lose one"), "{lose}");
+            let gain = registry.register_expiring(MAP_PREFIX, "carts").unwrap_err().to_string();
+            assert!(gain.contains("map state `carts` is kept without a time-to-live") && gain.contains("cannot gain one"), "{gain}");
+            assert_eq!(registry.register(MAP_PREFIX, "carts").unwrap(), carts);
+        }
     }
 
     /// The keys of one key group — all a subtask holds at parallelism 128

@@ -26,13 +26,17 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use rocksdb::compaction_filter::Decision;
 use rocksdb::{BlockBasedOptions, Cache, DB, IteratorMode, Options, WriteBatch, WriteOptions};
 
 use super::file::{FileRef, read_verified, write_verified};
 use super::hot::{HotEntries, HotEntry};
 use super::map_keys::push_map_prefix;
 use super::rocksdb_memory::RocksDbMemory;
-use super::{BackendHandle, BackendKind, Entry, HashedKey, KeyedStateBackend, SnapshotTarget, StateError, StateId, StateSnapshot};
+use super::{
+    BackendHandle, BackendKind, Entry, ExpiringStates, HashedKey, KeyedStateBackend, SnapshotTarget, StateError, StateId, StateSnapshot,
+    expired, now_ms,
+};
 
 /// Keyed state in an embedded RocksDB.
 pub struct RocksDbBackend {
@@ -49,6 +53,8 @@ pub struct RocksDbBackend {
     /// SST files already copied to the checkpoint directory, by name.
     uploaded: Arc<Mutex<HashMap<String, FileRef>>>,
     snapshots: u64,
+    /// The states whose expired values compactions remove.
+    expiring: Arc<ExpiringStates>,
 }
 
 impl RocksDbBackend {
@@ -59,12 +65,13 @@ impl RocksDbBackend {
     }
 
     fn open_in(id: String, dir: PathBuf, memory: &RocksDbMemory) -> Result<Self, StateError> {
-        let db = DB::open(&options(memory), &dir)?;
+        let expiring = Arc::<ExpiringStates>::default();
+        let db = DB::open(&options(memory, expiring.clone()), &dir)?;
         let mut write = WriteOptions::default();
         write.disable_wal(true);
         let uploaded = Arc::default();
         let hot = HotEntries::new(memory.hot_entries_bytes());
-        Ok(RocksDbBackend { db, dir: WorkingDir(dir), id, write, hot, key: Vec::new(), uploaded, snapshots: 0 })
+        Ok(RocksDbBackend { db, dir: WorkingDir(dir), id, write, hot, key: Vec::new(), uploaded, snapshots: 0, expiring })
     }
 
     /// Rebuilds a database from a snapshot's files (each verified against
@@ -201,7 +208,7 @@ impl Drop for WorkingDir {
 /// The size at which a database's MANIFEST is rolled (see [`options`]).
 const MAX_MANIFEST_BYTES: usize = 64 << 10;
 
-fn options(memory: &RocksDbMemory) -> Options {
+fn options(memory: &RocksDbMemory, expiring: Arc<ExpiringStates>) -> Options {
     let mut options = Options::default();
     options.create_if_missing(true);
     options.set_write_buffer_size(memory.write_buffer_bytes());
@@ -230,9 +237,23 @@ fn options(memory: &RocksDbMemory) -> Options {
     // The working copy is removed once closed, so closing it need not
     // flush the memtable to a file first (the crate has setters for
     // neither).
-    options
+    let mut options = options
         .get_options_from_string("avoid_flush_during_shutdown=true;max_manifest_space_amp_pct=100")
-        .expect("RocksDB knows these options")
+        .expect("RocksDB knows these options");
+    // Set on the options RocksDB made from the string: those made it from
+    // would drop the filter (which the crate keeps alive with the options)
+    // while the database still called it.
+    options.set_compaction_filter("weir-expired-state", move |_level: u32, key: &[u8], value: &[u8]| {
+        if expired_entry(&expiring, key, value) { Decision::Remove } else { Decision::Keep }
+    });
+    options
+}
+
+/// Whether a database entry belongs to an expiring state and has expired.
+fn expired_entry(expiring: &ExpiringStates, key: &[u8], value: &[u8]) -> bool {
+    let Some(state) = key.get(2..6) else { return false };
+    let state = StateId(u32::from_be_bytes(state.try_into().expect("four bytes")));
+    expiring.contains(state) && expired(value, now_ms())
 }
 
 /// A new, empty directory for a database, and a name for it.
@@ -265,6 +286,14 @@ impl KeyedStateBackend for RocksDbBackend {
 
     fn delete(&mut self, state: StateId, key: HashedKey<'_>) -> Result<(), StateError> {
         self.write_hot(state, &key, None)
+    }
+
+    /// Compactions remove the expired entries: RocksDB compacts as the
+    /// database grows, and this backend before a snapshot when small files
+    /// pile up; until then reads leave them out.
+    fn purge_expired(&mut self, states: &[StateId], _now: i64) -> Result<u64, StateError> {
+        states.iter().for_each(|&state| self.expiring.insert(state));
+        Ok(0)
     }
 
     fn for_each(&mut self, f: &mut dyn FnMut(&Entry)) -> Result<(), StateError> {
@@ -391,7 +420,7 @@ impl RocksDbSnapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::BackendConfig;
+    use crate::state::{BackendConfig, with_expiry};
 
     fn put_range(backend: &mut dyn KeyedStateBackend, range: std::ops::Range<u32>) {
         for i in range {
@@ -405,6 +434,30 @@ mod tests {
         backend.for_each(&mut |e| all.push((e.key.clone(), e.value.clone()))).unwrap();
         all.sort();
         all
+    }
+
+    /// Compactions drop the expired values of the states a purge named,
+    /// and only those: live ones, and another state's values that happen
+    /// to end in a past time, stay.
+    #[test]
+    fn compactions_remove_expired_values_of_expiring_states() {
+        let work = tempfile::tempdir().unwrap();
+        let mut backend = RocksDbBackend::open(work.path(), &RocksDbMemory::default()).unwrap();
+        let now = now_ms();
+        let mut stored = Vec::new();
+        for i in 0..100 {
+            let key = format!("key-{i}");
+            let expires_at = if i % 2 == 0 { now - 1 } else { now + 60_000 };
+            for state in [StateId(0), StateId(1)] {
+                backend.put(state, HashedKey::new(key.as_bytes(), 128), with_expiry(b"v", expires_at, &mut stored)).unwrap();
+            }
+        }
+        assert_eq!(backend.purge_expired(&[StateId(1)], now).unwrap(), 0, "left to compactions");
+        backend.write_back().unwrap();
+        backend.db.compact_range::<&[u8], &[u8]>(None, None);
+        let mut left = [0; 2];
+        backend.for_each(&mut |e| left[e.state.0 as usize] += 1).unwrap();
+        assert_eq!(left, [100, 50]);
     }
 
     /// The options RocksDB recorded for a working database.

@@ -32,6 +32,11 @@ pub fn processing_timers_due_at(now: i64) -> i64 {
     now.saturating_sub(1)
 }
 
+/// Processing time: milliseconds since the Unix epoch, by the wall clock.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
 /// A clock timers follow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum TimeDomain {
