@@ -16,7 +16,7 @@ log "building the weir host (release; the first build compiles wasmtime and Rock
 cargo build --release -p weir --bin weir
 
 log "building the example plugins for wasm32-wasip2"
-plugins=(tokenize word-count amplifier rules-filter sensor-window faulty fraud-detector fraud-detector-v2 fraud-detector-incompatible shopping-cart count-window)
+plugins=(tokenize word-count amplifier rules-filter sensor-window faulty fraud-detector fraud-detector-v2 fraud-detector-incompatible shopping-cart count-window dedup)
 cargo build --release --target wasm32-wasip2 "${plugins[@]/#/-p}"
 
 target_dir="${CARGO_TARGET_DIR:-target}"

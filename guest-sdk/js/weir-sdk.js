@@ -671,10 +671,11 @@ const PRIM = 3; // slot has a primitive value, `prims[slot]` (encoded at flush)
  * that a `get` returns a copy (changing it without `set` changes nothing).
  */
 class SlotCache {
-  constructor(name, store) {
+  constructor(name, store, ttl) {
     this.name = name;
     this.what = `value state \`${name}\``;
     this.store = store;
+    this.ttl = ttl;
     this.host = null; // the host's value-state resource, opened on first use
     this.batch = -1; // the batch the cache was loaded for
     this.slots = 0;
@@ -688,7 +689,7 @@ class SlotCache {
   }
 
   load(batch) {
-    if (this.host === null) this.host = new HostValueState(this.name);
+    if (this.host === null) this.host = openHost(HostValueState, this.name, this.ttl);
     let fetched;
     try {
       fetched = this.host.getAll();
@@ -869,12 +870,14 @@ function preview(text) {
  *
  * `options.check(value)`, if given, is called by `check-state` (before an
  * upgrade) on every stored value after it parses: return false or throw to
- * refuse the upgrade.
+ * refuse the upgrade. `options.ttl`, if given, makes values expire (see
+ * `checkedTtl`).
  */
 export class ValueState {
   constructor(name, options = {}) {
     if (typeof name !== "string" || name === "") throw new TypeError("a ValueState needs a non-empty name");
     this.name = name;
+    this.ttl = checkedTtl(options.ttl, `value state \`${name}\``);
     this.checkValue = options.check ?? null;
     this.cache = null;
     declared.set(name, this);
@@ -884,7 +887,7 @@ export class ValueState {
     const store = ctx._states;
     let cache = this.cache;
     if (cache === null || cache.store !== store) {
-      cache = store.cache(this.name);
+      cache = store.cache(this.name, this.ttl);
       this.cache = cache;
     }
     if (cache.batch !== store.batch) cache.load(store.batch);
@@ -916,6 +919,30 @@ export class ValueState {
   }
 }
 
+/**
+ * A state's time-to-live, checked: `{ millis, refreshOnRead }` (Flink's
+ * `StateTtlConfig`), or null for none. A value expires `millis` of
+ * processing time — the host's wall clock — after it was last written (or
+ * read too, with `refreshOnRead`); an expired value reads as absent, and
+ * the host removes expired values from its storage and snapshots in the
+ * background. The time a value expires at is stored with it, so it holds
+ * across restores; a state keeps the choice it was first opened with (with
+ * or without a time-to-live). As in the Rust SDK.
+ */
+function checkedTtl(ttl, what) {
+  if (ttl === undefined || ttl === null) return null;
+  if (!Number.isSafeInteger(ttl.millis) || ttl.millis < 1) {
+    throw new TypeError(`${what}: a time-to-live's millis is a whole number of milliseconds, at least 1, not ${ttl.millis}`);
+  }
+  return { millis: ttl.millis, refreshOnRead: Boolean(ttl.refreshOnRead) };
+}
+
+/** Opens the host's state resource `name` of class `Resource`, expiring as `ttl` says. */
+function openHost(Resource, name, ttl) {
+  if (ttl === null) return new Resource(name);
+  return Resource.openExpiring(name, { millis: BigInt(ttl.millis), refreshOnRead: ttl.refreshOnRead });
+}
+
 /** What `map` holds under `name`, made with `make()` the first time. */
 function getOrMake(map, name, make) {
   let value = map.get(name);
@@ -935,11 +962,12 @@ class StateStore {
     this.batch = 0;
     this.timerChanges = new Map();
   }
-  cache(name) {
-    return getOrMake(this.caches, name, () => new SlotCache(name, this));
+  cache(name, ttl) {
+    return getOrMake(this.caches, name, () => new SlotCache(name, this, ttl));
   }
-  mapCache(name) {
-    return getOrMake(this.maps, name, () => new MapCache(name, this));
+  /** The cache of map state `name` (the first opening's `ttl` holds for every handle on the name). */
+  mapCache(name, ttl) {
+    return getOrMake(this.maps, name, () => new MapCache(name, this, ttl));
   }
   mirror(name) {
     return getOrMake(this.mirrors, name, () => new Mirror(name));
@@ -1039,17 +1067,18 @@ function flatten(parts) {
  * `set-many` when the call is done.
  */
 class MapCache {
-  constructor(name, store) {
+  constructor(name, store, ttl) {
     this.name = name;
     this.what = `map state \`${name}\``;
     this.store = store;
+    this.ttl = ttl;
     this.host = null;
     this.batch = -1;
     this.entries = new Map(); // "slot:sub-key" -> { slot, subKey, bytes (null: absent), dirty }
   }
 
   begin() {
-    if (this.host === null) this.host = new HostMapState(this.name);
+    if (this.host === null) this.host = openHost(HostMapState, this.name, this.ttl);
     this.entries.clear();
     this.batch = this.store.batch;
   }
@@ -1197,6 +1226,7 @@ export class MapState {
     if (typeof name !== "string" || name === "") throw new TypeError("a MapState needs a non-empty name");
     this.name = name;
     this.what = `map state \`${name}\``;
+    this.ttl = checkedTtl(options.ttl, this.what);
     this.checkValue = options.check ?? null;
     /** A further check of each stored (sub-key bytes, value) entry: null, or why it is refused. */
     this.checkEntry = null;
@@ -1205,7 +1235,7 @@ export class MapState {
 
   _cache(ctx) {
     const store = ctx._states;
-    const cache = store.mapCache(this.name);
+    const cache = store.mapCache(this.name, this.ttl);
     if (cache.batch !== store.batch) cache.begin();
     return cache;
   }
@@ -1261,12 +1291,15 @@ export class MapState {
  * state `name`, item `i` under sub-key `i` as 20 digits, and value state
  * `name#next`, the list's length), so either reads what the other wrote.
  * Appending does not read the list. `options.check(value)` is called on
- * every stored item by `check-state`, as for a `MapState`.
+ * every stored item by `check-state`, as for a `MapState`. With
+ * `options.ttl`, each item expires on its own and is left out of `get`;
+ * `length` counts the items added since the list was last emptied until
+ * the last of them expires.
  */
 export class ListState {
   constructor(name, options = {}) {
     this.items = new MapState(name, options);
-    this.next = new ValueState(`${name}#next`, { check: (n) => Number.isSafeInteger(n) && n >= 0 });
+    this.next = new ValueState(`${name}#next`, { check: (n) => Number.isSafeInteger(n) && n >= 0, ttl: options.ttl });
   }
 
   /** Appends `value` to the current key's list. */

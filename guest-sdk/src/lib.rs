@@ -35,6 +35,8 @@
 //! savepoint — or when the state held grows past the instance's bound
 //! (least recently used first). So state access costs no boundary crossing
 //! per event, and every change is in the host's state before a snapshot.
+//! A state with a time-to-live ([`Ttl`], `with_ttl`) is the exception: the
+//! host judges expiry, so its values are read and written once a call.
 //! Emitted events are collected in flat buffers and returned in one piece.
 //!
 //! [`testing::TestHarness`] runs the same code natively, without Wasm, for

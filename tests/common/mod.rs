@@ -40,7 +40,7 @@ pub fn weir_binary() -> &'static Path {
 }
 
 /// The example and test plugins, built for wasm32-wasip2 from source.
-pub const PLUGINS: [&str; 11] = [
+pub const PLUGINS: [&str; 12] = [
     "tokenize",
     "word-count",
     "faulty",
@@ -52,6 +52,7 @@ pub const PLUGINS: [&str; 11] = [
     "fraud-detector-incompatible",
     "shopping-cart",
     "count-window",
+    "dedup",
 ];
 
 /// The path of plugin `name` (a crate under plugins/), built from source.
@@ -469,6 +470,11 @@ pub fn assert_exactly_once_under_kills(dir: &JobDir, job: &Path, kills: usize, e
 /// `in.jsonl` (JSON lines at 8 000 events/s) and writes the transactional
 /// `out` sink, with a checkpoint every 150 ms.
 pub fn keyed_file_job(dir: &JobDir, name: &str, backend: &str, plugin: &Path, config: &str) -> PathBuf {
+    keyed_file_job_at(dir, name, backend, plugin, config, 8000)
+}
+
+/// [`keyed_file_job`] reading `rate` events/s.
+pub fn keyed_file_job_at(dir: &JobDir, name: &str, backend: &str, plugin: &Path, config: &str, rate: u64) -> PathBuf {
     dir.write(
         "job.toml",
         &format!(
@@ -484,7 +490,7 @@ name = "events"
 type = "file"
 format = "json"
 path = "in.jsonl"
-rate = 8000
+rate = {rate}
 
 [[operator]]
 uid = "{name}"

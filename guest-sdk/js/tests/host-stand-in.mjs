@@ -7,7 +7,7 @@
 const textDecoder = new TextDecoder();
 
 /** The keys of the call under way, by slot, and the stored state. */
-const host = { callKeys: [], values: new Map(), maps: new Map(), timers: [] };
+const host = { callKeys: [], values: new Map(), maps: new Map(), timers: [], opened: [] };
 
 /** Starts a call whose keys are `keys` (strings), slot by slot. */
 export function beginCall(keys) {
@@ -16,7 +16,12 @@ export function beginCall(keys) {
 
 /** Forgets all state and timers (a new test). */
 export function resetHost() {
-  Object.assign(host, { callKeys: [], values: new Map(), maps: new Map(), timers: [] });
+  Object.assign(host, { callKeys: [], values: new Map(), maps: new Map(), timers: [], opened: [] });
+}
+
+/** The states opened with a time-to-live, as `{ kind, name, ttl }`, in order. */
+export function openedExpiring() {
+  return host.opened;
 }
 
 /** Map state `name` as `{ key: { subKey: JSON text } }`, to check what a plugin stored. */
@@ -56,6 +61,12 @@ export class ValueState {
     this.store = host.values.get(name);
   }
 
+  /** Recorded; its values do not expire here (the host's tests expire them). */
+  static openExpiring(name, ttl) {
+    host.opened.push({ kind: "value", name, ttl });
+    return new ValueState(name);
+  }
+
   getAll() {
     const found = host.callKeys.map((key) => this.store.get(key) ?? null);
     const { data, offsets } = flat(found.map((value) => value ?? new Uint8Array(0)));
@@ -75,6 +86,11 @@ export class MapState {
   constructor(name) {
     if (!host.maps.has(name)) host.maps.set(name, new Map());
     this.store = host.maps.get(name);
+  }
+
+  static openExpiring(name, ttl) {
+    host.opened.push({ kind: "map", name, ttl });
+    return new MapState(name);
   }
 
   entriesOf(slot) {

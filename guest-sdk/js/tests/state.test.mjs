@@ -12,10 +12,11 @@ import test from "node:test";
 import assert from "node:assert/strict";
 
 register("./host-hooks.mjs", import.meta.url);
-const { Operator, SUM, Windows, exportOperator } = await import("../weir-sdk.js");
-const { beginCall, resetHost, storedMap } = await import("./host-stand-in.mjs");
+const { ListState, Operator, SUM, ValueState, Windows, exportOperator } = await import("../weir-sdk.js");
+const { beginCall, openedExpiring, resetHost, storedMap } = await import("./host-stand-in.mjs");
 const cart = (await import("../../../plugins/js/shopping-cart/shopping-cart.js")).operator;
 const countWindow = (await import("../../../plugins/js/count-window/count-window.js")).operator;
+const dedup = (await import("../../../plugins/js/dedup/dedup.js")).operator;
 
 const utf8 = new TextEncoder();
 const text = new TextDecoder();
@@ -89,4 +90,32 @@ test("a late event re-fires the sliding windows it updates latest start first, a
   sliding.init([]);
   const out = run(sliding, [["a", "2", 600]], 2000).map(([, value]) => JSON.parse(value));
   assert.deepEqual(out.map(({ start, end }) => [start, end]), [[500, 1500], [0, 1000]]);
+});
+
+test("states with a time-to-live open the host's expiring states, with the WIT's record", () => {
+  resetHost();
+  dedup.init([["ttl_ms", "1500"]]);
+  assert.deepEqual(run(dedup, [["a", "x"], ["b", "y"], ["a", "z"]]), [["a", "x"], ["b", "y"]]);
+  assert.deepEqual(openedExpiring(), [{ kind: "value", name: "seen", ttl: { millis: 1500n, refreshOnRead: false } }]);
+
+  resetHost();
+  dedup.init([["ttl_ms", "0"]]);
+  run(dedup, [["a", "x"]]);
+  assert.deepEqual(openedExpiring(), [], "0: remembered for ever, no time-to-live");
+
+  class Lists extends Operator {
+    init() {
+      this.log = new ListState("log", { ttl: { millis: 60000, refreshOnRead: true } });
+    }
+    process(ctx, event) {
+      this.log.add(ctx, event.valueString());
+    }
+  }
+  resetHost();
+  const lists = exportOperator(Lists);
+  lists.init([]);
+  run(lists, [["a", "x"]]);
+  const ttl = { millis: 60000n, refreshOnRead: true };
+  assert.deepEqual(openedExpiring(), [{ kind: "value", name: "log#next", ttl }, { kind: "map", name: "log", ttl }], "both parts of a list");
+  assert.throws(() => new ValueState("bad", { ttl: { millis: 0 } }), /at least 1/);
 });

@@ -15,10 +15,12 @@ from weir_sdk import (  # noqa: E402
     Config,
     ConfigError,
     InputError,
+    ListState,
     MapState,
     Operator,
     StateError,
     TimeDomain,
+    Ttl,
     ValueState,
     codec,
 )
@@ -38,6 +40,7 @@ WordCount = load_plugin("word-count", "WordCount")
 SensorWindow = load_plugin("sensor-window", "SensorWindow")
 Cart = load_plugin("shopping-cart", "Cart")
 CountWindow = load_plugin("count-window", "CountWindow")
+Dedup = load_plugin("dedup", "Dedup")
 
 
 def pairs(out):
@@ -456,6 +459,60 @@ class BroadcastTest(unittest.TestCase):
             h.check_state("limits", [b"true"], sub_keys=["a"], broadcast=True)
         with self.assertRaisesRegex(ValueError, "declares no broadcast state `thresholds`"):
             h.check_state("thresholds", [b"1"], sub_keys=["a"], broadcast=True)
+
+
+class TtlTest(unittest.TestCase):
+    """Values, entries and list items expire a time-to-live after their last
+    write (or read, refreshed on read), by the harness's processing time."""
+
+    def at(self, h, now, *ids):
+        h.advance_processing_time(now)
+        return [e.key.decode() for e in h.process([(i, i) for i in ids])]
+
+    def test_the_dedup_twin_passes_repeats_once_their_ids_expired(self):
+        h = Harness(Dedup, {"ttl_ms": "1000"})
+        self.assertEqual(self.at(h, 0, "a", "b", "a"), ["a", "b"])
+        self.assertEqual(self.at(h, 500, "a", "c"), ["c"])
+        self.assertEqual(self.at(h, 1000, "a", "b", "c"), ["a", "b"], "a and b expired at 1000, c lives to 1500")
+        forever = Harness(Dedup, {"ttl_ms": "0"})
+        self.assertEqual(self.at(forever, 0, "a") + self.at(forever, 10**12, "a"), ["a"])
+
+    def test_entries_items_and_refreshed_values_expire(self):
+        class Recent(Operator):
+            def init(self, config):
+                ttl = Ttl(1000)
+                self.seen = MapState("seen", ttl=ttl)
+                self.log = ListState("log", ttl=ttl)
+                self.touched = ValueState("touched", ttl=Ttl(1000, refresh_on_read=True))
+
+            def process(self, ctx, event):
+                value = event.value_str()
+                touched = self.touched.get(ctx, False)
+                if value == "peek":
+                    ctx.emit(event.key, f"touched {touched}")
+                    return
+                self.touched.set(ctx, True)
+                self.seen.set(ctx, value, 1)
+                self.log.add(ctx, value)
+                ctx.emit(event.key, f"{' '.join(self.seen.keys(ctx))} / {' '.join(self.log.get(ctx))}")
+
+        h = Harness(Recent)
+
+        def at(now, value):
+            h.advance_processing_time(now)
+            return h.process([("k", value)])[0].value.decode()
+
+        self.assertEqual(at(0, "x"), "x / x")
+        self.assertEqual(at(500, "y"), "x y / x y")
+        self.assertEqual(at(1200, "z"), "y z / y z", "x expired at 1000")
+        for now in (2100, 3000):
+            self.assertEqual(at(now, "peek"), "touched True", f"read at {now}")
+        self.assertEqual(at(4001, "peek"), "touched False", "unread for 1000 ms")
+
+    def test_a_time_to_live_is_a_positive_whole_number_of_milliseconds(self):
+        for bad in (0, -5, 1.5, "1000"):
+            with self.assertRaisesRegex(ValueError, "at least 1"):
+                Ttl(bad)
 
 
 class CodecTest(unittest.TestCase):

@@ -30,7 +30,7 @@ from .codec import dumps, encode, format_float, loads
 from .core import Batch, Config, Context, Event, Operator, TaskInfo, TimeDomain, Timer
 from .errors import ConfigError, InputError, OperatorError, StateError, WeirError
 from .export import export
-from .state import BroadcastState, ListState, MapState, ValueState
+from .state import BroadcastState, ListState, MapState, Ttl, ValueState
 
 __version__ = "0.5.2"
 
@@ -54,6 +54,7 @@ __all__ = [
     "ListState",
     "MapState",
     "BroadcastState",
+    "Ttl",
     "WeirError",
     "ConfigError",
     "InputError",

@@ -51,6 +51,9 @@ def state_error_message(error):
 
 if AVAILABLE:
 
+    def _wit_ttl(ttl):
+        return _state.TimeToLive(millis=ttl.millis, refresh_on_read=ttl.refresh_on_read)
+
     def _call(f, *args):
         try:
             return f(*args)
@@ -60,8 +63,11 @@ if AVAILABLE:
     class _Value:
         __slots__ = ("res",)
 
-        def __init__(self, name):
-            self.res = _state.ValueState(name)
+        def __init__(self, name, ttl=None):
+            if ttl is None:
+                self.res = _state.ValueState(name)
+            else:
+                self.res = _state.ValueState.open_expiring(name, _wit_ttl(ttl))
 
         def get_all(self):
             v = _call(self.res.get_all)
@@ -73,8 +79,11 @@ if AVAILABLE:
     class _Map:
         __slots__ = ("res",)
 
-        def __init__(self, name):
-            self.res = _state.MapState(name)
+        def __init__(self, name, ttl=None):
+            if ttl is None:
+                self.res = _state.MapState(name)
+            else:
+                self.res = _state.MapState.open_expiring(name, _wit_ttl(ttl))
 
         def get(self, slot, sub_key):
             return _call(self.res.get, slot, sub_key)

@@ -162,16 +162,18 @@ class Store:
         self.timers = {}
         self.batch += 1
 
-    def value_cache(self, name):
+    def value_cache(self, name, ttl=None):
         cache = self.values.get(name)
         if cache is None:
-            cache = self.values[name] = _ValueCache(self, name)
+            cache = self.values[name] = _ValueCache(self, name, ttl)
         return cache
 
-    def map_cache(self, name):
+    def map_cache(self, name, ttl=None):
+        """The cache of map state ``name`` (the first opening's ``ttl``
+        holds for every handle on the name)."""
         cache = self.maps.get(name)
         if cache is None:
-            cache = self.maps[name] = _MapCache(self, name)
+            cache = self.maps[name] = _MapCache(self, name, ttl)
         return cache
 
     def mirror(self, name):
@@ -184,10 +186,10 @@ class Store:
 class _ValueCache:
     __slots__ = ("store", "name", "raw", "batch", "encoded", "values", "dirty")
 
-    def __init__(self, store, name):
+    def __init__(self, store, name, ttl):
         self.store = store
         self.name = name
-        self.raw = store.host.open_value(name)
+        self.raw = store.host.open_value(name, ttl)
         self.batch = -1
         self.encoded = []
         self.values = []
@@ -241,10 +243,10 @@ def _sub_key(raw):
 class _MapCache:
     __slots__ = ("store", "name", "raw", "batch", "entries", "dirty")
 
-    def __init__(self, store, name):
+    def __init__(self, store, name, ttl):
         self.store = store
         self.name = name
-        self.raw = store.host.open_map(name)
+        self.raw = store.host.open_map(name, ttl)
         self.batch = -1
         self.entries = {}  # (slot, sub-key bytes) -> value or _ABSENT
         self.dirty = {}
@@ -371,6 +373,28 @@ def _slot(ctx):
     return slot
 
 
+class Ttl:
+    """A time-to-live for a state's values (Flink's ``StateTtlConfig``): a
+    value expires ``millis`` of processing time — the host's wall clock —
+    after it was last written, or read too with ``refresh_on_read``. An
+    expired value reads as absent; the host removes expired values from
+    its storage and snapshots in the background. The time a value expires
+    at is stored with it, so it holds across restores; a state keeps the
+    choice it was first opened with (with or without a time-to-live) for as
+    long as its snapshots last. As in the Rust SDK."""
+
+    __slots__ = ("millis", "refresh_on_read")
+
+    def __init__(self, millis, refresh_on_read=False):
+        if type(millis) is not int or millis < 1:
+            raise ValueError(f"a time-to-live is a whole number of milliseconds, at least 1, not {millis!r}")
+        self.millis = millis
+        self.refresh_on_read = refresh_on_read
+
+    def __repr__(self):
+        return f"Ttl({self.millis}, refresh_on_read={self.refresh_on_read})"
+
+
 class ValueState:
     """A keyed value state: at most one JSON value per key.
 
@@ -378,21 +402,23 @@ class ValueState:
     same across versions of the plugin: snapshots store state by that name.
     ``validate``, if given, is called with each decoded value when the host
     asks (before an upgrade) whether this plugin can read another version's
-    values: it rejects a value by raising or returning ``False``.
+    values: it rejects a value by raising or returning ``False``. ``ttl``
+    (a :class:`Ttl`), if given, makes values expire.
     """
 
-    __slots__ = ("name", "_store", "_cache")
+    __slots__ = ("name", "_ttl", "_store", "_cache")
 
-    def __init__(self, name, validate=None):
+    def __init__(self, name, validate=None, ttl=None):
         _declare(name, VALUE, validate)
         self.name = name
+        self._ttl = ttl
         self._store = None
         self._cache = None
 
     def _loaded(self, ctx):
         store = ctx._store
         if self._store is not store:
-            self._cache = store.value_cache(self.name)
+            self._cache = store.value_cache(self.name, self._ttl)
             self._store = store
         cache = self._cache
         if cache.batch != store.batch:
@@ -448,20 +474,22 @@ class MapState:
 
     An entry is fetched from the host on its first use in a call, one host
     call each; :meth:`prefetch` (from ``Operator.prepare``) fetches a whole
-    batch's entries in one.
+    batch's entries in one. ``ttl`` (a :class:`Ttl`), if given, makes each
+    entry expire: an expired entry reads as absent and is not listed.
     """
 
-    __slots__ = ("name", "_store", "_cache")
+    __slots__ = ("name", "_ttl", "_store", "_cache")
 
-    def __init__(self, name, validate=None):
+    def __init__(self, name, validate=None, ttl=None):
         _declare(name, MAP, validate)
         self.name = name
+        self._ttl = ttl
         self._store = None
         self._cache = None
 
     def _cached(self, store):
         if self._store is not store:
-            self._cache = store.map_cache(self.name)
+            self._cache = store.map_cache(self.name, self._ttl)
             self._store = store
         cache = self._cache
         if cache.batch != store.batch:
@@ -519,13 +547,16 @@ class ListState:
     says what to do with them. Stored as the Rust SDK's ``ListState`` stores
     it (map state ``name``, item ``i`` under sub-key ``i`` as 20 digits, and
     value state ``name#next``, the list's length), so either reads what the
-    other wrote. Appending does not read the list."""
+    other wrote. Appending does not read the list. With a ``ttl``, each item
+    expires on its own and is left out of :meth:`get`; :meth:`len` counts
+    the items added since the list was last emptied until the last of them
+    expires."""
 
     __slots__ = ("_items", "_next")
 
-    def __init__(self, name, validate=None):
-        self._items = MapState(name, validate)
-        self._next = ValueState(name + "#next", validate=lambda n: type(n) is int and n >= 0)
+    def __init__(self, name, validate=None, ttl=None):
+        self._items = MapState(name, validate, ttl)
+        self._next = ValueState(name + "#next", validate=lambda n: type(n) is int and n >= 0, ttl=ttl)
 
     def add(self, ctx, value):
         """Appends ``value`` to the current key's list."""

@@ -28,9 +28,44 @@ Emitted = namedtuple("Emitted", "output key value timestamp")
 Emitted.__doc__ = "An emitted event: output name ('' for the main one), key and value bytes, timestamp or None."
 
 
+class _Expiries:
+    """When the values of states with a time-to-live expire, judged by the
+    harness's processing time as the host judges them by its clock. An
+    expired value is gone (a host leaves it out of snapshots)."""
+
+    def __init__(self, h):
+        self.h = h
+        self.at = {}  # (kind, name, key, sub_key) -> expiry
+
+    def _expiry(self, ttl):
+        return self.h.processing_time + ttl.millis
+
+    def expired_on_read(self, where, ttl):
+        """Whether the value at ``where`` expired (forgetting its expiry); a
+        live one read restarts its time if ``ttl`` says so."""
+        if ttl is None or where not in self.at:
+            return False
+        if self.at[where] <= self.h.processing_time:
+            del self.at[where]
+            return True
+        if ttl.refresh_on_read:
+            self.at[where] = self._expiry(ttl)
+        return False
+
+    def live(self, where):
+        """Whether the value at ``where`` is live (a listing: no refresh)."""
+        return self.at.get(where, self.h.processing_time + 1) > self.h.processing_time
+
+    def written(self, where, ttl, present):
+        if ttl is not None and present:
+            self.at[where] = self._expiry(ttl)
+        else:
+            self.at.pop(where, None)
+
+
 class _Value:
-    def __init__(self, h, name):
-        self.h, self.name = h, name
+    def __init__(self, h, name, ttl):
+        self.h, self.name, self.ttl = h, name, ttl
 
     def get_all(self):
         h = self.h
@@ -39,6 +74,8 @@ class _Value:
         store = h.values.setdefault(self.name, {})
         present, parts, offsets, pos = [], [], [0], 0
         for key in h._keys:
+            if h.expiries.expired_on_read(("v", self.name, key, b""), self.ttl):
+                store.pop(key, None)
             v = store.get(key)
             present.append(v is not None)
             if v is not None:
@@ -53,6 +90,7 @@ class _Value:
         store = h.values.setdefault(self.name, {})
         for i, slot in enumerate(slots):
             key = h._key(slot)
+            h.expiries.written(("v", self.name, key, b""), self.ttl, present[i])
             if present[i]:
                 store[key] = bytes(data[offsets[i] : offsets[i + 1]])
             else:
@@ -60,22 +98,27 @@ class _Value:
 
 
 class _Map:
-    def __init__(self, h, name):
-        self.h, self.name = h, name
+    def __init__(self, h, name, ttl):
+        self.h, self.name, self.ttl = h, name, ttl
+
+    def _lookup(self, entry):
+        store = self.h.maps.setdefault(self.name, {})
+        if self.h.expiries.expired_on_read(("m", self.name) + entry, self.ttl):
+            store.pop(entry, None)
+        return store.get(entry)
 
     def get(self, slot, sub_key):
         h = self.h
         h._check_keyed()
-        return h.maps.setdefault(self.name, {}).get((h._key(slot), bytes(sub_key)))
+        return self._lookup((h._key(slot), bytes(sub_key)))
 
     def get_many(self, slots, sub_keys, offsets):
         h = self.h
         h._check_keyed()
         h.map_fetches += 1
-        store = h.maps.setdefault(self.name, {})
         present, parts, out, pos = [], [], [0], 0
         for i, slot in enumerate(slots):
-            v = store.get((h._key(slot), bytes(sub_keys[offsets[i] : offsets[i + 1]])))
+            v = self._lookup((h._key(slot), bytes(sub_keys[offsets[i] : offsets[i + 1]])))
             present.append(v is not None)
             if v is not None:
                 parts.append(v)
@@ -89,6 +132,7 @@ class _Map:
         store = h.maps.setdefault(self.name, {})
         for i, slot in enumerate(slots):
             entry = (h._key(slot), bytes(sub_keys[sub_offsets[i] : sub_offsets[i + 1]]))
+            h.expiries.written(("m", self.name) + entry, self.ttl, present[i])
             if present[i]:
                 store[entry] = bytes(data[offsets[i] : offsets[i + 1]])
             else:
@@ -101,7 +145,7 @@ class _Map:
         listed = sorted(
             (sub_key, value)
             for (k, sub_key), value in h.maps.setdefault(self.name, {}).items()
-            if k == key and (after is None or sub_key > bytes(after))
+            if k == key and (after is None or sub_key > bytes(after)) and h.expiries.live(("m", self.name, k, sub_key))
         )
         return listed[:limit], len(listed) > limit
 
@@ -134,11 +178,11 @@ class _FakeHost:
     def __init__(self, h):
         self.h = h
 
-    def open_value(self, name):
-        return _Value(self.h, name)
+    def open_value(self, name, ttl=None):
+        return _Value(self.h, name, ttl)
 
-    def open_map(self, name):
-        return _Map(self.h, name)
+    def open_map(self, name, ttl=None):
+        return _Map(self.h, name, ttl)
 
     def open_broadcast(self, name):
         return _Broadcast(self.h, name)
@@ -167,6 +211,7 @@ class Harness:
         self.maps = {}  # state name -> {(key, sub-key): bytes}
         self.broadcast = {}  # map name -> {key: bytes}
         self.timers = set()  # (key, timestamp, event_time)
+        self.expiries = _Expiries(self)
         self.watermark = NO_TIMESTAMP
         self.processing_time = 0
         self.value_fetches = 0

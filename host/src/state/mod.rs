@@ -89,8 +89,8 @@ pub enum StateNameError {
     #[error("value state `{name}`: names beginning `{MAP_PREFIX}` or `{TTL_PREFIX}` are the host's; choose another name")]
     Reserved { name: String },
     #[error(
-        "{kind} `{name}` is kept {had} a time-to-live (so this job's snapshots, or this instance, first opened it), \
-         and a state cannot {change} one: open it as before, or give the state {wanted} a time-to-live a new name"
+        "{kind} `{name}` is kept {had} a time-to-live (in this job's snapshots, or as this instance first opened it), \
+         and a state cannot {change} one: open it {had} one, as before, or give the state {wanted} one a new name"
     )]
     TtlChanged { kind: &'static str, name: String, had: &'static str, change: &'static str, wanted: &'static str },
 }

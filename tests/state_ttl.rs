@@ -1,0 +1,100 @@
+//! State with a time-to-live (`open-expiring`), through the `dedup`
+//! plugin: an id repeated within its time-to-live is dropped and one
+//! repeated after it passes again, on both backends and in the Python and
+//! JavaScript twins; a savepoint holds only the ids still live, says their
+//! state expires, and a job cannot restore it into a plugin that opens the
+//! state without a time-to-live.
+
+mod common;
+
+use std::time::Duration;
+
+use std::path::{Path, PathBuf};
+
+use common::{Host, JobDir, committed_lines, js_plugin, keyed_file_job_at, plugin, python_plugin, run_job, weir};
+
+/// Ids that come twice close together, then again long after.
+const REPEATED: u64 = 50;
+/// Fresh ids between the repeats: at 200 events/s, 3 s of processing time.
+const FILLER: u64 = 600;
+
+/// The dedup job on `backend` with `plugin`, reading `in.jsonl` at `rate`
+/// events/s, its ids living `ttl_ms`.
+fn dedup_job(dir: &JobDir, backend: &str, plugin: &Path, ttl_ms: u64, rate: u64) -> PathBuf {
+    keyed_file_job_at(dir, "dedup", backend, plugin, &format!("ttl_ms = \"{ttl_ms}\""), rate)
+}
+
+fn event(id: &str) -> String {
+    format!("{{\"key\":\"{id}\",\"value\":\"{id}\"}}\n")
+}
+
+fn repeats_pass_again_once_expired(backend: &str, plugin: &Path) {
+    let dir = JobDir::new();
+    let mut input = String::new();
+    for i in 0..REPEATED {
+        input.push_str(&event(&format!("id{i}")).repeat(2));
+    }
+    for i in 0..FILLER {
+        input.push_str(&event(&format!("fresh{i}")));
+    }
+    for i in 0..REPEATED {
+        input.push_str(&event(&format!("id{i}")));
+    }
+    dir.write("in.jsonl", &input);
+    run_job(&dedup_job(&dir, backend, plugin, 1_000, 200), &[]).success();
+
+    let mut expected: Vec<String> = (0..REPEATED).flat_map(|i| [format!("id{i}\tid{i}"), format!("id{i}\tid{i}")]).collect();
+    expected.extend((0..FILLER).map(|i| format!("fresh{i}\tfresh{i}")));
+    expected.sort();
+    let out = committed_lines(&dir.path("out"), None);
+    assert_eq!(out.len(), expected.len(), "{} lines, expected {}", out.len(), expected.len());
+    assert_eq!(out, expected, "a repeat 5 ms later is dropped, one 3 s later passes (time-to-live 1 s)");
+}
+
+#[test]
+fn repeats_within_the_time_to_live_are_dropped_and_later_ones_pass_memory() {
+    repeats_pass_again_once_expired("memory", &plugin("dedup"));
+}
+
+#[test]
+fn repeats_within_the_time_to_live_are_dropped_and_later_ones_pass_rocksdb() {
+    repeats_pass_again_once_expired("rocksdb", &plugin("dedup"));
+}
+
+#[test]
+fn the_python_twin_expires_its_ids_alike() {
+    repeats_pass_again_once_expired("memory", &python_plugin("dedup"));
+}
+
+#[test]
+fn the_javascript_twin_expires_its_ids_alike() {
+    repeats_pass_again_once_expired("rocksdb", &js_plugin("dedup"));
+}
+
+/// Ids at 100 a second living 1 s: a savepoint taken 3 s in holds about
+/// the last second's, with their expiry; restoring it into the plugin
+/// opening the state without a time-to-live is refused, naming the state.
+#[test]
+fn a_savepoint_keeps_only_live_ids_and_its_state_keeps_its_time_to_live() {
+    let dir = JobDir::new();
+    let input: String = (0..100_000).map(|i| event(&format!("id{i}"))).collect();
+    dir.write("in.jsonl", &input);
+    let job = dedup_job(&dir, "memory", &plugin("dedup"), 1_000, 100);
+    let host = Host::start(&job, &[]);
+    host.wait_for_records("dedup", 100);
+    std::thread::sleep(Duration::from_secs(2));
+    let read = host.records_read("dedup");
+    let savepoint = dir.path("sp");
+    host.stop_with_savepoint("dedup", &savepoint);
+    let (status, stderr) = host.wait();
+    assert!(status.success(), "{stderr}");
+
+    let inspect = weir(&["savepoint", "inspect", savepoint.to_str().unwrap(), "--entries"]).success().stdout();
+    assert!(inspect.contains("seen (value, values expire)"), "{inspect}");
+    let live = inspect.lines().filter(|line| line.contains("\texpires at ")).count() as u64;
+    assert!(live > 0 && live * 2 < read, "{live} of the {read} ids read are in the savepoint: only the last second's");
+
+    let forever = dir.write("forever.toml", &std::fs::read_to_string(&job).unwrap().replace("ttl_ms = \"1000\"", "ttl_ms = \"0\""));
+    let refused = run_job(&forever, &["--from-savepoint", savepoint.to_str().unwrap()]).failure();
+    assert!(refused.contains("value state `seen` is kept with a time-to-live") && refused.contains("cannot lose one"), "{refused}");
+}
