@@ -1,9 +1,11 @@
 //! State with a time-to-live (`open-expiring`), through the `dedup`
 //! plugin: an id repeated within its time-to-live is dropped and one
 //! repeated after it passes again, on both backends and in the Python and
-//! JavaScript twins; a savepoint holds only the ids still live, says their
-//! state expires, and a job cannot restore it into a plugin that opens the
-//! state without a time-to-live.
+//! JavaScript twins; ids pass exactly once under SIGKILL, and across a
+//! savepoint handed from the Rust plugin to the Python one; a savepoint
+//! holds only the ids still live, says their state expires, and a job
+//! cannot restore it into a plugin that opens the state without a
+//! time-to-live.
 
 mod common;
 
@@ -11,7 +13,10 @@ use std::time::Duration;
 
 use std::path::{Path, PathBuf};
 
-use common::{Host, JobDir, committed_lines, js_plugin, keyed_file_job_at, plugin, python_plugin, run_job, weir};
+use common::{
+    Host, JobDir, Lcg, assert_exactly_once_under_kills, committed_lines, js_plugin, keyed_file_job_at, plugin, printed_seed,
+    python_plugin, run_job, stopped_with_savepoint, toml_path, weir,
+};
 
 /// Ids that come twice close together, then again long after.
 const REPEATED: u64 = 50;
@@ -97,4 +102,51 @@ fn a_savepoint_keeps_only_live_ids_and_its_state_keeps_its_time_to_live() {
     let forever = dir.write("forever.toml", &std::fs::read_to_string(&job).unwrap().replace("ttl_ms = \"1000\"", "ttl_ms = \"0\""));
     let refused = run_job(&forever, &["--from-savepoint", savepoint.to_str().unwrap()]).failure();
     assert!(refused.contains("value state `seen` is kept with a time-to-live") && refused.contains("cannot lose one"), "{refused}");
+}
+
+/// `events` ids drawn from `ids` distinct ones, as input lines, and the
+/// output a dedup whose ids outlive the run gives: each id drawn, once.
+fn drawn_ids(seed: u64, events: u64, ids: u64) -> (String, Vec<String>) {
+    let mut random = Lcg(seed);
+    let drawn: Vec<String> = (0..events).map(|_| format!("id{}", random.below(ids))).collect();
+    let mut expected: Vec<String> = drawn.iter().map(|id| format!("{id}\t{id}")).collect();
+    expected.sort();
+    expected.dedup();
+    (drawn.iter().map(|id| event(id)).collect(), expected)
+}
+
+/// Ids that live an hour, killed three times: every id passes once — the
+/// expiring state, its values carrying their expiry, restores exactly.
+fn ids_pass_once_under_kills(backend: &str) {
+    let dir = JobDir::new();
+    let (input, expected) = drawn_ids(printed_seed("ids"), 30_000, 8_000);
+    dir.write("in.jsonl", &input);
+    let job = dedup_job(&dir, backend, &plugin("dedup"), 3_600_000, 8_000);
+    assert_exactly_once_under_kills(&dir, &job, 3, &expected, "each id passes once");
+}
+
+#[test]
+fn ids_pass_exactly_once_under_sigkill_memory() {
+    ids_pass_once_under_kills("memory");
+}
+
+#[test]
+fn ids_pass_exactly_once_under_sigkill_rocksdb() {
+    ids_pass_once_under_kills("rocksdb");
+}
+
+/// The Rust plugin's expiring ids, handed over in a savepoint to the
+/// Python twin, keep it from passing them again.
+#[test]
+fn the_python_twin_goes_on_with_the_ids_the_rust_plugin_saw() {
+    let dir = JobDir::new();
+    let (input, expected) = drawn_ids(13, 16_000, 4_000);
+    dir.write("in.jsonl", &input);
+    let rust = plugin("dedup");
+    let job = dedup_job(&dir, "memory", &rust, 3_600_000, 8_000);
+    let savepoint = stopped_with_savepoint(&dir, &job, "dedup", 8_000);
+    let handed_over = std::fs::read_to_string(&job).unwrap().replace(&toml_path(&rust), &toml_path(&python_plugin("dedup")));
+    std::fs::write(&job, handed_over).unwrap();
+    run_job(&job, &["--from-savepoint", savepoint.to_str().unwrap()]).success();
+    assert_eq!(committed_lines(&dir.path("out"), None), expected, "each id once, across the hand-over");
 }
