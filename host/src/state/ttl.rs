@@ -29,9 +29,9 @@ pub const TTL_PREFIX: &str = "ttl:";
 /// How many bytes the expiry adds to a stored value.
 pub const EXPIRY_BYTES: usize = 8;
 
-/// How often, at most, an operator's checkpoint first removes expired
-/// values from its backend: a purge of the memory backend reads every
-/// entry of the expiring states.
+/// How often, at most, a checkpoint of an operator first removes the
+/// expired values from its backend: a purge of the memory backend reads
+/// every entry of the expiring states.
 pub const PURGE_INTERVAL: Duration = Duration::from_secs(10);
 
 /// `value` followed by its expiry, in `buffer`.
