@@ -1391,3 +1391,32 @@ fn a_cancelled_job_keeps_its_figures() {
     assert_eq!(line(&host), before, "nothing changes once it is cancelled");
     host.weir(&["cancel", "main"]).success();
 }
+
+/// A host started with `WEIR_API_TOKEN` answers only commands that send
+/// the same token: without it (or with another) `weir` says what to set and
+/// the job runs on; with it, the commands work as ever.
+#[test]
+fn a_host_with_an_api_token_takes_commands_with_that_token_only() {
+    let dir = JobDir::new();
+    let job = paced_count_job(&dir, "guarded");
+    let token = std::path::Path::new("correct-horse");
+    let host = Host::start_with_env(&job, &[], &[("WEIR_API_TOKEN", token)]);
+    let command = |args: &[&str], token: Option<&str>| {
+        let mut command = std::process::Command::new(common::weir_binary());
+        command.args(args).args(["--api", &host.api]).env_remove("WEIR_API_TOKEN");
+        if let Some(token) = token {
+            command.env("WEIR_API_TOKEN", token);
+        }
+        command.output().unwrap()
+    };
+    for token in [None, Some("battery-staple")] {
+        let refused = command(&["cancel", "guarded"], token);
+        let said = String::from_utf8_lossy(&refused.stderr);
+        assert!(!refused.status.success() && said.contains("set WEIR_API_TOKEN to the token the host was started with"), "{said}");
+    }
+    let listed = command(&["jobs"], Some("correct-horse"));
+    assert!(String::from_utf8_lossy(&listed.stdout).lines().any(|l| l.starts_with("guarded ") && l.contains(" running ")));
+    assert!(command(&["cancel", "guarded"], Some("correct-horse")).status.success());
+    let (status, stderr) = host.wait();
+    assert!(status.success(), "{stderr}");
+}

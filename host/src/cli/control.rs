@@ -8,7 +8,7 @@ use clap::{Args, Subcommand};
 use weir::connectors::PartitionBacklog;
 use weir::control::client::{ApiClient, ClientError};
 use weir::control::registry;
-use weir::control::{DEFAULT_API_ADDR, ForkRequest, JobInfo, NodeInfo, SavepointRequest, UpgradeRequest};
+use weir::control::{ApiToken, DEFAULT_API_ADDR, ForkRequest, JobInfo, NodeInfo, SavepointRequest, UpgradeRequest};
 
 /// Where the host is.
 #[derive(Debug, Clone, Args)]
@@ -32,7 +32,7 @@ impl ApiArg {
     /// says that it has no such job, or cannot be reached.
     fn client_for(&self, name: &str) -> ApiClient {
         if let Some(addr) = self.given() {
-            return ApiClient::new(&addr);
+            return client(&addr);
         }
         let hosts = discovered();
         match hosts.iter().find(|(_, jobs)| jobs.iter().any(|job| job.name == name)) {
@@ -42,7 +42,7 @@ impl ApiArg {
                 }
                 host.clone()
             }
-            None => hosts.into_iter().next().map_or_else(|| ApiClient::new(DEFAULT_API_ADDR), |(host, _)| host),
+            None => hosts.into_iter().next().map_or_else(|| client(DEFAULT_API_ADDR), |(host, _)| host),
         }
     }
 
@@ -51,18 +51,24 @@ impl ApiArg {
     /// answered — else the default's error.
     fn hosts_with_jobs(&self) -> Result<Vec<(ApiClient, Vec<JobInfo>)>, ClientError> {
         let only = match self.given() {
-            Some(addr) => ApiClient::new(&addr),
+            Some(addr) => client(&addr),
             None => {
                 let hosts = discovered();
                 if !hosts.is_empty() {
                     return Ok(hosts);
                 }
-                ApiClient::new(DEFAULT_API_ADDR)
+                client(DEFAULT_API_ADDR)
             }
         };
         let jobs = only.jobs()?;
         Ok(vec![(only, jobs)])
     }
+}
+
+/// A client of the host at `addr`, presenting the token in
+/// `WEIR_API_TOKEN` if it is set.
+fn client(addr: &str) -> ApiClient {
+    ApiClient::new(addr).with_token(ApiToken::from_env())
 }
 
 /// Every host on this machine that answers, with its jobs: the default
@@ -73,7 +79,7 @@ fn discovered() -> Vec<(ApiClient, Vec<JobInfo>)> {
     let mut addrs = vec![DEFAULT_API_ADDR.to_owned()];
     addrs.extend(registry::announced().into_iter().filter(|addr| addr != DEFAULT_API_ADDR));
     let answering = addrs.iter().filter_map(|addr| {
-        let host = ApiClient::new(addr);
+        let host = client(addr);
         let jobs = host.jobs().ok()?;
         Some((host, jobs))
     });

@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock};
 
 use anyhow::Context;
 use clap::Args;
-use weir::control::DEFAULT_API_ADDR;
+use weir::control::{ApiToken, DEFAULT_API_ADDR};
 use weir::control::registry::Announcement;
 use weir::control::server::ApiServer;
 use weir::dataflow::{JobSummary, WrittenBy};
@@ -233,13 +233,15 @@ fn say_other_plugins(savepoint: &Savepoint, graph: &JobGraph, engine: &PluginEng
 
 /// Serves the control API on `requested` (the address, and the flag or
 /// variable that gave it), or on the default address — or any free port
-/// if another host has that one.
+/// if another host has that one — to requests with the token in
+/// `WEIR_API_TOKEN`, if it is set.
 fn serve(requested: Option<(&str, &str)>, manager: &Arc<JobManager>) -> anyhow::Result<ApiServer> {
     let plane = Arc::new(manager.clone());
+    let token = ApiToken::from_env();
     if let Some((addr, from)) = requested {
         // Its error names the address and says why; an address asked for
         // is not swapped for another behind the user's back.
-        return ApiServer::start(addr, plane).map_err(|error| match error.kind() {
+        return ApiServer::start(addr, plane, token).map_err(|error| match error.kind() {
             std::io::ErrorKind::AddrInUse => anyhow::anyhow!(
                 "{error} (the address {from} gives). Another weir host may be serving there (`weir jobs --api {addr}` \
                  asks it) — perhaps running this job already; to run another host beside it, give it an address of \
@@ -249,8 +251,8 @@ fn serve(requested: Option<(&str, &str)>, manager: &Arc<JobManager>) -> anyhow::
             _ => error.into(),
         });
     }
-    ApiServer::start(DEFAULT_API_ADDR, plane.clone())
-        .or_else(|_| ApiServer::start("127.0.0.1:0", plane))
+    ApiServer::start(DEFAULT_API_ADDR, plane.clone(), token.clone())
+        .or_else(|_| ApiServer::start("127.0.0.1:0", plane, token))
         .context("cannot serve the control API on localhost")
 }
 

@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::{
-    ErrorReply, ForkInfo, ForkRequest, JobInfo, SavepointInfo, SavepointRequest, UpgradeInfo, UpgradeRequest,
+    ApiToken, ErrorReply, ForkInfo, ForkRequest, JobInfo, SavepointInfo, SavepointRequest, UpgradeInfo, UpgradeRequest,
 };
 
 /// How long a request may take, all told: an upgrade or a savepoint of a
@@ -58,6 +58,8 @@ pub struct ApiClient {
     /// `http://host:port`, without a trailing slash.
     base: String,
     agent: ureq::Agent,
+    /// Sent with every request, if the host takes requests with a token only.
+    token: Option<ApiToken>,
 }
 
 impl ApiClient {
@@ -77,7 +79,12 @@ impl ApiClient {
             .user_agent(concat!("weir/", env!("CARGO_PKG_VERSION")))
             .build()
             .into();
-        ApiClient { addr, base, agent }
+        ApiClient { addr, base, agent, token: None }
+    }
+
+    /// The same client, presenting `token` with every request.
+    pub fn with_token(self, token: Option<ApiToken>) -> Self {
+        ApiClient { token, ..self }
     }
 
     /// The address the client was made with.
@@ -118,19 +125,18 @@ impl ApiClient {
     /// The host's jobs as Prometheus metrics: the text of `GET /metrics`
     /// (see [`metrics`](super::metrics)).
     pub fn metrics(&self) -> Result<String, ClientError> {
-        let sent = self.agent.get(format!("{}/metrics", self.base)).header("Accept", "text/plain").call();
+        let sent = self.authorized(self.agent.get(format!("{}/metrics", self.base))).header("Accept", "text/plain").call();
         Ok(self.reply_text(sent)?.1)
     }
 
     fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
-        let sent = self.agent.get(format!("{}{path}", self.base)).header("Accept", "application/json").call();
+        let sent = self.authorized(self.agent.get(format!("{}{path}", self.base))).header("Accept", "application/json").call();
         self.reply(sent)
     }
 
     fn post<B: Serialize, T: DeserializeOwned>(&self, path: &str, body: Option<&B>) -> Result<T, ClientError> {
         let request = self
-            .agent
-            .post(format!("{}{path}", self.base))
+            .authorized(self.agent.post(format!("{}{path}", self.base)))
             .header("Accept", "application/json")
             .content_type("application/json");
         let sent = match body {
@@ -141,6 +147,14 @@ impl ApiClient {
             None => request.send_empty(),
         };
         self.reply(sent)
+    }
+
+    /// `request`, with the token if the client has one.
+    fn authorized<B>(&self, request: ureq::RequestBuilder<B>) -> ureq::RequestBuilder<B> {
+        match &self.token {
+            Some(token) => request.header("Authorization", token.header_value()),
+            None => request,
+        }
     }
 
     fn reply<T: DeserializeOwned>(

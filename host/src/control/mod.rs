@@ -16,6 +16,9 @@
 //! | `POST /forks`                    | `ForkRequest`       | `ForkInfo`       |
 //! | `GET /metrics`                   |                     | Prometheus text  |
 //!
+//! A host started with `WEIR_API_TOKEN` set answers only requests with
+//! `Authorization: Bearer <token>` ([`auth`]), others with 401.
+//!
 //! Errors come back as `{"error": "..."}` with status 404 (no such job),
 //! 400 (a bad request: a bad module, an unknown uid, incompatible state),
 //! 409 (the job is not in a state to do that), 405 (another method), 408
@@ -26,12 +29,14 @@
 /// it, unless told otherwise (`--api`, `WEIR_API`).
 pub const DEFAULT_API_ADDR: &str = "127.0.0.1:7070";
 
+pub mod auth;
 pub mod client;
 pub mod metrics;
 pub mod registry;
 pub mod server;
 mod types;
 
+pub use auth::{ApiToken, TOKEN_ENV};
 pub use types::{
     Counters, ErrorReply, ForkInfo, ForkRequest, JobInfo, NodeInfo, OperatorInfo, Recent, SavepointInfo, SavepointRequest, SubtaskInfo, UpgradeInfo,
     UpgradeRequest,

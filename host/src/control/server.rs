@@ -16,7 +16,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tiny_http::{ConfigListenAddr, Header, Method, Request, Response, Server, ServerConfig};
 
-use super::{ControlError, ControlPlane, ErrorReply, ForkRequest, SavepointRequest, UpgradeRequest, metrics};
+use super::{ApiToken, ControlError, ControlPlane, ErrorReply, ForkRequest, SavepointRequest, TOKEN_ENV, UpgradeRequest, metrics};
 
 /// The largest request body accepted (requests are a few paths and names).
 const MAX_BODY: u64 = 1 << 20;
@@ -53,13 +53,19 @@ const ANSWER_PATIENCE: Duration = Duration::from_secs(10);
 
 impl ApiServer {
     /// Listens on `addr` (`127.0.0.1:7070`, or `127.0.0.1:0` for any free
-    /// port; an `http://` prefix is allowed) and serves `plane` there.
-    pub fn start(addr: &str, plane: Arc<dyn ControlPlane>) -> std::io::Result<ApiServer> {
-        Self::start_with(addr, plane, READ_TIMEOUT)
+    /// port; an `http://` prefix is allowed) and serves `plane` there — to
+    /// requests that present `token`, if there is one.
+    pub fn start(addr: &str, plane: Arc<dyn ControlPlane>, token: Option<ApiToken>) -> std::io::Result<ApiServer> {
+        Self::start_with(addr, plane, READ_TIMEOUT, token)
     }
 
     /// [`ApiServer::start`], a read from a client waiting at most `read_timeout`.
-    fn start_with(addr: &str, plane: Arc<dyn ControlPlane>, read_timeout: Duration) -> std::io::Result<ApiServer> {
+    fn start_with(
+        addr: &str,
+        plane: Arc<dyn ControlPlane>,
+        read_timeout: Duration,
+        token: Option<ApiToken>,
+    ) -> std::io::Result<ApiServer> {
         let listen = addr.trim().trim_start_matches("http://").trim_end_matches('/');
         let config = |addr| ServerConfig { addr, ssl: None, read_timeout: Some(read_timeout), max_connections: Some(MAX_CONNECTIONS) };
         let server = ConfigListenAddr::from_socket_addrs(listen).map_err(Into::into).map(config).and_then(Server::new).map_err(|error| {
@@ -69,10 +75,12 @@ impl ApiServer {
         let bound = server.server_addr().to_ip().ok_or_else(|| {
             std::io::Error::other(format!("cannot serve the control API on {listen}: not an IP address"))
         })?;
-        if !bound.ip().is_loopback() {
-            // The API has no authentication: anyone who reaches it can
-            // cancel, fork or upgrade the jobs.
-            tracing::warn!(addr = %bound, "the control API is served beyond this machine, without authentication");
+        if !bound.ip().is_loopback() && token.is_none() {
+            // Anyone who reaches it can cancel, fork or upgrade the jobs.
+            tracing::warn!(
+                addr = %bound,
+                "the control API is served beyond this machine without a token: set {TOKEN_ENV} to require one"
+            );
         }
         let server = Arc::new(server);
         let stopping = Arc::new(AtomicBool::new(false));
@@ -81,7 +89,7 @@ impl ApiServer {
             let server = Arc::clone(&server);
             let stopping = Arc::clone(&stopping);
             let in_flight = Arc::clone(&in_flight);
-            move || accept_loop(&server, &stopping, &in_flight, plane, read_timeout)
+            move || accept_loop(&server, &stopping, &in_flight, plane, read_timeout, token)
         })?;
         tracing::debug!(addr = %bound, "control API listening");
         Ok(ApiServer { addr: bound, server: Some(server), stopping, in_flight, thread: Some(thread) })
@@ -166,6 +174,7 @@ fn accept_loop(
     in_flight: &Arc<AtomicUsize>,
     plane: Arc<dyn ControlPlane>,
     read_timeout: Duration,
+    token: Option<ApiToken>,
 ) {
     loop {
         let received = server.recv();
@@ -175,10 +184,11 @@ fn accept_loop(
         match received {
             Ok(request) => {
                 let plane = Arc::clone(&plane);
+                let token = token.clone();
                 let handling = Handling::start(in_flight);
                 let spawned = std::thread::Builder::new().name("weir-api-request".into()).spawn(move || {
                     let _handling = handling;
-                    serve(plane.as_ref(), request, read_timeout)
+                    serve(plane.as_ref(), request, read_timeout, token.as_ref())
                 });
                 if let Err(error) = spawned {
                     tracing::error!(%error, "control API: cannot start a thread for a request");
@@ -195,13 +205,16 @@ fn accept_loop(
 }
 
 /// Handles one request and logs it; its body must arrive within
-/// `read_timeout`.
-fn serve(plane: &dyn ControlPlane, mut request: Request, read_timeout: Duration) {
+/// `read_timeout`, and it must present `token` if there is one.
+fn serve(plane: &dyn ControlPlane, mut request: Request, read_timeout: Duration, token: Option<&ApiToken>) {
     let start = Instant::now();
     let method = request.method().clone();
     let url = request.url().to_owned();
     let path = url.split(['?', '#']).next().unwrap_or("").to_owned();
+    let authorization = request.headers().iter().find(|h| h.field.equiv("Authorization")).map(|h| h.value.as_str().to_owned());
+    let admitted = token.is_none_or(|token| token.admits(authorization.as_deref()));
     let (status, body) = match read_body(&mut request, Instant::now() + read_timeout) {
+        Ok(_) if !admitted => error(401, unauthorized(authorization.is_some())),
         Ok(body) => match std::panic::catch_unwind(AssertUnwindSafe(|| handle(plane, &method, &path, &body))) {
             Ok(reply) => reply,
             Err(panic) => {
@@ -221,6 +234,9 @@ fn serve(plane: &dyn ControlPlane, mut request: Request, read_timeout: Duration)
     };
     let mut response = Response::from_string(body).with_status_code(status);
     response.add_header(Header::from_bytes(&b"Content-Type"[..], content_type.as_bytes()).expect("a valid header"));
+    if status == 401 {
+        response.add_header(Header::from_bytes(&b"WWW-Authenticate"[..], &b"Bearer"[..]).expect("a valid header"));
+    }
     if status == 405
         && let Ok(Some((_, allow))) = resolve(&path)
     {
@@ -241,6 +257,16 @@ fn serve(plane: &dyn ControlPlane, mut request: Request, read_timeout: Duration)
     if let Err(error) = sent {
         tracing::debug!(method, path = %path, %error, "control API: the reply could not be sent");
     }
+}
+
+/// Why a request without the host's token (`presented`: with another) is
+/// refused.
+fn unauthorized(presented: bool) -> String {
+    let which = if presented { "the token this request gave is not this host's" } else { "this request gave none" };
+    format!(
+        "this host's control API takes requests with its token only, and {which}: set {TOKEN_ENV} to the token \
+         the host was started with (the commands send it as `Authorization: Bearer TOKEN`)"
+    )
 }
 
 /// The request's body, which must have arrived by `deadline`: each read
@@ -526,7 +552,7 @@ mod tests {
 
     fn start(plane: FakePlane) -> (ApiServer, Arc<FakePlane>) {
         let plane = Arc::new(plane);
-        let server = ApiServer::start("127.0.0.1:0", plane.clone()).expect("the server starts");
+        let server = ApiServer::start("127.0.0.1:0", plane.clone(), None).expect("the server starts");
         (server, plane)
     }
 
@@ -536,7 +562,7 @@ mod tests {
     fn a_request_body_that_stops_coming_is_answered_408() {
         use std::io::Write;
         let plane = Arc::new(FakePlane::default());
-        let server = ApiServer::start_with("127.0.0.1:0", plane, Duration::from_millis(300)).expect("the server starts");
+        let server = ApiServer::start_with("127.0.0.1:0", plane, Duration::from_millis(300), None).expect("the server starts");
         let send_part = |declared: usize, sent: usize| {
             let mut client = std::net::TcpStream::connect(server.addr()).unwrap();
             client.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
@@ -581,6 +607,27 @@ mod tests {
         .expect("the request is answered");
         let content_type = response.headers().get("content-type").map(|v| v.to_str().unwrap().to_owned());
         (response.status().as_u16(), content_type, response.body_mut().read_to_string().unwrap())
+    }
+
+    /// A host with a token answers only requests that present it — with
+    /// a 401 saying what to set, and nothing done — metrics included.
+    #[test]
+    fn a_host_with_a_token_answers_only_its_bearers() {
+        let plane = Arc::new(FakePlane::default());
+        let token = ApiToken::new("s3cret");
+        let server = ApiServer::start("127.0.0.1:0", plane.clone(), token.clone()).expect("the server starts");
+        let addr = server.addr().to_string();
+        for client in [ApiClient::new(&addr), ApiClient::new(&addr).with_token(ApiToken::new("guess"))] {
+            let refused = client.cancel("words").unwrap_err();
+            assert_eq!(refused.status(), Some(401), "{refused}");
+            assert!(refused.to_string().contains("set WEIR_API_TOKEN to the token the host was started with"), "{refused}");
+            assert_eq!(client.metrics().unwrap_err().status(), Some(401));
+        }
+        assert!(plane.calls.lock().unwrap().is_empty(), "nothing was done");
+        let bearer = ApiClient::new(&addr).with_token(token);
+        assert_eq!(bearer.jobs().unwrap().len(), 1);
+        bearer.cancel("words").unwrap();
+        assert!(bearer.metrics().is_ok());
     }
 
     #[test]
@@ -822,7 +869,7 @@ mod tests {
     #[test]
     fn idle_connections_beyond_the_cap_are_closed_and_the_api_answers_once_they_go() {
         let plane = Arc::new(FakePlane::default());
-        let server = ApiServer::start_with("127.0.0.1:0", plane, Duration::from_secs(30)).expect("the server starts");
+        let server = ApiServer::start_with("127.0.0.1:0", plane, Duration::from_secs(30), None).expect("the server starts");
         let idle: Vec<std::net::TcpStream> =
             (0..MAX_CONNECTIONS + 20).map(|_| std::net::TcpStream::connect(server.addr()).unwrap()).collect();
         // The last ones were closed by the server: a read sees their end.
@@ -846,7 +893,7 @@ mod tests {
     #[test]
     fn trickling_and_endless_requests_are_cut_off() {
         let plane = Arc::new(FakePlane::default());
-        let server = ApiServer::start_with("127.0.0.1:0", plane, Duration::from_millis(400)).expect("the server starts");
+        let server = ApiServer::start_with("127.0.0.1:0", plane, Duration::from_millis(400), None).expect("the server starts");
         // Sends `at_once`, then `trickled` a byte every 150 ms (each well
         // within the read timeout); the reply's first line and how long it
         // took to come.
@@ -901,7 +948,7 @@ mod tests {
     #[test]
     fn a_request_slower_than_the_read_timeout_is_answered() {
         let plane = Arc::new(FakePlane { upgrade_delay: Duration::from_secs(1), ..FakePlane::default() });
-        let server = ApiServer::start_with("127.0.0.1:0", plane.clone(), Duration::from_millis(200)).expect("the server starts");
+        let server = ApiServer::start_with("127.0.0.1:0", plane.clone(), Duration::from_millis(200), None).expect("the server starts");
         let upgrade = upgrade_under_way(&server, &plane);
         assert_eq!(upgrade.join().unwrap().unwrap().downtime_ms, 123.4);
     }
@@ -945,7 +992,7 @@ mod tests {
     #[test]
     fn a_busy_port_is_an_addr_in_use_error() {
         let (server, plane) = start(FakePlane::default());
-        let error = ApiServer::start(&server.addr().to_string(), plane).unwrap_err();
+        let error = ApiServer::start(&server.addr().to_string(), plane, None).unwrap_err();
         assert_eq!(error.kind(), std::io::ErrorKind::AddrInUse);
         assert!(error.to_string().contains(&server.addr().to_string()), "{error}");
     }
