@@ -20,10 +20,10 @@
 //! `Authorization: Bearer <token>` ([`auth`]), others with 401.
 //!
 //! Errors come back as `{"error": "..."}` with status 404 (no such job),
-//! 400 (a bad request: a bad module, an unknown uid, incompatible state),
-//! 409 (the job is not in a state to do that), 405 (another method), 408
-//! (a body shorter than its length, after 30 s), 413 (a body over 1 MiB)
-//! or 500.
+//! 401 (no token, or another, where the host has one), 400 (a bad
+//! request: a bad module, an unknown uid, incompatible state), 409 (the
+//! job is not in a state to do that), 405 (another method), 408 (a body
+//! shorter than its length, after 30 s), 413 (a body over 1 MiB) or 500.
 
 /// Where `weir run` serves the control API, and where the commands look for
 /// it, unless told otherwise (`--api`, `WEIR_API`).
