@@ -2,7 +2,8 @@
 //! plugin: an id repeated within its time-to-live is dropped and one
 //! repeated after it passes again, on both backends and in the Python and
 //! JavaScript twins; ids pass exactly once under SIGKILL, and across a
-//! savepoint handed from the Rust plugin to the Python one; a savepoint
+//! savepoint handed from the Rust plugin to the Python one at another
+//! parallelism; a savepoint
 //! holds only the ids still live, says their state expires, and a job
 //! cannot restore it into a plugin that opens the state without a
 //! time-to-live.
@@ -136,16 +137,19 @@ fn ids_pass_exactly_once_under_sigkill_rocksdb() {
 }
 
 /// The Rust plugin's expiring ids, handed over in a savepoint to the
-/// Python twin, keep it from passing them again.
+/// Python twin at another parallelism (their key groups moved with their
+/// expiry), keep it from passing them again.
 #[test]
-fn the_python_twin_goes_on_with_the_ids_the_rust_plugin_saw() {
+fn the_python_twin_goes_on_at_parallelism_3_with_the_ids_the_rust_plugin_saw() {
     let dir = JobDir::new();
     let (input, expected) = drawn_ids(13, 16_000, 4_000);
     dir.write("in.jsonl", &input);
     let rust = plugin("dedup");
     let job = dedup_job(&dir, "memory", &rust, 3_600_000, 8_000);
     let savepoint = stopped_with_savepoint(&dir, &job, "dedup", 8_000);
-    let handed_over = std::fs::read_to_string(&job).unwrap().replace(&toml_path(&rust), &toml_path(&python_plugin("dedup")));
+    let text = std::fs::read_to_string(&job).unwrap();
+    let handed_over = text.replace(&toml_path(&rust), &toml_path(&python_plugin("dedup"))).replace("parallelism = 2", "parallelism = 3");
+    assert!(handed_over.contains("parallelism = 3"), "{handed_over}");
     std::fs::write(&job, handed_over).unwrap();
     run_job(&job, &["--from-savepoint", savepoint.to_str().unwrap()]).success();
     assert_eq!(committed_lines(&dir.path("out"), None), expected, "each id once, across the hand-over");
