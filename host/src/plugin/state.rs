@@ -47,19 +47,23 @@ struct OpenState {
 
 impl OpenState {
     /// Appends `key`'s value — absent if it has none or it expired at
-    /// `now` — to `values`. Reading restarts its time if the state says so.
+    /// `now` — to `values`. Reading restarts its time if the state says
+    /// so; an expired value read is removed (Flink's clean-up on read).
     fn read(&self, backend: &mut dyn KeyedStateBackend, key: HashedKey<'_>, now: i64, values: &mut SlotValues) -> Result<(), BackendError> {
         let stored = backend.get(self.state, key)?;
         let Some(ttl) = self.ttl else {
             push_value(values, stored);
             return Ok(());
         };
-        let live = match stored {
-            Some(stored) => live_value(stored, now)?,
-            None => None,
+        let Some(stored) = stored else {
+            push_value(values, None);
+            return Ok(());
         };
+        let live = live_value(stored, now)?;
         push_value(values, live);
-        if ttl.refresh_on_read && live.is_some() {
+        if live.is_none() {
+            backend.delete(self.state, key)?;
+        } else if ttl.refresh_on_read {
             let start = values.offsets[values.offsets.len() - 2] as usize;
             let mut buffer = Vec::new();
             backend.put(self.state, key, with_expiry(&values.data[start..], expiry_after(now, ttl.millis), &mut buffer))?;
@@ -900,6 +904,8 @@ mod tests {
         let mut view = fixture.view(Some(&keys));
         let read = HostValueState::get_all(&mut view, Resource::new_borrow(value.rep())).unwrap();
         assert_eq!(read.present, [false], "expired");
+        assert!(fixture.backend.get(StateId(0), HashedKey::new(b"k", 128)).unwrap().is_none(), "removed as it was read");
+        let mut view = fixture.view(Some(&keys));
         let mut listed = Vec::new();
         let mut after = None;
         loop {
@@ -913,7 +919,7 @@ mod tests {
         let pages = [(&b"02"[..], &b"ac"[..], true), (b"46", b"eg", true), (b"8", b"i", false)];
         assert_eq!(listed, pages.map(|(k, v, more)| (k.to_vec(), v.to_vec(), more)), "live entries, pages filled past expired ones");
         let expiring = fixture.registry.expiring();
-        assert_eq!(fixture.backend.purge_expired(&expiring, now).unwrap(), 6, "the value and five entries");
+        assert_eq!(fixture.backend.purge_expired(&expiring, now).unwrap(), 5, "the five entries listed past");
         assert_eq!(fixture.backend.len(), 5);
     }
 
