@@ -24,7 +24,7 @@ use super::stderr::StderrTail;
 use super::timers::TimersView;
 use crate::dataflow::{Cancel, KeyNumbered, NO_TIMESTAMP, RecordBatch};
 use crate::state::{
-    FiredTimer, FiringCall, KeyGroupRange, KeyedStateBackend, PURGE_INTERVAL, StateRegistry, TimeDomain, TimerService,
+    FiredTimer, FiringCall, KeyGroupRange, KeyedStateBackend, StateRegistry, TimeDomain, TimerService,
 };
 
 /// How much of a plugin's stderr is kept for error reports (its newest bytes).
@@ -73,8 +73,6 @@ pub struct PluginState {
     /// The job's cancel flag, when the instance runs in a job: a cancel
     /// interrupts the call under way ([`super::instance`], [`super::clocks`]).
     pub cancel: Option<Cancel>,
-    /// When a checkpoint last removed expired values from the backend.
-    last_purge: Option<Instant>,
 }
 
 impl PluginState {
@@ -101,7 +99,6 @@ impl PluginState {
             call_deadline: None,
             call: START_UP,
             cancel: None,
-            last_purge: None,
         }
     }
 
@@ -222,14 +219,10 @@ impl PluginState {
         Ok(CapturedState { meta, keyed })
     }
 
-    /// Removes the expired values of the states with a time-to-live from
-    /// the backend — so from the snapshot about to be taken — at most every
-    /// [`PURGE_INTERVAL`] (see [`crate::state`]'s `ttl`).
+    /// Removes expired values of the states with a time-to-live from the
+    /// backend — so from the snapshot about to be taken: a bounded part of
+    /// them each time (see [`crate::state`]'s `ttl`).
     fn purge_expired(&mut self) -> Result<(), CallError> {
-        if self.last_purge.is_some_and(|at| at.elapsed() < PURGE_INTERVAL) {
-            return Ok(());
-        }
-        self.last_purge = Some(Instant::now());
         let expiring = self.registry.expiring();
         if expiring.is_empty() {
             return Ok(());

@@ -197,15 +197,59 @@ pub struct MemoryBackend {
     record_bytes: RecordBytes,
     /// Sub-keys by key of the map states listed so far.
     map_indexes: MapIndexes,
+    /// By state: the bucket of its table a purge of expired values goes on
+    /// from ([`MemoryBackend::purge_within`]).
+    purge_cursors: Vec<usize>,
 }
+
+/// How many buckets of its tables a purge of expired values looks at, at
+/// most (a few milliseconds): the purge runs on the task's thread while it
+/// waits at a barrier, so a large state is swept a part per checkpoint.
+const PURGE_BUCKETS: usize = 1 << 19;
 
 impl MemoryBackend {
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// Removes the expired values of `states` found in at most `budget`
+    /// buckets of their tables (shared between them), each state's sweep
+    /// going on from where the last one stopped and wrapping around; returns
+    /// how many it removed. A removal leaves the other entries in their
+    /// buckets; a table that grew since is swept on in its new layout, so
+    /// an entry moved behind the cursor waits for the next round.
+    fn purge_within(&mut self, states: &[StateId], now: i64, budget: usize) -> u64 {
+        let MemoryBackend { states: tables, deleted, chain, record_bytes, map_indexes, purge_cursors } = self;
+        let mut removals = Removals { deleted, chain, record_bytes, map_indexes };
+        let share = (budget / states.len().max(1)).max(1);
+        let mut purged = 0;
+        for &state in states {
+            let Some(table) = tables.get_mut(state.0 as usize) else { continue };
+            if purge_cursors.len() <= state.0 as usize {
+                purge_cursors.resize(state.0 as usize + 1, 0);
+            }
+            let cursor = &mut purge_cursors[state.0 as usize];
+            let buckets = table.num_buckets();
+            for _ in 0..share.min(buckets) {
+                if *cursor >= buckets {
+                    *cursor = 0;
+                }
+                if let Ok(entry) = table.get_bucket_entry(*cursor)
+                    && expired(entry.get().value(), now)
+                {
+                    let (slot, _) = entry.remove();
+                    removals.note(state, &slot);
+                    purged += 1;
+                }
+                *cursor += 1;
+            }
+        }
+        purged
+    }
+
     fn removals(&mut self) -> Removals<'_> {
-        Removals { deleted: &mut self.deleted, chain: &self.chain, record_bytes: &mut self.record_bytes, map_indexes: &mut self.map_indexes }
+        let MemoryBackend { deleted, chain, record_bytes, map_indexes, .. } = self;
+        Removals { deleted, chain, record_bytes, map_indexes }
     }
 
     fn table_mut(&mut self, state: StateId) -> &mut HashTable<Slot> {
@@ -259,21 +303,7 @@ impl KeyedStateBackend for MemoryBackend {
     }
 
     fn purge_expired(&mut self, states: &[StateId], now: i64) -> Result<u64, StateError> {
-        let mut purged = 0;
-        let MemoryBackend { states: tables, deleted, chain, record_bytes, map_indexes } = self;
-        let mut removals = Removals { deleted, chain, record_bytes, map_indexes };
-        for &state in states {
-            let Some(table) = tables.get_mut(state.0 as usize) else { continue };
-            table.retain(|slot| {
-                let keep = !expired(slot.value(), now);
-                if !keep {
-                    removals.note(state, slot);
-                    purged += 1;
-                }
-                keep
-            });
-        }
-        Ok(purged)
+        Ok(self.purge_within(states, now, PURGE_BUCKETS))
     }
 
     fn map_entries(
@@ -420,7 +450,7 @@ pub fn apply_changes(root: &Path, file: &FileRef, backend: &mut dyn KeyedStateBa
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::{BackendConfig, BackendHandle, SnapshotTarget, restore_backend};
+    use crate::state::{BackendConfig, BackendHandle, SnapshotTarget, restore_backend, with_expiry};
 
     #[test]
     fn put_get_delete_per_state() {
@@ -593,6 +623,47 @@ mod tests {
         assert!(matches!(bytes, EntryBytes::Heap(_)), "once on the heap, an entry stays there");
         assert!(matches!(EntryBytes::new(&[1; INLINE_BYTES], b""), EntryBytes::Inline { .. }));
         assert!(matches!(EntryBytes::new(&[1; INLINE_BYTES], b"x"), EntryBytes::Heap(_)));
+    }
+
+    /// A purge looks at a bounded number of buckets and goes on from there
+    /// the next time, wrapping around — also after the table grew in
+    /// between — until every expired value is gone and every live one
+    /// stays; the change file after it records the removals.
+    #[test]
+    fn purges_sweep_a_bounded_part_of_a_table_each_and_go_on_from_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut backend = MemoryBackend::new();
+        let (expiring, other) = (StateId(1), StateId(0));
+        let mut stored = Vec::new();
+        let mut put = |backend: &mut MemoryBackend, state: StateId, i: u32, expires_at: i64| {
+            let key = format!("key-{i}");
+            backend.put(state, HashedKey::new(key.as_bytes(), 128), with_expiry(b"v", expires_at, &mut stored)).unwrap();
+        };
+        for i in 0..10_000 {
+            put(&mut backend, expiring, i, if i % 2 == 0 { 100 } else { 10_000 });
+            put(&mut backend, other, i, 100);
+        }
+        backend.snapshot().unwrap().persist(&target(dir.path(), 1)).unwrap();
+        let (budget, mut purged, mut rounds) = (1_000, 0, 0);
+        while purged < 5_000 {
+            let now = backend.purge_within(&[expiring], 500, budget);
+            assert!(now <= budget as u64);
+            purged += now;
+            rounds += 1;
+            if rounds == 3 {
+                // The table grows between purges: the sweep goes on in its new layout.
+                (10_000..30_000).for_each(|i| put(&mut backend, expiring, i, 10_000));
+            }
+            assert!(rounds < 200, "every expired value is reached");
+        }
+        assert_eq!(purged, 5_000);
+        let left = contents(&mut backend);
+        assert_eq!(left.iter().filter(|(state, ..)| *state == 1).count(), 25_000, "every live value stays");
+        assert_eq!(left.iter().filter(|(state, ..)| *state == 0).count(), 10_000, "a state not named is not purged");
+        let handle = backend.snapshot().unwrap().persist(&target(dir.path(), 2)).unwrap();
+        assert_eq!(changes(&handle).len(), 1, "the removals went into a change file");
+        let mut restored = restore_backend(&BackendConfig::new(BackendKind::Memory), &handle, dir.path(), dir.path()).unwrap();
+        assert_eq!(contents(restored.as_mut()), left);
     }
 
     #[test]

@@ -43,7 +43,7 @@ pub use map_keys::{map_entry_key, split_map_entry};
 pub use memory::MemoryBackend;
 pub use rocksdb::RocksDbBackend;
 pub use rocksdb_memory::RocksDbMemory;
-pub use ttl::{EXPIRY_BYTES, ExpiringStates, PURGE_INTERVAL, TTL_PREFIX, expired, expiry_after, split_expiry, with_expiry};
+pub use ttl::{EXPIRY_BYTES, ExpiringStates, TTL_PREFIX, expired, expiry_after, split_expiry, with_expiry};
 pub use timers::{FiredTimer, FiringBudget, FiringCall, TimeDomain, TimerService, now_ms, processing_timers_due_at};
 
 /// A state of one operator, by index into its [`StateRegistry`].
@@ -266,9 +266,10 @@ pub trait KeyedStateBackend: Send {
         limit: usize,
         f: &mut dyn FnMut(&[u8], &[u8]),
     ) -> Result<bool, StateError>;
-    /// Removes (or has removed in the background) the entries of the
-    /// expiring `states` ([`ttl`]) that expired at `now`; returns how many
-    /// it removed at once.
+    /// Removes entries of the expiring `states` ([`ttl`]) that expired at
+    /// `now` — those in a bounded part of its storage, going on from there
+    /// the next time, or has them removed in the background; returns how
+    /// many it removed at once.
     fn purge_expired(&mut self, states: &[StateId], now: i64) -> Result<u64, StateError>;
     /// Every entry, in no particular order.
     fn for_each(&mut self, f: &mut dyn FnMut(&Entry)) -> Result<(), StateError>;

@@ -10,15 +10,15 @@
 //!
 //! - reads leave out expired values (`plugin::state`), so what a plugin
 //!   sees never depends on when clean-up ran;
-//! - before a checkpoint, at most every [`PURGE_INTERVAL`], the memory
-//!   backend removes them from its tables (and so from the checkpoint);
+//! - before each checkpoint the memory backend removes those it finds in a
+//!   bounded part of its tables, sweeping on from there the next time
+//!   (and so they leave the checkpoints);
 //!   RocksDB removes them as it compacts, by a compaction filter that knows
 //!   which states expire ([`ExpiringStates`]) — as Flink's RocksDB backend
 //!   does;
 //! - a savepoint leaves them out.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
 use super::{MAX_STATES, StateId};
 
@@ -28,11 +28,6 @@ pub const TTL_PREFIX: &str = "ttl:";
 
 /// How many bytes the expiry adds to a stored value.
 pub const EXPIRY_BYTES: usize = 8;
-
-/// How often, at most, a checkpoint of an operator first removes the
-/// expired values from its backend: a purge of the memory backend reads
-/// every entry of the expiring states.
-pub const PURGE_INTERVAL: Duration = Duration::from_secs(10);
 
 /// `value` followed by its expiry, in `buffer`.
 pub fn with_expiry<'b>(value: &[u8], expires_at: i64, buffer: &'b mut Vec<u8>) -> &'b [u8] {
