@@ -23,9 +23,7 @@ use super::state::{BatchKeys, KeyedStateView};
 use super::stderr::StderrTail;
 use super::timers::TimersView;
 use crate::dataflow::{Cancel, KeyNumbered, NO_TIMESTAMP, RecordBatch};
-use crate::state::{
-    FiredTimer, FiringCall, KeyGroupRange, KeyedStateBackend, StateRegistry, TimeDomain, TimerService,
-};
+use crate::state::{FiredTimer, FiringCall, KeyGroupRange, KeyedStateBackend, StateRegistry, TimeDomain, TimerService};
 
 /// How much of a plugin's stderr is kept for error reports (its newest bytes).
 const STDERR_CAPACITY: usize = 64 * 1024;

@@ -49,7 +49,14 @@ impl OpenState {
     /// Appends `key`'s value — absent if it has none or it expired at
     /// `now` — to `values`. Reading restarts its time if the state says
     /// so; an expired value read is removed (Flink's clean-up on read).
-    fn read(&self, backend: &mut dyn KeyedStateBackend, key: HashedKey<'_>, now: i64, values: &mut SlotValues) -> Result<(), BackendError> {
+    fn read(
+        &self,
+        backend: &mut dyn KeyedStateBackend,
+        key: HashedKey<'_>,
+        now: i64,
+        values: &mut SlotValues,
+        buffer: &mut Vec<u8>,
+    ) -> Result<(), BackendError> {
         let stored = backend.get(self.state, key)?;
         let Some(ttl) = self.ttl else {
             push_value(values, stored);
@@ -65,8 +72,7 @@ impl OpenState {
             backend.delete(self.state, key)?;
         } else if ttl.refresh_on_read {
             let start = values.offsets[values.offsets.len() - 2] as usize;
-            let mut buffer = Vec::new();
-            backend.put(self.state, key, with_expiry(&values.data[start..], expiry_after(now, ttl.millis), &mut buffer))?;
+            backend.put(self.state, key, with_expiry(&values.data[start..], expiry_after(now, ttl.millis), buffer))?;
         }
         Ok(())
     }
@@ -363,10 +369,10 @@ impl HostValueState for KeyedStateView<'_> {
     fn get_all(&mut self, resource: Resource<ValueStateHandle>) -> Result<SlotValues, StateError> {
         let open = self.handle(&resource);
         let keys = self.current_keys()?;
-        let now = now_ms();
+        let (now, mut buffer) = (now_ms(), Vec::new());
         let mut values = empty_values(keys.len());
         for slot in 0..keys.len() {
-            let read = open.read(self.backend, keys.get(slot), now, &mut values);
+            let read = open.read(self.backend, keys.get(slot), now, &mut values, &mut buffer);
             record_failure(self.failure, read)?;
         }
         Ok(values)
@@ -394,10 +400,10 @@ impl HostValueState for KeyedStateView<'_> {
         let open = self.handle(&resource);
         let keys = self.current_keys()?;
         check_slots(slots.iter().copied(), keys)?;
-        let now = now_ms();
+        let (now, mut buffer) = (now_ms(), Vec::new());
         let mut values = empty_values(slots.len());
         for &slot in &slots {
-            let read = open.read(self.backend, keys.get(slot as usize), now, &mut values);
+            let read = open.read(self.backend, keys.get(slot as usize), now, &mut values, &mut buffer);
             record_failure(self.failure, read)?;
         }
         Ok(values)
@@ -455,11 +461,11 @@ impl HostMapState for KeyedStateView<'_> {
         let open = self.map_handle(&resource);
         let keys = self.current_keys()?;
         let entries = EntryKeys::new(keys, &slots, &sub_keys, &sub_key_offsets)?;
-        let now = now_ms();
+        let (now, mut buffer) = (now_ms(), Vec::new());
         let mut values = empty_values(slots.len());
         let mut composite = Vec::new();
         for i in 0..slots.len() {
-            let read = open.read(self.backend, entries.composite(i, &mut composite), now, &mut values);
+            let read = open.read(self.backend, entries.composite(i, &mut composite), now, &mut values, &mut buffer);
             record_failure(self.failure, read)?;
         }
         Ok(values)

@@ -11,7 +11,7 @@ use crate::connectors::{RestoredSplits, assign_splits};
 use crate::job::{JobGraph, NodeKind};
 use crate::plugin::{BroadcastMaps, InitialState, InstanceMeta};
 use crate::state::{
-    BackendConfig, HashedKey, RecordReader, StateError, StateId, StateRegistry, TTL_PREFIX, TimeDomain, TimerService,
+    BackendConfig, HashedKey, RecordReader, RegisteredName, StateError, StateId, StateRegistry, TimeDomain, TimerService,
     key_group_range, open_backend, read_verified, split_expiry,
 };
 
@@ -273,9 +273,8 @@ fn registry(operator: &OperatorSnapshot) -> (StateRegistry, Vec<Option<StateId>>
         .iter()
         .map(|state| match state.kind {
             StateKind::Value | StateKind::Map => {
-                let ttl = if state.expires { TTL_PREFIX } else { "" };
-                let map = if state.kind == StateKind::Map { MAP_PREFIX } else { "" };
-                Some(registry.intern(&format!("{ttl}{map}{}", state.name)))
+                let prefix = if state.kind == StateKind::Map { MAP_PREFIX } else { "" };
+                Some(registry.intern(&RegisteredName::join(prefix, &state.name, state.expires)))
             }
             StateKind::EventTimer | StateKind::ProcessingTimer => None,
         })

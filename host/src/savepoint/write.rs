@@ -12,7 +12,7 @@ use super::{
 use crate::checkpoint::{Manifest, OperatorPlugin, TaskState};
 use crate::plugin::{InstanceMeta, decode_meta};
 use crate::state::{
-    BackendConfig, FileRef, RecordWriter, StateError, TTL_PREFIX, TimeDomain, expired, key_group_for, now_ms, read_verified,
+    BackendConfig, FileRef, RecordWriter, RegisteredName, StateError, TimeDomain, expired, key_group_for, now_ms, read_verified,
     visit_snapshot, write_verified,
 };
 
@@ -323,7 +323,7 @@ impl StateIds {
     /// Adds the descriptors `meta`'s states and timers need.
     fn new(descriptors: &mut Vec<StateDescriptor>, meta: &InstanceMeta) -> Self {
         let states = meta.registry.names().iter().map(|name| descriptor(descriptors, name)).collect();
-        let expiring = meta.registry.names().iter().map(|name| name.starts_with(TTL_PREFIX)).collect();
+        let expiring = meta.registry.names().iter().map(|name| RegisteredName::split(name).expiring).collect();
         let mut timers = |domain, kind| match meta.timers.all().any(|(d, _, _)| d == domain) {
             true => timer_descriptor(descriptors, kind),
             false => u32::MAX,
@@ -387,15 +387,8 @@ fn write_subtask(snapshot: &mut OperatorSnapshot, meta: &InstanceMeta, entries: 
 
 /// The id of the value or map state `name` (as registered), adding it.
 fn descriptor(states: &mut Vec<StateDescriptor>, registered: &str) -> u32 {
-    let (registered, expires) = match registered.strip_prefix(TTL_PREFIX) {
-        Some(rest) => (rest, true),
-        None => (registered, false),
-    };
-    let (name, kind) = match registered.strip_prefix(MAP_PREFIX) {
-        Some(name) => (name, StateKind::Map),
-        None => (registered, StateKind::Value),
-    };
-    find_or_add(states, name, kind, expires)
+    let RegisteredName { name, map, expiring } = RegisteredName::split(registered);
+    find_or_add(states, name, if map { StateKind::Map } else { StateKind::Value }, expiring)
 }
 
 fn timer_descriptor(states: &mut Vec<StateDescriptor>, kind: StateKind) -> u32 {

@@ -43,7 +43,7 @@ pub use map_keys::{map_entry_key, split_map_entry};
 pub use memory::MemoryBackend;
 pub use rocksdb::RocksDbBackend;
 pub use rocksdb_memory::RocksDbMemory;
-pub use ttl::{EXPIRY_BYTES, ExpiringStates, TTL_PREFIX, expired, expiry_after, split_expiry, with_expiry};
+pub use ttl::{ExpiringStates, TTL_PREFIX, expired, expiry_after, split_expiry, with_expiry};
 pub use timers::{FiredTimer, FiringBudget, FiringCall, TimeDomain, TimerService, now_ms, processing_timers_due_at};
 
 /// A state of one operator, by index into its [`StateRegistry`].
@@ -117,9 +117,8 @@ impl StateRegistry {
     }
 
     fn register_as(&mut self, prefix: &str, name: &str, expiring: bool) -> Result<StateId, StateNameError> {
-        let plain = format!("{prefix}{name}");
-        let with_ttl = format!("{TTL_PREFIX}{plain}");
-        let (registered, other) = if expiring { (with_ttl, plain) } else { (plain, with_ttl) };
+        let registered = RegisteredName::join(prefix, name, expiring);
+        let other = RegisteredName::join(prefix, name, !expiring);
         if let Some(index) = self.names.iter().position(|n| *n == registered) {
             return Ok(StateId(index as u32));
         }
@@ -150,7 +149,7 @@ impl StateRegistry {
 
     /// The states whose values expire.
     pub fn expiring(&self) -> Vec<StateId> {
-        let expiring = self.names.iter().enumerate().filter(|(_, name)| name.starts_with(TTL_PREFIX));
+        let expiring = self.names.iter().enumerate().filter(|(_, name)| RegisteredName::split(name).expiring);
         expiring.map(|(index, _)| StateId(index as u32)).collect()
     }
 
@@ -220,6 +219,37 @@ impl<'a> HashedKey<'a> {
     #[inline]
     pub fn table_hash(&self) -> u64 {
         self.hash.rotate_left(32)
+    }
+}
+
+/// A keyed state's name as its operator's registry holds it (and
+/// checkpoints record it), in parts: the plugin's name, after
+/// [`MAP_PREFIX`] for a map state, and all after [`TTL_PREFIX`] if its
+/// values expire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RegisteredName<'a> {
+    pub name: &'a str,
+    pub map: bool,
+    pub expiring: bool,
+}
+
+impl<'a> RegisteredName<'a> {
+    /// The registered name of `name` under `prefix` (`MAP_PREFIX` or none).
+    pub fn join(prefix: &str, name: &str, expiring: bool) -> String {
+        let ttl = if expiring { TTL_PREFIX } else { "" };
+        format!("{ttl}{prefix}{name}")
+    }
+
+    /// The parts of `registered`.
+    pub fn split(registered: &'a str) -> Self {
+        let (rest, expiring) = match registered.strip_prefix(TTL_PREFIX) {
+            Some(rest) => (rest, true),
+            None => (registered, false),
+        };
+        match rest.strip_prefix(MAP_PREFIX) {
+            Some(name) => RegisteredName { name, map: true, expiring },
+            None => RegisteredName { name: rest, map: false, expiring },
+        }
     }
 }
 
@@ -467,6 +497,8 @@ mod tests {
         assert_eq!(registry.register_value("seen", true).unwrap(), seen);
         assert_eq!(registry.names(), ["ttl:seen", "map:carts"]);
         assert_eq!(registry.expiring(), [seen]);
+        assert_eq!(RegisteredName::split("ttl:map:w"), RegisteredName { name: "w", map: true, expiring: true });
+        assert_eq!(RegisteredName::split(&RegisteredName::join(MAP_PREFIX, "w", false)), RegisteredName { name: "w", map: true, expiring: false });
 
         let restored = StateRegistry::with_names(registry.names().to_vec());
         for mut registry in [registry, restored] {

@@ -27,7 +27,7 @@ use super::{MAX_STATES, StateId};
 pub const TTL_PREFIX: &str = "ttl:";
 
 /// How many bytes the expiry adds to a stored value.
-pub const EXPIRY_BYTES: usize = 8;
+const EXPIRY_BYTES: usize = 8;
 
 /// `value` followed by its expiry, in `buffer`.
 pub fn with_expiry<'b>(value: &[u8], expires_at: i64, buffer: &'b mut Vec<u8>) -> &'b [u8] {
