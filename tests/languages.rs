@@ -406,9 +406,10 @@ path = "sums.txt"
 }
 
 /// The JavaScript SDK's windows agree with the Rust SDK's: the sensor
-/// readings, out of order, summed over 200 ms windows by
+/// readings, out of order, summed over 200 ms windows offset by 50 ms by
 /// `plugins/js/sensor-window` and the Rust `plugins/sensor-window` at
-/// parallelism 2 — every window's sum the same (to rounding, and compared
+/// parallelism 2 — every window starts 50 ms past a multiple of 200 ms,
+/// and every window's sum is the same (to rounding, and compared
 /// as numbers: JavaScript writes `3` where Rust writes `3.0`). The readings are
 /// shuffled within the out-of-orderness bound, so that none is late: which
 /// events beyond it are depends on where the source's batches were cut
@@ -437,7 +438,7 @@ uid = "windows"
 plugin = {plugin}
 inputs = ["sensors"]
 key_by = true
-config = {{ size_ms = 200, lateness_ms = 50 }}
+config = {{ size_ms = 200, offset_ms = -150, lateness_ms = 50 }}
 
 [[sink]]
 name = "sums"
@@ -473,6 +474,8 @@ path = "late-{language}.txt"
     let (rust_sums, rust_late) = windows("rust", &plugin("sensor-window"));
     let (js_sums, js_late) = windows("js", &js_plugin("sensor-window"));
     assert!(rust_sums.len() > 100, "windows to compare: {rust_sums:?}");
+    let unaligned: Vec<_> = rust_sums.iter().filter(|(_, start, end, _)| start.rem_euclid(200) != 50 || end - start != 200).collect();
+    assert!(unaligned.is_empty(), "windows of 200 ms from 50 ms past a multiple (-150 ms modulo 200): {unaligned:?}");
     // A key's readings come from both source subtasks, in either order:
     // sums agree to rounding, as two runs of one plugin do.
     let same = |(key, start, end, sum): &(String, i64, i64, f64), other: &(String, i64, i64, f64)| {

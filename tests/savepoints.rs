@@ -1281,9 +1281,10 @@ fn open_windows_and_their_timers_survive_a_stop_and_a_restore_at_another_paralle
 
 /// Windows are found by the start their size gives, so windows stored
 /// under another size would never fire: a job restored from a savepoint,
-/// or resumed from its checkpoint, with the window size changed in its
-/// config is refused, naming a stored window — the plugin is asked
-/// (`check-state`) because its config changed, though its file did not.
+/// or resumed from its checkpoint, with the window size (or offset)
+/// changed in its config is refused, naming a stored window — the plugin
+/// is asked (`check-state`) because its config changed, though its file
+/// did not.
 /// A config that changes nothing the state depends on is let through, and
 /// the results are exact.
 #[test]
@@ -1295,7 +1296,8 @@ fn a_window_size_changed_in_the_config_is_refused_instead_of_losing_open_windows
     let text = std::fs::read_to_string(&job).unwrap();
     let configured = |size: &str| {
         let config = format!("config = {{ time = \"event\", size_ms = {size} }}");
-        dir.write(&format!("resized-{size}.toml"), &text.replace("config = { time = \"event\" }", &config))
+        let file = format!("resized-{}.toml", size.replace([',', ' ', '='], ""));
+        dir.write(&file, &text.replace("config = { time = \"event\" }", &config))
     };
     let refusal = "windows `sums` hold the window [";
     let resized = "which tumbling windows of 2000 ms do not have";
@@ -1304,6 +1306,9 @@ fn a_window_size_changed_in_the_config_is_refused_instead_of_losing_open_windows
     let error = run_job(&configured("2000"), &["--from-savepoint", savepoint.to_str().unwrap()]).failure();
     assert!(error.contains(refusal) && error.contains(resized), "{error}");
     assert!(error.contains("operator `windows` has another `config` than when savepoint"), "{error}");
+    // Shifted by an offset, the windows start elsewhere: refused alike.
+    let error = run_job(&configured("1000, offset_ms = 250"), &["--from-savepoint", savepoint.to_str().unwrap()]).failure();
+    assert!(error.contains(refusal) && error.contains("which tumbling windows of 1000 ms offset by 250 ms do not have"), "{error}");
 
     // Resumed from a checkpoint after a kill: the same refusal, and the
     // checkpoint stays for a run with the old size.

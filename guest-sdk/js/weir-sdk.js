@@ -1525,25 +1525,35 @@ function validEntry(entry) {
  *     }
  *
  * Results are `{ start, end, value }` (ms, and the aggregate's result).
+ * Windows start at multiples of their size (slide) from the epoch, as
+ * Flink's; `offset` shifts them, as Flink's window offset does: with a size
+ * of one day, `{ offset: -8 * 3_600_000 }` gives days from midnight in UTC+8.
+ *
  * Session windows (which merge) are the Rust SDK's only.
  */
 export class Windows {
   /**
    * Windows of `size` ms every `options.slide` ms (default: `size`,
    * tumbling), with one `aggregate`, kept in the map state `name`.
-   * Options: `slide`, `lateness` (ms, event time only), `lateOutput` (a
-   * side output's name), `domain` ("event-time", the default, or
-   * "processing-time").
+   * Options: `slide`, `offset` (ms after multiples of the slide where
+   * windows start, taken modulo it; it cannot change while windows are
+   * open, as the size cannot), `lateness` (ms, event time only),
+   * `lateOutput` (a side output's name), `domain` ("event-time", the
+   * default, or "processing-time").
    */
   constructor(name, size, aggregate, options = {}) {
-    const { slide = size, lateness = 0, lateOutput = null, domain = TimeDomain.EVENT_TIME } = options;
+    const { slide = size, offset = 0, lateness = 0, lateOutput = null, domain = TimeDomain.EVENT_TIME } = options;
     if (!Number.isSafeInteger(size) || size <= 0 || !Number.isSafeInteger(slide) || slide <= 0) {
       throw new RangeError(
         `windows \`${name}\`: the size and slide must be whole numbers of ms above 0, not size=${size}, slide=${slide}`,
       );
     }
+    if (!Number.isSafeInteger(offset)) {
+      throw new RangeError(`windows \`${name}\`: the offset must be a whole number of ms, not ${offset}`);
+    }
     this.size = size;
     this.slide = slide;
+    this.offset = floorMod(offset, slide);
     this.aggregate = aggregate;
     this.domain = checkDomain(domain);
     this.eventTime = this.domain === TimeDomain.EVENT_TIME;
@@ -1570,17 +1580,18 @@ export class Windows {
     }
     const start = Number(text);
     const end = entry[0];
-    if (end - start === this.size && floorMod(start, this.slide) === 0) return null;
+    if (end - start === this.size && floorMod(start, this.slide) === this.offset) return null;
     const what =
-      this.slide === this.size
+      (this.slide === this.size
         ? `tumbling windows of ${this.size} ms`
-        : `sliding windows of ${this.size} ms every ${this.slide} ms`;
+        : `sliding windows of ${this.size} ms every ${this.slide} ms`) +
+      (this.offset === 0 ? "" : ` offset by ${this.offset} ms`);
     return (
-      `windows \`${name}\` hold the window [${start}, ${end}), which ${what} do not have: their size or slide ` +
-      "changed since it was stored, and windows stored under the old ones would never fire (they are found by " +
-      "the start the new size gives). Keep the old size and slide until the stored windows have fired — stop " +
-      "the job with a savepoint once the watermark has passed their ends, or let a bounded input finish — or " +
-      "give the resized windows a new name and keep the old windows beside them until they have fired"
+      `windows \`${name}\` hold the window [${start}, ${end}), which ${what} do not have: their size, slide or ` +
+      "offset changed since it was stored, and windows stored under the old ones would never fire (they are " +
+      "found by the start the new ones give). Keep the old size, slide and offset until the stored windows have " +
+      "fired — stop the job with a savepoint once the watermark has passed their ends, or let a bounded input " +
+      "finish — or give the changed windows a new name and keep the old windows beside them until they have fired"
     );
   }
 
@@ -1594,13 +1605,13 @@ export class Windows {
 
   /** The windows an event at `timestamp` belongs to, as [start, end] in start order. */
   assign(timestamp) {
-    const { size, slide } = this;
+    const { size, slide, offset } = this;
     if (slide === size) {
-      const start = timestamp - floorMod(timestamp, size);
+      const start = timestamp - floorMod(timestamp - offset, size);
       return [[start, start + size]];
     }
-    const last = timestamp - floorMod(timestamp, slide);
-    const first = timestamp - size - floorMod(timestamp - size, slide) + slide;
+    const last = timestamp - floorMod(timestamp - offset, slide);
+    const first = timestamp - size - floorMod(timestamp - size - offset, slide) + slide;
     const windows = [];
     for (let start = first; start <= last; start += slide) windows.push([start, start + size]);
     return windows;

@@ -19,6 +19,11 @@
 //! // in on_timer: for r in windows.on_timer(ctx, timer)? { ctx.emit(timer.key(), Json(r)) }
 //! ```
 //!
+//! Tumbling and sliding windows start at multiples of their size (slide)
+//! from the epoch, as Flink's; [`Windows::offset`] shifts them, as Flink's
+//! window offset does — daily windows of a time zone (`offset(-8 h)` for
+//! UTC+8's midnight), or hourly ones on the quarter hour.
+//!
 //! A result `on_timer` returns carries the timer's time, its window's end
 //! - 1; one `add` returns (a late event's update) is best emitted at that
 //! time too (`emit_at`), as Flink stamps a late firing, rather than at the
@@ -198,6 +203,9 @@ pub struct Windows<A: Aggregate> {
     by_start: MapState<(i64, A::Acc, bool)>,
     /// Tumbling and sliding: the accumulators held between calls.
     held: ResidentCell<WindowStore<A::Acc>>,
+    /// Tumbling and sliding: where windows start, after multiples of the
+    /// size (slide), in `[0, size)` (`[0, slide)`).
+    offset: i64,
     /// Tumbling: the start of the window the last event fell in.
     last_tumbling: Cell<Option<i64>>,
     /// The timestamps whose windows, and their timers, fit in 64-bit time.
@@ -229,9 +237,7 @@ impl<A: Aggregate> Windows<A> {
             WindowKind::Session { .. } => (ValueState::new(name), MapState::undeclared(name.to_owned())),
             _ => (ValueState::undeclared(name.to_owned()), MapState::new(name)),
         };
-        if let Some(check) = stored_window_check(name, kind) {
-            crate::schema::constrain(name, crate::schema::Stored::Map, check);
-        }
+        constrain_stored_windows(name, kind, 0);
         Windows {
             kind,
             domain: TimeDomain::EventTime,
@@ -241,8 +247,9 @@ impl<A: Aggregate> Windows<A> {
             state,
             by_start,
             held: ResidentCell::default(),
+            offset: 0,
             last_tumbling: Cell::new(None),
-            fitting: fitting(kind, 0),
+            fitting: fitting(kind, 0, 0),
             name: name.to_owned(),
         }
     }
@@ -281,7 +288,34 @@ impl<A: Aggregate> Windows<A> {
     /// Keeps windows open this long (ms) after the watermark passed their end.
     pub fn allowed_lateness(mut self, lateness: i64) -> Self {
         self.allowed_lateness = lateness.max(0);
-        self.fitting = fitting(self.kind, self.allowed_lateness);
+        self.fitting = fitting(self.kind, self.allowed_lateness, self.offset);
+        self
+    }
+
+    /// Starts tumbling and sliding windows `offset` ms after multiples of
+    /// their size (slide) from the epoch, as Flink's window offset: with
+    /// `size` one day, `offset(-8 * 3_600_000)` gives days from midnight
+    /// in UTC+8. The offset is taken modulo the size (slide), so -8 h and
+    /// 16 h are the same windows.
+    ///
+    /// Windows are found again by the start the offset gives, so, like the
+    /// size, it cannot change across an upgrade or restore while windows
+    /// are open: `check-state` refuses the change, naming a stored window.
+    ///
+    /// # Panics
+    /// For session windows, which start at their first event.
+    pub fn offset(mut self, offset: i64) -> Self {
+        let period = match self.kind {
+            WindowKind::Tumbling { size } => size,
+            WindowKind::Sliding { slide, .. } => slide,
+            WindowKind::Session { .. } => {
+                panic!("windows `{}`: session windows start at their first event and take no offset", self.name)
+            }
+        };
+        self.offset = offset.rem_euclid(period);
+        self.last_tumbling.set(None);
+        self.fitting = fitting(self.kind, self.allowed_lateness, self.offset);
+        constrain_stored_windows(&self.name, self.kind, self.offset);
         self
     }
 
@@ -304,10 +338,12 @@ impl<A: Aggregate> Windows<A> {
             WindowKind::Session { gap } => (timestamp, 1, 1, gap),
             WindowKind::Tumbling { size } => (self.tumbling_start(timestamp, size), 1, size, size),
             WindowKind::Sliding { size, slide } => {
-                // Starts are multiples of `slide` in (timestamp - size, timestamp].
-                let last = timestamp.div_euclid(slide) * slide;
-                let first = (timestamp - size).div_euclid(slide) * slide + slide;
-                (first, (last - first).div_euclid(slide) + 1, slide, size)
+                // Starts are `offset` past multiples of `slide`, in
+                // (timestamp - size, timestamp].
+                let shifted = timestamp - self.offset;
+                let last = shifted.div_euclid(slide) * slide;
+                let first = (shifted - size).div_euclid(slide) * slide + slide;
+                (first + self.offset, (last - first).div_euclid(slide) + 1, slide, size)
             }
         };
         (0..count.max(0)).map(move |i| {
@@ -327,7 +363,7 @@ impl<A: Aggregate> Windows<A> {
         {
             return last;
         }
-        let start = timestamp.div_euclid(size) * size;
+        let start = (timestamp - self.offset).div_euclid(size) * size + self.offset;
         self.last_tumbling.set(Some(start));
         start
     }
@@ -748,52 +784,59 @@ impl<A: Aggregate> Windows<A> {
 /// The `check-state` of stored tumbling or sliding windows (sub-key: the
 /// start; value: `[end, accumulator, fired]`): each must be one these
 /// windows would have. A window is found by its start, computed from the
-/// size and slide the operator has now — so windows stored under another
-/// size or slide would never be found again, nor fire: a plugin or
+/// size, slide and offset the operator has now — so windows stored under
+/// other ones would never be found again, nor fire: a plugin or
 /// configuration that changed them is refused instead, naming a window.
-fn stored_window_check(name: &str, kind: WindowKind) -> Option<Box<crate::schema::EntryCheck>> {
-    let (size, slide, what) = match kind {
+/// (Sessions, which start anywhere, have no such check.)
+fn constrain_stored_windows(name: &str, kind: WindowKind, offset: i64) {
+    let (size, slide, mut what) = match kind {
         WindowKind::Tumbling { size } => (size, size, format!("tumbling windows of {size} ms")),
         WindowKind::Sliding { size, slide } => (size, slide, format!("sliding windows of {size} ms every {slide} ms")),
-        WindowKind::Session { .. } => return None,
+        WindowKind::Session { .. } => return,
     };
-    let name = name.to_owned();
-    Some(Box::new(move |sub_key, value| {
+    if offset != 0 {
+        what.push_str(&format!(" offset by {offset} ms"));
+    }
+    let windows = name.to_owned();
+    let check = Box::new(move |sub_key: &[u8], value: &[u8]| {
         let start = <i64 as crate::Decode>::decode(sub_key).ok();
         let end = serde_json::from_slice::<(i64, serde::de::IgnoredAny, serde::de::IgnoredAny)>(value).ok().map(|(end, ..)| end);
         let (Some(start), Some(end)) = (start, end) else {
             return Err(format!(
-                "windows `{name}`: a stored window (sub-key {:?}) is not a window's start and end; was the state \
+                "windows `{windows}`: a stored window (sub-key {:?}) is not a window's start and end; was the state \
                  written by other windows, or by a map state of the same name?",
                 String::from_utf8_lossy(sub_key)
             ));
         };
-        if end.checked_sub(start) == Some(size) && start.rem_euclid(slide) == 0 {
+        if end.checked_sub(start) == Some(size) && start.rem_euclid(slide) == offset {
             return Ok(());
         }
         Err(format!(
-            "windows `{name}` hold the window [{start}, {end}), which {what} do not have: their size or slide \
-             changed since it was stored, and windows stored under the old ones would never fire (they are found \
-             by the start the new size gives). Keep the old size and slide until the stored windows have fired — \
-             stop the job with a savepoint once the watermark has passed their ends, or let a bounded input \
-             finish — or give the resized windows a new name and keep the old windows beside them until they \
-             have fired"
+            "windows `{windows}` hold the window [{start}, {end}), which {what} do not have: their size, slide or \
+             offset changed since it was stored, and windows stored under the old ones would never fire (they \
+             are found by the start the new ones give). Keep the old size, slide and offset until the stored \
+             windows have fired — stop the job with a savepoint once the watermark has passed their ends, or let \
+             a bounded input finish — or give the changed windows a new name and keep the old windows beside \
+             them until they have fired"
         ))
-    }))
+    });
+    crate::schema::constrain(name, crate::schema::Stored::Map, check);
 }
 
 /// The timestamps whose windows of `kind`, kept `lateness` ms after their
 /// end, start and end within 64-bit time: an event's windows start no
 /// earlier than its timestamp less their length, and end (with their
 /// lateness) no later than its timestamp plus it.
-fn fitting(kind: WindowKind, lateness: i64) -> std::ops::RangeInclusive<i64> {
+fn fitting(kind: WindowKind, lateness: i64, offset: i64) -> std::ops::RangeInclusive<i64> {
     let reach = match kind {
         WindowKind::Tumbling { size } => size,
         // The first start is found a slide below `timestamp - size`.
         WindowKind::Sliding { size, slide } => size.saturating_add(slide),
         WindowKind::Session { gap } => gap,
     };
-    i64::MIN.saturating_add(reach) ..= i64::MAX.saturating_sub(reach).saturating_sub(lateness)
+    // Starts are found from `timestamp - offset`, the offset (below the
+    // size or slide) added back.
+    i64::MIN.saturating_add(reach).saturating_add(offset) ..= i64::MAX.saturating_sub(reach).saturating_sub(lateness)
 }
 
 #[cfg(test)]
@@ -816,6 +859,10 @@ mod tests {
                 "hopping" => Windows::sliding("w", 200, 500, Sum),
                 "session" => Windows::session("w", 100, Sum),
                 _ => Windows::tumbling("w", 1000, Sum),
+            };
+            let windows = match config.get("offset") {
+                Some(_) => windows.offset(config.parse_or("offset", 0)?),
+                None => windows,
             };
             Ok(Summing {
                 windows: windows.allowed_lateness(config.parse_or("lateness", 0)?).late_output("late"),
@@ -910,6 +957,39 @@ mod tests {
         h.process([event("a", 1.0, 1200)]).unwrap();
         let fired = h.advance_watermark(10_000).unwrap();
         assert_eq!(results(&fired), vec![row("a", 500, 1500, 1.0), row("a", 1000, 2000, 1.0)]);
+    }
+
+    /// An offset shifts where windows start, as Flink's: taken modulo the
+    /// size (slide), so -8 h and 16 h are the same daily windows.
+    #[test]
+    fn an_offset_shifts_the_windows_starts() {
+        let tumbling = Windows::tumbling("w", 1000, Sum).offset(300);
+        assert_eq!(tumbling.assign(299), vec![(-700, 300)]);
+        assert_eq!(tumbling.assign(300), vec![(300, 1300)]);
+        assert_eq!(tumbling.assign(-701), vec![(-1700, -700)]);
+        let day = 24 * 3_600_000;
+        let utc8 = Windows::tumbling("d", day, Sum).offset(-8 * 3_600_000);
+        let noon_utc = 5 * day + 12 * 3_600_000;
+        assert_eq!(utc8.assign(noon_utc), vec![(5 * day + 16 * 3_600_000 - day, 5 * day + 16 * 3_600_000)]);
+        assert_eq!(utc8.assign(noon_utc), Windows::tumbling("d", day, Sum).offset(16 * 3_600_000).assign(noon_utc));
+        let sliding = Windows::sliding("w", 1000, 500, Sum).offset(100);
+        assert_eq!(sliding.assign(1200), vec![(600, 1600), (1100, 2100)]);
+        assert_eq!(sliding.assign(1099), vec![(100, 1100), (600, 1600)]);
+
+        let mut h = harness(&[("offset", "300")]);
+        h.process([event("a", 1.0, 250), event("a", 2.0, 300), event("a", 4.0, 1299)]).unwrap();
+        assert_eq!(results(&h.advance_watermark(299).unwrap()), vec![row("a", -700, 300, 1.0)]);
+        assert!(h.advance_watermark(999).unwrap().is_empty(), "[300, 1300) is open at 999");
+        assert_eq!(results(&h.advance_watermark(1299).unwrap()), vec![row("a", 300, 1300, 6.0)]);
+        let mut h = harness(&[("kind", "sliding"), ("offset", "100")]);
+        h.process([event("a", 1.0, 1200)]).unwrap();
+        assert_eq!(results(&h.advance_watermark(10_000).unwrap()), vec![row("a", 600, 1600, 1.0), row("a", 1100, 2100, 1.0)]);
+    }
+
+    #[test]
+    #[should_panic(expected = "session windows start at their first event and take no offset")]
+    fn sessions_take_no_offset() {
+        let _ = Windows::session("w", 1000, Sum).offset(10);
     }
 
     #[test]
@@ -1011,10 +1091,10 @@ mod tests {
         assert_eq!(declared_by(|| Windows::sliding("w", 1000, 500, Sum)), (true, false));
     }
 
-    /// Windows stored under another size or slide would never fire again:
+    /// Windows stored under another size, slide or offset would never fire again:
     /// `check-state` refuses them, naming one, and takes those that fit.
     #[test]
-    fn stored_windows_of_another_size_or_slide_are_refused() {
+    fn stored_windows_of_another_size_slide_or_offset_are_refused() {
         let check = |make: fn() -> Windows<Sum>, start: &str, value: &str| {
             let (start, value) = (start.to_owned(), value.to_owned());
             std::thread::spawn(move || {
@@ -1033,6 +1113,14 @@ mod tests {
         assert_eq!(check(sliding, "750", "[1750,1.5,false]"), Ok(()));
         let error = check(sliding, "500", "[1500,1.5,false]").map(|_| ()).and(check(sliding, "100", "[1100,1,false]")).unwrap_err();
         assert!(error.contains("sliding windows of 1000 ms every 250 ms do not have"), "{error}");
+        let offset = || Windows::tumbling("w", 1000, Sum).offset(-700);
+        assert_eq!(check(offset, "-1700", "[-700,1.5,false]"), Ok(()), "-700 ms is 300 ms past each second");
+        let error = check(offset, "1000", "[2000,1.5,false]").unwrap_err();
+        assert!(error.contains("[1000, 2000), which tumbling windows of 1000 ms offset by 300 ms do not have"), "{error}");
+        assert!(check(tumbling, "1300", "[2300,1.5,false]").is_err(), "windows offset by 300 ms, restored without");
+        let sliding_offset = || Windows::sliding("w", 1000, 250, Sum).offset(100);
+        assert_eq!(check(sliding_offset, "850", "[1850,1.5,false]"), Ok(()));
+        assert!(check(sliding_offset, "750", "[1750,1.5,false]").is_err());
         let error = check(tumbling, "start", "[1000,1.5,false]").unwrap_err();
         assert!(error.contains("is not a window's start and end"), "{error}");
         let sessions = || Windows::session("w", 1000, Sum);
@@ -1157,6 +1245,10 @@ mod tests {
             let error = h.process([event("a", 1.0, at)]).unwrap_err().to_string();
             assert!(error.contains(&format!("an event at {at} ms is too near the ends of 64-bit time")), "{kind}: {error}");
         }
+        // Its start found from `at - 900`, rounded down below i64::MIN.
+        let at = i64::MIN + 1500;
+        let error = harness(&[("offset", "900")]).process([event("a", 1.0, at)]).unwrap_err().to_string();
+        assert!(error.contains(&format!("an event at {at} ms is too near the ends of 64-bit time")), "{error}");
         let mut h = harness(&[("lateness", "100")]);
         let last = i64::MAX - 1100;
         h.process([event("a", 1.0, last)]).unwrap();

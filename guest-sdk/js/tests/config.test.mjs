@@ -143,6 +143,26 @@ test("check-state refuses windows stored under another size or slide", () => {
   Windows.sliding("hops", 1000, 250, SUM);
   assert.equal(checkState("hops", "map-state", stored([["750", "[1750,1,false]"]])), null);
   assert.match(checkState("hops", "map-state", stored([["100", "[1100,1,false]"]])), /sliding windows of 1000 ms every 250 ms/);
+  Windows.tumbling("shifted", 1000, SUM, { offset: -700 });
+  assert.equal(checkState("shifted", "map-state", stored([["-1700", "[-700,1,false]"]])), null, "-700 ms is 300 ms past each second");
+  assert.match(
+    checkState("shifted", "map-state", stored([["1000", "[2000,1,false]"]])),
+    /\[1000, 2000\), which tumbling windows of 1000 ms offset by 300 ms do not have: their size, slide or offset changed/,
+  );
+});
+
+test("an offset shifts the windows' starts, as Flink's", () => {
+  const tumbling = Windows.tumbling("t", 1000, SUM, { offset: 300 });
+  assert.deepEqual(tumbling.assign(299), [[-700, 300]]);
+  assert.deepEqual(tumbling.assign(300), [[300, 1300]]);
+  assert.deepEqual(tumbling.assign(-701), [[-1700, -700]]);
+  const sliding = Windows.sliding("s", 1000, 500, SUM, { offset: 100 });
+  assert.deepEqual(sliding.assign(1200), [[600, 1600], [1100, 2100]]);
+  assert.deepEqual(sliding.assign(1099), [[100, 1100], [600, 1600]]);
+  const hour = 3_600_000;
+  const utc8 = Windows.tumbling("d", 24 * hour, SUM, { offset: -8 * hour });
+  assert.deepEqual(utc8.assign(5 * 24 * hour + 12 * hour), [[4 * 24 * hour + 16 * hour, 5 * 24 * hour + 16 * hour]]);
+  assert.throws(() => Windows.tumbling("bad", 1000, SUM, { offset: 0.5 }), /the offset must be a whole number of ms, not 0.5/);
 });
 
 test("check-state covers broadcast states", () => {

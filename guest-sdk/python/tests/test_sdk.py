@@ -229,6 +229,24 @@ class SensorWindowTest(unittest.TestCase):
         sliding._check_stored(b"750", [1750, 1.0, False])
         with self.assertRaisesRegex(ValueError, "sliding windows of 1000 ms every 250 ms do not have"):
             sliding._check_stored(b"100", [1100, 1.0, False])
+        # Windows offset by 300 ms (-700 modulo the size): their starts.
+        h = Harness(SensorWindow, {"offset_ms": -700})
+        h.check_state("sums", [b"[-700,1.5,false]"], is_map=True, sub_keys=[-1700])
+        with self.assertRaisesRegex(ValueError, r"\[1000, 2000\), which tumbling windows of 1000 ms offset by 300 ms do not"):
+            h.check_state("sums", [b"[2000,1.5,false]"], is_map=True, sub_keys=[1000])
+
+    def test_an_offset_shifts_the_windows_starts_as_flinks(self):
+        h = Harness(SensorWindow, {"offset_ms": 300})
+        h.process([("p", "1", 250), ("p", "2", 300), ("p", "4", 1299)])
+        self.assertEqual(pairs(h.advance_watermark(299)), [("p", '{"start":-700,"end":300,"value":1.0}')])
+        self.assertEqual(h.advance_watermark(999), [], "[300, 1300) is open at 999")
+        self.assertEqual(pairs(h.advance_watermark(1299)), [("p", '{"start":300,"end":1300,"value":6.0}')])
+        sliding = Windows.sliding("hop", 1000, 500, SUM, offset=100)
+        self.assertEqual(sliding.assign(1200), [(600, 1600), (1100, 2100)])
+        self.assertEqual(sliding.assign(1099), [(100, 1100), (600, 1600)])
+        hour = 3_600_000
+        utc8 = Windows.tumbling("d", 24 * hour, SUM, offset=-8 * hour)
+        self.assertEqual(utc8.assign(5 * 24 * hour + 12 * hour), [(4 * 24 * hour + 16 * hour, 5 * 24 * hour + 16 * hour)])
 
     def test_late_events_go_to_the_side_output(self):
         h = Harness(SensorWindow)

@@ -29,6 +29,10 @@ output.
             for result in self.windows.on_timer(ctx, timer):
                 ctx.emit(timer.key, result)
 
+Windows start at multiples of their size (slide) from the epoch, as Flink's;
+``offset`` shifts them, as Flink's window offset does: with a size of one
+day, ``offset=-8 * 3_600_000`` gives days from midnight in UTC+8.
+
 Session windows (which merge) are not implemented in Python.
 """
 
@@ -58,18 +62,24 @@ def _valid_entry(entry):
 class Windows:
     """Fixed-size windows with one aggregate, for every key of the operator.
 
-    ``size`` and ``slide`` are in ms; ``lateness`` keeps windows open that
+    ``size`` and ``slide`` are in ms; ``offset`` (ms, taken modulo the
+    slide) starts windows that long after multiples of the slide, and
+    cannot change while windows are open (``check-state`` refuses it, as
+    it does a new size); ``lateness`` keeps windows open that
     much longer after the watermark passed their end (event time only);
     ``late_output`` names the side output for events too late for every
     window (dropped when ``None``); ``domain`` is event time (default) or
     processing time. The state is the map state ``name``.
     """
 
-    def __init__(self, name, size, aggregate, slide=None, lateness=0, late_output=None, domain=TimeDomain.EVENT_TIME):
+    def __init__(
+        self, name, size, aggregate, slide=None, offset=0, lateness=0, late_output=None, domain=TimeDomain.EVENT_TIME
+    ):
         if size <= 0 or (slide is not None and slide <= 0):
             raise ValueError(f"windows `{name}`: the size and slide must be above 0 ms, not size={size}, slide={slide}")
         self.size = int(size)
         self.slide = int(slide) if slide is not None else self.size
+        self.offset = int(offset) % self.slide
         self.aggregate = aggregate
         self.event_time = _domain(domain)
         self.domain = TimeDomain.EVENT_TIME if self.event_time else TimeDomain.PROCESSING_TIME
@@ -91,19 +101,21 @@ class Windows:
                 "end; was the state written by other windows, or by a map state of the same name?"
             ) from None
         end = entry[0]
-        if end - start == self.size and start % self.slide == 0:
+        if end - start == self.size and start % self.slide == self.offset:
             return
         what = (
             f"tumbling windows of {self.size} ms"
             if self.slide == self.size
             else f"sliding windows of {self.size} ms every {self.slide} ms"
         )
+        if self.offset:
+            what += f" offset by {self.offset} ms"
         raise ValueError(
-            f"windows `{self.state.name}` hold the window [{start}, {end}), which {what} do not have: their size "
-            "or slide changed since it was stored, and windows stored under the old ones would never fire (they "
-            "are found by the start the new size gives). Keep the old size and slide until the stored windows "
-            "have fired — stop the job with a savepoint once the watermark has passed their ends, or let a "
-            "bounded input finish — or give the resized windows a new name and keep the old windows beside them "
+            f"windows `{self.state.name}` hold the window [{start}, {end}), which {what} do not have: their size, "
+            "slide or offset changed since it was stored, and windows stored under the old ones would never fire "
+            "(they are found by the start the new ones give). Keep the old size, slide and offset until the stored "
+            "windows have fired — stop the job with a savepoint once the watermark has passed their ends, or let "
+            "a bounded input finish — or give the changed windows a new name and keep the old windows beside them "
             "until they have fired"
         )
 
@@ -118,12 +130,13 @@ class Windows:
     def assign(self, timestamp):
         """The windows an event at ``timestamp`` belongs to, as (start, end)
         in start order."""
-        slide, size = self.slide, self.size
+        slide, size, offset = self.slide, self.size, self.offset
+        shifted = timestamp - offset
         if slide == size:  # tumbling: one window
-            start = timestamp // size * size
+            start = shifted // size * size + offset
             return [(start, start + size)]
-        last = timestamp // slide * slide
-        first = (timestamp - size) // slide * slide + slide
+        last = shifted // slide * slide + offset
+        first = (shifted - size) // slide * slide + slide + offset
         return [(s, s + size) for s in range(first, last + 1, slide)]
 
     def _time(self, ctx, timestamp):

@@ -12,7 +12,9 @@
 // `sums`, one `[end, sum, fired]` per window) is laid out as the Rust
 // plugin's.
 //
-// Config: `time` (`event` | `processing`), `size_ms` (1000), `lateness_ms` (0).
+// Config: `time` (`event` | `processing`), `size_ms` (1000), `offset_ms` (0:
+// windows start `offset_ms` after multiples of `size_ms`, as Flink's window
+// offset), `lateness_ms` (0).
 //
 // Build: scripts/build-js-plugin.sh plugins/js/sensor-window/sensor-window.js sensor_window_js.wasm
 
@@ -20,7 +22,7 @@ import { Operator, OperatorError, SUM, TimeDomain, Windows, exportOperator } fro
 
 class SensorWindow extends Operator {
   init(config) {
-    config.allowOnly(["time", "size_ms", "lateness_ms"]);
+    config.allowOnly(["time", "size_ms", "offset_ms", "lateness_ms"]);
     const size = config.number("size_ms", 1000);
     if (!Number.isSafeInteger(size) || size <= 0) throw OperatorError.invalidConfig("`size_ms` must be a positive whole number");
     const time = config.string("time", "event");
@@ -28,6 +30,7 @@ class SensorWindow extends Operator {
       throw OperatorError.invalidConfig(`\`time\` is "event" or "processing", not ${JSON.stringify(time)}`);
     }
     this.windows = Windows.tumbling("sums", size, SUM, {
+      offset: config.number("offset_ms", 0),
       lateness: config.number("lateness_ms", 0),
       lateOutput: "late",
       domain: time === "event" ? TimeDomain.EVENT_TIME : TimeDomain.PROCESSING_TIME,

@@ -10,7 +10,9 @@ clock instead. Events too late for their window go to the side output
 `late`. The state (map state `sums`, one `[end, sum, fired]` per window) is
 laid out as the Rust plugin's.
 
-Config: `time` (`event` | `processing`), `size_ms` (1000), `lateness_ms` (0).
+Config: `time` (`event` | `processing`), `size_ms` (1000), `offset_ms` (0:
+windows start `offset_ms` after multiples of `size_ms`, as Flink's window
+offset), `lateness_ms` (0).
 """
 
 from weir_sdk import ConfigError, Operator, TimeDomain, export
@@ -18,7 +20,7 @@ from weir_sdk.windows import SUM, Windows
 
 
 class SensorWindow(Operator):
-    config_keys = ("time", "size_ms", "lateness_ms")
+    config_keys = ("time", "size_ms", "offset_ms", "lateness_ms")
 
     def init(self, config):
         size = config.get_int("size_ms", 1000)
@@ -29,6 +31,7 @@ class SensorWindow(Operator):
             "sums",
             size,
             SUM,
+            offset=config.get_int("offset_ms", 0),
             lateness=config.get_int("lateness_ms", 0),
             late_output="late",
             domain=TimeDomain.EVENT_TIME if time == "event" else TimeDomain.PROCESSING_TIME,

@@ -8,7 +8,9 @@
 //! `time = "processing"` windows by the wall clock instead, for comparison.
 //! Events too late for their window go to the side output `late`.
 //!
-//! Config: `time` (`event` | `processing`), `size_ms` (1000), `lateness_ms` (0).
+//! Config: `time` (`event` | `processing`), `size_ms` (1000), `offset_ms` (0:
+//! windows start `offset_ms` after multiples of `size_ms`, as Flink's window
+//! offset), `lateness_ms` (0).
 
 use weir_sdk::windows::{Sum, Windows};
 use weir_sdk::{Batch, Config, Context, Error, Event, Operator, Timer, TimerBatch};
@@ -19,12 +21,13 @@ pub struct SensorWindow {
 
 impl Operator for SensorWindow {
     fn init(config: &Config) -> Result<Self, Error> {
-        config.allow_only(&["time", "size_ms", "lateness_ms"])?;
+        config.allow_only(&["time", "size_ms", "offset_ms", "lateness_ms"])?;
         let size: i64 = config.parse_or("size_ms", 1000)?;
         if size <= 0 {
             return Err(Error::config("`size_ms` must be positive"));
         }
         let windows = Windows::tumbling("sums", size, Sum)
+            .offset(config.parse_or("offset_ms", 0)?)
             .allowed_lateness(config.parse_or("lateness_ms", 0)?)
             .late_output("late");
         let windows = match config.get("time").unwrap_or("event") {
