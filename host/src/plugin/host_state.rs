@@ -23,7 +23,9 @@ use super::state::{BatchKeys, KeyedStateView};
 use super::stderr::StderrTail;
 use super::timers::TimersView;
 use crate::dataflow::{Cancel, KeyNumbered, NO_TIMESTAMP, RecordBatch};
-use crate::state::{FiredTimer, FiringCall, KeyGroupRange, KeyedStateBackend, StateRegistry, TimeDomain, TimerService};
+use crate::state::{
+    FiredTimer, FiringCall, KeyGroupRange, KeyedStateBackend, StateError, StateRegistry, TimeDomain, TimerService,
+};
 
 /// How much of a plugin's stderr is kept for error reports (its newest bytes).
 const STDERR_CAPACITY: usize = 64 * 1024;
@@ -31,6 +33,13 @@ const STDERR_CAPACITY: usize = 64 * 1024;
 /// An error report shows a plugin's last lines of stderr up to this many
 /// characters each.
 const MAX_LINE: usize = 300;
+
+/// How often, at most, expired values of states with a time-to-live are
+/// swept (ms of processing time): before a checkpoint, or after a call
+/// when none has swept for this long — so a job without checkpoints, or
+/// with rare ones, still frees them (and tells RocksDB's compactions which
+/// states expire).
+const PURGE_INTERVAL_MS: i64 = 1_000;
 
 /// What [`PluginState::call`] says while a component starts: its core
 /// modules' start functions.
@@ -71,6 +80,8 @@ pub struct PluginState {
     /// The job's cancel flag, when the instance runs in a job: a cancel
     /// interrupts the call under way ([`super::instance`], [`super::clocks`]).
     pub cancel: Option<Cancel>,
+    /// When expired values were last swept (ms of processing time).
+    last_purge_ms: i64,
 }
 
 impl PluginState {
@@ -97,6 +108,7 @@ impl PluginState {
             call_deadline: None,
             call: START_UP,
             cancel: None,
+            last_purge_ms: now_ms(),
         }
     }
 
@@ -187,10 +199,18 @@ impl PluginState {
     }
 
     /// The call has returned: no state function may run until the next.
+    /// Expired values are swept now if none were for a while (a failure
+    /// to is the call's, as any backend failure during it).
     pub fn end_call(&mut self) {
         self.in_call = false;
         self.keys.detach();
         self.firing = None;
+        let now = now_ms();
+        if now - self.last_purge_ms >= PURGE_INTERVAL_MS
+            && let Err(error) = self.purge_expired(now)
+        {
+            self.backend_failure.get_or_insert(error.to_string());
+        }
     }
 
     /// Captures the instance's state for a checkpoint, once the operator
@@ -198,7 +218,7 @@ impl PluginState {
     /// with the instance's `watermark`.
     pub fn capture(&mut self, started: Instant, watermark: i64) -> Result<CapturedState, CallError> {
         let flushed = started.elapsed();
-        self.purge_expired()?;
+        self.purge_expired(now_ms()).map_err(|e| CallError::Backend(e.to_string()))?;
         let purged = started.elapsed();
         let meta = snapshot::encode(&self.registry, &self.broadcast, &self.timers, watermark);
         let encoded = started.elapsed();
@@ -217,15 +237,17 @@ impl PluginState {
         Ok(CapturedState { meta, keyed })
     }
 
-    /// Removes expired values of the states with a time-to-live from the
-    /// backend — so from the snapshot about to be taken: a bounded part of
-    /// them each time (see [`crate::state`]'s `ttl`).
-    fn purge_expired(&mut self) -> Result<(), CallError> {
+    /// Removes values expired at `now` of the states with a time-to-live
+    /// from the backend — before a checkpoint, so from the snapshot about
+    /// to be taken: a bounded part of them each time (see
+    /// [`crate::state`]'s `ttl`).
+    fn purge_expired(&mut self, now: i64) -> Result<(), StateError> {
+        self.last_purge_ms = now;
         let expiring = self.registry.expiring();
         if expiring.is_empty() {
             return Ok(());
         }
-        let purged = self.backend.purge_expired(&expiring, now_ms()).map_err(|e| CallError::Backend(e.to_string()))?;
+        let purged = self.backend.purge_expired(&expiring, now)?;
         debug!(purged, states = expiring.len(), "expired state values removed");
         Ok(())
     }
@@ -296,5 +318,47 @@ fn sandboxed_wasi(stderr: StderrTail) -> WasiCtx {
 impl WasiView for PluginState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
         WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::{HashedKey, MemoryBackend, key_group_range, with_expiry};
+
+    /// The states' entries: (expired, live) at `now`.
+    fn entries(state: &mut PluginState, now: i64) -> (usize, usize) {
+        let mut counts = (0, 0);
+        state.backend.for_each(&mut |e| if crate::state::expired(&e.value, now) { counts.0 += 1 } else { counts.1 += 1 }).unwrap();
+        counts
+    }
+
+    /// A job without checkpoints still frees expired values: a call that
+    /// ends a second or more after the last sweep sweeps them, and one
+    /// that ends sooner does not (the sweep costs milliseconds).
+    #[test]
+    fn calls_sweep_expired_values_once_a_second_without_checkpoints() {
+        let backend = Box::new(MemoryBackend::new());
+        let mut state = PluginState::new(&Limits::default(), backend, key_group_range(0, 128, 1), 128);
+        let seen = state.registry.register_value("seen", true).unwrap();
+        let plain = state.registry.register_value("plain", false).unwrap();
+        let now = now_ms();
+        let mut buffer = Vec::new();
+        for i in 0..100u32 {
+            let key = i.to_le_bytes();
+            let expires_at = if i % 4 == 0 { now + 60_000 } else { now - 1 };
+            state.backend.put(seen, HashedKey::new(&key, 128), with_expiry(b"1", expires_at, &mut buffer)).unwrap();
+            // Not an expiring state's: kept whatever its last bytes say.
+            state.backend.put(plain, HashedKey::new(&key, 128), with_expiry(b"1", now - 1, &mut buffer)).unwrap();
+        }
+        state.begin_call(true, false);
+        state.end_call();
+        assert_eq!(entries(&mut state, now), (175, 25), "swept less than a second after the last sweep");
+        state.last_purge_ms = now - PURGE_INTERVAL_MS;
+        state.begin_call(true, false);
+        state.end_call();
+        assert_eq!(entries(&mut state, now), (100, 25), "the expiring state's 75 expired values swept; the other state's kept");
+        assert!(state.backend_failure.is_none());
+        assert!(state.last_purge_ms >= now, "the next sweep a second after this one");
     }
 }

@@ -10,9 +10,10 @@
 //!
 //! - reads leave out expired values (`plugin::state`), so what a plugin
 //!   sees never depends on when clean-up ran;
-//! - before each checkpoint the memory backend removes those it finds in a
-//!   bounded part of its tables, sweeping on from there the next time
-//!   (and so they leave the checkpoints);
+//! - before each checkpoint, and after a call when none has swept for a
+//!   second (a job without checkpoints), the memory backend removes those
+//!   it finds in a bounded part of its tables, sweeping on from there the
+//!   next time (and so they leave the checkpoints);
 //!   RocksDB removes them as it compacts, by a compaction filter that knows
 //!   which states expire ([`ExpiringStates`]) — as Flink's RocksDB backend
 //!   does;
