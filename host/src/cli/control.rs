@@ -210,7 +210,8 @@ pub fn jobs(args: &JobsArgs) -> anyhow::Result<()> {
         let job = args.api.client_for(name).job(name)?;
         // A cancelled job shows the figures it had last, over its last seconds.
         let live = matches!(job.status.as_str(), "running" | "upgrading" | "restarting" | "cancelled");
-        out_text!("{}{}{}", jobs_table(std::slice::from_ref(&job)), nodes_table(&job.nodes, live), backlogs(&job.nodes));
+        let (table, nodes) = (jobs_table(std::slice::from_ref(&job)), nodes_table(&job.nodes, live));
+        out_text!("{table}{nodes}{}{}", backlogs(&job.nodes), state_sizes(&job.nodes));
         return Ok(());
     }
     let hosts = args.api.hosts_with_jobs()?;
@@ -534,6 +535,23 @@ fn utc(ms: i64) -> String {
     format!("{year:04}-{month:02}-{day:02} {h:02}:{m:02}:{s:02}.{milli:03}")
 }
 
+/// Each operator's keyed state, as its subtasks last measured it: with
+/// more than one subtask, each one's entries too (one far above the
+/// others holds skewed keys).
+fn state_sizes(nodes: &[NodeInfo]) -> String {
+    let mut out = String::new();
+    for node in nodes {
+        let Some(size) = node.state else { continue };
+        out += &format!("\n{}: keyed state of {} entries, {}", node.node, size.entries, bytes(size.bytes));
+        if node.by_subtask.len() > 1 {
+            let each = node.by_subtask.iter().map(|s| s.state.map_or_else(|| "-".to_owned(), |size| size.entries.to_string()));
+            out += &format!(" (by subtask: {})", each.collect::<Vec<_>>().join(", "));
+        }
+        out.push('\n');
+    }
+    out
+}
+
 fn bytes(n: u64) -> String {
     match n {
         n if n >= 1 << 30 => format!("{:.2} GiB", n as f64 / (1u64 << 30) as f64),
@@ -627,6 +645,7 @@ mod tests {
                     .collect(),
                 watermark_ms,
                 backlog_records: None,
+                state: None,
             }
         };
         let job = JobInfo {
@@ -707,6 +726,25 @@ mod tests {
         assert!(shown.starts_with("\nsource `in`: records yet to read not known (a partition's end not seen yet)\n"), "{shown}");
         assert!(shown.ends_with("      1  orders          1       0     -    -\n"), "{shown}");
         assert_eq!(backlogs(&[operator]), "", "only sources have input to read");
+    }
+
+    #[test]
+    fn what_operators_hold_in_keyed_state() {
+        use weir::state::StateSize;
+        let subtask = |subtask, entries| SubtaskInfo { subtask, state: Some(StateSize { entries, bytes: entries * 40 }), ..SubtaskInfo::default() };
+        let count = NodeInfo {
+            node: "operator `count`".into(),
+            state: Some(StateSize { entries: 3_000, bytes: 120_000 }),
+            by_subtask: vec![subtask(0, 1_000), subtask(1, 2_000)],
+            ..NodeInfo::default()
+        };
+        let one = NodeInfo { node: "operator `dedup`".into(), state: Some(StateSize { entries: 2, bytes: 80 }), by_subtask: vec![subtask(0, 2)], ..NodeInfo::default() };
+        let source = NodeInfo { node: "source `in`".into(), by_subtask: vec![SubtaskInfo::default()], ..NodeInfo::default() };
+        assert_eq!(
+            state_sizes(&[source, count, one]),
+            "\noperator `count`: keyed state of 3000 entries, 117.2 KiB (by subtask: 1000, 2000)\n\
+             \noperator `dedup`: keyed state of 2 entries, 80 B\n"
+        );
     }
 
     #[test]

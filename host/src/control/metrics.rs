@@ -13,6 +13,9 @@
 //! stamped with the clock, `time() - weir_node_watermark_seconds` is how
 //! far event time lags behind, and its `min by (job, kind, name)` is the
 //! time up to which a node's windows can fire.
+//! `weir_operator_state_entries` and `_bytes` are each operator subtask's
+//! keyed state: growing without bound, some keys are never cleared (give
+//! their state a time-to-live).
 //! `weir_source_backlog_records` is what a source has yet to read, and
 //! `weir_kafka_partition_lag_records` the same per Kafka partition (the
 //! consumer lag): growing, the job does not keep up with its input.
@@ -115,6 +118,22 @@ pub fn prometheus(jobs: &[JobInfo]) -> String {
             "Bytes a source subtask has yet to read, where it counts bytes (a file source).",
             jobs,
             |s| s.backlog.as_ref()?.bytes.map(|n| n as f64),
+        ),
+        subtask_family(
+            "weir_operator_state_entries",
+            "gauge",
+            "Keyed state entries of an operator subtask (a value, a map entry), measured at most a second ago \
+             (RocksDB: its estimate).",
+            jobs,
+            |s| s.state.map(|size| size.entries as f64),
+        ),
+        subtask_family(
+            "weir_operator_state_bytes",
+            "gauge",
+            "Bytes of an operator subtask's keyed state: as a full snapshot writes them (memory), or RocksDB's \
+             estimate of its live data and memtables.",
+            jobs,
+            |s| s.state.map(|size| size.bytes as f64),
         ),
         subtask_samples(
             "weir_kafka_partition_lag_records",
@@ -246,6 +265,7 @@ mod tests {
     use crate::checkpoint::{CheckpointStats, LatestCheckpoint};
     use crate::connectors::{Backlog, PartitionBacklog};
     use crate::control::Recent;
+    use crate::state::StateSize;
 
     fn job(name: &str, checkpoint: Option<LatestCheckpoint>) -> JobInfo {
         JobInfo {
@@ -268,6 +288,7 @@ mod tests {
                         recent: Recent::default(),
                         watermark_ms: Some(1_764_870_000_250),
                         backlog: None,
+                        state: Some(StateSize { entries: 1_200, bytes: 48_000 }),
                     },
                     SubtaskInfo {
                         subtask: 1,
@@ -275,10 +296,12 @@ mod tests {
                         recent: Recent::default(),
                         watermark_ms: Some(i64::MAX),
                         backlog: None,
+                        state: None,
                     },
                 ],
                 watermark_ms: Some(1_764_870_000_250),
                 backlog_records: None,
+                state: Some(StateSize { entries: 1_200, bytes: 48_000 }),
             }, kafka_source(), file_source()],
             error: None,
             restarts: 0,
@@ -329,6 +352,9 @@ mod tests {
             "weir_source_backlog_records{job=\"words\",kind=\"source\",name=\"in\",subtask=\"0\"} 60",
             "weir_kafka_partition_lag_records{job=\"words\",kind=\"source\",name=\"in\",subtask=\"0\",topic=\"orders\",partition=\"0\"} 60",
             "weir_source_backlog_bytes{job=\"words\",kind=\"source\",name=\"lines\",subtask=\"0\"} 4096",
+            "# TYPE weir_operator_state_entries gauge",
+            "weir_operator_state_entries{job=\"words\",kind=\"operator\",name=\"count\",subtask=\"0\"} 1200",
+            "weir_operator_state_bytes{job=\"words\",kind=\"operator\",name=\"count\",subtask=\"0\"} 48000",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
         }
@@ -340,6 +366,8 @@ mod tests {
         assert!(!text.contains("partition=\"1\""), "nor lag");
         assert!(!text.contains("backlog_records{job=\"words\",kind=\"operator\""), "an operator reads no input of its own");
         assert!(!text.contains("backlog_records{job=\"words\",kind=\"source\",name=\"lines\""), "a file's records are not counted");
+        assert!(!text.contains("state_entries{job=\"words\",kind=\"operator\",name=\"count\",subtask=\"1\"}"), "not measured yet");
+        assert!(!text.contains("state_entries{job=\"words\",kind=\"source\""), "a source has no keyed state");
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             let (_, value) = line.rsplit_once(' ').expect("name and value");
             assert!(value.parse::<f64>().is_ok(), "{line}");

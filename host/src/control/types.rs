@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::checkpoint::LatestCheckpoint;
 use crate::connectors::Backlog;
+use crate::state::StateSize;
 
 /// A job the host runs (or ran).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -73,6 +74,10 @@ pub struct NodeInfo {
     /// of them cannot tell (see [`SubtaskInfo::backlog`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backlog_records: Option<u64>,
+    /// An operator's keyed state, its subtasks' summed: entries and bytes
+    /// (see [`StateSize`]); none for sources and sinks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<StateSize>,
     /// Each subtask's part of the totals, by subtask index.
     #[serde(default)]
     pub by_subtask: Vec<SubtaskInfo>,
@@ -161,6 +166,10 @@ pub struct SubtaskInfo {
     /// left, a file source's bytes, a Kafka source's lag per partition.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backlog: Option<Backlog>,
+    /// An operator subtask's keyed state, measured at most a second ago
+    /// while it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<StateSize>,
 }
 
 /// A node's (or subtask's) rates over the last few seconds: between the job's last two

@@ -208,7 +208,7 @@ impl<'a> Builder<'a> {
                     let sink = SinkWriter::new(label, self.open_sink(consumer, subtask)?, metrics, checkpoint);
                     Route::chained_sink(output, input, sink)
                 } else {
-                    let instance = self.instantiate(consumer, subtask, &label)?;
+                    let instance = self.instantiate(consumer, subtask, &label, &metrics)?;
                     let outputs = self.outputs(consumer, subtask, &metrics)?;
                     let kind = input_kind(edge.partitioning);
                     Route::chained(output, input, ChainedOperator { label, instance, kind, outputs, metrics, checkpoint })
@@ -236,8 +236,15 @@ impl<'a> Builder<'a> {
     }
 
     /// Creates an operator instance and runs its `init` (or creates the
-    /// built-in native operator a `native:` plugin path names).
-    fn instantiate(&self, node: &Node, subtask: u32, label: &str) -> Result<Box<dyn OperatorLogic>, RunError> {
+    /// built-in native operator a `native:` plugin path names); it reports
+    /// its state's size to `metrics`.
+    fn instantiate(&self, node: &Node, subtask: u32, label: &str, metrics: &TaskMetrics) -> Result<Box<dyn OperatorLogic>, RunError> {
+        let mut instance = self.instance(node, subtask, label)?;
+        instance.report_state_size(metrics.state_size.clone());
+        Ok(instance)
+    }
+
+    fn instance(&self, node: &Node, subtask: u32, label: &str) -> Result<Box<dyn OperatorLogic>, RunError> {
         let NodeKind::Operator(OperatorNode { limits, config, plugin, .. }) = &node.kind else {
             unreachable!("only operators are instantiated");
         };
@@ -321,7 +328,7 @@ impl<'a> Builder<'a> {
                 Box::new(move || task::run_sink(ctx, sink, inbox, producers))
             }
             NodeKind::Operator(_) => {
-                let instance = self.instantiate(node, subtask, &ctx.label)?;
+                let instance = self.instantiate(node, subtask, &ctx.label, &ctx.metrics)?;
                 let inbox = inbox();
                 let kinds = node.inputs.iter().map(|e| input_kind(e.partitioning)).collect();
                 let names = node.inputs.iter().map(|e| input_name(self.graph, e)).collect();

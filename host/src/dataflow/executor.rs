@@ -31,7 +31,7 @@ use crate::control::{Counters, NodeInfo, SavepointInfo};
 use crate::job::{JobGraph, Node, NodeKind};
 use crate::plugin::{PluginEngine, PluginError};
 use crate::savepoint::{Savepoint, SavepointError};
-use crate::state::StateError;
+use crate::state::{StateError, StateSize};
 
 /// How often a running job logs its progress.
 const PROGRESS_INTERVAL: Duration = Duration::from_secs(5);
@@ -124,6 +124,8 @@ pub struct TaskSummary {
     pub watermark_ms: Option<i64>,
     /// A source subtask's input yet to read, where it can tell.
     pub backlog: Option<Backlog>,
+    /// An operator subtask's keyed state, as last measured.
+    pub state: Option<StateSize>,
 }
 
 /// Figures of a finished job.
@@ -209,8 +211,9 @@ impl Subtask {
     /// Its figures so far.
     fn summary(&self) -> TaskSummary {
         let metrics = &self.metrics;
-        let (counters, watermark_ms, backlog) = (metrics.counters(), metrics.watermark(), metrics.backlog());
-        TaskSummary { node: self.node.clone(), role: self.role, subtask: self.subtask, counters, watermark_ms, backlog }
+        let (counters, watermark_ms, backlog, state) =
+            (metrics.counters(), metrics.watermark(), metrics.backlog(), metrics.state_size.get());
+        TaskSummary { node: self.node.clone(), role: self.role, subtask: self.subtask, counters, watermark_ms, backlog, state }
     }
 }
 

@@ -15,6 +15,7 @@ use std::time::Instant;
 
 use super::{Role, TaskSummary};
 use crate::control::{Counters, NodeInfo, Recent, SubtaskInfo};
+use crate::state::StateSize;
 
 /// Records produced by the sources of `tasks`.
 pub(super) fn records_read(tasks: &[TaskSummary]) -> u64 {
@@ -49,14 +50,27 @@ pub(super) fn node_figures(tasks: &[TaskSummary]) -> Vec<NodeInfo> {
         node.subtasks += 1;
         node.counters += task.counters;
         let (subtask, counters, watermark_ms, backlog) = (task.subtask, task.counters, task.watermark_ms, task.backlog.clone());
-        node.by_subtask.push(SubtaskInfo { subtask, counters, recent: Recent::default(), watermark_ms, backlog });
+        let state = task.state;
+        node.by_subtask.push(SubtaskInfo { subtask, counters, recent: Recent::default(), watermark_ms, backlog, state });
     }
     for node in &mut nodes {
         node.by_subtask.sort_by_key(|s| s.subtask);
         node.watermark_ms = lowest_watermark(&node.by_subtask);
         node.backlog_records = backlog_records(&node.by_subtask);
+        node.state = state_size(&node.by_subtask);
     }
     nodes
+}
+
+/// An operator's keyed state: its subtasks' summed (those measured so
+/// far); none for a source or sink, which have none.
+fn state_size(subtasks: &[SubtaskInfo]) -> Option<StateSize> {
+    let mut measured = subtasks.iter().filter_map(|s| s.state).peekable();
+    measured.peek()?;
+    Some(measured.fold(StateSize::default(), |mut total, size| {
+        total += size;
+        total
+    }))
 }
 
 /// A source's records yet to read: its subtasks' backlogs summed, once
@@ -196,7 +210,7 @@ mod tests {
 
     fn task(node: &str, role: Role, subtask: u32, records_in: u64, records_out: u64, backpressured_ms: f64) -> TaskSummary {
         let counters = Counters { records_in, records_out, backpressured_ms, ..Counters::default() };
-        TaskSummary { node: node.into(), role, subtask, counters, watermark_ms: None, backlog: None }
+        TaskSummary { node: node.into(), role, subtask, counters, watermark_ms: None, backlog: None, state: None }
     }
 
     #[test]

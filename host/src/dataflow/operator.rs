@@ -4,6 +4,7 @@
 
 use super::RecordBatch;
 use crate::plugin::{CallError, CapturedState, EmbeddedInstance, InputKind, OperatorInstance};
+use crate::state::StateSizeGauge;
 
 /// Emitted batches, grouped by output name ("" for the main output).
 pub type Emitted = Vec<(String, RecordBatch)>;
@@ -29,6 +30,9 @@ pub trait OperatorLogic: Send {
 
     /// Captures the operator's state for a checkpoint.
     fn snapshot(&mut self) -> Result<CapturedState, CallError>;
+
+    /// Reports the size of its keyed state to `gauge` from now on.
+    fn report_state_size(&mut self, gauge: StateSizeGauge);
 }
 
 impl OperatorLogic for OperatorInstance {
@@ -51,6 +55,10 @@ impl OperatorLogic for OperatorInstance {
     fn snapshot(&mut self) -> Result<CapturedState, CallError> {
         OperatorInstance::snapshot(self)
     }
+
+    fn report_state_size(&mut self, gauge: StateSizeGauge) {
+        OperatorInstance::report_state_size(self, gauge)
+    }
 }
 
 impl<T: weir_sdk::Operator> OperatorLogic for EmbeddedInstance<T> {
@@ -72,5 +80,9 @@ impl<T: weir_sdk::Operator> OperatorLogic for EmbeddedInstance<T> {
 
     fn snapshot(&mut self) -> Result<CapturedState, CallError> {
         EmbeddedInstance::snapshot(self)
+    }
+
+    fn report_state_size(&mut self, gauge: StateSizeGauge) {
+        EmbeddedInstance::report_state_size(self, gauge)
     }
 }

@@ -18,6 +18,7 @@ use crate::connectors::{Backlog, ConnectorError, Poll, Source, SourceSplit};
 use crate::control::Counters;
 use super::operator::OperatorLogic;
 use crate::plugin::{CallError, InputKind, now_ms};
+use crate::state::StateSizeGauge;
 
 /// The longest a source keeps records in partly filled output batches.
 const SOURCE_FLUSH_INTERVAL: Duration = Duration::from_millis(20);
@@ -79,6 +80,8 @@ pub struct TaskMetrics {
     watermark: WatermarkGauge,
     /// A source's input yet to read, as it last said (see [`Backlog`]).
     backlog: Mutex<Option<Backlog>>,
+    /// An operator's keyed state, as its instance last measured it.
+    pub state_size: StateSizeGauge,
 }
 
 /// A subtask's latest watermark, for the progress reporter: `i64::MIN`

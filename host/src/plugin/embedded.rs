@@ -33,7 +33,7 @@ use super::bindings::OperatorError;
 use super::instance::{CapturedState, InitialState, InputKind, describe_operator_error};
 use super::state::{MapStateHandle, ValueStateHandle};
 use crate::dataflow::{BATCH_SIZE, NO_TIMESTAMP, RecordBatch};
-use crate::state::{FiringBudget, processing_timers_due_at};
+use crate::state::{FiringBudget, StateSizeGauge, processing_timers_due_at};
 use crate::state::TimeDomain as HostDomain;
 
 /// The host state an embedded operator shares with the SDK's handles on it.
@@ -139,6 +139,11 @@ impl<T: Operator> EmbeddedInstance<T> {
             Ok(Some((self.returned(result).and_then(collect)?, call)))
         };
         FiringBudget::fire_until_none_due(time, fire_call, CallError::Operator)
+    }
+
+    /// Reports the size of its keyed state to `gauge` from now on.
+    pub fn report_state_size(&mut self, gauge: StateSizeGauge) {
+        self.state.borrow_mut().report_size_to(gauge);
     }
 
     /// Captures the state for a checkpoint, after the operator has written

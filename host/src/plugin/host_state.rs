@@ -24,7 +24,8 @@ use super::stderr::StderrTail;
 use super::timers::TimersView;
 use crate::dataflow::{Cancel, KeyNumbered, NO_TIMESTAMP, RecordBatch};
 use crate::state::{
-    FiredTimer, FiringCall, KeyGroupRange, KeyedStateBackend, StateError, StateRegistry, TimeDomain, TimerService,
+    FiredTimer, FiringCall, KeyGroupRange, KeyedStateBackend, StateError, StateRegistry, StateSizeGauge, TimeDomain,
+    TimerService,
 };
 
 /// How much of a plugin's stderr is kept for error reports (its newest bytes).
@@ -35,11 +36,11 @@ const STDERR_CAPACITY: usize = 64 * 1024;
 const MAX_LINE: usize = 300;
 
 /// How often, at most, expired values of states with a time-to-live are
-/// swept (ms of processing time): before a checkpoint, or after a call
-/// when none has swept for this long — so a job without checkpoints, or
-/// with rare ones, still frees them (and tells RocksDB's compactions which
-/// states expire).
-const PURGE_INTERVAL_MS: i64 = 1_000;
+/// swept and the state measured (ms of processing time): before a
+/// checkpoint, or after a call when neither happened for this long — so a
+/// job without checkpoints, or with rare ones, still frees them (and tells
+/// RocksDB's compactions which states expire), and shows its state's size.
+const HOUSEKEEPING_INTERVAL_MS: i64 = 1_000;
 
 /// What [`PluginState::call`] says while a component starts: its core
 /// modules' start functions.
@@ -81,7 +82,9 @@ pub struct PluginState {
     /// interrupts the call under way ([`super::instance`], [`super::clocks`]).
     pub cancel: Option<Cancel>,
     /// When expired values were last swept (ms of processing time).
-    last_purge_ms: i64,
+    last_housekeeping_ms: i64,
+    /// Where the state's size goes for the job's figures, if anywhere.
+    size_gauge: Option<StateSizeGauge>,
 }
 
 impl PluginState {
@@ -108,7 +111,8 @@ impl PluginState {
             call_deadline: None,
             call: START_UP,
             cancel: None,
-            last_purge_ms: now_ms(),
+            last_housekeeping_ms: now_ms(),
+            size_gauge: None,
         }
     }
 
@@ -199,18 +203,25 @@ impl PluginState {
     }
 
     /// The call has returned: no state function may run until the next.
-    /// Expired values are swept now if none were for a while (a failure
-    /// to is the call's, as any backend failure during it).
+    /// Expired values are swept, and the state measured, now if they were
+    /// not for a while (a failure to sweep is the call's, as any backend
+    /// failure during it).
     pub fn end_call(&mut self) {
         self.in_call = false;
         self.keys.detach();
         self.firing = None;
         let now = now_ms();
-        if now - self.last_purge_ms >= PURGE_INTERVAL_MS
-            && let Err(error) = self.purge_expired(now)
+        if now - self.last_housekeeping_ms >= HOUSEKEEPING_INTERVAL_MS
+            && let Err(error) = self.housekeeping(now)
         {
             self.backend_failure.get_or_insert(error.to_string());
         }
+    }
+
+    /// Reports the state's size to `gauge` from now on (measured at once).
+    pub fn report_size_to(&mut self, gauge: StateSizeGauge) {
+        gauge.set(self.backend.size());
+        self.size_gauge = Some(gauge);
     }
 
     /// Captures the instance's state for a checkpoint, once the operator
@@ -218,7 +229,7 @@ impl PluginState {
     /// with the instance's `watermark`.
     pub fn capture(&mut self, started: Instant, watermark: i64) -> Result<CapturedState, CallError> {
         let flushed = started.elapsed();
-        self.purge_expired(now_ms()).map_err(|e| CallError::Backend(e.to_string()))?;
+        self.housekeeping(now_ms()).map_err(|e| CallError::Backend(e.to_string()))?;
         let purged = started.elapsed();
         let meta = snapshot::encode(&self.registry, &self.broadcast, &self.timers, watermark);
         let encoded = started.elapsed();
@@ -240,15 +251,17 @@ impl PluginState {
     /// Removes values expired at `now` of the states with a time-to-live
     /// from the backend — before a checkpoint, so from the snapshot about
     /// to be taken: a bounded part of them each time (see
-    /// [`crate::state`]'s `ttl`).
-    fn purge_expired(&mut self, now: i64) -> Result<(), StateError> {
-        self.last_purge_ms = now;
+    /// [`crate::state`]'s `ttl`) — then measures the state.
+    fn housekeeping(&mut self, now: i64) -> Result<(), StateError> {
+        self.last_housekeeping_ms = now;
         let expiring = self.registry.expiring();
-        if expiring.is_empty() {
-            return Ok(());
+        if !expiring.is_empty() {
+            let purged = self.backend.purge_expired(&expiring, now)?;
+            debug!(purged, states = expiring.len(), "expired state values removed");
         }
-        let purged = self.backend.purge_expired(&expiring, now)?;
-        debug!(purged, states = expiring.len(), "expired state values removed");
+        if let Some(gauge) = &self.size_gauge {
+            gauge.set(self.backend.size());
+        }
         Ok(())
     }
 
@@ -333,11 +346,12 @@ mod tests {
         counts
     }
 
-    /// A job without checkpoints still frees expired values: a call that
-    /// ends a second or more after the last sweep sweeps them, and one
-    /// that ends sooner does not (the sweep costs milliseconds).
+    /// A job without checkpoints still frees expired values, and shows
+    /// its state's size: a call that ends a second or more after the last
+    /// sweep sweeps them and measures, and one that ends sooner does not
+    /// (the sweep costs milliseconds).
     #[test]
-    fn calls_sweep_expired_values_once_a_second_without_checkpoints() {
+    fn calls_sweep_expired_values_and_measure_the_state_once_a_second_without_checkpoints() {
         let backend = Box::new(MemoryBackend::new());
         let mut state = PluginState::new(&Limits::default(), backend, key_group_range(0, 128, 1), 128);
         let seen = state.registry.register_value("seen", true).unwrap();
@@ -351,14 +365,19 @@ mod tests {
             // Not an expiring state's: kept whatever its last bytes say.
             state.backend.put(plain, HashedKey::new(&key, 128), with_expiry(b"1", now - 1, &mut buffer)).unwrap();
         }
+        let gauge = StateSizeGauge::default();
+        state.report_size_to(gauge.clone());
+        assert_eq!(gauge.get().map(|size| size.entries), Some(200), "measured when the gauge is given");
         state.begin_call(true, false);
         state.end_call();
         assert_eq!(entries(&mut state, now), (175, 25), "swept less than a second after the last sweep");
-        state.last_purge_ms = now - PURGE_INTERVAL_MS;
+        state.last_housekeeping_ms = now - HOUSEKEEPING_INTERVAL_MS;
         state.begin_call(true, false);
         state.end_call();
         assert_eq!(entries(&mut state, now), (100, 25), "the expiring state's 75 expired values swept; the other state's kept");
         assert!(state.backend_failure.is_none());
-        assert!(state.last_purge_ms >= now, "the next sweep a second after this one");
+        assert_eq!(gauge.get(), Some(state.backend.size()), "measured after the sweep");
+        assert_eq!(gauge.get().map(|size| size.entries), Some(125));
+        assert!(state.last_housekeeping_ms >= now, "the next sweep a second after this one");
     }
 }

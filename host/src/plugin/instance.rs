@@ -12,7 +12,9 @@ use super::host_state::PluginState;
 use super::limits::{Limits, ticks_to_next_check};
 use crate::dataflow::{BATCH_SIZE, Cancel, NO_TIMESTAMP, RecordBatch};
 use super::snapshot::InstanceMeta;
-use crate::state::{FiringBudget, KeyGroupRange, KeyedStateBackend, StateSnapshot, TimeDomain, processing_timers_due_at};
+use crate::state::{
+    FiringBudget, KeyGroupRange, KeyedStateBackend, StateSizeGauge, StateSnapshot, TimeDomain, processing_timers_due_at,
+};
 
 /// How the batches of an input reach the operator, which decides what
 /// state a call may use.
@@ -96,6 +98,11 @@ impl OperatorInstance {
     /// deadline has no checks, and its calls run to their end.
     pub fn watch_cancel(&mut self, cancel: Cancel) {
         self.store.data_mut().cancel = Some(cancel);
+    }
+
+    /// Reports the size of its keyed state to `gauge` from now on.
+    pub fn report_state_size(&mut self, gauge: StateSizeGauge) {
+        self.store.data_mut().report_size_to(gauge);
     }
 
     /// Calls `init`. Plugins built with the Rust SDK before the host added

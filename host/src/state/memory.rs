@@ -29,7 +29,7 @@ use super::file::{FileRef, RecordReader, RecordWriter, read_verified};
 use super::map_index::MapIndexes;
 use super::map_keys::push_map_prefix;
 use super::memory_chain::{CHANGES_MAGIC, Chain};
-use super::{BackendKind, Entry, HashedKey, KeyedStateBackend, StateError, StateId, StateSnapshot, expired};
+use super::{BackendKind, Entry, HashedKey, KeyedStateBackend, StateError, StateId, StateSize, StateSnapshot, expired};
 
 /// The magic (and version) of a canonical keyed-state file.
 pub const ENTRIES_MAGIC: &[u8; 8] = b"WEIRKS01";
@@ -353,6 +353,11 @@ impl KeyedStateBackend for MemoryBackend {
         Ok(self.len() == 0)
     }
 
+    /// Exact: the entries, and the bytes a full snapshot writes for them.
+    fn size(&self) -> StateSize {
+        StateSize { entries: self.len() as u64, bytes: self.record_bytes.all.max(0) as u64 }
+    }
+
     fn snapshot(&mut self) -> Result<Box<dyn StateSnapshot>, StateError> {
         let RecordBytes { all, changed } = self.record_bytes;
         // Whichever is written, nothing has changed since it.
@@ -451,6 +456,28 @@ pub fn apply_changes(root: &Path, file: &FileRef, backend: &mut dyn KeyedStateBa
 mod tests {
     use super::*;
     use crate::state::{BackendConfig, BackendHandle, SnapshotTarget, restore_backend, with_expiry};
+
+    /// The size is exact: every entry, and the bytes a full snapshot
+    /// writes for them (what its file holds but its header and checksum).
+    #[test]
+    fn its_size_is_its_entries_and_the_bytes_a_full_snapshot_writes() {
+        let mut backend = MemoryBackend::new();
+        assert_eq!(backend.size(), StateSize::default());
+        for i in 0u32..1000 {
+            backend.put(StateId(i % 3), HashedKey::new(&i.to_le_bytes(), 128), &vec![7; (i % 50) as usize]).unwrap();
+        }
+        backend.put(StateId(0), HashedKey::new(&0u32.to_le_bytes(), 128), b"overwritten").unwrap();
+        for i in 0u32..100 {
+            backend.delete(StateId(i % 3), HashedKey::new(&i.to_le_bytes(), 128)).unwrap();
+        }
+        let size = backend.size();
+        assert_eq!(size.entries, 900);
+        let dir = tempfile::tempdir().unwrap();
+        let target = SnapshotTarget { root: dir.path().into(), dir: "chk-1".into(), name: "op-0".into() };
+        let BackendHandle::Memory { entries, .. } = backend.snapshot().unwrap().persist(&target).unwrap() else { unreachable!() };
+        let written = entries.size;
+        assert!(written >= size.bytes && written - size.bytes < 64, "{written} bytes written for {size:?}");
+    }
 
     #[test]
     fn put_get_delete_per_state() {

@@ -26,6 +26,7 @@ mod memory;
 mod memory_chain;
 mod rocksdb;
 mod rocksdb_memory;
+mod size;
 mod timers;
 mod ttl;
 
@@ -43,6 +44,7 @@ pub use map_keys::{map_entry_key, split_map_entry};
 pub use memory::MemoryBackend;
 pub use rocksdb::RocksDbBackend;
 pub use rocksdb_memory::RocksDbMemory;
+pub use size::{StateSize, StateSizeGauge};
 pub use ttl::{ExpiringStates, TTL_PREFIX, expired, expiry_after, split_expiry, with_expiry};
 pub use timers::{FiredTimer, FiringBudget, FiringCall, TimeDomain, TimerService, now_ms, processing_timers_due_at};
 
@@ -306,6 +308,9 @@ pub trait KeyedStateBackend: Send {
     /// Whether no entry is stored (a subtask that starts with nothing
     /// restored). Cheap: it stops at the first entry.
     fn is_empty(&mut self) -> Result<bool, StateError>;
+    /// How much it holds ([`StateSize`]): cheap, an estimate where the
+    /// backend keeps no exact count.
+    fn size(&self) -> StateSize;
     /// Captures the current state for a checkpoint. Cheap enough to run
     /// while the task waits; the expensive part is [`StateSnapshot::persist`].
     fn snapshot(&mut self) -> Result<Box<dyn StateSnapshot>, StateError>;
