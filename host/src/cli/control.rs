@@ -538,7 +538,7 @@ fn utc(ms: i64) -> String {
 /// Each operator's keyed state, as its subtasks last measured it: with
 /// more than one subtask, each one's entries too (one far above the
 /// others holds skewed keys).
-fn state_sizes(nodes: &[NodeInfo]) -> String {
+pub(super) fn state_sizes(nodes: &[NodeInfo]) -> String {
     let mut out = String::new();
     for node in nodes {
         let Some(size) = node.state else { continue };

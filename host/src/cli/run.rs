@@ -294,7 +294,13 @@ fn report(summary: &JobSummary, graph: &JobGraph) {
     if (checkpoints.count() > 0 || checkpoints.failed() > 0) && graph.checkpoints.is_some() {
         say!("{}", super::checkpoint_figures(&summary.checkpoints));
     }
-    // Where its time went, node by node, as `weir jobs JOB` shows a running job.
-    say!("{}", super::control::nodes_table(&summary.nodes(), false).trim_end());
+    // Where its time went, node by node, and what state it holds, as
+    // `weir jobs JOB` shows a running job.
+    let nodes = summary.nodes();
+    say!("{}", super::control::nodes_table(&nodes, false).trim_end());
+    let state = super::control::state_sizes(&nodes);
+    if !state.is_empty() {
+        say!("{}", state.trim_end());
+    }
 }
 
