@@ -143,7 +143,9 @@ fn parallelism_flag_overrides_the_job_file() {
 /// node figures `weir run` prints when its job ends.
 fn final_table(stderr: &str) -> Vec<Vec<String>> {
     assert!(stderr.contains("over its run"), "{stderr}");
-    let rows = stderr.lines().filter(|l| ["source ", "operator ", "sink "].iter().any(|kind| l.starts_with(kind)));
+    // The table's rows: from its header to the line saying what its rates span.
+    let table = stderr.lines().skip_while(|l| !l.starts_with("NODE ")).take_while(|l| !l.starts_with("(IN/S"));
+    let rows = table.filter(|l| ["source ", "operator ", "sink "].iter().any(|kind| l.starts_with(kind)));
     rows.map(|l| l.split_whitespace().map(str::to_owned).collect()).collect()
 }
 

@@ -537,11 +537,11 @@ fn utc(ms: i64) -> String {
 
 /// Each operator's keyed state, as its subtasks last measured it: with
 /// more than one subtask, each one's entries too (one far above the
-/// others holds skewed keys).
+/// others holds skewed keys). Operators holding none are left out.
 pub(super) fn state_sizes(nodes: &[NodeInfo]) -> String {
     let mut out = String::new();
     for node in nodes {
-        let Some(size) = node.state else { continue };
+        let Some(size) = node.state.filter(|size| size.entries > 0) else { continue };
         out += &format!("\n{}: keyed state of {} entries, {}", node.node, size.entries, bytes(size.bytes));
         if node.by_subtask.len() > 1 {
             let each = node.by_subtask.iter().map(|s| s.state.map_or_else(|| "-".to_owned(), |size| size.entries.to_string()));
@@ -740,8 +740,9 @@ mod tests {
         };
         let one = NodeInfo { node: "operator `dedup`".into(), state: Some(StateSize { entries: 2, bytes: 80 }), by_subtask: vec![subtask(0, 2)], ..NodeInfo::default() };
         let source = NodeInfo { node: "source `in`".into(), by_subtask: vec![SubtaskInfo::default()], ..NodeInfo::default() };
+        let stateless = NodeInfo { node: "operator `tokenize`".into(), state: Some(StateSize::default()), ..NodeInfo::default() };
         assert_eq!(
-            state_sizes(&[source, count, one]),
+            state_sizes(&[source, stateless, count, one]),
             "\noperator `count`: keyed state of 3000 entries, 117.2 KiB (by subtask: 1000, 2000)\n\
              \noperator `dedup`: keyed state of 2 entries, 80 B\n"
         );
