@@ -549,14 +549,47 @@ impl HostMapState for KeyedStateView<'_> {
 /// Up to `limit` of `key`'s live entries of map state `open` whose
 /// sub-keys sort after `after`. The entries that expired at `now` are left
 /// out — listing on past them, so that a page is short only when no
-/// entry follows it.
+/// entry follows it — and removed, as a read removes them; with
+/// `refresh-on-read`, the listed entries' time starts again, as Flink's
+/// iterators restart it.
 fn list_page(
+    backend: &mut dyn KeyedStateBackend,
+    open: OpenState,
+    key: HashedKey<'_>,
+    after: Option<Vec<u8>>,
+    limit: usize,
+    now: i64,
+) -> Result<MapPage, BackendError> {
+    let mut expired = Vec::new();
+    let page = live_entries(backend, open, key, after, limit, now, &mut expired)?;
+    if let Some(ttl) = open.ttl {
+        let mut stored_key = Vec::new();
+        for sub_key in &expired {
+            backend.delete(open.state, map_entry_key(key, sub_key, &mut stored_key))?;
+        }
+        if ttl.refresh_on_read {
+            let mut buffer = Vec::new();
+            for i in 0..page.offsets.len() - 1 {
+                let sub_key = &page.sub_keys[page.sub_key_offsets[i] as usize..page.sub_key_offsets[i + 1] as usize];
+                let value = &page.data[page.offsets[i] as usize..page.offsets[i + 1] as usize];
+                let refreshed = with_expiry(value, expiry_after(now, ttl.millis), &mut buffer);
+                backend.put(open.state, map_entry_key(key, sub_key, &mut stored_key), refreshed)?;
+            }
+        }
+    }
+    Ok(page)
+}
+
+/// [`list_page`]'s page, the sub-keys of the expired entries it passed
+/// going to `expired`.
+fn live_entries(
     backend: &mut dyn KeyedStateBackend,
     open: OpenState,
     key: HashedKey<'_>,
     mut after: Option<Vec<u8>>,
     limit: usize,
     now: i64,
+    expired: &mut Vec<Vec<u8>>,
 ) -> Result<MapPage, BackendError> {
     let mut page = MapPage { sub_keys: Vec::new(), sub_key_offsets: vec![0], data: Vec::new(), offsets: vec![0], more: false };
     let mut listed = 0;
@@ -571,7 +604,10 @@ fn list_page(
                     last_seen.extend_from_slice(sub_key);
                     match live_value(stored, now) {
                         Ok(Some(value)) => value,
-                        Ok(None) => return,
+                        Ok(None) => {
+                            expired.push(sub_key.to_vec());
+                            return;
+                        }
                         Err(error) => {
                             unreadable.get_or_insert(error);
                             return;
@@ -872,10 +908,10 @@ mod tests {
     }
     /// The values of a state with a time-to-live carry the time they expire
     /// at: past it a value reads as absent and a listing leaves it out —
-    /// filling its pages with the live entries after it — and a purge
+    /// filling its pages with the live entries after it — and either
     /// removes it. The state cannot be opened without its time-to-live.
     #[test]
-    fn expired_values_read_as_absent_are_left_out_of_listings_and_purged() {
+    fn expired_values_read_as_absent_are_left_out_of_listings_and_removed() {
         let mut fixture = Fixture::new(key_group_range(0, 128, 1));
         let mut keys = BatchKeys::default();
         keys.number([b"k".as_slice()].into_iter(), None, 128);
@@ -924,9 +960,40 @@ mod tests {
         }
         let pages = [(&b"02"[..], &b"ac"[..], true), (b"46", b"eg", true), (b"8", b"i", false)];
         assert_eq!(listed, pages.map(|(k, v, more)| (k.to_vec(), v.to_vec(), more)), "live entries, pages filled past expired ones");
+        assert_eq!(fixture.backend.len(), 5, "the five entries listed past were removed");
         let expiring = fixture.registry.expiring();
-        assert_eq!(fixture.backend.purge_expired(&expiring, now).unwrap(), 5, "the five entries listed past");
-        assert_eq!(fixture.backend.len(), 5);
+        assert_eq!(fixture.backend.purge_expired(&expiring, now).unwrap(), 0, "nothing left to purge");
+    }
+
+    /// With `refresh-on-read`, listing a key's map restarts its entries'
+    /// time, as reading each would (Flink's iterators do the same).
+    #[test]
+    fn listing_a_map_that_refreshes_on_read_restarts_its_entries_time() {
+        let mut fixture = Fixture::new(key_group_range(0, 128, 1));
+        let mut keys = BatchKeys::default();
+        keys.number([b"k".as_slice()].into_iter(), None, 128);
+        let ttl = TimeToLive { millis: 60_000, refresh_on_read: true };
+        let mut view = fixture.view(Some(&keys));
+        let map = HostMapState::open_expiring(&mut view, "m".into(), ttl).unwrap();
+        let handle = || Resource::<MapStateHandle>::new_borrow(map.rep());
+        let values = SlotValues { present: vec![true; 2], data: b"ab".to_vec(), offsets: vec![0, 1, 2] };
+        HostMapState::set_many(&mut view, handle(), vec![0; 2], b"12".to_vec(), vec![0, 1, 2], values).unwrap();
+        // Both entries' time nearly passes.
+        let mut stored = Vec::new();
+        fixture.backend.for_each(&mut |e| stored.push(e.clone())).unwrap();
+        let soon = now_ms() + 5;
+        for entry in &stored {
+            let (plugins, _) = split_expiry(&entry.value).unwrap();
+            let mut aged = Vec::new();
+            fixture.backend.put(entry.state, HashedKey::in_group(&entry.key, entry.group), with_expiry(plugins, soon, &mut aged)).unwrap();
+        }
+        let mut view = fixture.view(Some(&keys));
+        let page = HostMapState::entries(&mut view, handle(), 0, None, 10).unwrap();
+        assert_eq!((page.sub_keys.as_slice(), page.data.as_slice()), (&b"12"[..], &b"ab"[..]));
+        let mut expiries = Vec::new();
+        fixture.backend.for_each(&mut |e| expiries.push(split_expiry(&e.value).unwrap().1)).unwrap();
+        assert_eq!(expiries.len(), 2);
+        assert!(expiries.iter().all(|&at| at > soon + 50_000), "restarted by the listing: {expiries:?}");
     }
 
     /// A page holds at most 4 096 entries whatever the plugin asks, with
