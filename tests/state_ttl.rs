@@ -80,7 +80,9 @@ fn the_javascript_twin_expires_its_ids_alike() {
 
 /// Ids at 100 a second living 1 s: a savepoint taken 3 s in holds about
 /// the last second's, with their expiry; restoring it into the plugin
-/// opening the state without a time-to-live is refused, naming the state.
+/// opening the state without a time-to-live is refused, naming the state —
+/// by the check before the job starts (`check-state` opens the states as
+/// the plugin will), in each language's SDK.
 #[test]
 fn a_savepoint_keeps_only_live_ids_and_its_state_keeps_its_time_to_live() {
     let dir = JobDir::new();
@@ -101,9 +103,21 @@ fn a_savepoint_keeps_only_live_ids_and_its_state_keeps_its_time_to_live() {
     let live = inspect.lines().filter(|line| line.contains("\texpires at ")).count() as u64;
     assert!(live > 0 && live * 2 < read, "{live} of the {read} ids read are in the savepoint: only the last second's");
 
-    let forever = dir.write("forever.toml", &std::fs::read_to_string(&job).unwrap().replace("ttl_ms = \"1000\"", "ttl_ms = \"0\""));
-    let refused = run_job(&forever, &["--from-savepoint", savepoint.to_str().unwrap()]).failure();
-    assert!(refused.contains("value state `seen` is kept with a time-to-live") && refused.contains("cannot lose one"), "{refused}");
+    let text = std::fs::read_to_string(&job).unwrap().replace("ttl_ms = \"1000\"", "ttl_ms = \"0\"");
+    for (language, other) in [("rust", None), ("python", Some(python_plugin("dedup"))), ("js", Some(js_plugin("dedup")))] {
+        let text = match &other {
+            Some(other) => text.replace(&toml_path(&plugin("dedup")), &toml_path(other)),
+            None => text.clone(),
+        };
+        let forever = dir.write(&format!("forever-{language}.toml"), &text);
+        let refused = run_job(&forever, &["--from-savepoint", savepoint.to_str().unwrap()]).failure();
+        let checked = match other {
+            None => "operator `dedup` has another `config` than when savepoint",
+            Some(_) => "of operator `dedup` cannot take over its state in savepoint",
+        };
+        assert!(refused.contains(checked), "{language}: refused before the job starts: {refused}");
+        assert!(refused.contains("value state `seen` is kept with a time-to-live") && refused.contains("cannot lose one"), "{refused}");
+    }
 }
 
 /// `events` ids drawn from `ids` distinct ones, as input lines, and the

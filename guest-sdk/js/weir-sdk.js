@@ -1836,6 +1836,12 @@ export function exportOperator(OperatorClass) {
     // The SDK writes state back at the end of every call: nothing is held.
     flush() {},
     checkState(name, kind, stored) {
+      // Opened as the plugin will open it, with its time-to-live or
+      // without: the host refuses (a trap naming the state) a choice other
+      // than the one the state was stored with — before an upgrade stops
+      // the job, rather than at the restored job's first event.
+      const state = kind === "map-state" ? declaredMaps.get(name) : kind === "value-state" ? declared.get(name) : null;
+      if (state) openHost(kind === "map-state" ? HostMapState : HostValueState, name, state.ttl);
       const message = checkState(name, kind, stored);
       if (message !== null) {
         const e = new Error(message);

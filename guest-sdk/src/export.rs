@@ -67,6 +67,15 @@ impl<T: Operator> Guest for Adapter<T> {
             StateKind::MapState => crate::schema::Stored::Map,
             StateKind::BroadcastMap => crate::schema::Stored::Broadcast,
         };
+        // Opened as the plugin will open it, with its time-to-live or
+        // without: the host refuses (a trap naming the state) a choice other
+        // than the one the state was stored with — here, before an upgrade
+        // stops the job, rather than at the restored job's first event.
+        match (kind, crate::schema::declared_ttl(&name, kind)) {
+            (crate::schema::Stored::Value, Some(ttl)) => drop(HostStates.open(&name, ttl)),
+            (crate::schema::Stored::Map, Some(ttl)) => drop(HostStates.open_map(&name, ttl)),
+            _ => {}
+        }
         crate::schema::check(&name, kind, sub_keys.zip(values))
     }
 

@@ -58,6 +58,7 @@ impl<V: Serialize + DeserializeOwned> MapState<V> {
     /// The same state, each entry expiring as `ttl` says (see [`Ttl`]): an
     /// expired entry reads as absent and is left out of a listing.
     pub fn with_ttl(self, ttl: Ttl) -> Self {
+        crate::schema::expire(&self.name, crate::schema::Stored::Map, ttl);
         MapState { ttl: Some(ttl), ..self }
     }
 

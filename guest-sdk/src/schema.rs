@@ -9,6 +9,8 @@ use std::cell::RefCell;
 
 use serde::de::DeserializeOwned;
 
+use crate::Ttl;
+
 /// The kinds of state `check-state` asks about; each a namespace of its
 /// own (a map and a value state may share a name).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +39,8 @@ struct Declared {
     check: fn(&[u8]) -> Result<(), String>,
     /// A further check of each (sub-key, value) entry, after its type's.
     entries: Option<Box<EntryCheck>>,
+    /// The time-to-live its values have, if any ([`expire`]).
+    ttl: Option<Ttl>,
 }
 
 /// A check of one stored (sub-key, value) entry: `Err(why)` refuses it.
@@ -67,8 +71,24 @@ pub(crate) fn declare<T: DeserializeOwned>(name: &str, kind: Stored) {
             );
         }
         declared.retain(|d| !(d.name == name && d.kind == kind));
-        declared.push(Declared { name: name.to_owned(), kind, type_name, check: check_json::<T>, entries: None });
+        declared.push(Declared { name: name.to_owned(), kind, type_name, check: check_json::<T>, entries: None, ttl: None });
     });
+}
+
+/// Records that the declared state `name`'s values expire as `ttl` says.
+pub(crate) fn expire(name: &str, kind: Stored, ttl: Ttl) {
+    DECLARED.with(|declared| {
+        if let Some(state) = declared.borrow_mut().iter_mut().find(|d| d.name == name && d.kind == kind) {
+            state.ttl = Some(ttl);
+        }
+    });
+}
+
+/// Whether state `name` of `kind` is declared, and if so with which
+/// time-to-live: `check-state` opens it so, for the host to refuse a state
+/// stored with another choice ([`crate::export`]).
+pub(crate) fn declared_ttl(name: &str, kind: Stored) -> Option<Option<Ttl>> {
+    DECLARED.with(|declared| declared.borrow().iter().find(|d| d.name == name && d.kind == kind).map(|d| d.ttl))
 }
 
 /// Adds `check` of each stored entry to the declared state `name` (its

@@ -151,6 +151,7 @@ impl<T: Serialize + DeserializeOwned + Clone + 'static> ValueState<T> {
     /// The same state, its values expiring as `ttl` says (see [`Ttl`]):
     /// `ValueState::new("seen").with_ttl(Ttl::after(Duration::from_secs(3600)))`.
     pub fn with_ttl(self, ttl: Ttl) -> Self {
+        crate::schema::expire(&self.name, crate::schema::Stored::Value, ttl);
         ValueState { ttl: Some(ttl), ..self }
     }
 

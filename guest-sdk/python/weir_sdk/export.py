@@ -10,7 +10,7 @@ import traceback
 from . import _host
 from .core import Operator, Runtime
 from .errors import WeirError
-from .state import BROADCAST, MAP, VALUE, check_values
+from .state import BROADCAST, MAP, VALUE, check_values, declared_ttl
 
 __all__ = ["export"]
 
@@ -118,6 +118,13 @@ class _Exports:
         kind = {kinds.MAP_STATE: MAP, kinds.BROADCAST_MAP: BROADCAST}.get(kind, VALUE)
         values = _parts(stored.data, stored.offsets)
         sub_keys = None if kind == VALUE else _parts(stored.sub_keys, stored.sub_key_offsets)
+        # Opened as the plugin will open it, with its time-to-live or
+        # without: the host refuses (a trap naming the state) a choice other
+        # than the one the state was stored with — before an upgrade stops
+        # the job, rather than at the restored job's first event.
+        declared, ttl = declared_ttl(name, kind)
+        if declared and kind != BROADCAST:
+            (_host.WitHost.open_value if kind == VALUE else _host.WitHost.open_map)(name, ttl)
         try:
             check_values(name, kind, values, sub_keys)
         except ValueError as e:

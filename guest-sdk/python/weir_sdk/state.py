@@ -49,17 +49,26 @@ VALUE, MAP, BROADCAST = "value state", "map state", "broadcast state"
 # States declared by creating handles, for `check-state`:
 # (name, kind) -> validate function or None.
 _declared = {}
+# Their time-to-live (a Ttl or None), by (name, kind): `check-state` opens
+# each state so, for the host to refuse one stored with another choice.
+_declared_ttls = {}
 # Further checks of stored (sub-key bytes, value) entries, by (name, kind):
 # each raises ValueError with the refusal (a window's start and end must fit
 # the windows' size).
 _entry_checks = {}
 
 
-def _declare(name, kind, validate):
+def _declare(name, kind, validate, ttl=None):
     if not isinstance(name, str) or not name:
         raise ValueError("a state needs a non-empty name")
     _declared[(name, kind)] = validate
+    _declared_ttls[(name, kind)] = ttl
     _entry_checks.pop((name, kind), None)
+
+
+def declared_ttl(name, kind):
+    """``(declared, ttl)`` of state ``name`` of ``kind``."""
+    return (name, kind) in _declared, _declared_ttls.get((name, kind))
 
 
 def _constrain(name, kind, check):
@@ -409,7 +418,7 @@ class ValueState:
     __slots__ = ("name", "_ttl", "_store", "_cache")
 
     def __init__(self, name, validate=None, ttl=None):
-        _declare(name, VALUE, validate)
+        _declare(name, VALUE, validate, ttl)
         self.name = name
         self._ttl = ttl
         self._store = None
@@ -481,7 +490,7 @@ class MapState:
     __slots__ = ("name", "_ttl", "_store", "_cache")
 
     def __init__(self, name, validate=None, ttl=None):
-        _declare(name, MAP, validate)
+        _declare(name, MAP, validate, ttl)
         self.name = name
         self._ttl = ttl
         self._store = None

@@ -14,7 +14,7 @@ use super::executor::RunError;
 use crate::checkpoint::Manifest;
 use super::{instance_config, native_name};
 use crate::job::{JobGraph, NodeKind};
-use crate::plugin::{InitialState, LoadedPlugin, OperatorInstance, PluginEngine, StoredKind, StoredValues};
+use crate::plugin::{InitialState, InstanceMeta, LoadedPlugin, OperatorInstance, PluginEngine, StoredKind, StoredValues};
 use crate::savepoint::{Savepoint, StateKind};
 use crate::state::{BackendConfig, BackendKind, open_backend, split_map_entry};
 
@@ -108,7 +108,13 @@ pub fn check_state(
     let NodeKind::Operator(op) = &node.kind else { unreachable!("the uid is an operator's") };
     let backend =
         open_backend(&BackendConfig::new(BackendKind::Memory), &std::env::temp_dir()).map_err(|e| Plugin(e.to_string()))?;
-    let state = InitialState { backend, meta: None, max_parallelism: graph.max_parallelism, key_groups: 0..graph.max_parallelism };
+    // The stored states' names, as the restored instances will have them:
+    // a plugin opening one with another time-to-live choice than it was
+    // stored with is refused here (`check-state` opens the states it is
+    // asked about), not at the restored job's first event.
+    let meta = InstanceMeta { registry: savepoint.state_registry(uid), ..InstanceMeta::default() };
+    let state =
+        InitialState { backend, meta: Some(meta), max_parallelism: graph.max_parallelism, key_groups: 0..graph.max_parallelism };
     let config = instance_config(&op.config, &op.limits, node.parallelism, 0, 0, true);
     let instance = OperatorInstance::new(plugin, op.limits, state, &config)
         .map_err(|e| Plugin(format!("it fails to start: {e}")))?;

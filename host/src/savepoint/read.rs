@@ -191,6 +191,13 @@ impl Savepoint {
         }))
     }
 
+    /// The names operator `uid`'s value and map states are stored under
+    /// (with the time-to-live each was stored with), as a restored
+    /// instance's registry holds them: empty if it has none.
+    pub fn state_registry(&self, uid: &str) -> StateRegistry {
+        self.manifest.operator(uid).map(|operator| registry(operator).0).unwrap_or_default()
+    }
+
     /// Every keyed entry of operator `uid`, in key-group order.
     pub fn entries(&self, uid: &str, f: &mut dyn FnMut(SavepointEntry)) -> Result<(), SavepointError> {
         let Some(operator) = self.manifest.operator(uid) else { return Ok(()) };
