@@ -25,6 +25,7 @@ from weir_sdk import (  # noqa: E402
     codec,
 )
 from weir_sdk.testing import Harness  # noqa: E402
+from weir_sdk import windows  # noqa: E402
 from weir_sdk.windows import SUM, Windows  # noqa: E402
 
 
@@ -198,6 +199,81 @@ class WordCountTest(unittest.TestCase):
         with self.assertRaisesRegex(StateError, "cannot encode value state `last`: nan is not a finite number"):
             h.process([("a", "nan")])
         self.assertEqual(h.state("last", "a"), 1.5, "the failed batch wrote nothing")
+
+
+class Sessions(Operator):
+    """Sums values per key in sessions of 100 ms, late events to `late`."""
+
+    def init(self, config):
+        self.windows = Windows.session("s", 100, SUM, late_output="late")
+
+    def process(self, ctx, event):
+        for result in self.windows.add(ctx, event, float(event.value.decode())):
+            ctx.emit(event.key, result)
+
+    def on_timer(self, ctx, timer):
+        for result in self.windows.on_timer(ctx, timer):
+            ctx.emit(timer.key, result)
+
+
+class SessionWindowTest(unittest.TestCase):
+    """The Rust SDK's session tests (``weir_sdk::windows``), in Python."""
+
+    def test_sessions_close_after_the_gap_and_merge_when_a_late_event_bridges_them(self):
+        h = Harness(Sessions)
+        h.process([("a", "1", 0), ("a", "1", 50), ("a", "10", 200), ("b", "7", 0)])
+        self.assertEqual(h.raw_state("s", "a"), b"[[0,150,2.0,false],[200,300,10.0,false]]", "the Rust SDK's layout")
+        self.assertEqual(pairs(h.advance_watermark(99)), [("b", '{"start":0,"end":100,"value":7.0}')])
+        # An out-of-order event at 120 bridges a's two sessions into one.
+        h.process([("a", "100", 120)])
+        self.assertEqual(h.advance_watermark(200), [], "the first session no longer ends at 150")
+        self.assertEqual(pairs(h.advance_watermark(299)), [("a", '{"start":0,"end":300,"value":112.0}')])
+        self.assertEqual(h.values["s"], {}, "closed sessions are forgotten")
+
+    def test_sessions_that_touch_merge(self):
+        h = Harness(Sessions)
+        h.process([("a", "1", 0), ("a", "2", 100), ("b", "1", 0), ("b", "2", 101)])
+        fired = sorted(pairs(h.advance_watermark(10_000)))
+        self.assertEqual(
+            fired,
+            [
+                ("a", '{"start":0,"end":200,"value":3.0}'),
+                ("b", '{"start":0,"end":100,"value":1.0}'),
+                ("b", '{"start":101,"end":201,"value":2.0}'),
+            ],
+        )
+
+    def test_a_late_event_extends_the_open_session_it_overlaps(self):
+        h = Harness(Sessions)
+        h.process([("a", "1", 400), ("b", "10", 450)])
+        self.assertEqual(h.advance_watermark(449), [])
+        # [250, 350) is gone (349 <= 449) but overlaps a's open [400, 500).
+        late = h.process([("a", "100", 350), ("b", "5", 200)])
+        self.assertEqual([(e.output, e.key) for e in late], [("late", b"b")])
+        fired = pairs(h.advance_watermark(10_000))
+        self.assertEqual(fired, [("a", '{"start":350,"end":500,"value":101.0}'), ("b", '{"start":450,"end":550,"value":10.0}')])
+
+    def test_a_late_event_within_the_lateness_changes_a_fired_session_at_once(self):
+        class Late(Sessions):
+            def init(self, config):
+                self.windows = Windows.session("s", 100, SUM, lateness=500)
+
+        h = Harness(Late)
+        h.process([("a", "1", 0)])
+        self.assertEqual(pairs(h.advance_watermark(150)), [("a", '{"start":0,"end":100,"value":1.0}')])
+        self.assertEqual(pairs(h.process([("a", "2", 30)])), [("a", '{"start":0,"end":130,"value":3.0}')])
+        # Grown past the watermark, the session fires again at its new end.
+        self.assertEqual(h.process([("a", "4", 100)]), [])
+        self.assertEqual(pairs(h.advance_watermark(199)), [("a", '{"start":0,"end":200,"value":7.0}')])
+        self.assertEqual(h.advance_watermark(10_000), [], "then forgotten after the lateness")
+        self.assertEqual(h.values["s"], {})
+
+    def test_sessions_need_a_gap_and_a_merging_aggregate(self):
+        with self.assertRaisesRegex(ValueError, "the gap must be above 0 ms"):
+            Windows.session("s", 0, SUM)
+        no_merge = windows.Aggregate(lambda: 0, lambda acc, x: acc + 1, lambda acc: acc)
+        with self.assertRaisesRegex(ValueError, "their aggregate needs a `merge`"):
+            Windows.session("s", 10, no_merge)
 
 
 class SensorWindowTest(unittest.TestCase):

@@ -33,26 +33,32 @@ Windows start at multiples of their size (slide) from the epoch, as Flink's;
 ``offset`` shifts them, as Flink's window offset does: with a size of one
 day, ``offset=-8 * 3_600_000`` gives days from midnight in UTC+8.
 
-Session windows (which merge) are not implemented in Python.
+Session windows — a window per burst of a key's events, closed after
+``gap`` ms without one, merging when an event bridges two — are
+:meth:`Windows.session`: a key's sessions live in the value state ``name``
+as ``[[start, end, acc, fired], …]``, the Rust SDK's layout, and an
+aggregate for them needs ``merge``.
 """
 
 from collections import namedtuple
 
 from .core import NO_TIMESTAMP, TimeDomain, _domain
 from .errors import InputError
-from .state import MAP, MapState, _constrain
+from .state import MAP, MapState, ValueState, _constrain
 
-__all__ = ["Aggregate", "SUM", "COUNT", "Windows"]
+__all__ = ["Aggregate", "SUM", "COUNT", "Windows", "SessionWindows"]
 
-Aggregate = namedtuple("Aggregate", "create add result")
+Aggregate = namedtuple("Aggregate", "create add result merge", defaults=(None,))
 Aggregate.__doc__ = """How a window folds its events: ``create()`` makes an empty
 accumulator, ``add(acc, input)`` returns the new one, ``result(acc)`` the
-window's value. Accumulators must be JSON values (they live in state)."""
+window's value, and ``merge(acc, other)`` (needed by session windows only)
+the accumulator of two merged sessions. Accumulators must be JSON values
+(they live in state)."""
 
 #: The sum of float inputs (stored as a JSON float, like the Rust ``Sum``).
-SUM = Aggregate(lambda: 0.0, lambda acc, x: acc + x, lambda acc: acc)
+SUM = Aggregate(lambda: 0.0, lambda acc, x: acc + x, lambda acc: acc, lambda acc, other: acc + other)
 #: The number of inputs (the input is ignored).
-COUNT = Aggregate(lambda: 0, lambda acc, _: acc + 1, lambda acc: acc)
+COUNT = Aggregate(lambda: 0, lambda acc, _: acc + 1, lambda acc: acc, lambda acc, other: acc + other)
 
 
 def _valid_entry(entry):
@@ -126,6 +132,13 @@ class Windows:
     @classmethod
     def sliding(cls, name, size, slide, aggregate, **options):
         return cls(name, size, aggregate, slide=slide, **options)
+
+    @staticmethod
+    def session(name, gap, aggregate, **options):
+        """Session windows closed after ``gap`` ms without an event (see
+        :class:`SessionWindows`; ``options`` as for fixed windows, but the
+        offset and slide)."""
+        return SessionWindows(name, gap, aggregate, **options)
 
     def assign(self, timestamp):
         """The windows an event at ``timestamp`` belongs to, as (start, end)
@@ -227,4 +240,122 @@ class Windows:
             entry = state.get(ctx, expired)
             if entry is not None and entry[0] - 1 + lateness == time:
                 state.remove(ctx, expired)
+        return results
+
+
+def _valid_sessions(sessions):
+    return isinstance(sessions, list) and all(
+        isinstance(s, list) and len(s) == 4 and type(s[0]) is int and type(s[1]) is int and type(s[3]) is bool
+        for s in sessions
+    )
+
+
+def _touches(session, start, end):
+    """Whether ``session`` overlaps or touches ``[start, end)``: sessions that
+    touch merge, as in Flink, so that events ``gap`` ms apart are in one."""
+    return session[0] <= end and start <= session[1]
+
+
+class SessionWindows:
+    """A window per burst of a key's events: an event at ``t`` opens
+    ``[t, t + gap)``, which merges with every session it overlaps or touches
+    — the Rust SDK's ``Windows::session``, with its state layout (the value
+    state ``name`` holds a key's sessions as ``[[start, end, acc, fired],
+    …]``), so a Rust and a Python session operator read each other's state.
+
+    Lateness follows Flink's: an event whose own session has passed the
+    watermark and the allowed ``lateness`` still joins an open session it
+    overlaps (extending it back); one that overlaps none is late. A session
+    grown past the watermark fires again at its new end; a late event within
+    the lateness returns the changed result at once.
+    """
+
+    def __init__(self, name, gap, aggregate, lateness=0, late_output=None, domain=TimeDomain.EVENT_TIME):
+        if gap <= 0:
+            raise ValueError(f"windows `{name}`: the gap must be above 0 ms, not {gap}")
+        if aggregate.merge is None:
+            raise ValueError(f"windows `{name}`: session windows merge, so their aggregate needs a `merge`")
+        self.gap = int(gap)
+        self.aggregate = aggregate
+        self.event_time = _domain(domain)
+        self.domain = TimeDomain.EVENT_TIME if self.event_time else TimeDomain.PROCESSING_TIME
+        self.lateness = max(0, int(lateness))
+        self.late_output = late_output
+        self.state = ValueState(name, validate=_valid_sessions)
+
+    def assign(self, timestamp):
+        """The window an event at ``timestamp`` opens, before merging."""
+        return [(timestamp, timestamp + self.gap)]
+
+    def prefetch(self, batch):
+        """Nothing to fetch: a key's sessions are one value, read with the batch's."""
+
+    def _gone(self, end, watermark):
+        return self.event_time and end - 1 + self.lateness <= watermark
+
+    def add(self, ctx, event, input):
+        """Adds ``event`` (with ``input`` for the aggregate) to its session.
+        Returns the changed results of sessions that had already fired (a
+        late event within the allowed lateness), as dicts ``{"start", "end",
+        "value"}``."""
+        if self.event_time:
+            if event.timestamp is None:
+                raise InputError("event-time windows need events with timestamps")
+            timestamp, watermark = event.timestamp, ctx._watermark
+        else:
+            timestamp, watermark = ctx.processing_time, NO_TIMESTAMP
+        start, end = timestamp, timestamp + self.gap
+        sessions = self.state.get(ctx) or []
+        joins_open = any(_touches(s, start, end) and not self._gone(s[1], watermark) for s in sessions)
+        if self._gone(end, watermark) and not joins_open:
+            if self.late_output:
+                ctx.emit(event.key, event.value, output=self.late_output)
+            return []
+        aggregate = self.aggregate
+        session = [start, end, aggregate.add(aggregate.create(), input), False]
+        # A merged session may reach further ones: repeat until none touches.
+        while True:
+            other = next((s for s in sessions if _touches(s, session[0], session[1])), None)
+            if other is None:
+                break
+            sessions.remove(other)
+            # Its timers stay (one per key and time): when they fire, no
+            # session ends there any more, and `on_timer` passes them by.
+            session = [min(session[0], other[0]), max(session[1], other[1]), aggregate.merge(session[2], other[2]), session[3] or other[3]]
+        ctx.register_timer(session[1] - 1, self.domain)
+        if self.lateness > 0 and self.event_time:
+            ctx.register_timer(session[1] - 1 + self.lateness, self.domain)
+        updated = []
+        if session[1] - 1 <= watermark:
+            # Late, within the allowed lateness: the result changes now.
+            session[3] = True
+            updated.append({"start": session[0], "end": session[1], "value": aggregate.result(session[2])})
+        else:
+            session[3] = False  # grown past the watermark: fires again at its new end
+        sessions.append(session)
+        self.state.set(ctx, sessions)
+        return updated
+
+    def on_timer(self, ctx, timer):
+        """Handles a fired timer: returns the results of the key's sessions
+        that end with it, in start order, and forgets sessions past their
+        allowed lateness. Timers that are not these windows' are ignored."""
+        if timer.domain is not self.domain:
+            return []
+        sessions = self.state.get(ctx)
+        if not sessions:
+            return []
+        time = timer.timestamp
+        results = []
+        for session in sessions:
+            if session[1] - 1 == time and not session[3]:
+                session[3] = True
+                results.append({"start": session[0], "end": session[1], "value": self.aggregate.result(session[2])})
+        lateness = self.lateness if self.event_time else 0
+        kept = [s for s in sessions if s[1] - 1 + lateness > time]
+        if not kept:
+            self.state.clear(ctx)
+        elif len(kept) != len(sessions) or results:
+            self.state.set(ctx, kept)
+        results.sort(key=lambda r: r["start"])
         return results

@@ -751,7 +751,7 @@ mod tests {
     use super::*;
     use crate::dataflow::RecordBatch;
     use crate::plugin::bindings::EventBatch;
-    use crate::state::{HashedKey, MemoryBackend, key_group_range};
+    use crate::state::{Entry, HashedKey, MemoryBackend, key_group_range};
 
     /// What a [`KeyedStateView`] borrows, for a test's calls.
     struct Fixture {
@@ -779,6 +779,18 @@ mod tests {
                 owned: (&self.owned, 128),
                 in_call: true,
                 failure: &mut self.failure,
+            }
+        }
+
+        /// Makes the stored values `which` picks expire at `expires_at`.
+        fn expire_at(&mut self, expires_at: i64, which: impl Fn(&Entry) -> bool) {
+            let mut stored = Vec::new();
+            self.backend.for_each(&mut |e| stored.push(e.clone())).unwrap();
+            let mut aged = Vec::new();
+            for entry in stored.iter().filter(|e| which(e)) {
+                let (plugins, _) = split_expiry(&entry.value).unwrap();
+                let key = HashedKey::in_group(&entry.key, entry.group);
+                self.backend.put(entry.state, key, with_expiry(plugins, expires_at, &mut aged)).unwrap();
             }
         }
     }
@@ -935,13 +947,7 @@ mod tests {
 
         // The value and the odd entries' time passes.
         let now = now_ms();
-        let mut stored = Vec::new();
-        fixture.backend.for_each(&mut |e| stored.push(e.clone())).unwrap();
-        for entry in stored.iter().filter(|e| e.state == StateId(0) || e.key.last().is_some_and(|b| b % 2 == 1)) {
-            let (plugins, _) = split_expiry(&entry.value).unwrap();
-            let mut aged = Vec::new();
-            fixture.backend.put(entry.state, HashedKey::in_group(&entry.key, entry.group), with_expiry(plugins, now - 1, &mut aged)).unwrap();
-        }
+        fixture.expire_at(now - 1, |e| e.state == StateId(0) || e.key.last().is_some_and(|b| b % 2 == 1));
 
         let mut view = fixture.view(Some(&keys));
         let read = HostValueState::get_all(&mut view, Resource::new_borrow(value.rep())).unwrap();
@@ -979,14 +985,8 @@ mod tests {
         let values = SlotValues { present: vec![true; 2], data: b"ab".to_vec(), offsets: vec![0, 1, 2] };
         HostMapState::set_many(&mut view, handle(), vec![0; 2], b"12".to_vec(), vec![0, 1, 2], values).unwrap();
         // Both entries' time nearly passes.
-        let mut stored = Vec::new();
-        fixture.backend.for_each(&mut |e| stored.push(e.clone())).unwrap();
         let soon = now_ms() + 5;
-        for entry in &stored {
-            let (plugins, _) = split_expiry(&entry.value).unwrap();
-            let mut aged = Vec::new();
-            fixture.backend.put(entry.state, HashedKey::in_group(&entry.key, entry.group), with_expiry(plugins, soon, &mut aged)).unwrap();
-        }
+        fixture.expire_at(soon, |_| true);
         let mut view = fixture.view(Some(&keys));
         let page = HostMapState::entries(&mut view, handle(), 0, None, 10).unwrap();
         assert_eq!((page.sub_keys.as_slice(), page.data.as_slice()), (&b"12"[..], &b"ab"[..]));
