@@ -201,11 +201,9 @@ class WordCountTest(unittest.TestCase):
         self.assertEqual(h.state("last", "a"), 1.5, "the failed batch wrote nothing")
 
 
-class Sessions(Operator):
-    """Sums values per key in sessions of 100 ms, late events to `late`."""
-
-    def init(self, config):
-        self.windows = Windows.session("s", 100, SUM, late_output="late")
+class WindowSums(Operator):
+    """Sums values per key in the `windows` its subclass's `init` makes,
+    emitting every result."""
 
     def process(self, ctx, event):
         for result in self.windows.add(ctx, event, float(event.value.decode())):
@@ -214,6 +212,13 @@ class Sessions(Operator):
     def on_timer(self, ctx, timer):
         for result in self.windows.on_timer(ctx, timer):
             ctx.emit(timer.key, result)
+
+
+class Sessions(WindowSums):
+    """Sessions of 100 ms, late events to `late`."""
+
+    def init(self, config):
+        self.windows = Windows.session("s", 100, SUM, late_output="late")
 
 
 class SessionWindowTest(unittest.TestCase):
@@ -332,13 +337,9 @@ class SensorWindowTest(unittest.TestCase):
         self.assertEqual([(e.output, e.key, e.value) for e in out], [("late", b"p", b"2")])
 
     def test_an_event_between_hopping_windows_is_late_only_behind_the_watermark(self):
-        class Hopping(Operator):
+        class Hopping(WindowSums):
             def init(self, config):
                 self.windows = Windows.sliding("hops", 200, 500, SUM, late_output="late")
-
-            def process(self, ctx, event):
-                for result in self.windows.add(ctx, event, float(event.value.decode())):
-                    ctx.emit(event.key, result)
 
         h = Harness(Hopping)
         # 300 falls between [0, 200) and [500, 700): dropped, as in time.
@@ -348,17 +349,9 @@ class SensorWindowTest(unittest.TestCase):
         self.assertEqual([(e.output, e.key, e.value) for e in out], [("late", b"a", b"4")])
 
     def test_a_late_event_refires_sliding_windows_latest_start_first(self):
-        class Sliding(Operator):
+        class Sliding(WindowSums):
             def init(self, config):
                 self.windows = Windows.sliding("slides", 1000, 500, SUM, lateness=5000)
-
-            def process(self, ctx, event):
-                for result in self.windows.add(ctx, event, float(event.value.decode())):
-                    ctx.emit(event.key, result)
-
-            def on_timer(self, ctx, timer):
-                for result in self.windows.on_timer(ctx, timer):
-                    ctx.emit(timer.key, result)
 
         h = Harness(Sliding)
         h.process([("a", "1", 700)])

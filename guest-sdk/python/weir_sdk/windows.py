@@ -61,6 +61,15 @@ SUM = Aggregate(lambda: 0.0, lambda acc, x: acc + x, lambda acc: acc, lambda acc
 COUNT = Aggregate(lambda: 0, lambda acc, _: acc + 1, lambda acc: acc, lambda acc, other: acc + other)
 
 
+def _set_options(windows, aggregate, lateness, late_output, domain):
+    """What fixed and session windows take alike."""
+    windows.aggregate = aggregate
+    windows.event_time = _domain(domain)
+    windows.domain = TimeDomain.EVENT_TIME if windows.event_time else TimeDomain.PROCESSING_TIME
+    windows.lateness = max(0, int(lateness))
+    windows.late_output = late_output
+
+
 def _valid_entry(entry):
     return isinstance(entry, list) and len(entry) == 3 and type(entry[0]) is int and type(entry[2]) is bool
 
@@ -86,11 +95,7 @@ class Windows:
         self.size = int(size)
         self.slide = int(slide) if slide is not None else self.size
         self.offset = int(offset) % self.slide
-        self.aggregate = aggregate
-        self.event_time = _domain(domain)
-        self.domain = TimeDomain.EVENT_TIME if self.event_time else TimeDomain.PROCESSING_TIME
-        self.lateness = max(0, int(lateness))
-        self.late_output = late_output
+        _set_options(self, aggregate, lateness, late_output, domain)
         self.state = MapState(name, validate=_valid_entry)
         _constrain(name, MAP, self._check_stored)
 
@@ -276,11 +281,7 @@ class SessionWindows:
         if aggregate.merge is None:
             raise ValueError(f"windows `{name}`: session windows merge, so their aggregate needs a `merge`")
         self.gap = int(gap)
-        self.aggregate = aggregate
-        self.event_time = _domain(domain)
-        self.domain = TimeDomain.EVENT_TIME if self.event_time else TimeDomain.PROCESSING_TIME
-        self.lateness = max(0, int(lateness))
-        self.late_output = late_output
+        _set_options(self, aggregate, lateness, late_output, domain)
         self.state = ValueState(name, validate=_valid_sessions)
 
     def assign(self, timestamp):
