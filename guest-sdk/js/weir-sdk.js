@@ -1484,12 +1484,14 @@ function checkDomain(domain) {
 
 // An aggregate says how a window folds its events: `create()` makes an
 // empty accumulator, `add(acc, input)` returns the new one, `result(acc)`
-// the window's value. Accumulators must be JSON values (they live in state).
+// the window's value, and `merge(acc, other)` (session windows only) the
+// accumulator of two merged sessions. Accumulators must be JSON values
+// (they live in state).
 
 /** The sum of number inputs, as the Rust and Python SDKs' `SUM`. */
-export const SUM = Object.freeze({ create: () => 0, add: (acc, x) => acc + x, result: (acc) => acc });
+export const SUM = Object.freeze({ create: () => 0, add: (acc, x) => acc + x, result: (acc) => acc, merge: (acc, other) => acc + other });
 /** The number of inputs (the input is ignored). */
-export const COUNT = Object.freeze({ create: () => 0, add: (acc) => acc + 1, result: (acc) => acc });
+export const COUNT = Object.freeze({ create: () => 0, add: (acc) => acc + 1, result: (acc) => acc, merge: (acc, other) => acc + other });
 
 /** `t` modulo `m`, between 0 and m - 1 also for negative `t` (exact for safe integers). */
 function floorMod(t, m) {
@@ -1529,7 +1531,7 @@ function validEntry(entry) {
  * Flink's; `offset` shifts them, as Flink's window offset does: with a size
  * of one day, `{ offset: -8 * 3_600_000 }` gives days from midnight in UTC+8.
  *
- * Session windows (which merge) are the Rust SDK's only.
+ * Session windows, which merge, are `Windows.session` (`SessionWindows`).
  */
 export class Windows {
   /**
@@ -1603,6 +1605,11 @@ export class Windows {
     return new Windows(name, size, aggregate, { ...options, slide });
   }
 
+  /** Session windows closed after `gap` ms without an event (see `SessionWindows`). */
+  static session(name, gap, aggregate, options = {}) {
+    return new SessionWindows(name, gap, aggregate, options);
+  }
+
   /** The windows an event at `timestamp` belongs to, as [start, end] in start order. */
   assign(timestamp) {
     const { size, slide, offset } = this;
@@ -1618,9 +1625,7 @@ export class Windows {
   }
 
   _time(ctx, event) {
-    if (!this.eventTime) return ctx.processingTime;
-    if (event.timestamp === null) throw OperatorError.invalidInput("event-time windows need events with timestamps");
-    return event.timestamp;
+    return windowTime(this, ctx, event);
   }
 
   /**
@@ -1698,6 +1703,123 @@ export class Windows {
       if (old !== undefined && old[0] - 1 + lateness === time) state.remove(ctx, expired);
     }
     return results;
+  }
+}
+
+/** The time `windows` place `event` by: its timestamp, or the clock. */
+function windowTime(windows, ctx, event) {
+  if (!windows.eventTime) return ctx.processingTime;
+  if (event.timestamp === null) throw OperatorError.invalidInput("event-time windows need events with timestamps");
+  return event.timestamp;
+}
+
+function validSessions(sessions) {
+  return (
+    Array.isArray(sessions) &&
+    sessions.every((s) => Array.isArray(s) && s.length === 4 && Number.isInteger(s[0]) && Number.isInteger(s[1]) && typeof s[3] === "boolean")
+  );
+}
+
+/** Whether `session` overlaps or touches `[start, end)`: sessions that touch merge, as in Flink. */
+function touches(session, start, end) {
+  return session[0] <= end && start <= session[1];
+}
+
+/**
+ * A window per burst of a key's events: an event at `t` opens `[t, t +
+ * gap)`, which merges with every session it overlaps or touches — the Rust
+ * and Python SDKs' session windows, with their state layout (the value
+ * state `name` holds a key's sessions as `[[start, end, acc, fired], …]`).
+ * Lateness follows Flink's: an event whose own session has passed the
+ * watermark and the allowed lateness still joins an open session it
+ * overlaps; one that overlaps none is late. A session grown past the
+ * watermark fires again at its new end. Options: `lateness`, `lateOutput`,
+ * `domain`, as for `Windows`; the aggregate needs a `merge`.
+ */
+export class SessionWindows {
+  constructor(name, gap, aggregate, options = {}) {
+    const { lateness = 0, lateOutput = null, domain = TimeDomain.EVENT_TIME } = options;
+    if (!Number.isSafeInteger(gap) || gap <= 0) {
+      throw new RangeError(`windows \`${name}\`: the gap must be a whole number of ms above 0, not ${gap}`);
+    }
+    if (typeof aggregate.merge !== "function") {
+      throw new TypeError(`windows \`${name}\`: session windows merge, so their aggregate needs a \`merge\``);
+    }
+    this.gap = gap;
+    this.aggregate = aggregate;
+    this.domain = checkDomain(domain);
+    this.eventTime = this.domain === TimeDomain.EVENT_TIME;
+    this.lateness = this.eventTime ? Math.max(0, Math.trunc(lateness)) : 0;
+    this.lateOutput = lateOutput;
+    this.state = new ValueState(name, { check: validSessions });
+  }
+
+  /** The window an event at `timestamp` opens, before merging. */
+  assign(timestamp) {
+    return [[timestamp, timestamp + this.gap]];
+  }
+
+  _gone(end, watermark) {
+    return this.eventTime && end - 1 + this.lateness <= watermark;
+  }
+
+  /**
+   * Adds `event` (with `input` for the aggregate) to its session. Returns
+   * the changed results of sessions that had already fired (a late event
+   * within the allowed lateness).
+   */
+  add(ctx, event, input) {
+    const timestamp = windowTime(this, ctx, event);
+    const watermark = this.eventTime && ctx.watermark !== null ? ctx.watermark : -Infinity;
+    const [start, end] = [timestamp, timestamp + this.gap];
+    const sessions = this.state.get(ctx) ?? [];
+    const joinsOpen = sessions.some((s) => touches(s, start, end) && !this._gone(s[1], watermark));
+    if (this._gone(end, watermark) && !joinsOpen) {
+      if (this.lateOutput !== null) ctx.emitTo(this.lateOutput, event.key, event.value);
+      return [];
+    }
+    const aggregate = this.aggregate;
+    let session = [start, end, aggregate.add(aggregate.create(), input), false];
+    // A merged session may reach further ones: repeat until none touches.
+    for (let i = sessions.findIndex((s) => touches(s, session[0], session[1])); i >= 0; i = sessions.findIndex((s) => touches(s, session[0], session[1]))) {
+      const [other] = sessions.splice(i, 1);
+      // Its timers stay (one per key and time): when they fire, no session
+      // ends there any more, and `onTimer` passes them by.
+      session = [Math.min(session[0], other[0]), Math.max(session[1], other[1]), aggregate.merge(session[2], other[2]), session[3] || other[3]];
+    }
+    ctx.registerTimer(session[1] - 1, this.domain);
+    if (this.lateness > 0) ctx.registerTimer(session[1] - 1 + this.lateness, this.domain);
+    const updated = [];
+    // Late, within the allowed lateness: the result changes now; grown past
+    // the watermark: it fires again at its new end.
+    session[3] = session[1] - 1 <= watermark;
+    if (session[3]) updated.push({ start: session[0], end: session[1], value: aggregate.result(session[2]) });
+    sessions.push(session);
+    this.state.set(ctx, sessions);
+    return updated;
+  }
+
+  /**
+   * Handles a fired timer: returns the results of the key's sessions that
+   * end with it, in start order, and forgets sessions past their allowed
+   * lateness. Timers that are not these windows' are ignored.
+   */
+  onTimer(ctx, timer) {
+    if (timer.domain !== this.domain) return [];
+    const sessions = this.state.get(ctx);
+    if (!sessions || sessions.length === 0) return [];
+    const time = timer.timestamp;
+    const results = [];
+    for (const session of sessions) {
+      if (session[1] - 1 === time && !session[3]) {
+        session[3] = true;
+        results.push({ start: session[0], end: session[1], value: this.aggregate.result(session[2]) });
+      }
+    }
+    const kept = sessions.filter((s) => s[1] - 1 + this.lateness > time);
+    if (kept.length === 0) this.state.clear(ctx);
+    else if (kept.length !== sessions.length || results.length > 0) this.state.set(ctx, kept);
+    return results.sort((a, b) => a.start - b.start);
   }
 }
 

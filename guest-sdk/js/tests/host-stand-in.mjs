@@ -33,6 +33,11 @@ export function storedMap(name) {
   return out;
 }
 
+/** The stored bytes of value state `name` for `key`, or undefined. */
+export function storedValue(name, key) {
+  return host.values.get(name)?.get(key);
+}
+
 function keyOf(slot) {
   if (slot >= host.callKeys.length) throw new Error(`slot ${slot} is outside the current batch`);
   return host.callKeys[slot];

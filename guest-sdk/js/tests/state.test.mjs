@@ -13,7 +13,7 @@ import assert from "node:assert/strict";
 
 register("./host-hooks.mjs", import.meta.url);
 const { ListState, Operator, SUM, ValueState, Windows, exportOperator } = await import("../weir-sdk.js");
-const { beginCall, openedExpiring, resetHost, storedMap } = await import("./host-stand-in.mjs");
+const { beginCall, openedExpiring, resetHost, storedMap, storedValue } = await import("./host-stand-in.mjs");
 const cart = (await import("../../../plugins/js/shopping-cart/shopping-cart.js")).operator;
 const countWindow = (await import("../../../plugins/js/count-window/count-window.js")).operator;
 const dedup = (await import("../../../plugins/js/dedup/dedup.js")).operator;
@@ -118,4 +118,62 @@ test("states with a time-to-live open the host's expiring states, with the WIT's
   const ttl = { millis: 60000n, refreshOnRead: true };
   assert.deepEqual(openedExpiring(), [{ kind: "value", name: "log#next", ttl }, { kind: "map", name: "log", ttl }], "both parts of a list");
   assert.throws(() => new ValueState("bad", { ttl: { millis: 0 } }), /at least 1/);
+});
+
+/** Sums per key in sessions of 100 ms, late events to `late`, emitting results as JSON. */
+class Sessions extends Operator {
+  init() {
+    this.windows = Windows.session("s", 100, SUM, { lateOutput: "late" });
+  }
+  process(ctx, event) {
+    for (const result of this.windows.add(ctx, event, Number(event.valueString()))) ctx.emit(event.key, JSON.stringify(result));
+  }
+  onTimer(ctx, timer) {
+    for (const result of this.windows.onTimer(ctx, timer)) ctx.emit(timer.key, JSON.stringify(result));
+  }
+}
+
+/** Fires the event-time timer of `key` at `timestamp` in `operator`; returns what it emitted. */
+function fire(operator, key, timestamp, watermark) {
+  beginCall([key]);
+  const data = utf8.encode(key);
+  const timers = {
+    data,
+    offsets: Uint32Array.from([0, data.length]),
+    timestamps: BigInt64Array.from([BigInt(timestamp)]),
+    domains: ["event-time"],
+    keySlots: Uint32Array.from([0]),
+    watermark: BigInt(watermark),
+    processingTime: 0n,
+  };
+  const emitted = [];
+  for (const output of operator.onTimer(timers)) {
+    const { data, offsets } = output.events;
+    for (let i = 0; 2 * i + 1 < offsets.length - 1; i++) emitted.push(JSON.parse(text.decode(data.slice(offsets[2 * i + 1], offsets[2 * i + 2]))));
+  }
+  return emitted;
+}
+
+test("session windows merge as the Rust SDK's, in its state layout, and fire at their end", () => {
+  resetHost();
+  const sessions = exportOperator(Sessions);
+  sessions.init([]);
+  run(sessions, [["a", "1", 0], ["a", "1", 50], ["a", "10", 200]], -1000);
+  // An out-of-order event at 120 bridges a's two sessions, [0, 150) and [200, 300).
+  run(sessions, [["a", "100", 120]], -1000);
+  assert.deepEqual(fire(sessions, "a", 149, 149), [], "no session ends at 150 any more");
+  assert.deepEqual(fire(sessions, "a", 299, 299), [{ start: 0, end: 300, value: 112 }]);
+  // Late for its own session and overlapping none open: to the late output.
+  const late = run(sessions, [["b", "5", 200]], 10_000);
+  assert.deepEqual(late, [["b", "5"]]);
+  assert.throws(() => Windows.session("s", 10, { create: () => 0, add: (a) => a, result: (a) => a }), /needs a `merge`/);
+  assert.throws(() => Windows.session("s", 0, SUM), /the gap must be a whole number of ms above 0/);
+});
+
+test("a session holds the Rust SDK's layout: [[start, end, acc, fired], …]", () => {
+  resetHost();
+  const sessions = exportOperator(Sessions);
+  sessions.init([]);
+  run(sessions, [["a", "1", 0], ["a", "2", 100], ["a", "4", 500]], -1000);
+  assert.deepEqual(JSON.parse(text.decode(storedValue("s", "a"))), [[0, 200, 3, false], [500, 600, 4, false]]);
 });
