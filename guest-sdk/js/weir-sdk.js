@@ -1781,7 +1781,9 @@ export class SessionWindows {
     const aggregate = this.aggregate;
     let session = [start, end, aggregate.add(aggregate.create(), input), false];
     // A merged session may reach further ones: repeat until none touches.
-    for (let i = sessions.findIndex((s) => touches(s, session[0], session[1])); i >= 0; i = sessions.findIndex((s) => touches(s, session[0], session[1]))) {
+    for (;;) {
+      const i = sessions.findIndex((s) => touches(s, session[0], session[1]));
+      if (i < 0) break;
       const [other] = sessions.splice(i, 1);
       // Its timers stay (one per key and time): when they fire, no session
       // ends there any more, and `onTimer` passes them by.

@@ -65,12 +65,10 @@ pub(super) fn node_figures(tasks: &[TaskSummary]) -> Vec<NodeInfo> {
 /// An operator's keyed state: its subtasks' summed (those measured so
 /// far); none for a source or sink, which have none.
 fn state_size(subtasks: &[SubtaskInfo]) -> Option<StateSize> {
-    let mut measured = subtasks.iter().filter_map(|s| s.state).peekable();
-    measured.peek()?;
-    Some(measured.fold(StateSize::default(), |mut total, size| {
+    subtasks.iter().filter_map(|s| s.state).reduce(|mut total, size| {
         total += size;
         total
-    }))
+    })
 }
 
 /// A source's records yet to read: its subtasks' backlogs summed, once

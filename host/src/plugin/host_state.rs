@@ -81,7 +81,8 @@ pub struct PluginState {
     /// The job's cancel flag, when the instance runs in a job: a cancel
     /// interrupts the call under way ([`super::instance`], [`super::clocks`]).
     pub cancel: Option<Cancel>,
-    /// When expired values were last swept (ms of processing time).
+    /// When expired values were last swept and the state measured (ms of
+    /// processing time).
     last_housekeeping_ms: i64,
     /// Where the state's size goes for the job's figures, if anywhere.
     size_gauge: Option<StateSizeGauge>,
@@ -250,8 +251,9 @@ impl PluginState {
 
     /// Removes values expired at `now` of the states with a time-to-live
     /// from the backend — before a checkpoint, so from the snapshot about
-    /// to be taken: a bounded part of them each time (see
-    /// [`crate::state`]'s `ttl`) — then measures the state.
+    /// to be taken, or after a call ([`HOUSEKEEPING_INTERVAL_MS`]): a
+    /// bounded part of them each time (see [`crate::state`]'s `ttl`) — then
+    /// measures the state.
     fn housekeeping(&mut self, now: i64) -> Result<(), StateError> {
         self.last_housekeeping_ms = now;
         let expiring = self.registry.expiring();
