@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use common::kafka::{Broker, OutputRecord, committed_records};
 use common::windows::{Sums, WINDOW_SINKS, run_windows, window_sums_of, windows};
-use common::{Host, JobDir, plugin, run_job, toml_path, weir, weir_binary};
+use common::{Host, JobDir, plugin, run_job, toml_path, wait_for_a_checkpoint, weir, weir_binary};
 use weir::connectors::PartitionBacklog;
 use weir::control::NodeInfo;
 use weir::control::client::ApiClient;
@@ -176,17 +176,6 @@ fn run_with_kills_at(job: &Path, runs: &[Option<u32>], after_a_checkpoint: bool)
     let run = run_job(job, &last.iter().map(String::as_str).collect::<Vec<_>>());
     run.success();
     run.stderr()
-}
-
-/// Waits (at most 30 s) until a checkpoint in `dir` is complete.
-fn wait_for_a_checkpoint(dir: &Path, child: &mut std::process::Child) {
-    let started = std::time::Instant::now();
-    let complete = || std::fs::read_dir(dir).into_iter().flatten().flatten().any(|e| e.path().join("_MANIFEST").exists());
-    while !complete() {
-        assert!(started.elapsed() < Duration::from_secs(30), "no checkpoint in 30 s");
-        assert!(child.try_wait().unwrap().is_none(), "the job ended before its first checkpoint");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 #[test]

@@ -427,12 +427,20 @@ impl Lcg {
 }
 
 /// Kills the job with SIGKILL at `kills` random moments while it runs
-/// (each 0.3–1 s after a start), then lets it finish.
+/// (each 0.3–1 s after a start; the first 0–0.7 s after the job's first
+/// completed checkpoint, so that the last run resumes from one however
+/// slowly a busy machine starts it), then lets it finish.
 pub fn run_with_kills(job: &Path, kills: usize) -> String {
     let mut random = Lcg(printed_seed("kill schedule"));
     for kill in 0..kills {
         let mut child = spawn_quiet(job);
-        std::thread::sleep(Duration::from_millis(300 + random.below(700)));
+        let delay = if kill == 0 {
+            wait_for_a_checkpoint(&job.parent().expect("the job file's directory").join("checkpoints"), &mut child);
+            random.below(700)
+        } else {
+            300 + random.below(700)
+        };
+        std::thread::sleep(Duration::from_millis(delay));
         let finished = child.try_wait().unwrap();
         assert!(finished.is_none(), "the job ended ({finished:?}) before kill {} of {kills}", kill + 1);
         child.kill().expect("SIGKILL weir");
@@ -441,6 +449,18 @@ pub fn run_with_kills(job: &Path, kills: usize) -> String {
     let run = run_job(job, &[]);
     run.success();
     run.stderr()
+}
+
+/// Waits (at most 30 s) until a checkpoint in `dir` is complete (has its
+/// `_MANIFEST`), failing if `child` ends first.
+pub fn wait_for_a_checkpoint(dir: &Path, child: &mut Child) {
+    let started = std::time::Instant::now();
+    let complete = || std::fs::read_dir(dir).into_iter().flatten().flatten().any(|e| e.path().join("_MANIFEST").exists());
+    while !complete() {
+        assert!(started.elapsed() < Duration::from_secs(30), "no checkpoint in 30 s");
+        assert!(child.try_wait().unwrap().is_none(), "the job ended before its first checkpoint");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// A seed from the clock, printed (with `what` it seeds) so that a failing
