@@ -28,6 +28,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer, DefaultConsumerContext};
@@ -41,6 +42,7 @@ use super::closing::GroupConsumer;
 use super::config::KafkaSinkSpec;
 use super::send::{self, SendError};
 use super::wal;
+use super::watchdog::{Heartbeat, Stalled, watched};
 
 /// The record header that names the checkpoint whose transaction wrote it.
 pub const CHECKPOINT_HEADER: &str = "weir.checkpoint";
@@ -125,13 +127,14 @@ struct Client {
 /// Commits Kafka epochs; keeps one initialised producer per transactional
 /// id between commits.
 pub struct KafkaCommitter {
-    sinks: HashMap<String, KafkaSinkSpec>,
+    sinks: Arc<HashMap<String, KafkaSinkSpec>>,
     clients: HashMap<String, Client>,
 }
 
 impl KafkaCommitter {
     pub fn new(sinks: impl IntoIterator<Item = KafkaSinkSpec>) -> Self {
-        KafkaCommitter { sinks: sinks.into_iter().map(|s| (s.name.clone(), s)).collect(), clients: HashMap::new() }
+        let sinks = Arc::new(sinks.into_iter().map(|s| (s.name.clone(), s)).collect());
+        KafkaCommitter { sinks, clients: HashMap::new() }
     }
 
     /// The longest any of the sinks lets its brokers be unreachable
@@ -144,6 +147,11 @@ impl KafkaCommitter {
     /// in order and the transactional ids in parallel. Returns those not
     /// committed: for each id, the epoch that failed (with its error) and
     /// the later ones (without).
+    ///
+    /// Each id's epochs are committed on a thread that is given up (see
+    /// [`super::watchdog`]) when its client has not answered for longer
+    /// than the sink's `timeout_ms` and [`STALL_MARGIN`]: its epochs count
+    /// as not committed, and the next attempt starts with a new producer.
     pub fn commit_all(&mut self, commits: Vec<KafkaCommit>) -> Vec<(KafkaCommit, Option<CommitError>)> {
         let mut writers: Vec<(String, Vec<KafkaCommit>)> = Vec::new();
         for commit in commits {
@@ -152,30 +160,62 @@ impl KafkaCommitter {
                 None => writers.push((commit.transactional_id.clone(), vec![commit])),
             }
         }
-        let sinks = &self.sinks;
-        let clients = &mut self.clients;
-        let done = std::thread::scope(|scope| {
-            let running: Vec<_> = writers
-                .into_iter()
-                .map(|(id, epochs)| {
-                    let mut client = clients.remove(&id);
-                    scope.spawn(move || {
-                        let left = commit_in_order(sinks, &mut client, epochs);
-                        (id, client, left)
-                    })
-                })
-                .collect();
-            running.into_iter().map(|thread| thread.join().expect("a kafka commit thread panicked")).collect::<Vec<_>>()
-        });
+        let running: Vec<_> = writers
+            .into_iter()
+            .map(|(id, epochs)| {
+                let mut client = self.clients.remove(&id);
+                let sinks = self.sinks.clone();
+                let taken = epochs.clone();
+                let work = watched("weir-kafka-commit", move |heartbeat| {
+                    let left = commit_in_order(&sinks, &mut client, epochs, heartbeat);
+                    (client, left)
+                });
+                (id, taken, work)
+            })
+            .collect();
         let mut left = Vec::new();
-        for (id, client, not_committed) in done {
-            if let Some(client) = client {
-                self.clients.insert(id, client);
+        for (id, taken, work) in running {
+            let stall = self.stall_bound(&taken);
+            match work.wait(stall) {
+                Ok((client, not_committed)) => {
+                    if let Some(client) = client {
+                        self.clients.insert(id, client);
+                    }
+                    left.extend(not_committed);
+                }
+                Err(Stalled) => left.extend(stalled(taken, stall)),
             }
-            left.extend(not_committed);
         }
         left
     }
+
+    /// How long a commit thread for `epochs` may go without an answer from
+    /// its client before it is given up.
+    fn stall_bound(&self, epochs: &[KafkaCommit]) -> Duration {
+        let timeout = epochs.iter().filter_map(|e| self.sinks.get(&e.sink)).map(KafkaSinkSpec::timeout).max();
+        timeout.unwrap_or_default() + STALL_MARGIN
+    }
+}
+
+/// What a commit thread may take beyond its sink's `timeout_ms` between
+/// two answers of its client (a call returns within the timeout, and a
+/// loaded machine may take a moment more).
+const STALL_MARGIN: Duration = Duration::from_secs(5);
+
+/// The epochs of a commit thread given up after `stall`: none counts as
+/// committed (those it did commit are found so by the next attempt).
+fn stalled(epochs: Vec<KafkaCommit>, stall: Duration) -> Vec<(KafkaCommit, Option<CommitError>)> {
+    let message = format!(
+        "the kafka client has not answered for {} s (a transactional call waits past its timeout while the \
+         transaction coordinator is away); the attempt is given up and retried with a new producer",
+        stall.as_secs()
+    );
+    let mut epochs = epochs.into_iter();
+    let first = epochs.next().map(|commit| {
+        let error = CommitError::Kafka { sink: commit.sink.clone(), id: commit.transactional_id.clone(), message };
+        (commit, Some(error))
+    });
+    first.into_iter().chain(epochs.map(|commit| (commit, None))).collect()
 }
 
 /// Commits one transactional id's epochs in order, up to the first failure.
@@ -183,6 +223,7 @@ fn commit_in_order(
     sinks: &HashMap<String, KafkaSinkSpec>,
     client: &mut Option<Client>,
     epochs: Vec<KafkaCommit>,
+    heartbeat: &Heartbeat,
 ) -> Vec<(KafkaCommit, Option<CommitError>)> {
     let mut left = Vec::new();
     for commit in epochs {
@@ -190,12 +231,13 @@ fn commit_in_order(
             left.push((commit, None));
             continue;
         }
-        if let Err(error) = commit_epoch(sinks, client, &commit) {
+        if let Err(error) = commit_epoch(sinks, client, &commit, heartbeat) {
             // The producer may be in any state: start over with a new one,
             // which aborts whatever this one left open.
             *client = None;
             left.push((commit, Some(error)));
         }
+        heartbeat.beat();
     }
     left
 }
@@ -206,6 +248,7 @@ fn commit_epoch(
     sinks: &HashMap<String, KafkaSinkSpec>,
     client: &mut Option<Client>,
     commit: &KafkaCommit,
+    heartbeat: &Heartbeat,
 ) -> Result<bool, CommitError> {
     if !commit.wal.exists() {
         return Ok(false); // Committed, and its log deleted.
@@ -218,7 +261,10 @@ fn commit_epoch(
     };
     let timeout = spec.timeout();
     let client = connect(spec, client, commit)?;
-    if committed_marker(client, commit, timeout).map_err(&failed)? {
+    heartbeat.beat();
+    let committed = committed_marker(client, commit, timeout).map_err(&failed)?;
+    heartbeat.beat();
+    if committed {
         remove_log(&commit.wal);
         return Ok(false);
     }
@@ -248,12 +294,14 @@ fn commit_epoch(
             SendError::Kafka(error) => failed(format!("cannot send: {error}")),
             SendError::GaveUp(message) => failed(message),
         })?;
+        heartbeat.beat();
     }
     let marker = marker(commit).map_err(&failed)?;
     let group = client.markers.group_metadata().ok_or_else(|| failed("no consumer group metadata".into()))?;
     producer
         .send_offsets_to_transaction(&marker, &group, timeout)
         .map_err(|e| failed(format!("cannot add the commit marker to the transaction: {e}")))?;
+    heartbeat.beat();
     producer.commit_transaction(timeout).map_err(|e| failed(format!("cannot commit the transaction: {e}")))?;
     remove_log(&commit.wal);
     debug!(sink = %commit.sink, transaction = %commit.transactional_id, checkpoint = commit.checkpoint,

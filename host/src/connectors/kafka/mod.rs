@@ -15,6 +15,8 @@
 //! - [`wal`]: the format of an epoch's log.
 //! - [`closing`]: a consumer whose close on drop (leaving its group) cannot
 //!   hold a task's thread while the brokers are away.
+//! - [`watchdog`]: commits run on threads that are given up when a client
+//!   call waits past its timeout, so that they cannot hold a job's end.
 
 mod closing;
 mod commit;
@@ -24,6 +26,7 @@ mod send;
 mod sink;
 mod source;
 mod wal;
+mod watchdog;
 
 pub use commit::{ATTEMPT_HEADER, CHECKPOINT_HEADER, CommitError, KafkaCommit, KafkaCommitter};
 pub use config::{Delivery, KafkaSinkSpec, KafkaSourceSpec, StartPosition, TimestampSource};
