@@ -486,6 +486,110 @@ path = "late-{language}.txt"
     assert_eq!(js_late, rust_late);
 }
 
+/// Session windows agree in the three SDKs, and with the sessions worked
+/// out here: four sensors' readings, mostly less than the 150 ms gap apart
+/// and sometimes more, shuffled within 300 ms of event time (under the
+/// source's bound, so none is late) — so that a reading often arrives
+/// after later ones and joins, or bridges, sessions already open. Each
+/// session is a sensor's readings until a pause longer than the gap, from
+/// its first reading to its last plus the gap, and sums them (whole numbers: exact in
+/// any order).
+#[test]
+fn session_windows_agree_in_rust_python_and_javascript() {
+    const GAP: i64 = 150;
+    let dir = JobDir::new();
+    let (input, expected) = sensor_sessions(GAP);
+    dir.write("in.jsonl", &input);
+    assert!(expected.len() > 300, "sessions to compare: {}", expected.len());
+    for (language, plugin) in [("rust", plugin("sensor-window")), ("python", python_plugin("sensor-window")), ("js", js_plugin("sensor-window"))] {
+        let job = dir.write(
+            &format!("{language}.toml"),
+            &format!(
+                r#"
+name = "sessions-{language}"
+parallelism = 2
+
+[[source]]
+name = "sensors"
+type = "file"
+format = "json"
+path = "in.jsonl"
+out_of_orderness_ms = 400
+
+[[operator]]
+uid = "windows"
+plugin = {plugin}
+inputs = ["sensors"]
+key_by = true
+config = {{ gap_ms = {GAP} }}
+
+[[sink]]
+name = "sums"
+type = "file"
+input = "windows"
+path = "sums-{language}.txt"
+
+[[sink]]
+name = "late"
+type = "file"
+input = "windows.late"
+path = "late-{language}.txt"
+"#,
+                plugin = toml_path(&plugin)
+            ),
+        );
+        run_job(&job, &[]).success();
+        let mut sessions: Vec<(String, i64, i64, i64)> = common::windows::windows(&dir.read(&format!("sums-{language}.txt")))
+            .into_iter()
+            .flat_map(|(sensor, windows)| windows.into_iter().map(move |(start, end, sum)| (sensor.clone(), start, end, sum as i64)))
+            .collect();
+        sessions.sort();
+        let differ: Vec<_> = sessions.iter().zip(&expected).filter(|(got, want)| got != want).take(3).collect();
+        assert!(differ.is_empty() && sessions.len() == expected.len(), "{language}: {differ:?} ({} sessions of {})", sessions.len(), expected.len());
+        assert_eq!(dir.read(&format!("late-{language}.txt")), "", "{language}: nothing late");
+    }
+}
+
+/// JSON lines of sensor readings (whole numbers 1–9) shuffled within 300 ms
+/// of event time, and their sessions with `gap` as (sensor, start, end,
+/// sum), sorted.
+fn sensor_sessions(gap: i64) -> (String, Vec<(String, i64, i64, i64)>) {
+    const EPOCH: i64 = 1_700_000_000_000;
+    let mut random = common::Lcg(29);
+    let mut readings = Vec::new();
+    let mut sessions = Vec::new();
+    for sensor in ["temp", "pressure", "door", "light"] {
+        let mut time = EPOCH + random.below(500) as i64;
+        let mut session: Option<(i64, i64, i64)> = None;
+        for _ in 0..1500 {
+            let value = 1 + random.below(9) as i64;
+            readings.push((time, random.below(1 << 30), sensor, value));
+            session = match session {
+                // Touching sessions merge, as in Flink: a reading `gap` after the last joins.
+                Some((start, last, sum)) if time - last <= gap => Some((start, time, sum + value)),
+                Some((start, last, sum)) => {
+                    sessions.push((sensor.to_owned(), start, last + gap, sum));
+                    Some((time, time, value))
+                }
+                None => Some((time, time, value)),
+            };
+            time += match random.below(5) {
+                0 => gap + random.below(400) as i64, // now and then exactly the gap
+                _ => 1 + random.below(100) as i64,
+            };
+        }
+        let (start, last, sum) = session.expect("readings");
+        sessions.push((sensor.to_owned(), start, last + gap, sum));
+    }
+    readings.sort_by_key(|&(time, shuffle, _, _)| ((time - EPOCH) / 300, shuffle));
+    let lines: String = readings
+        .iter()
+        .map(|(time, _, sensor, value)| format!("{{\"key\": \"{sensor}\", \"value\": {value}, \"timestamp\": {time}}}\n"))
+        .collect();
+    sessions.sort();
+    (lines, sessions)
+}
+
 /// A JavaScript operator judges lateness by the watermark the host passes:
 /// none before the first (jco hands the host's "no watermark" over as
 /// 2^63, which every event was judged late against) and negative ones as

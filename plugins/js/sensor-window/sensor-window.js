@@ -1,6 +1,7 @@
 // `sensor-window` in JavaScript: each sensor's readings summed over tumbling
-// windows — the Rust plugins/sensor-window (and the Python one) on the
-// JavaScript SDK's `Windows`.
+// windows, or over session windows with `gap_ms` — the Rust
+// plugins/sensor-window (and the Python one) on the JavaScript SDK's
+// `Windows`.
 //
 // Input keyed by sensor (`key_by = true`), value a number. Emits, when a
 // window closes, `(sensor, {"start": ms, "end": ms, "value": sum})`. In
@@ -14,7 +15,9 @@
 //
 // Config: `time` (`event` | `processing`), `size_ms` (1000), `offset_ms` (0:
 // windows start `offset_ms` after multiples of `size_ms`, as Flink's window
-// offset), `lateness_ms` (0).
+// offset), `lateness_ms` (0); or `gap_ms` instead of `size_ms` and
+// `offset_ms`: session windows, each a sensor's readings until it has been
+// quiet for `gap_ms` (the value state `sums`, laid out as the Rust plugin's).
 //
 // Build: scripts/build-js-plugin.sh plugins/js/sensor-window/sensor-window.js sensor_window_js.wasm
 
@@ -22,19 +25,24 @@ import { Operator, OperatorError, SUM, TimeDomain, Windows, exportOperator } fro
 
 class SensorWindow extends Operator {
   init(config) {
-    config.allowOnly(["time", "size_ms", "offset_ms", "lateness_ms"]);
-    const size = config.number("size_ms", 1000);
-    if (!Number.isSafeInteger(size) || size <= 0) throw OperatorError.invalidConfig("`size_ms` must be a positive whole number");
+    config.allowOnly(["time", "size_ms", "offset_ms", "gap_ms", "lateness_ms"]);
     const time = config.string("time", "event");
     if (time !== "event" && time !== "processing") {
       throw OperatorError.invalidConfig(`\`time\` is "event" or "processing", not ${JSON.stringify(time)}`);
     }
-    this.windows = Windows.tumbling("sums", size, SUM, {
-      offset: config.number("offset_ms", 0),
+    const options = {
       lateness: config.number("lateness_ms", 0),
       lateOutput: "late",
       domain: time === "event" ? TimeDomain.EVENT_TIME : TimeDomain.PROCESSING_TIME,
-    });
+    };
+    if (!config.has("gap_ms")) {
+      const size = positive(config, "size_ms", 1000);
+      this.windows = Windows.tumbling("sums", size, SUM, { ...options, offset: config.number("offset_ms", 0) });
+    } else if (config.has("size_ms") || config.has("offset_ms")) {
+      throw OperatorError.invalidConfig("`gap_ms` makes session windows, which start at their first reading: drop `size_ms` and `offset_ms`");
+    } else {
+      this.windows = Windows.session("sums", positive(config, "gap_ms", 1), SUM, options);
+    }
   }
 
   process(ctx, event) {
@@ -47,6 +55,12 @@ class SensorWindow extends Operator {
   onTimer(ctx, timer) {
     for (const result of this.windows.onTimer(ctx, timer)) ctx.emit(timer.key, result);
   }
+}
+
+function positive(config, key, fallback) {
+  const value = config.number(key, fallback);
+  if (!Number.isSafeInteger(value) || value <= 0) throw OperatorError.invalidConfig(`\`${key}\` must be a positive whole number`);
+  return value;
 }
 
 export const operator = exportOperator(SensorWindow);

@@ -1,4 +1,5 @@
-//! `sensor-window`: each sensor's readings summed over tumbling windows.
+//! `sensor-window`: each sensor's readings summed over tumbling windows,
+//! or over session windows with `gap_ms`.
 //!
 //! Input keyed by sensor (`key_by = true`), value a number. Emits, when a
 //! window closes, `(sensor, {"start": ms, "end": ms, "value": sum})`. In
@@ -10,7 +11,9 @@
 //!
 //! Config: `time` (`event` | `processing`), `size_ms` (1000), `offset_ms` (0:
 //! windows start `offset_ms` after multiples of `size_ms`, as Flink's window
-//! offset), `lateness_ms` (0).
+//! offset), `lateness_ms` (0); or `gap_ms` instead of `size_ms` and
+//! `offset_ms`: session windows, each a sensor's readings until it has
+//! been quiet for `gap_ms`.
 
 use weir_sdk::windows::{Sum, Windows};
 use weir_sdk::{Batch, Config, Context, Error, Event, Operator, Timer, TimerBatch};
@@ -21,15 +24,8 @@ pub struct SensorWindow {
 
 impl Operator for SensorWindow {
     fn init(config: &Config) -> Result<Self, Error> {
-        config.allow_only(&["time", "size_ms", "offset_ms", "lateness_ms"])?;
-        let size: i64 = config.parse_or("size_ms", 1000)?;
-        if size <= 0 {
-            return Err(Error::config("`size_ms` must be positive"));
-        }
-        let windows = Windows::tumbling("sums", size, Sum)
-            .offset(config.parse_or("offset_ms", 0)?)
-            .allowed_lateness(config.parse_or("lateness_ms", 0)?)
-            .late_output("late");
+        config.allow_only(&["time", "size_ms", "offset_ms", "gap_ms", "lateness_ms"])?;
+        let windows = shape(config)?.allowed_lateness(config.parse_or("lateness_ms", 0)?).late_output("late");
         let windows = match config.get("time").unwrap_or("event") {
             "event" => windows,
             "processing" => windows.processing_time(),
@@ -73,6 +69,24 @@ impl Operator for SensorWindow {
         }
         Ok(())
     }
+}
+
+/// Tumbling windows, or session windows when the config has a `gap_ms`.
+fn shape(config: &Config) -> Result<Windows<Sum>, Error> {
+    let positive = |key: &str, default: i64| -> Result<i64, Error> {
+        let value: i64 = config.parse_or(key, default)?;
+        if value <= 0 {
+            return Err(Error::config(format!("`{key}` must be positive")));
+        }
+        Ok(value)
+    };
+    if config.get("gap_ms").is_none() {
+        return Ok(Windows::tumbling("sums", positive("size_ms", 1000)?, Sum).offset(config.parse_or("offset_ms", 0)?));
+    }
+    if config.get("size_ms").is_some() || config.get("offset_ms").is_some() {
+        return Err(Error::config("`gap_ms` makes session windows, which start at their first reading: drop `size_ms` and `offset_ms`"));
+    }
+    Ok(Windows::session("sums", positive("gap_ms", 1)?, Sum))
 }
 
 weir_sdk::export_operator!(SensorWindow);
@@ -134,5 +148,23 @@ mod tests {
     fn rejects_bad_config() {
         assert!(TestHarness::<SensorWindow>::new(&[("time", "wall")]).is_err());
         assert!(TestHarness::<SensorWindow>::new(&[("size_ms", "0")]).is_err());
+        assert!(TestHarness::<SensorWindow>::new(&[("gap_ms", "0")]).is_err());
+        let error = TestHarness::<SensorWindow>::new(&[("gap_ms", "100"), ("offset_ms", "5")]).err().expect("refused");
+        assert!(error.to_string().contains("drop `size_ms` and `offset_ms`"), "{error}");
+    }
+
+    /// With `gap_ms`, a sensor's readings less than the gap apart sum in
+    /// one session, which closes `gap_ms` after its last reading.
+    #[test]
+    fn sums_each_sensor_per_session() {
+        let mut op = TestHarness::<SensorWindow>::new(&[("gap_ms", "100")]).unwrap();
+        let readings = [("p", 1.0, 0), ("p", 2.0, 99), ("p", 4.0, 300), ("t", 8.0, 50)];
+        op.process(readings.map(|(sensor, value, at)| TestEvent::new(sensor, value).at(at))).unwrap();
+        let out = op.advance_watermark(1_000).unwrap();
+        let values: Vec<String> = out.iter().map(|e| format!("{} {}", e.key_str(), e.value_str())).collect();
+        assert_eq!(
+            values,
+            [r#"t {"start":50,"end":150,"value":8.0}"#, r#"p {"start":0,"end":199,"value":3.0}"#, r#"p {"start":300,"end":400,"value":4.0}"#]
+        );
     }
 }
