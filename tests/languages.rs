@@ -418,46 +418,15 @@ path = "sums.txt"
 fn javascript_windows_agree_with_the_rust_ones() {
     let dir = JobDir::new();
     let windows = |language: &str, plugin: &Path| {
-        let job = dir.write(
-            &format!("{language}.toml"),
-            &format!(
-                r#"
-name = "sensors-{language}"
-parallelism = 2
-
-[[source]]
-name = "sensors"
-type = "generator"
+        let source = r#"type = "generator"
 mode = "sensors"
 events = 6000
 shuffle_ms = 300
-out_of_orderness_ms = 400
-
-[[operator]]
-uid = "windows"
-plugin = {plugin}
-inputs = ["sensors"]
-key_by = true
-config = {{ size_ms = 200, offset_ms = -150, lateness_ms = 50 }}
-
-[[sink]]
-name = "sums"
-type = "file"
-input = "windows"
-path = "sums-{language}.txt"
-
-[[sink]]
-name = "late"
-type = "file"
-input = "windows.late"
-path = "late-{language}.txt"
-"#,
-                plugin = toml_path(plugin)
-            ),
-        );
+out_of_orderness_ms = 400"#;
+        let job = sensor_window_job(&dir, &format!("sensors-{language}"), plugin, source, "size_ms = 200, offset_ms = -150, lateness_ms = 50");
         run_job(&job, &[]).success();
         let mut sums: Vec<(String, i64, i64, f64)> = dir
-            .read(&format!("sums-{language}.txt"))
+            .read(&format!("sums-sensors-{language}.txt"))
             .lines()
             .map(|line| {
                 let (key, json) = line.split_once('\t').unwrap();
@@ -467,7 +436,7 @@ path = "late-{language}.txt"
             })
             .collect();
         sums.sort_by(|a, b| (&a.0, a.1, a.2).cmp(&(&b.0, b.1, b.2)).then(a.3.total_cmp(&b.3)));
-        let mut late: Vec<String> = dir.read(&format!("late-{language}.txt")).lines().map(str::to_owned).collect();
+        let mut late: Vec<String> = dir.read(&format!("late-sensors-{language}.txt")).lines().map(str::to_owned).collect();
         late.sort();
         (sums, late)
     };
@@ -502,52 +471,61 @@ fn session_windows_agree_in_rust_python_and_javascript() {
     dir.write("in.jsonl", &input);
     assert!(expected.len() > 300, "sessions to compare: {}", expected.len());
     for (language, plugin) in [("rust", plugin("sensor-window")), ("python", python_plugin("sensor-window")), ("js", js_plugin("sensor-window"))] {
-        let job = dir.write(
-            &format!("{language}.toml"),
-            &format!(
-                r#"
-name = "sessions-{language}"
-parallelism = 2
-
-[[source]]
-name = "sensors"
-type = "file"
+        let source = r#"type = "file"
 format = "json"
 path = "in.jsonl"
-out_of_orderness_ms = 400
-
-[[operator]]
-uid = "windows"
-plugin = {plugin}
-inputs = ["sensors"]
-key_by = true
-config = {{ gap_ms = {GAP} }}
-
-[[sink]]
-name = "sums"
-type = "file"
-input = "windows"
-path = "sums-{language}.txt"
-
-[[sink]]
-name = "late"
-type = "file"
-input = "windows.late"
-path = "late-{language}.txt"
-"#,
-                plugin = toml_path(&plugin)
-            ),
-        );
+out_of_orderness_ms = 400"#;
+        let job = sensor_window_job(&dir, &format!("sessions-{language}"), &plugin, source, &format!("gap_ms = {GAP}"));
         run_job(&job, &[]).success();
-        let mut sessions: Vec<(String, i64, i64, i64)> = common::windows::windows(&dir.read(&format!("sums-{language}.txt")))
+        let mut sessions: Vec<(String, i64, i64, i64)> = common::windows::windows(&dir.read(&format!("sums-sessions-{language}.txt")))
             .into_iter()
             .flat_map(|(sensor, windows)| windows.into_iter().map(move |(start, end, sum)| (sensor.clone(), start, end, sum as i64)))
             .collect();
         sessions.sort();
         let differ: Vec<_> = sessions.iter().zip(&expected).filter(|(got, want)| got != want).take(3).collect();
         assert!(differ.is_empty() && sessions.len() == expected.len(), "{language}: {differ:?} ({} sessions of {})", sessions.len(), expected.len());
-        assert_eq!(dir.read(&format!("late-{language}.txt")), "", "{language}: nothing late");
+        assert_eq!(dir.read(&format!("late-sessions-{language}.txt")), "", "{language}: nothing late");
     }
+}
+
+/// Job `name` at parallelism 2: the source `sensors` (the inside of its
+/// table) into `plugin`, a sensor-window keyed by sensor with `config` (the
+/// inside of a TOML inline table); its results to `sums-{name}.txt`, its
+/// late events to `late-{name}.txt`.
+fn sensor_window_job(dir: &JobDir, name: &str, plugin: &Path, source: &str, config: &str) -> PathBuf {
+    dir.write(
+        &format!("{name}.toml"),
+        &format!(
+            r#"
+name = "{name}"
+parallelism = 2
+
+[[source]]
+name = "sensors"
+{source}
+
+[[operator]]
+uid = "windows"
+plugin = {plugin}
+inputs = ["sensors"]
+key_by = true
+config = {{ {config} }}
+
+[[sink]]
+name = "sums"
+type = "file"
+input = "windows"
+path = "sums-{name}.txt"
+
+[[sink]]
+name = "late"
+type = "file"
+input = "windows.late"
+path = "late-{name}.txt"
+"#,
+            plugin = toml_path(plugin)
+        ),
+    )
 }
 
 /// JSON lines of sensor readings (whole numbers 1–9) shuffled within 300 ms
