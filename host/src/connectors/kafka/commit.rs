@@ -42,7 +42,7 @@ use super::closing::GroupConsumer;
 use super::config::KafkaSinkSpec;
 use super::send::{self, SendError};
 use super::wal;
-use super::watchdog::{Heartbeat, Stalled, watched};
+use super::watchdog::{GivenUp, Heartbeat, watched};
 
 /// The record header that names the checkpoint whose transaction wrote it.
 pub const CHECKPOINT_HEADER: &str = "weir.checkpoint";
@@ -183,7 +183,8 @@ impl KafkaCommitter {
                     }
                     left.extend(not_committed);
                 }
-                Err(Stalled) => left.extend(stalled(taken, stall)),
+                Err(GivenUp::Stalled) => left.extend(given_up(taken, stalled_message(stall))),
+                Err(GivenUp::Panicked(panic)) => left.extend(given_up(taken, panicked_message(&panic))),
             }
         }
         left
@@ -202,14 +203,21 @@ impl KafkaCommitter {
 /// loaded machine may take a moment more).
 const STALL_MARGIN: Duration = Duration::from_secs(5);
 
-/// The epochs of a commit thread given up after `stall`: none counts as
-/// committed (those it did commit are found so by the next attempt).
-fn stalled(epochs: Vec<KafkaCommit>, stall: Duration) -> Vec<(KafkaCommit, Option<CommitError>)> {
-    let message = format!(
+fn stalled_message(stall: Duration) -> String {
+    format!(
         "the kafka client has not answered for {} s (a transactional call waits past its timeout while the \
          transaction coordinator is away); the attempt is given up and retried with a new producer",
         stall.as_secs()
-    );
+    )
+}
+
+fn panicked_message(panic: &str) -> String {
+    format!("the commit thread panicked ({panic}); the attempt is retried with a new producer")
+}
+
+/// The epochs of a commit thread given up (`message` says why): none counts
+/// as committed (those it did commit are found so by the next attempt).
+fn given_up(epochs: Vec<KafkaCommit>, message: String) -> Vec<(KafkaCommit, Option<CommitError>)> {
     let mut epochs = epochs.into_iter();
     let first = epochs.next().map(|commit| {
         let error = CommitError::Kafka { sink: commit.sink.clone(), id: commit.transactional_id.clone(), message };

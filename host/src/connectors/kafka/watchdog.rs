@@ -44,15 +44,20 @@ impl Heartbeat {
     }
 }
 
-/// The watched work went silent for longer than its bound and was left
-/// behind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Stalled;
+/// Why watched work gave no result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum GivenUp {
+    /// It went silent for longer than its bound and was left behind.
+    Stalled,
+    /// It panicked, with this message.
+    Panicked(String),
+}
 
 /// Work started by [`watched`].
 pub(super) struct Watched<T> {
     heartbeat: std::sync::Arc<Heartbeat>,
     result: mpsc::Receiver<T>,
+    thread: std::thread::JoinHandle<()>,
 }
 
 /// Starts `work` on a thread named `name`, handing it the heartbeat to beat.
@@ -64,30 +69,47 @@ where
     let heartbeat = std::sync::Arc::new(Heartbeat::new());
     let (done, result) = mpsc::channel();
     let beats = heartbeat.clone();
-    std::thread::Builder::new()
+    let thread = std::thread::Builder::new()
         .name(name.to_owned())
         .spawn(move || {
             // The waiter may have given up: nobody to tell then.
             let _ = done.send(work(&beats));
         })
         .expect("spawn a kafka client thread");
-    Watched { heartbeat, result }
+    Watched { heartbeat, result, thread }
 }
 
 impl<T> Watched<T> {
-    /// The work's result, or [`Stalled`] once it has not beaten for longer
-    /// than `stall` (its thread is then left to end on its own).
-    pub(super) fn wait(self, stall: Duration) -> Result<T, Stalled> {
+    /// The work's result; [`GivenUp::Stalled`] once it has not beaten for
+    /// longer than `stall` (its thread is then left to end on its own), or
+    /// [`GivenUp::Panicked`] if it panicked.
+    pub(super) fn wait(self, stall: Duration) -> Result<T, GivenUp> {
         const LOOK: Duration = Duration::from_millis(50);
         loop {
             match self.result.recv_timeout(LOOK) {
                 Ok(result) => return Ok(result),
-                Err(mpsc::RecvTimeoutError::Timeout) if self.heartbeat.silence() > stall => return Err(Stalled),
+                Err(mpsc::RecvTimeoutError::Timeout) if self.heartbeat.silence() > stall => {
+                    return Err(GivenUp::Stalled);
+                }
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
-                // The work panicked: its thread says so in the log.
-                Err(mpsc::RecvTimeoutError::Disconnected) => return Err(Stalled),
+                // The sender went without a result: the work unwound.
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(GivenUp::Panicked(panic_message(self.thread.join())));
+                }
             }
         }
+    }
+}
+
+/// What a panicked thread said, as text.
+fn panic_message(ended: std::thread::Result<()>) -> String {
+    let Err(payload) = ended else { return "the thread ended without a result".to_owned() };
+    match payload.downcast::<String>() {
+        Ok(message) => *message,
+        Err(payload) => match payload.downcast::<&str>() {
+            Ok(message) => (*message).to_owned(),
+            Err(_) => "a panic without a message".to_owned(),
+        },
     }
 }
 
@@ -99,7 +121,7 @@ mod tests {
     fn work_that_goes_silent_is_given_up_and_work_that_beats_is_waited_for() {
         let silent = watched("test-silent", |_| std::thread::sleep(Duration::from_secs(30)));
         let started = Instant::now();
-        assert_eq!(silent.wait(Duration::from_millis(200)), Err(Stalled));
+        assert_eq!(silent.wait(Duration::from_millis(200)), Err(GivenUp::Stalled));
         assert!(started.elapsed() < Duration::from_secs(10), "given up after {:?}", started.elapsed());
 
         // Longer in all than the bound, but never silent for that long.
@@ -111,5 +133,13 @@ mod tests {
             7
         });
         assert_eq!(beating.wait(Duration::from_secs(1)), Ok(7));
+    }
+
+    #[test]
+    fn work_that_panics_is_reported_with_its_message_at_once() {
+        let panicking = watched("test-panicking", |_| -> u32 { panic!("producer gone: {}", 42) });
+        let started = Instant::now();
+        assert_eq!(panicking.wait(Duration::from_secs(60)), Err(GivenUp::Panicked("producer gone: 42".to_owned())));
+        assert!(started.elapsed() < Duration::from_secs(10), "reported after {:?}", started.elapsed());
     }
 }
