@@ -12,7 +12,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{
-    Host, JobDir, amplifier_job, committed_lines, plugin, run_job, run_with_kills, spawn_quiet, toml_path, weir_binary,
+    Host, JobDir, amplifier_job, committed_lines, complete_checkpoints, plugin, run_job, run_with_kills, spawn_quiet,
+    toml_path, weir_binary,
 };
 
 /// A keyed count (`plugin`, with `config`) over `events` generated events
@@ -657,18 +658,6 @@ fn wait_for_complete_checkpoints(dir: &Path, n: usize) {
         assert!(started.elapsed() < Duration::from_secs(30), "no {n} checkpoints in 30 s");
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-/// Complete checkpoint directories, oldest first.
-fn complete_checkpoints(dir: &Path) -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.join("_MANIFEST").exists())
-        .collect();
-    dirs.sort();
-    dirs
 }
 
 fn checkpoint_id(dir: &Path) -> u64 {

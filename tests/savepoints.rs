@@ -8,7 +8,9 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use common::{Host, JobDir, committed_lines, plugin, run_job, stopped_with_savepoint, toml_path, weir};
+use common::{
+    Host, JobDir, committed_lines, complete_checkpoints, plugin, run_job, stopped_with_savepoint, toml_path, weir,
+};
 
 /// A job of one keyed operator `uid` running `plugin` over the source
 /// `source` (its table's fields), into part files in `out/`, checkpointing.
@@ -440,8 +442,8 @@ fn a_run_from_an_older_savepoint_stopped_before_its_first_checkpoint_restarts_fr
 
 /// The number of the newest complete checkpoint in `dir` (0: none).
 fn newest_checkpoint(dir: &Path) -> u64 {
-    let entries = std::fs::read_dir(dir).into_iter().flatten().flatten().filter(|e| e.path().join("_MANIFEST").exists());
-    entries.filter_map(|e| e.file_name().to_str()?.strip_prefix("chk-")?.parse().ok()).max().unwrap_or(0)
+    let ids = complete_checkpoints(dir).into_iter().filter_map(|p| p.file_name()?.to_str()?.strip_prefix("chk-")?.parse().ok());
+    ids.max().unwrap_or(0)
 }
 
 /// Waits until a complete checkpoint in `dir` records `plugin`.
@@ -455,8 +457,7 @@ fn wait_for_checkpoint_of(dir: &Path, host: &Host, plugin: &str) {
 
 /// The manifests of the complete checkpoints in `dir`.
 fn checkpoint_manifests(dir: &Path) -> Vec<String> {
-    let entries = std::fs::read_dir(dir).into_iter().flatten().flatten();
-    entries.filter_map(|e| std::fs::read_to_string(e.path().join("_MANIFEST")).ok()).collect()
+    complete_checkpoints(dir).iter().filter_map(|path| std::fs::read_to_string(path.join("_MANIFEST")).ok()).collect()
 }
 
 /// A stop with a savepoint that cannot be taken leaves the job running, as
@@ -798,7 +799,7 @@ fn a_forks_only_savepoint_is_kept_after_its_host_is_gone() {
         host.weir(&["cancel", &name]).success();
     }
     let kept = std::fs::read_dir(dir.path("checkpoints-original").join("savepoints")).unwrap().count();
-    let has_checkpoint = std::fs::read_dir(&early_checkpoints).unwrap().flatten().any(|e| e.path().join("_MANIFEST").is_file());
+    let has_checkpoint = !complete_checkpoints(&early_checkpoints).is_empty();
     if !has_checkpoint {
         assert_eq!(kept, weir::host::KEPT_HOST_SAVEPOINTS + 1, "the early fork's savepoint is kept: {started}");
         host.weir(&["cancel", "original"]).success();
@@ -1007,14 +1008,6 @@ fn the_commands_find_a_jobs_host_without_being_told_its_address() {
     let _ = first.wait();
     let left: Vec<_> = std::fs::read_dir(runtime.join("weir")).unwrap().flatten().map(|e| e.file_name()).collect();
     assert!(left.is_empty(), "the hosts withdrew their announcements: {left:?}");
-}
-
-/// The complete checkpoints in checkpoint directory `dir`, oldest first.
-fn complete_checkpoints(dir: &Path) -> Vec<PathBuf> {
-    let mut found: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().flatten().map(|e| e.path()).collect();
-    found.retain(|path| path.join("_MANIFEST").exists());
-    found.sort();
-    found
 }
 
 /// The committed lines of the files sink in `dir` up to checkpoint `id`'s

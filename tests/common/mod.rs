@@ -451,12 +451,20 @@ pub fn run_with_kills(job: &Path, kills: usize) -> String {
     run.stderr()
 }
 
-/// Waits (at most 30 s) until a checkpoint in `dir` is complete (has its
-/// `_MANIFEST`), failing if `child` ends first.
+/// The complete checkpoints (those with their `_MANIFEST`) in checkpoint
+/// directory `dir`, oldest first; none while `dir` does not exist.
+pub fn complete_checkpoints(dir: &Path) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir).into_iter().flatten().flatten().map(|e| e.path()).collect();
+    found.retain(|path| path.join("_MANIFEST").is_file());
+    found.sort();
+    found
+}
+
+/// Waits (at most 30 s) until a checkpoint in `dir` is complete, failing if
+/// `child` ends first.
 pub fn wait_for_a_checkpoint(dir: &Path, child: &mut Child) {
     let started = std::time::Instant::now();
-    let complete = || std::fs::read_dir(dir).into_iter().flatten().flatten().any(|e| e.path().join("_MANIFEST").exists());
-    while !complete() {
+    while complete_checkpoints(dir).is_empty() {
         assert!(started.elapsed() < Duration::from_secs(30), "no checkpoint in 30 s");
         assert!(child.try_wait().unwrap().is_none(), "the job ended before its first checkpoint");
         std::thread::sleep(Duration::from_millis(20));
