@@ -115,6 +115,43 @@ fn sigkill_with_rocksdb_at_its_smallest_memory_budgets_loses_and_duplicates_noth
     chaos("rocksdb", "[rocksdb]\nblock_cache_mb = 0\nwrite_buffer_mb = 1\nhot_entries_mb = 0\n");
 }
 
+/// A job SIGKILLed before its first checkpoint, with output already in the
+/// sink's part in progress and (RocksDB) state on local disk, starts over
+/// from the beginning: neither that output nor that state counts, and
+/// every count comes exactly once. (The random kills above come after a
+/// first checkpoint, so that their last run resumes.)
+fn killed_before_its_first_checkpoint(backend: &str) {
+    let dir = JobDir::new();
+    let job = count_job(&dir, backend, &plugin("word-count"), "", "");
+    let every_150_ms = std::fs::read_to_string(&job).unwrap();
+    std::fs::write(&job, every_150_ms.replace("checkpoint_interval_ms = 150", "checkpoint_interval_ms = 600000")).unwrap();
+    let out = dir.path("out");
+    // (The sink makes its directory when it starts.)
+    let in_progress_output = || {
+        let parts = std::fs::read_dir(&out).into_iter().flatten().flatten();
+        let in_progress = parts.filter(|part| part.file_name().to_string_lossy().starts_with(".part-"));
+        in_progress.filter_map(|part| part.metadata().ok()).any(|meta| meta.len() > 0)
+    };
+    kill_once(&job, "output in a part in progress", in_progress_output);
+    assert!(complete_checkpoints(&dir.path("checkpoints")).is_empty(), "killed before a checkpoint completed");
+
+    std::fs::write(&job, every_150_ms).unwrap();
+    let stderr = run_job(&job, &[]).stderr();
+    assert!(!stderr.contains("resumed from checkpoint"), "nothing to resume from: {stderr}");
+    assert_exact_counts(&committed(&out), 60000, 600);
+    assert!(names_starting(&out, ".part-").is_empty(), "no part left in progress");
+}
+
+#[test]
+fn a_job_killed_before_its_first_checkpoint_starts_over_exactly_memory() {
+    killed_before_its_first_checkpoint("memory");
+}
+
+#[test]
+fn a_job_killed_before_its_first_checkpoint_starts_over_exactly_rocksdb() {
+    killed_before_its_first_checkpoint("rocksdb");
+}
+
 /// Gives the job's `files` sink (the last table of its file) `setting`.
 fn with_sink_setting(job: &Path, setting: &str) {
     use std::io::Write;
