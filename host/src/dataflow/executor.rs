@@ -613,13 +613,21 @@ impl RunningJob {
         for thread in std::mem::take(&mut self.threads) {
             let _ = thread.join();
         }
-        if let Some(failure) = failure {
-            if let Some(figures) = &self.figures_at_failure {
-                *figures.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(self.progress());
-            }
-            return Err(failure);
-        }
         let stopped_with = self.coordinator.stopped_with().cloned();
+        if let Some(failure) = failure {
+            // A complete savepoint is a consistent cut whatever failed after
+            // it: the stop was answered with it, so the job ends here rather
+            // than restart and run on past the savepoint it handed over.
+            if let Some(savepoint) = &stopped_with {
+                warn!(job = %self.name, savepoint = %savepoint.dir.display(), cause = %failure,
+                    "a task failed after the stop's savepoint was complete; the savepoint stands");
+            } else {
+                if let Some(figures) = &self.figures_at_failure {
+                    *figures.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(self.progress());
+                }
+                return Err(failure);
+            }
+        }
         if self.cancel.is_cancelled() && stopped_with.is_none() {
             return Err(RunError::Cancelled);
         }
