@@ -103,3 +103,21 @@ fn bench_count_refuses_watermark_alignment_it_could_not_apply() {
     let error = weir(&["bench", "count", "--events", "10", "--max-drift-ms", "100", "--plugin-dir", &dir]).failure();
     assert!(error.contains("the count workload's events have none: use it with `window`"), "{error}");
 }
+
+/// `--keys` and `--memory-limit-mb` reach the job: the RESULT line says
+/// so, and the run checks its output count against the keys — for the
+/// window, one output per key and window, every event its own key once
+/// the keys outnumber a window's 10 000 events.
+#[test]
+fn bench_runs_the_workloads_over_other_numbers_of_keys() {
+    for (workload, plugin_name, keys) in [("count", "word-count", "250000"), ("window", "sensor-window", "20000")] {
+        let dir = plugin(plugin_name).parent().unwrap().to_str().unwrap().to_owned();
+        let args = ["bench", workload, "--events", "200000", "--keys", keys, "--memory-limit-mb", "512", "--plugin-dir", &dir];
+        let run = weir(&args);
+        run.success();
+        let line = result_line(&run.stdout()).to_owned();
+        assert_eq!(field(&line, "keys"), Some(keys), "{line}");
+        assert_eq!(field(&line, "memory_limit_mb"), Some("512"), "{line}");
+        assert!(run.stderr().contains(&format!("200000 events, {keys} keys")), "{}", run.stderr());
+    }
+}

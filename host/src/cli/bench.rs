@@ -40,6 +40,11 @@ pub struct BenchArgs {
     /// State backend.
     #[arg(long, value_enum, default_value_t = Backend::Memory)]
     pub backend: Backend,
+    /// Number of distinct keys, `i mod keys` (default: the workload's own,
+    /// 100000 for `count` and 1000 for `window`). More keys than the
+    /// processor's caches hold show what state lookups cost at scale.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub keys: Option<u64>,
     /// Run the same plugin crate compiled into the host (the baseline for
     /// the cost of Wasm) instead of the Wasm plugin.
     #[arg(long)]
@@ -58,6 +63,11 @@ pub struct BenchArgs {
     /// checks that enforce one.
     #[arg(long)]
     pub call_timeout_ms: Option<u64>,
+    /// The operator's `memory_limit_mb`, as in a job file (default 256):
+    /// the Rust SDK holds keyed state in the instance up to an eighth of
+    /// it, and reads and writes through the host what does not fit.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub memory_limit_mb: Option<u64>,
     /// Where the built plugins are (default: examples/plugins, then the
     /// wasm32-wasip2 release directory of CARGO_TARGET_DIR or target/).
     #[arg(long)]
@@ -70,9 +80,10 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<()> {
         Workload::Window => ("window", "native:window-sum", "sensor_window.wasm"),
     };
     let plugin = if args.native { PathBuf::from(native) } else { find_plugin(args, plugin_file)? };
+    let keys = keys(args);
     let expected = match args.workload {
         Workload::Count => args.events,
-        Workload::Window => window_outputs(args.events),
+        Workload::Window => window_outputs(args.events, keys),
     };
     let backend = backend_name(args.backend);
     let checkpoint_dir = std::env::temp_dir().join(format!("weir-bench-{}", std::process::id()));
@@ -90,8 +101,9 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<()> {
         anyhow::bail!("--max-drift-ms aligns event time, and the count workload's events have none: use it with `window`");
     }
     let alignment = args.max_drift_ms.map(|ms| format!(" max_drift_ms={ms}")).unwrap_or_default();
+    let memory_limit = args.memory_limit_mb.map(|mb| format!(" memory_limit_mb={mb}")).unwrap_or_default();
     eprintln!(
-        "{workload}: {} events, parallelism {}, backend {backend}, operator {implementation} ({}), checkpoints {checkpoints}{}",
+        "{workload}: {} events, {keys} keys, parallelism {}, backend {backend}, operator {implementation} ({}), checkpoints {checkpoints}{}",
         args.events,
         args.parallelism,
         plugin.display(),
@@ -137,7 +149,7 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<()> {
     let memory = super::peak_memory_mib().map(|mib| format!(" peak_rss_mib={mib:.1}")).unwrap_or_default();
     let checkpoint_fields = super::CheckpointMeans::of(&summary.checkpoints).map(|c| c.result_fields()).unwrap_or_default();
     out!(
-        "RESULT workload={workload} backend={backend} par={} events={} seconds={seconds:.2} events_per_s={rate:.0} operator={implementation} checkpoints={}{alignment}{cpu}{steal}{memory}{checkpoint_fields}",
+        "RESULT workload={workload} backend={backend} par={} events={} seconds={seconds:.2} events_per_s={rate:.0} operator={implementation} keys={keys}{memory_limit} checkpoints={}{alignment}{cpu}{steal}{memory}{checkpoint_fields}",
         args.parallelism,
         args.events,
         summary.checkpoints.count()
@@ -195,13 +207,16 @@ fn backend_name(backend: Backend) -> &'static str {
 /// The job file of the benchmark `args` asks for, through `plugin`,
 /// checkpointing (if it does) into `checkpoint_dir`.
 fn job_file(args: &BenchArgs, plugin: &Path, checkpoint_dir: &Path) -> String {
-    let operator = match args.call_timeout_ms {
-        Some(ms) => format!("call_timeout_ms = {ms}"),
-        None => String::new(),
-    };
+    let mut operator = String::new();
+    if let Some(ms) = args.call_timeout_ms {
+        operator += &format!("call_timeout_ms = {ms}\n");
+    }
+    if let Some(mb) = args.memory_limit_mb {
+        operator += &format!("memory_limit_mb = {mb}\n");
+    }
     let job = match args.workload {
-        Workload::Count => count_job(plugin, args.events, &operator),
-        Workload::Window => window_job(plugin, args.events, args.max_drift_ms, &operator),
+        Workload::Count => count_job(plugin, args.events, keys(args), &operator),
+        Workload::Window => window_job(plugin, args.events, keys(args), args.max_drift_ms, &operator),
     };
     let job = format!("state_backend = \"{}\"\n{job}", backend_name(args.backend));
     match args.checkpoint_interval_ms {
@@ -210,15 +225,24 @@ fn job_file(args: &BenchArgs, plugin: &Path, checkpoint_dir: &Path) -> String {
     }
 }
 
-/// The `count` workload: key = i mod 100000, value = i; keyed count.
-fn count_job(plugin: &Path, events: u64, operator: &str) -> String {
-    bench_job("count", plugin, &format!("events = {events}\nkeys = 100000"), operator)
+/// The workload's number of keys: `--keys`, or that of its definition.
+fn keys(args: &BenchArgs) -> u64 {
+    args.keys.unwrap_or(match args.workload {
+        Workload::Count => 100_000,
+        Workload::Window => 1000,
+    })
 }
 
-/// The `window` workload: key = i mod 1000, value = i, timestamp = i / 10
-/// ms, watermarks 100 ms behind; per key, sums over 1 s tumbling windows.
-fn window_job(plugin: &Path, events: u64, max_drift_ms: Option<u64>, operator: &str) -> String {
-    let mut generator = format!("events = {events}\nkeys = 1000\nevents_per_ms = 10\nout_of_orderness_ms = 100");
+/// The `count` workload: key = i mod `keys` (100000), value = i; keyed count.
+fn count_job(plugin: &Path, events: u64, keys: u64, operator: &str) -> String {
+    bench_job("count", plugin, &format!("events = {events}\nkeys = {keys}"), operator)
+}
+
+/// The `window` workload: key = i mod `keys` (1000), value = i, timestamp =
+/// i / 10 ms, watermarks 100 ms behind; per key, sums over 1 s tumbling
+/// windows.
+fn window_job(plugin: &Path, events: u64, keys: u64, max_drift_ms: Option<u64>, operator: &str) -> String {
+    let mut generator = format!("events = {events}\nkeys = {keys}\nevents_per_ms = 10\nout_of_orderness_ms = 100");
     if let Some(drift) = max_drift_ms {
         generator += &format!("\nwatermark_alignment = {{ max_drift_ms = {drift} }}");
     }
@@ -259,11 +283,11 @@ strategy = "none"
     )
 }
 
-/// One output per key per window: a full window (10 000 events) holds all
-/// 1000 keys, the last one those of its events.
-fn window_outputs(events: u64) -> u64 {
+/// One output per key per window: a window's events (10 000 when full)
+/// are consecutive, so they hold as many keys as events, up to `keys`.
+fn window_outputs(events: u64, keys: u64) -> u64 {
     let per_window = 10 * 1000;
-    (0..events.div_ceil(per_window)).map(|w| (events - w * per_window).min(per_window).min(1000)).sum()
+    (0..events.div_ceil(per_window)).map(|w| (events - w * per_window).min(per_window).min(keys)).sum()
 }
 
 fn find_plugin(args: &BenchArgs, file: &str) -> anyhow::Result<PathBuf> {
@@ -305,6 +329,24 @@ mod tests {
             assert!(graph.checkpoints.is_some(), "{workload}: checkpoints every second by default");
             assert_eq!(graph.restart.delay_before(1), None, "{workload}: no restart");
         }
+    }
+
+    /// `--keys` sets the generator's keys; the window's expected outputs
+    /// follow (every event its own key once there are more keys than a
+    /// window has events).
+    #[test]
+    fn keys_set_the_generators_keys_and_the_windows_outputs() {
+        let default = Command::parse_from(["bench", "window"]).bench;
+        assert!(job_file(&default, Path::new("native:window-sum"), Path::new("/tmp/c")).contains("keys = 1000\n"));
+        let many = Command::parse_from(["bench", "count", "--keys", "1000000", "--memory-limit-mb", "2048"]).bench;
+        let text = job_file(&many, Path::new("native:count"), Path::new("/tmp/c"));
+        assert!(text.contains("keys = 1000000\n"), "{text}");
+        let graph = job::parse(&text, Path::new(""), Overrides::default()).expect("the benchmark job parses");
+        let job::NodeKind::Operator(operator) = &graph.nodes[1].kind else { panic!("the second node is the operator") };
+        assert_eq!(operator.limits.memory_bytes, 2048 << 20);
+        assert_eq!(window_outputs(25_000, 1000), 1000 + 1000 + 1000);
+        assert_eq!(window_outputs(25_000, 100_000), 25_000);
+        assert_eq!(window_outputs(25_000, 7), 21);
     }
 
     #[test]
