@@ -493,3 +493,63 @@ fn cancelling_a_job_stuck_without_a_deadline_says_it_is_stuck() {
     assert!(error.contains("job `faulty` was asked to stop but still runs after 30 s"), "{error}");
     assert!(error.contains("plugin call without a deadline"), "{error}");
 }
+
+/// A count of `events` over `keys` generated keys, read at most at
+/// `rate` events/s, with the operator's `limits`, into a discard sink;
+/// checkpoints every 20 ms (each calls the plugin's `flush`, whose writes
+/// do not count as write-backs of held state).
+fn many_keys_job(dir: &JobDir, keys: u64, events: u64, rate: u64, limits: &str) -> std::path::PathBuf {
+    dir.write(
+        "many-keys.toml",
+        &format!(
+            r#"
+name = "many-keys"
+checkpoint_dir = "checkpoints-{keys}"
+checkpoint_interval_ms = 20
+
+[[source]]
+name = "gen"
+type = "generator"
+events = {events}
+keys = {keys}
+rate = {rate}
+
+[[operator]]
+uid = "count"
+plugin = {plugin}
+inputs = ["gen"]
+key_by = true
+{limits}
+
+[[sink]]
+name = "out"
+type = "discard"
+input = "count"
+"#,
+            plugin = toml_path(&plugin("word-count"))
+        ),
+    )
+}
+
+/// An operator whose keys outgrow what the Rust SDK keeps in the instance
+/// (an eighth of `memory_limit_mb`: about 200 000 counts of the default
+/// 256 MiB) writes them back and reads them again as it goes, several
+/// times slower; the log says so once and names the setting. With room for
+/// its keys, or with few keys, it says nothing.
+#[test]
+fn an_operator_holding_more_keys_than_its_memory_limit_keeps_is_told_to_raise_it() {
+    const ADVICE: &str = "give the operator a larger memory_limit_mb";
+    let dir = JobDir::new();
+    let cramped = run_job(&many_keys_job(&dir, 400_000, 800_000, 10_000_000, ""), &[]);
+    let stderr = cramped.stderr();
+    cramped.success();
+    assert_eq!(stderr.matches(ADVICE).count(), 1, "said once: {stderr}");
+    assert!(stderr.contains("operator `count`"), "{stderr}");
+
+    // The few keys' run lasts a second and more: fifty checkpoints and more.
+    for (keys, events, rate, limits) in [(400_000, 800_000, 10_000_000, "memory_limit_mb = 1024"), (1_000, 100_000, 80_000, "")] {
+        let roomy = run_job(&many_keys_job(&dir, keys, events, rate, limits), &[]);
+        roomy.success();
+        assert!(!roomy.stderr().contains(ADVICE), "{keys} keys, {limits:?}: {}", roomy.stderr());
+    }
+}

@@ -33,6 +33,12 @@ pub trait OperatorLogic: Send {
 
     /// Reports the size of its keyed state to `gauge` from now on.
     fn report_state_size(&mut self, gauge: StateSizeGauge);
+
+    /// How many times it wrote state it holds between calls back to the
+    /// host outside `flush`, for holding more than its bound.
+    fn held_write_backs(&self) -> u64 {
+        0
+    }
 }
 
 impl OperatorLogic for OperatorInstance {
@@ -58,6 +64,10 @@ impl OperatorLogic for OperatorInstance {
 
     fn report_state_size(&mut self, gauge: StateSizeGauge) {
         OperatorInstance::report_state_size(self, gauge)
+    }
+
+    fn held_write_backs(&self) -> u64 {
+        OperatorInstance::held_write_backs(self)
     }
 }
 

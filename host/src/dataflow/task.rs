@@ -325,6 +325,7 @@ pub fn run_operator(
     let mut aligner = BarrierAligner::new(producers);
     let mut ended = 0;
     let mut stalled = StalledTime::default();
+    let mut overflow = HeldStateOverflow::default();
     // The input each channel delivered batches of, to name it in the log.
     let mut input_of: Vec<Option<u32>> = vec![None; producers];
     // Whether the consumers were told this subtask is idle.
@@ -355,6 +356,7 @@ pub fn run_operator(
                 let kind = input_kinds.get(envelope.input as usize).copied().unwrap_or(InputKind::Plain);
                 let emitted = instance.process(envelope.input, batch, kind);
                 pass_on(&mut ctx, emitted)?;
+                overflow.check(&ctx.label, instance.as_ref());
                 None
             }
             // Barriers never come here: the aligner has taken them.
@@ -477,6 +479,37 @@ fn observe_time(clock: &mut InputClock, channel: u32, message: &Message, ended: 
             clock.ended(channel)
         }
         Message::Batch(_) | Message::Barrier(_) => None,
+    }
+}
+
+/// Says once, for an operator subtask, that its plugin holds more keyed
+/// state than it keeps in the instance: it writes keys back between
+/// checkpoints and reads them again when next used. Over keys it touches
+/// in turn (a count over a million keys), nearly every batch then reads
+/// and writes every key through the host: several times slower than with
+/// room for them all (docs/benchmarks.md, "A million keys").
+#[derive(Default)]
+struct HeldStateOverflow {
+    said: bool,
+}
+
+impl HeldStateOverflow {
+    /// Write-backs a subtask may make before it is told: the first can
+    /// come from a brief peak of keys.
+    const PATIENCE: u64 = 10;
+
+    fn check(&mut self, label: &str, instance: &dyn OperatorLogic) {
+        if self.said || instance.held_write_backs() < Self::PATIENCE {
+            return;
+        }
+        self.said = true;
+        tracing::warn!(
+            task = %label,
+            write_backs = instance.held_write_backs(),
+            "the plugin holds more keyed state than it keeps in its instance (the Rust SDK keeps up to an eighth \
+             of the operator's memory_limit_mb), so it writes keys back and reads them again as it goes, which \
+             is several times slower over many keys; give the operator a larger memory_limit_mb (at most 4096)"
+        );
     }
 }
 

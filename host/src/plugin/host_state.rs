@@ -46,6 +46,9 @@ const HOUSEKEEPING_INTERVAL_MS: i64 = 1_000;
 /// modules' start functions.
 pub const START_UP: &str = "its start-up code";
 
+/// What [`PluginState::call`] says during `flush`.
+pub const FLUSH: &str = "`flush`";
+
 /// Everything the host keeps for one plugin instance.
 pub struct PluginState {
     wasi: WasiCtx,
@@ -81,6 +84,9 @@ pub struct PluginState {
     /// The job's cancel flag, when the instance runs in a job: a cancel
     /// interrupts the call under way ([`super::instance`], [`super::clocks`]).
     pub cancel: Option<Cancel>,
+    /// Writes by key of held values outside `flush` (see
+    /// [`KeyedStateView::held_write_backs`]).
+    pub held_write_backs: u64,
     /// When expired values were last swept and the state measured (ms of
     /// processing time).
     last_housekeeping_ms: i64,
@@ -112,6 +118,7 @@ impl PluginState {
             call_deadline: None,
             call: START_UP,
             cancel: None,
+            held_write_backs: 0,
             last_housekeeping_ms: now_ms(),
             size_gauge: None,
         }
@@ -277,6 +284,8 @@ impl PluginState {
             owned: (&self.key_groups, self.max_parallelism),
             in_call: self.in_call,
             failure: &mut self.backend_failure,
+            flushing: self.call == FLUSH,
+            held_write_backs: &mut self.held_write_backs,
         }
     }
 

@@ -8,7 +8,7 @@ use super::bindings::{StoredKind, StoredValues};
 use super::bindings::{EventBatch, OperatorError, Plugin};
 use super::engine::LoadedPlugin;
 use super::error::CallError;
-use super::host_state::PluginState;
+use super::host_state::{FLUSH, PluginState};
 use super::limits::{Limits, ticks_to_next_check};
 use crate::dataflow::{BATCH_SIZE, Cancel, NO_TIMESTAMP, RecordBatch};
 use super::snapshot::InstanceMeta;
@@ -98,6 +98,13 @@ impl OperatorInstance {
     /// deadline has no checks, and its calls run to their end.
     pub fn watch_cancel(&mut self, cancel: Cancel) {
         self.store.data_mut().cancel = Some(cancel);
+    }
+
+    /// How many times the plugin has written held state back outside
+    /// `flush` because it held too much (see
+    /// [`KeyedStateView::held_write_backs`](super::state::KeyedStateView::held_write_backs)).
+    pub fn held_write_backs(&self) -> u64 {
+        self.store.data().held_write_backs
     }
 
     /// Reports the size of its keyed state to `gauge` from now on.
@@ -213,7 +220,7 @@ impl OperatorInstance {
     /// Calls the plugin's `flush`: state it keeps between calls goes to
     /// the backend.
     fn flush(&mut self) -> Result<(), CallError> {
-        self.begin_call("`flush`", false, false);
+        self.begin_call(FLUSH, false, false);
         let result = self.bindings.weir_operator_operator().call_flush(&mut self.store);
         self.store.data_mut().end_call();
         self.returned(result)

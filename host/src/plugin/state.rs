@@ -292,6 +292,15 @@ pub struct KeyedStateView<'a> {
     /// The first failure of the backend during the current call. The call
     /// fails because of it whatever the plugin does with the error it got.
     pub failure: &'a mut Option<String>,
+    /// Whether the call is `flush`.
+    pub flushing: bool,
+    /// Counts `set-keyed` calls that store values of a state without a
+    /// time-to-live outside `flush`: an instance writing back held state
+    /// because it holds more than its bound (the Rust SDK's, an eighth of
+    /// `memory_limit_mb`), to read it again when next used. (Deletes — a
+    /// fired window's — and expiring states, written back after every
+    /// call, do not count.)
+    pub held_write_backs: &'a mut u64,
 }
 
 /// Marker for [`HasData`]: the `state` interface is implemented on a
@@ -334,6 +343,14 @@ impl<'a> KeyedStateView<'a> {
         check_entries(n, key_offsets, keys, "key")?;
         check_write(n, values)?;
         Ok(n)
+    }
+
+    /// Counts a write by key of `n` `values` of `open` in
+    /// [`Self::held_write_backs`] if it stores values outside `flush`.
+    fn count_held_write_back(&mut self, open: OpenState, n: usize, values: &SlotValues) {
+        if !self.flushing && open.ttl.is_none() && (0..n).any(|i| value_at(values, i).is_some()) {
+            *self.held_write_backs += 1;
+        }
     }
 
     /// Entry `i`'s key, hashed, if it is in this subtask's key groups: a
@@ -418,6 +435,7 @@ impl HostValueState for KeyedStateView<'_> {
     ) -> Result<(), StateError> {
         let open = self.handle(&resource);
         let n = self.check_keyed_write(&keys, &key_offsets, &values)?;
+        self.count_held_write_back(open, n, &values);
         let (now, mut buffer) = (now_ms(), Vec::new());
         for i in 0..n {
             let key = self.owned_key(i, &keys[key_offsets[i] as usize..key_offsets[i + 1] as usize])?;
@@ -503,6 +521,7 @@ impl HostMapState for KeyedStateView<'_> {
         let open = self.map_handle(&resource);
         let n = self.check_keyed_write(&keys, &key_offsets, &values)?;
         check_entries(n, &sub_key_offsets, &sub_keys, "sub-key")?;
+        self.count_held_write_back(open, n, &values);
         let (now, mut buffer, mut composite) = (now_ms(), Vec::new(), Vec::new());
         for i in 0..n {
             let key = self.owned_key(i, &keys[key_offsets[i] as usize..key_offsets[i + 1] as usize])?;
@@ -759,6 +778,7 @@ mod tests {
         registry: StateRegistry,
         backend: MemoryBackend,
         failure: Option<String>,
+        held_write_backs: u64,
         owned: KeyGroupRange,
     }
 
@@ -766,7 +786,7 @@ mod tests {
         /// An empty memory backend of a subtask owning `owned`, among 128 key groups.
         fn new(owned: KeyGroupRange) -> Self {
             let (table, registry, backend) = (ResourceTable::new(), StateRegistry::default(), MemoryBackend::new());
-            Fixture { table, registry, backend, failure: None, owned }
+            Fixture { table, registry, backend, failure: None, held_write_backs: 0, owned }
         }
 
         /// The view of a call whose keys are `keys`.
@@ -779,6 +799,8 @@ mod tests {
                 owned: (&self.owned, 128),
                 in_call: true,
                 failure: &mut self.failure,
+                flushing: false,
+                held_write_backs: &mut self.held_write_backs,
             }
         }
 
