@@ -12,8 +12,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{
-    Host, JobDir, amplifier_job, committed_lines, complete_checkpoints, plugin, run_job, run_with_kills, spawn_quiet,
-    toml_path, weir_binary,
+    Host, JobDir, amplifier_job, committed_lines, complete_checkpoints, discarded_count_job, plugin, run_job,
+    run_with_kills, spawn_quiet, toml_path, weir_binary,
 };
 
 /// A keyed count (`plugin`, with `config`) over `events` generated events
@@ -1169,36 +1169,8 @@ fn peak_mib(stderr: &str) -> f64 {
 fn rocksdb_holds_millions_of_keys_in_a_small_memory_budget_with_incremental_checkpoints() {
     let dir = JobDir::new();
     let keys = 3_000_000;
-    let job = dir.write(
-        "job.toml",
-        &format!(
-            r#"
-name = "many-keys"
-state_backend = "rocksdb"
-checkpoint_dir = "checkpoints"
-checkpoint_interval_ms = 250
-checkpoints_retained = 10
-
-[[source]]
-name = "numbers"
-type = "generator"
-events = {keys}
-keys = {keys}
-
-[[operator]]
-uid = "count"
-plugin = {plugin}
-inputs = ["numbers"]
-key_by = true
-
-[[sink]]
-name = "out"
-type = "discard"
-input = "count"
-"#,
-            plugin = toml_path(&plugin("word-count"))
-        ),
-    );
+    let settings = "state_backend = \"rocksdb\"\ncheckpoint_dir = \"checkpoints\"\ncheckpoint_interval_ms = 250\ncheckpoints_retained = 10";
+    let job = discarded_count_job(&dir, keys, keys, settings, "", "");
     let run = run_job(&job, &[]);
     run.success();
     let stderr = run.stderr();

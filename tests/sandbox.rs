@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{Host, JobDir, plugin, run_job, toml_path};
+use common::{Host, JobDir, discarded_count_job, plugin, run_job, toml_path};
 use weir::PluginEngine;
 use weir::plugin::{InitialState, Limits, OperatorInstance};
 use weir::state::MemoryBackend;
@@ -495,40 +495,12 @@ fn cancelling_a_job_stuck_without_a_deadline_says_it_is_stuck() {
 }
 
 /// A count of `events` over `keys` generated keys, read at most at
-/// `rate` events/s, with the operator's `limits`, into a discard sink;
-/// checkpoints every 20 ms (each calls the plugin's `flush`, whose writes
-/// do not count as write-backs of held state).
+/// `rate` events/s, with the operator's `limits`; checkpoints every 20 ms
+/// (each calls the plugin's `flush`, whose writes do not count as
+/// write-backs of held state).
 fn many_keys_job(dir: &JobDir, keys: u64, events: u64, rate: u64, limits: &str) -> std::path::PathBuf {
-    dir.write(
-        "many-keys.toml",
-        &format!(
-            r#"
-name = "many-keys"
-checkpoint_dir = "checkpoints-{keys}"
-checkpoint_interval_ms = 20
-
-[[source]]
-name = "gen"
-type = "generator"
-events = {events}
-keys = {keys}
-rate = {rate}
-
-[[operator]]
-uid = "count"
-plugin = {plugin}
-inputs = ["gen"]
-key_by = true
-{limits}
-
-[[sink]]
-name = "out"
-type = "discard"
-input = "count"
-"#,
-            plugin = toml_path(&plugin("word-count"))
-        ),
-    )
+    let settings = format!("checkpoint_dir = \"checkpoints-{keys}\"\ncheckpoint_interval_ms = 20");
+    discarded_count_job(dir, events, keys, &settings, &format!("rate = {rate}"), limits)
 }
 
 /// An operator whose keys outgrow what the Rust SDK keeps in the instance

@@ -493,6 +493,42 @@ pub fn assert_exactly_once_under_kills(dir: &JobDir, job: &Path, kills: usize, e
     }
 }
 
+/// `many-keys.toml`: a keyed count (`word-count`, operator `count`) of a
+/// generator's `events` over `keys` keys into a `discard` sink;
+/// `settings` go at the top of the file, `source` and `operator` lines
+/// into those tables.
+pub fn discarded_count_job(dir: &JobDir, events: u64, keys: u64, settings: &str, source: &str, operator: &str) -> PathBuf {
+    dir.write(
+        "many-keys.toml",
+        &format!(
+            r#"
+name = "many-keys"
+{settings}
+
+[[source]]
+name = "numbers"
+type = "generator"
+events = {events}
+keys = {keys}
+{source}
+
+[[operator]]
+uid = "count"
+plugin = {plugin}
+inputs = ["numbers"]
+key_by = true
+{operator}
+
+[[sink]]
+name = "out"
+type = "discard"
+input = "count"
+"#,
+            plugin = toml_path(&plugin("word-count"))
+        ),
+    )
+}
+
 /// Job `name` at parallelism 2 on `backend`: operator `name` (`plugin`,
 /// keyed, with `config`, the inside of a TOML inline table) reads
 /// `in.jsonl` (JSON lines at 8 000 events/s) and writes the transactional
