@@ -495,11 +495,11 @@ fn cancelling_a_job_stuck_without_a_deadline_says_it_is_stuck() {
 }
 
 /// A count of `events` over `keys` generated keys, read at most at
-/// `rate` events/s, with the operator's `limits`; checkpoints every 20 ms
-/// (each calls the plugin's `flush`, whose writes do not count as
-/// write-backs of held state).
-fn many_keys_job(dir: &JobDir, keys: u64, events: u64, rate: u64, limits: &str) -> std::path::PathBuf {
-    let settings = format!("checkpoint_dir = \"checkpoints-{keys}\"\ncheckpoint_interval_ms = 20");
+/// `rate` events/s, with the operator's `limits`; a checkpoint every
+/// `interval_ms` (each calls the plugin's `flush`, whose writes do not
+/// count as write-backs of held state).
+fn many_keys_job(dir: &JobDir, (keys, events, rate, interval_ms): (u64, u64, u64, u64), limits: &str) -> std::path::PathBuf {
+    let settings = format!("checkpoint_dir = \"checkpoints\"\ncheckpoint_interval_ms = {interval_ms}");
     discarded_count_job(dir, events, keys, &settings, &format!("rate = {rate}"), limits)
 }
 
@@ -511,17 +511,23 @@ fn many_keys_job(dir: &JobDir, keys: u64, events: u64, rate: u64, limits: &str) 
 #[test]
 fn an_operator_holding_more_keys_than_its_memory_limit_keeps_is_told_to_raise_it() {
     const ADVICE: &str = "give the operator a larger memory_limit_mb";
-    let dir = JobDir::new();
-    let cramped = run_job(&many_keys_job(&dir, 400_000, 800_000, 10_000_000, ""), &[]);
+    let many = (400_000, 800_000, 10_000_000, 1000);
+    let cramped = run_job(&many_keys_job(&JobDir::new(), many, ""), &[]);
     let stderr = cramped.stderr();
     cramped.success();
     assert_eq!(stderr.matches(ADVICE).count(), 1, "said once: {stderr}");
     assert!(stderr.contains("operator `count`"), "{stderr}");
 
-    // The few keys' run lasts a second and more: fifty checkpoints and more.
-    for (keys, events, rate, limits) in [(400_000, 800_000, 10_000_000, "memory_limit_mb = 1024"), (1_000, 100_000, 80_000, "")] {
-        let roomy = run_job(&many_keys_job(&dir, keys, events, rate, limits), &[]);
+    // Each run in a directory of its own: one that found the last run's
+    // finished checkpoint would not run at all. The few keys' run lasts a
+    // second and more, with a checkpoint every 20 ms: fifty and more.
+    let few = (1_000, 100_000, 80_000, 20);
+    for (job, limits) in [(many, "memory_limit_mb = 1024"), (few, "")] {
+        let roomy = run_job(&many_keys_job(&JobDir::new(), job, limits), &[]);
         roomy.success();
-        assert!(!roomy.stderr().contains(ADVICE), "{keys} keys, {limits:?}: {}", roomy.stderr());
+        let (keys, events, ..) = job;
+        let stderr = roomy.stderr();
+        assert!(stderr.contains(&format!("{events} events read")), "{keys} keys, {limits:?}: the job ran: {stderr}");
+        assert!(!stderr.contains(ADVICE), "{keys} keys, {limits:?}: {stderr}");
     }
 }
