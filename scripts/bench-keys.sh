@@ -25,6 +25,7 @@ events="${2:-20000000}"
 flink_rocksdb_events="${FLINK_ROCKSDB_EVENTS:-$events}"
 limit="${MEMORY_LIMIT_MB:-2048}"
 harness=../shared/bench/flink
+source scripts/lib/bench.sh
 [[ -f $harness/run.sh && -f $harness/FlinkBench.java ]] || { echo "no Flink harness in $harness" >&2; exit 2; }
 grep -q 'long keys = 100_000;' "$harness/FlinkBench.java" ||
     { echo "$harness/FlinkBench.java no longer says 'long keys = 100_000;': update this script" >&2; exit 2; }
@@ -48,9 +49,8 @@ rate() {
     local result
     result=$(grep '^RESULT' | tail -n 1 || true)
     echo "$result" >&2
-    sed -n 's/.*events_per_s=\([0-9]*\).*/\1/p' <<<"$result"
+    events_per_s <<<"$result"
 }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 
 rows=()
 for backend in ${BACKENDS:-memory rocksdb}; do

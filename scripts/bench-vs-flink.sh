@@ -23,6 +23,7 @@ cd "$(dirname "$0")/.."
 events="${1:-20000000}"
 runs="${WEIR_RUNS:-5}"
 flink=../shared/bench/flink/run.sh
+source scripts/lib/bench.sh
 scripts/setup.sh
 [[ -f $flink ]] || { echo "no Flink harness at $flink" >&2; exit 2; }
 
@@ -36,7 +37,7 @@ rate() {
     results=$(grep '^RESULT' || true)
     echo "$results" >&2
     echo "$results" >"$last"
-    sed -n 's/.*events_per_s=\([0-9]*\).*/\1/p' <<<"$results" | tail -n 1
+    events_per_s <<<"$results"
 }
 # A field of the last RESULT line (for Weir's cpu_s: its processor time).
 field() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p" "$last" | tail -n 1; }
@@ -113,7 +114,6 @@ measure() {
 }
 median() { printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 spread() { printf '%s\n' "$@" | sort -n | awk 'NR == 1 { low = $1 } { high = $1 } END { print low "–" high }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 
 P1="--parallelism 1"
 P2="--parallelism 2"
