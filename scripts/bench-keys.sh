@@ -11,9 +11,9 @@
 #                                              memory_limit_mb; default 2048)
 #
 # Weir runs each backend three times: the Wasm plugin and the native
-# baseline with the job file's default memory_limit_mb (256; the Rust SDK
-# holds keyed state in the instance up to an eighth of it), and the Wasm
-# plugin with MEMORY_LIMIT_MB, enough to hold a million counts.
+# baseline with the job file's default memory_limit_mb (512; the Rust SDK
+# holds keyed state in the instance up to about half of it, 1.7 million
+# counts), and the Wasm plugin with MEMORY_LIMIT_MB (2048: 7 million).
 #
 # The Flink harness fixes the keys at 100 000; this runs a copy of it (in a
 # temporary directory) with KEYS instead, and nothing else changed. Needs

@@ -173,7 +173,7 @@ fn plugin_check_bounds_a_components_start_up_code() {
     let hog = with_start("hog.wasm", "(drop (memory.grow (i32.const 8192)))");
     let error = weir(&["plugin", "check", hog.to_str().unwrap()]).failure();
     assert!(error.contains("it fails as it starts, before any call"), "{error}");
-    assert!(error.contains("exceeded its memory cap of 256 MiB in its start-up code (it asked for 513 MiB)"), "{error}");
+    assert!(error.contains("exceeded its memory cap of 512 MiB in its start-up code (it asked for 513 MiB)"), "{error}");
     // A plugin its job gives more starts under as much: then only the
     // types of its (made-up) exports are wrong.
     let error = weir(&["plugin", "check", hog.to_str().unwrap(), "--memory-limit-mb", "1024"]).failure();

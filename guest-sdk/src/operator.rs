@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::str::FromStr;
 
-use crate::state::{HostStart, RESIDENT_BYTES};
+use crate::state::{HostStart, RESIDENT_BYTES, resident_bytes_of};
 use crate::{Batch, Context, Error, Event, Timer, TimerBatch};
 
 /// A stream operator. One value is created per parallel instance by
@@ -91,10 +91,10 @@ impl Config {
         Config { entries, task, start, memory_limit_mb }
     }
 
-    /// Bytes the instance's resident state may hold: an eighth of its
-    /// memory limit, or [`RESIDENT_BYTES`] when the host does not say.
+    /// Bytes the instance's resident state may hold: [`resident_bytes_of`]
+    /// its memory limit, or [`RESIDENT_BYTES`] when the host does not say.
     pub(crate) fn resident_bytes(&self) -> usize {
-        self.memory_limit_mb.map_or(RESIDENT_BYTES, |mb| usize::try_from(mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX) / 8)
+        self.memory_limit_mb.map_or(RESIDENT_BYTES, |mb| resident_bytes_of(usize::try_from(mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX)))
     }
 
     /// Which instance this is (subtask, parallelism, restart attempt).
@@ -169,13 +169,16 @@ mod tests {
         }
     }
 
-    /// Resident state may take an eighth of the instance's memory limit,
-    /// or the default bound from a host that does not say it.
+    /// Resident state may take half of what the instance's memory limit
+    /// leaves past 32 MiB, an eighth of a smaller limit, or the default
+    /// bound from a host that does not say it.
     #[test]
     fn resident_state_is_bounded_by_the_memory_limit() {
         let limited = |mb: &str| Config::from_pairs([("weir.memory-limit-mb", mb)]).resident_bytes();
-        assert_eq!(limited("256"), 32 << 20);
-        assert_eq!(limited("4096"), 512 << 20);
+        assert_eq!(limited("24"), 3 << 20);
+        assert_eq!(limited("64"), 16 << 20);
+        assert_eq!(limited("512"), 240 << 20);
+        assert_eq!(limited("4096"), 2032 << 20);
         assert_eq!(limited("lots"), RESIDENT_BYTES, "unreadable: the default");
         assert_eq!(Config::default().resident_bytes(), RESIDENT_BYTES);
     }

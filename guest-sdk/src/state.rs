@@ -304,19 +304,38 @@ fn state_error(message: &'static str) -> Error {
 
 /// Bytes the [`Resident`] states of an instance may hold together before,
 /// at the end of a call, those holding more than their share are written
-/// back and their colder half forgotten: a bound on the instance's memory.
-/// The bound is an eighth of the instance's memory limit, which the host
-/// passes as `weir.memory-limit-mb` ([`Config::resident_bytes`]): the
-/// estimate counts what entries hold (a key table's twice, for the room a
-/// table that grows by doubling keeps) but not a window deque's room, the
-/// allocator's overhead or a write-back's buffers (which the host copies
-/// again), and the plugin needs room for its own data. This is the bound
-/// when the host does not say — an eighth of its default limit of 256 MiB,
-/// about 800 000 windows of a numeric sum over few keys, or 200 000
-/// counts. (Small in the SDK's own tests, so that they cross it quickly.)
+/// back and their colder half forgotten: a bound on the instance's memory,
+/// [`resident_bytes_of`] the memory limit the host passes as
+/// `weir.memory-limit-mb` ([`Config::resident_bytes`]). This is the bound
+/// when the host does not say: that of its default limit of 512 MiB,
+/// 240 MiB — about 1.7 million counts, or 7 million windows of a numeric
+/// sum over few keys. (Small in the SDK's own tests, so that they cross it
+/// quickly.)
 ///
 /// [`Config::resident_bytes`]: crate::Config::resident_bytes
-pub(crate) const RESIDENT_BYTES: usize = if cfg!(test) { 64 << 10 } else { 32 << 20 };
+pub(crate) const RESIDENT_BYTES: usize = if cfg!(test) { 64 << 10 } else { resident_bytes_of(DEFAULT_MEMORY_LIMIT) };
+
+/// The host's default memory limit per instance (`memory_limit_mb`).
+const DEFAULT_MEMORY_LIMIT: usize = 512 << 20;
+
+/// What an instance keeps besides its resident state: the plugin's own
+/// data and code, a call's batches (up to 4 MiB each way) and a
+/// write-back's buffers ([`WRITE_BACK_BYTES`]).
+const RESERVED_BYTES: usize = 32 << 20;
+
+/// The bound on resident state under a memory limit of `limit` bytes: half
+/// of what [`RESERVED_BYTES`] leaves, or an eighth of a limit too small to
+/// leave much. Half, because the estimate of what entries take
+/// ([`Resident::bytes`]) is what they may take after their tables last
+/// doubled, and while a table doubles its old and new arrays are both
+/// there: held state that the estimate puts at the bound may briefly take
+/// about 1.4 times it (a million counts: estimated 137 MiB, 60–117 MiB
+/// of linear memory, measured). It does not count the allocator's
+/// overhead, nor a window deque's room.
+pub(crate) const fn resident_bytes_of(limit: usize) -> usize {
+    let half_of_the_rest = limit.saturating_sub(RESERVED_BYTES) / 2;
+    if half_of_the_rest > limit / 8 { half_of_the_rest } else { limit / 8 }
+}
 
 /// Entries to write to the host in one `set-keyed`, column-wise: keys and
 /// their values (`None`: delete). A map state's writes add a column of
@@ -343,6 +362,12 @@ impl KeyedColumns {
         self.key_offsets.len() - 1
     }
 
+    /// Whether it holds a write-back's worth: [`WRITE_BACK_CHUNK`] entries
+    /// or [`WRITE_BACK_BYTES`] of keys and values.
+    pub fn is_full(&self) -> bool {
+        self.len() >= WRITE_BACK_CHUNK || self.keys.len() + self.values.data.len() >= WRITE_BACK_BYTES
+    }
+
     /// Empties it, keeping its buffers.
     pub fn clear(&mut self) {
         self.keys.clear();
@@ -355,6 +380,11 @@ impl KeyedColumns {
 /// — and the host's copies of them — stay small however much is held.
 /// (Small in the SDK's own tests, so that they write in several.)
 pub(crate) const WRITE_BACK_CHUNK: usize = if cfg!(test) { 64 } else { 16_384 };
+
+/// Bytes of keys and values a write-back sends in one call at most (about;
+/// the last value may pass it): large values — a list of samples per key
+/// — would otherwise take a second copy of much of the held state.
+pub(crate) const WRITE_BACK_BYTES: usize = if cfg!(test) { 4 << 10 } else { 1 << 20 };
 
 /// What held values own on the heap beyond their inline size, estimated
 /// from the size of their JSON when they are written back or sampled

@@ -25,7 +25,7 @@ use weir_key_slab::{KeySlab, ResolveError};
 use crate::Error;
 use crate::context::CallKeys;
 use crate::forgotten_keys::ForgottenKeys;
-use crate::state::{CallClock, EncodedSizes, HeapEstimate, HostStart, KeyedColumns, RawValueState, Resident, WRITE_BACK_CHUNK, decode_stored};
+use crate::state::{CallClock, EncodedSizes, HeapEstimate, HostStart, KeyedColumns, RawValueState, Resident, decode_stored};
 
 /// One key's value as held.
 pub(crate) struct HeldValue<T> {
@@ -224,7 +224,7 @@ impl<T: Serialize + DeserializeOwned> Resident for ValueStore<T> {
                 // or none, never an unreadable one.
                 Ok(None) | Err(_) => writes.push(key, None),
             }
-            if writes.len() == WRITE_BACK_CHUNK {
+            if writes.is_full() {
                 send(&mut writes, self.raw.as_ref())?;
             }
         }
@@ -562,6 +562,28 @@ mod tests {
         assert_eq!(host.borrow().reads.len(), 1, "a new key may be stored now");
     }
 
+    /// A write-back of large values goes to the host in calls of about
+    /// [`crate::state::WRITE_BACK_BYTES`], however few entries: its buffers
+    /// would otherwise copy much of what is held.
+    #[test]
+    fn large_values_are_written_back_in_calls_of_bounded_bytes() {
+        let host = Rc::new(RefCell::new(Host::default()));
+        let resident = crate::state::RESIDENT_BYTES;
+        let mut store = ValueStore::<String>::new("text", Box::new(Raw(host.clone())), HostStart::Restored, resident, false);
+        let keys: Vec<String> = (0..20).map(|k| format!("k{k}")).collect();
+        let call = Call::new(&host, &keys.iter().map(String::as_str).collect::<Vec<_>>());
+        store.begin_call();
+        for &slot in &call.slots {
+            store.slot(slot, &call.keys()).unwrap().set(Some("x".repeat(1000)));
+        }
+        store.write_back().unwrap();
+        let host = host.borrow();
+        let sent = |write: &Vec<(Vec<u8>, Option<Vec<u8>>)>| write.iter().map(|(k, v)| k.len() + v.as_ref().map_or(0, Vec::len)).sum::<usize>();
+        assert!(host.writes.len() >= 4, "20 kB in calls of 4 KiB: {} calls", host.writes.len());
+        assert!(host.writes.iter().all(|write| sent(write) < crate::state::WRITE_BACK_BYTES + 1010), "one value past the bound at most");
+        assert_eq!(host.writes.iter().map(Vec::len).sum::<usize>(), 20, "every key written once");
+    }
+
     struct LongText {
         text: crate::ValueState<String>,
     }
@@ -598,8 +620,9 @@ mod tests {
         assert_eq!(harness.stored_state::<String>("text", "k0").map(|t| t.len()), Some(1000), "written back without a flush");
     }
 
-    /// The bound is an eighth of the memory limit the host gives the
-    /// instance: with 2 MiB, the values above fit.
+    /// The bound follows the memory limit the host gives the instance
+    /// (an eighth of one as small as 2 MiB): with 2 MiB, the values above
+    /// fit.
     #[test]
     fn the_bound_follows_the_instances_memory_limit() {
         assert!(LONG_TEXT_KEYS * 2000 < (2 << 20) / 8, "room for what entries take besides");

@@ -39,7 +39,7 @@ use weir_key_slab::{KeySlab, SearchHint, position_by_start};
 use crate::Encode;
 use crate::Error;
 use crate::map_state::{RawMapState, decode_value};
-use crate::state::{CallClock, EncodedSizes, HeapEstimate, HostStart, KeyedColumns, Resident, WRITE_BACK_CHUNK};
+use crate::state::{CallClock, EncodedSizes, HeapEstimate, HostStart, KeyedColumns, Resident};
 
 /// One window of a key.
 pub(crate) struct HeldWindow<Acc> {
@@ -499,7 +499,7 @@ impl<Acc: Serialize + DeserializeOwned + 'static> Resident for WindowStore<Acc> 
                     }
                     None => writes.push(key, *start, None),
                 }
-                if writes.len() == WRITE_BACK_CHUNK {
+                if writes.entries.is_full() {
                     writes.send(self.raw.as_ref())?;
                 }
             }

@@ -63,8 +63,8 @@ pub struct BenchArgs {
     /// checks that enforce one.
     #[arg(long)]
     pub call_timeout_ms: Option<u64>,
-    /// The operator's `memory_limit_mb`, as in a job file (default 256):
-    /// the Rust SDK holds keyed state in the instance up to an eighth of
+    /// The operator's `memory_limit_mb`, as in a job file (default 512):
+    /// the Rust SDK holds keyed state in the instance up to about half of
     /// it, and reads and writes through the host what does not fit.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=4096))]
     pub memory_limit_mb: Option<u64>,

@@ -108,7 +108,8 @@ The contract is in Weir's docs/plugin-guide.md; the SDK's API in Weir's
 guest-sdk/{sdk}/README.md.
 "#,
         sdk = if language == "Python" { "python" } else { "js" },
-        // CPython in Wasm needs more than the default 256 MiB (plugin guide).
+        // CPython in Wasm needs 512 MiB (plugin guide): said in the job so
+        // that it stays so whatever the default.
         memory = if language == "Python" { "\nmemory_limit_mb = 512" } else { "" }
     )
 }

@@ -506,7 +506,7 @@ impl HeldStateOverflow {
         tracing::warn!(
             task = %label,
             write_backs = instance.held_write_backs(),
-            "the plugin holds more keyed state than it keeps in its instance (the Rust SDK keeps up to an eighth \
+            "the plugin holds more keyed state than it keeps in its instance (the Rust SDK keeps up to about half \
              of the operator's memory_limit_mb), so it writes keys back and reads them again as it goes, which \
              is several times slower over many keys; give the operator a larger memory_limit_mb (at most 4096)"
         );

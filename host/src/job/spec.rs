@@ -18,7 +18,7 @@
 //! inputs = ["tokenize"]      # sources, operators, or `uid.side-output`
 //! key_by = true              # partition inputs by event key
 //! broadcast = ["rules"]      # inputs every subtask receives in full
-//! memory_limit_mb = 256
+//! memory_limit_mb = 512
 //! call_timeout_ms = 10000     # 0: no deadline (a trusted plugin)
 //! timer_limit = 1000000      # pending timers per subtask; 0: no bound
 //! config = { lowercase = true }

@@ -43,7 +43,7 @@ pub struct Limits {
 }
 
 impl Limits {
-    pub const DEFAULT_MEMORY_MB: u64 = 256;
+    pub const DEFAULT_MEMORY_MB: u64 = 512;
     pub const DEFAULT_CALL_TIMEOUT_MS: u64 = 10_000;
     /// One pending timer for each of a million keys: 100–200 MB of host
     /// memory with short keys.

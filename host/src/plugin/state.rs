@@ -296,7 +296,7 @@ pub struct KeyedStateView<'a> {
     pub flushing: bool,
     /// Counts `set-keyed` calls that store values of a state without a
     /// time-to-live outside `flush`: an instance writing back held state
-    /// because it holds more than its bound (the Rust SDK's, an eighth of
+    /// because it holds more than its bound (the Rust SDK's, about half of
     /// `memory_limit_mb`), to read it again when next used. (Deletes — a
     /// fired window's — and expiring states, written back after every
     /// call, do not count.)
