@@ -19,6 +19,7 @@ pub mod dirs;
 pub mod host;
 pub mod job;
 pub mod plugin;
+pub(crate) mod prefetch;
 pub mod savepoint;
 pub mod state;
 

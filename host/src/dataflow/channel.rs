@@ -12,11 +12,11 @@ use super::inbox::{Inbox, InboxSender, POLL_INTERVAL};
 use super::sink::SinkWriter;
 use super::snapshot::TaskCheckpoint;
 use super::task::{TaskError, TaskMetrics};
-use super::key_numbering::PREFETCH_AHEAD;
 use super::{BATCH_SIZE, KeyNumbering, RecordBatch};
 use crate::job::Partitioning;
 use super::operator::{Emitted, OperatorLogic};
 use crate::plugin::{CallError, InputKind};
+use crate::prefetch::PREFETCH_AHEAD;
 use crate::state::{key_group_of_hash, key_hash, subtask_for_key_group};
 
 pub enum Message {

@@ -31,11 +31,7 @@
 //! prefetches cost ~12 instructions an event for no time measured.)
 
 use super::RecordBatch;
-
-/// How many events ahead of the one being numbered a loop prefetches the
-/// entry of (see [`KeyNumbering::prefetch`]): enough events' work to
-/// cover a load from the last-level cache.
-pub const PREFETCH_AHEAD: usize = 8;
+use crate::prefetch::prefetch;
 
 /// A key of this many bytes or fewer is held in its entry as a word.
 const INLINE_KEY: usize = 7;
@@ -175,19 +171,6 @@ fn home(hash: u64, mask: usize) -> usize {
     (hash >> 32) as usize & mask
 }
 
-/// Starts loading the cache line of `value`.
-#[inline(always)]
-fn prefetch<T>(value: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch only hints at a load: it has no effect the
-    // program can observe, and `value` is a valid reference besides.
-    unsafe {
-        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(value).cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = value;
-}
 
 /// Event `i`'s key as a word — its bytes, then its length in the top byte
 /// — if it has at most [`INLINE_KEY`] bytes; else [`LONG_KEY`] and the low

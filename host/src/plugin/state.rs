@@ -20,6 +20,7 @@ use super::bindings::InputBatch;
 use super::bindings::weir::operator::state::{Host, HostMapState, HostValueState, MapPage, SlotValues, TimeToLive};
 use super::bindings::weir::operator::types::StateError;
 use crate::dataflow::KeyNumbered;
+use crate::prefetch::PREFETCH_AHEAD;
 use crate::state::{
     HashedKey, KeyGroupRange, KeyedStateBackend, MAP_PREFIX, StateError as BackendError, StateId, StateRegistry, expiry_after,
     map_entry_key, now_ms, split_expiry, with_expiry,
@@ -419,7 +420,10 @@ impl HostValueState for KeyedStateView<'_> {
         check_slots(slots.iter().copied(), keys)?;
         let (now, mut buffer) = (now_ms(), Vec::new());
         let mut values = empty_values(slots.len());
-        for &slot in &slots {
+        for (i, &slot) in slots.iter().enumerate() {
+            if let Some(&ahead) = slots.get(i + PREFETCH_AHEAD) {
+                self.backend.prefetch(open.state, keys.get(ahead as usize));
+            }
             let read = open.read(self.backend, keys.get(slot as usize), now, &mut values, &mut buffer);
             record_failure(self.failure, read)?;
         }
@@ -436,9 +440,13 @@ impl HostValueState for KeyedStateView<'_> {
         let open = self.handle(&resource);
         let n = self.check_keyed_write(&keys, &key_offsets, &values)?;
         self.count_held_write_back(open, n, &values);
+        let key_at = |i: usize| &keys[key_offsets[i] as usize..key_offsets[i + 1] as usize];
         let (now, mut buffer) = (now_ms(), Vec::new());
         for i in 0..n {
-            let key = self.owned_key(i, &keys[key_offsets[i] as usize..key_offsets[i + 1] as usize])?;
+            if i + PREFETCH_AHEAD < n {
+                self.backend.prefetch(open.state, HashedKey::new(key_at(i + PREFETCH_AHEAD), self.owned.1));
+            }
+            let key = self.owned_key(i, key_at(i))?;
             let written = open.write(self.backend, key, value_at(&values, i), now, &mut buffer);
             record_failure(self.failure, written)?;
         }
@@ -481,8 +489,11 @@ impl HostMapState for KeyedStateView<'_> {
         let entries = EntryKeys::new(keys, &slots, &sub_keys, &sub_key_offsets)?;
         let (now, mut buffer) = (now_ms(), Vec::new());
         let mut values = empty_values(slots.len());
-        let mut composite = Vec::new();
+        let (mut composite, mut ahead) = (Vec::new(), Vec::new());
         for i in 0..slots.len() {
+            if i + PREFETCH_AHEAD < slots.len() {
+                self.backend.prefetch(open.state, entries.composite(i + PREFETCH_AHEAD, &mut ahead));
+            }
             let read = open.read(self.backend, entries.composite(i, &mut composite), now, &mut values, &mut buffer);
             record_failure(self.failure, read)?;
         }
@@ -522,11 +533,16 @@ impl HostMapState for KeyedStateView<'_> {
         let n = self.check_keyed_write(&keys, &key_offsets, &values)?;
         check_entries(n, &sub_key_offsets, &sub_keys, "sub-key")?;
         self.count_held_write_back(open, n, &values);
-        let (now, mut buffer, mut composite) = (now_ms(), Vec::new(), Vec::new());
+        let key_at = |i: usize| &keys[key_offsets[i] as usize..key_offsets[i + 1] as usize];
+        let sub_key_at = |i: usize| &sub_keys[sub_key_offsets[i] as usize..sub_key_offsets[i + 1] as usize];
+        let (now, mut buffer, mut composite, mut ahead) = (now_ms(), Vec::new(), Vec::new(), Vec::new());
         for i in 0..n {
-            let key = self.owned_key(i, &keys[key_offsets[i] as usize..key_offsets[i + 1] as usize])?;
-            let sub_key = &sub_keys[sub_key_offsets[i] as usize..sub_key_offsets[i + 1] as usize];
-            let entry = map_entry_key(key, sub_key, &mut composite);
+            if i + PREFETCH_AHEAD < n {
+                let later = HashedKey::new(key_at(i + PREFETCH_AHEAD), self.owned.1);
+                self.backend.prefetch(open.state, map_entry_key(later, sub_key_at(i + PREFETCH_AHEAD), &mut ahead));
+            }
+            let key = self.owned_key(i, key_at(i))?;
+            let entry = map_entry_key(key, sub_key_at(i), &mut composite);
             let written = open.write(self.backend, entry, value_at(&values, i), now, &mut buffer);
             record_failure(self.failure, written)?;
         }

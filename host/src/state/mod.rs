@@ -285,6 +285,13 @@ pub trait KeyedStateBackend: Send {
     fn put(&mut self, state: StateId, key: HashedKey<'_>, value: &[u8]) -> Result<(), StateError>;
     /// Removes the value of `state` for `key`.
     fn delete(&mut self, state: StateId, key: HashedKey<'_>) -> Result<(), StateError>;
+    /// Starts loading, without waiting, what a lookup of `key` in `state`
+    /// reads first: a caller about to look up many keys hints a few
+    /// ([`PREFETCH_AHEAD`]) ahead, so that their cache misses overlap. Only
+    /// a hint; by default nothing.
+    ///
+    /// [`PREFETCH_AHEAD`]: crate::prefetch::PREFETCH_AHEAD
+    fn prefetch(&self, _state: StateId, _key: HashedKey<'_>) {}
     /// One key's entries of map state `state` (stored as
     /// [`map_keys`] lays them out), in byte order of their sub-keys: those
     /// whose sub-key sorts after `after` (all when `None`), at most
