@@ -77,6 +77,8 @@ pub(crate) struct ValueStore<T> {
     /// may have a value). A key not held and not among them has no value,
     /// and is not asked for.
     forgotten: Option<ForgottenKeys>,
+    /// What `forgotten` spared lately.
+    filter_use: FilterUse,
     /// What the values own on the heap.
     heap: HeapEstimate,
     /// Whether values are held for one call only (the state expires: the
@@ -86,8 +88,8 @@ pub(crate) struct ValueStore<T> {
 
 impl<T: Serialize + DeserializeOwned> ValueStore<T> {
     /// A store of the state `name`, on an instance whose resident state may
-    /// hold `resident_bytes`; an eighth of that is the most its record of
-    /// forgotten keys takes (4 MiB by default, ~10 bits a key for 3
+    /// hold `resident_bytes`; a 32nd of that is the most its record of
+    /// forgotten keys takes (7.5 MiB by default: 20 bits a key for 3
     /// million).
     ///
     /// `per_call`: values are written back and forgotten at the end of
@@ -101,7 +103,8 @@ impl<T: Serialize + DeserializeOwned> ValueStore<T> {
             touched: false,
             clock: CallClock::default(),
             // Every key a per-call store forgets may have a value.
-            forgotten: (start == HostStart::Empty && !per_call).then(|| ForgottenKeys::new(resident_bytes / 8)),
+            forgotten: (start == HostStart::Empty && !per_call).then(|| ForgottenKeys::new(resident_bytes / 32)),
+            filter_use: FilterUse::default(),
             heap: HeapEstimate::for_values_of(size_of::<T>()),
             per_call,
         }
@@ -168,6 +171,9 @@ impl<T: Serialize + DeserializeOwned> ValueStore<T> {
         // On empty state, only keys forgotten while the host held them may.
         let may_be_stored = |entry| self.forgotten.as_ref().is_none_or(|forgotten| forgotten.may_contain(self.held.key(entry)));
         let (slots, entries): (Vec<u32>, Vec<u32>) = missing.iter().copied().filter(|&(_, entry)| may_be_stored(entry)).unzip();
+        if self.forgotten.is_some() && self.filter_use.spares_too_little(missing.len(), missing.len() - slots.len()) {
+            self.forgotten = None;
+        }
         if slots.is_empty() {
             return Ok(());
         }
@@ -190,6 +196,37 @@ impl<T: Serialize + DeserializeOwned> ValueStore<T> {
 
     fn decode(&self, bytes: &[u8]) -> Result<T, String> {
         decode_stored("value state", &self.name, bytes)
+    }
+}
+
+/// What a record of forgotten keys spared lately: of the keys not held
+/// that it was asked about, how many it knew were never stored (and were
+/// not read from the host). Once keys cycle through more than the store
+/// holds, nearly every key not held was forgotten: the record spares no
+/// read, yet costs a load from memory for every key asked about and every
+/// key forgotten. Then the store drops it.
+#[derive(Debug, Default)]
+struct FilterUse {
+    asked: usize,
+    spared: usize,
+}
+
+impl FilterUse {
+    /// Keys asked about between judgements.
+    const ROUND: usize = if cfg!(test) { 64 } else { 1 << 16 };
+
+    /// Counts `asked` keys of which `spared` were not read; at the end of a
+    /// round, whether the record spared too few of them (under one in 32)
+    /// to keep.
+    fn spares_too_little(&mut self, asked: usize, spared: usize) -> bool {
+        self.asked += asked;
+        self.spared += spared;
+        if self.asked < Self::ROUND {
+            return false;
+        }
+        let too_few = self.spared < self.asked / 32;
+        *self = FilterUse::default();
+        too_few
     }
 }
 
@@ -526,6 +563,37 @@ mod tests {
         assert_eq!(host.borrow().reads[0].len(), 20, "only those: {:?}", host.borrow().reads);
     }
 
+    /// Keys cycling through more than a store holds were all forgotten
+    /// once: its record of forgotten keys then spares no read, and goes;
+    /// counting goes on exactly from the host's values. A record that
+    /// spares reads — of keys never seen before — stays.
+    #[test]
+    fn a_record_of_forgotten_keys_that_spares_no_read_is_dropped() {
+        let host = Rc::new(RefCell::new(Host::default()));
+        let mut store = ValueStore::new("count", Box::new(Raw(host.clone())), HostStart::Empty, crate::state::RESIDENT_BYTES, false);
+        let names: Vec<String> = (0..30).map(|k| k.to_string()).collect();
+        let keys: Vec<&str> = names.iter().map(String::as_str).collect();
+        for round in 1..=10 {
+            for call in keys.chunks(10) {
+                assert_eq!(count(&mut store, &Call::new(&host, call)).unwrap(), [round; 10], "round {round}");
+                store.write_back().unwrap();
+                store.evict_cold(10);
+            }
+        }
+        assert!(store.forgotten.is_none(), "every key it was asked about was forgotten");
+
+        let mut store = ValueStore::new("count", Box::new(Raw(host.clone())), HostStart::Empty, crate::state::RESIDENT_BYTES, false);
+        let reads = host.borrow().reads.len();
+        let names: Vec<String> = (0..300).map(|k| format!("new{k}")).collect();
+        for call in names.chunks(10) {
+            count(&mut store, &Call::new(&host, &call.iter().map(String::as_str).collect::<Vec<_>>())).unwrap();
+            store.write_back().unwrap();
+            store.evict_cold(10);
+        }
+        assert!(store.forgotten.is_some(), "new keys are known absent");
+        assert_eq!(host.borrow().reads.len(), reads, "and not read");
+    }
+
     struct KeyedCount {
         count: crate::ValueState<u64>,
     }
@@ -548,7 +616,8 @@ mod tests {
     #[test]
     fn a_record_of_forgotten_keys_over_the_share_is_dropped() {
         let host = Rc::new(RefCell::new(Host::default()));
-        let mut store = ValueStore::new("count", Box::new(Raw(host.clone())), HostStart::Empty, 64 << 10, false);
+        // Its record: 8 KiB, a 32nd of 256.
+        let mut store = ValueStore::new("count", Box::new(Raw(host.clone())), HostStart::Empty, 256 << 10, false);
         let names: Vec<String> = (0..30).map(|k| k.to_string()).collect();
         let keys: Vec<&str> = names.iter().map(String::as_str).collect();
         for call in keys.chunks(10) {
