@@ -507,14 +507,20 @@ impl CallClock {
     /// The age from which entries go so that at most `keep` of those with
     /// `stamps` stay — the youngest; `None` if all may stay.
     pub fn eviction_age(self, stamps: impl Iterator<Item = u32>, keep: usize) -> Option<u32> {
-        let mut ages: Vec<u32> = stamps.map(|stamp| self.age(stamp)).collect();
-        if ages.len() <= keep {
-            return None;
-        }
-        // Entries as young as the first one that may not stay go with it.
-        let (_, &mut first_evicted, _) = ages.select_nth_unstable(keep);
-        Some(first_evicted)
+        lowest_ranks_cutoff(stamps.map(|stamp| self.age(stamp)), keep)
     }
+}
+
+/// The rank from which entries go so that at most `keep` of those ranked
+/// `ranks` stay — those ranked lowest; `None` if all may stay.
+pub(crate) fn lowest_ranks_cutoff(ranks: impl Iterator<Item = u32>, keep: usize) -> Option<u32> {
+    let mut ranks: Vec<u32> = ranks.collect();
+    if ranks.len() <= keep {
+        return None;
+    }
+    // Entries ranked as the first one that may not stay go with it.
+    let (_, &mut first_evicted, _) = ranks.select_nth_unstable(keep);
+    Some(first_evicted)
 }
 
 /// The states of one operator instance: resident states, and map-state

@@ -25,7 +25,7 @@ use weir_key_slab::{KeySlab, ResolveError};
 use crate::Error;
 use crate::context::CallKeys;
 use crate::forgotten_keys::ForgottenKeys;
-use crate::state::{CallClock, EncodedSizes, HeapEstimate, HostStart, KeyedColumns, RawValueState, Resident, decode_stored};
+use crate::state::{CallClock, EncodedSizes, HeapEstimate, HostStart, KeyedColumns, RawValueState, Resident, decode_stored, lowest_ranks_cutoff};
 
 /// One key's value as held.
 pub(crate) struct HeldValue<T> {
@@ -79,6 +79,8 @@ pub(crate) struct ValueStore<T> {
     forgotten: Option<ForgottenKeys>,
     /// What `forgotten` spared lately.
     filter_use: FilterUse,
+    /// The keys not held when asked for since the last eviction.
+    misses: Misses,
     /// What the values own on the heap.
     heap: HeapEstimate,
     /// Whether values are held for one call only (the state expires: the
@@ -105,6 +107,7 @@ impl<T: Serialize + DeserializeOwned> ValueStore<T> {
             // Every key a per-call store forgets may have a value.
             forgotten: (start == HostStart::Empty && !per_call).then(|| ForgottenKeys::new(resident_bytes / 32)),
             filter_use: FilterUse::default(),
+            misses: Misses::default(),
             heap: HeapEstimate::for_values_of(size_of::<T>()),
             per_call,
         }
@@ -179,6 +182,7 @@ impl<T: Serialize + DeserializeOwned> ValueStore<T> {
         }
         let values = self.raw.get_many(&slots)?;
         values.check_answer(slots.len(), format_args!("state `{}`", self.name))?;
+        self.misses.count(missing.len(), (0..slots.len()).filter(|&i| values.value(i).is_some()).count());
         for (i, &entry) in entries.iter().enumerate() {
             if let Some(bytes) = values.value(i) {
                 let value = self.decode(bytes).map(Some);
@@ -227,6 +231,30 @@ impl FilterUse {
         let too_few = self.spared < self.asked / 32;
         *self = FilterUse::default();
         too_few
+    }
+}
+
+/// The keys a store did not hold when asked for since its last eviction,
+/// and how many of those the host had a value for: keys it wrote and
+/// forgot, or a restored state's.
+#[derive(Debug, Default)]
+struct Misses {
+    missed: usize,
+    returned: usize,
+}
+
+impl Misses {
+    fn count(&mut self, missed: usize, returned: usize) {
+        self.missed += missed;
+        self.returned += returned;
+    }
+
+    /// Whether nearly every key missed had been stored (seven in eight):
+    /// keys cycling through more than the store holds, each forgotten
+    /// before it comes round again — not new keys coming, nor a few old
+    /// ones among those held.
+    fn keys_cycle(&self) -> bool {
+        self.missed > 0 && self.returned * 8 >= self.missed * 7
     }
 }
 
@@ -311,10 +339,20 @@ impl<T: Serialize + DeserializeOwned> Resident for ValueStore<T> {
         self.clock.tick();
     }
 
+    /// Forgets all but the `keep` entries used most recently — unless keys
+    /// cycle through more than the store holds ([`Misses::keys_cycle`]):
+    /// then the entries used most recently are those asked for last, and
+    /// keeping them, the store would hold nothing it is asked for next
+    /// (a simulation of keys cycling through 1.8 times the room: no key
+    /// found held). Then it keeps three quarters, those used least
+    /// recently: the next to come round (there: 36 % found held).
     fn evict_cold(&mut self, keep: usize) {
-        let Some(cold) = self.clock.eviction_age(self.held.iter().map(|(_, held)| held.used), keep) else { return };
+        let cycling = !self.per_call && std::mem::take(&mut self.misses).keys_cycle();
         let clock = self.clock;
-        let stays = |held: &HeldValue<T>| held.changed || clock.age(held.used) < cold;
+        let rank = |held: &HeldValue<T>| if cycling { u32::MAX - clock.age(held.used) } else { clock.age(held.used) };
+        let keep = if cycling { self.held.len() * 3 / 4 } else { keep };
+        let Some(cold) = lowest_ranks_cutoff(self.held.iter().map(|(_, held)| rank(held)), keep) else { return };
+        let stays = |held: &HeldValue<T>| held.changed || rank(held) < cold;
         if let Some(forgotten) = &mut self.forgotten {
             // Those the host holds a value of (all are written back).
             let gone = self.held.iter().filter(|(_, held)| !stays(held) && !matches!(held.value, Ok(None)));
@@ -539,6 +577,32 @@ mod tests {
         assert_eq!(host.borrow().reads.len(), reads, "the young keys were held");
         assert_eq!(count(&mut store, &call(&[&names[1]])).unwrap(), [2; 10]);
         assert_eq!(host.borrow().reads.len(), reads + 1, "the cold keys were read again");
+    }
+
+    /// Keys cycling through more than the store holds: it keeps those used
+    /// least recently, the next to come round, so that a round finds some
+    /// held — keeping those used last, it would find none. Counts stay
+    /// exact.
+    #[test]
+    fn keys_cycling_through_more_than_the_store_holds_are_partly_found_held() {
+        let host = Rc::new(RefCell::new(Host::default()));
+        let mut store = store(&host);
+        let names: Vec<String> = (0..40).map(|k| k.to_string()).collect();
+        let keys: Vec<&str> = names.iter().map(String::as_str).collect();
+        let mut asked_for = Vec::new();
+        for round in 1..=6 {
+            let read_before: usize = host.borrow().reads.iter().map(Vec::len).sum();
+            for call in keys.chunks(5) {
+                assert_eq!(count(&mut store, &Call::new(&host, call)).unwrap(), [round; 5], "round {round}");
+                // Room for 24 keys, halved past it as `shrink` does.
+                if store.len() > 24 {
+                    store.write_back().unwrap();
+                    store.evict_cold(store.len() / 2);
+                }
+            }
+            asked_for.push(host.borrow().reads.iter().map(Vec::len).sum::<usize>() - read_before);
+        }
+        assert!(asked_for[2..].iter().all(|&asked| asked <= 30), "of 40 keys a round, 10 and more found held: {asked_for:?}");
     }
 
     /// On empty state a store reads nothing from the host — until it
