@@ -33,7 +33,8 @@
 //! then kept in the instance's memory from batch to batch; what changed is
 //! written back when the host calls `flush` — before every checkpoint or
 //! savepoint — or when the state held grows past the instance's bound
-//! (least recently used first). So state access costs no boundary crossing
+//! (least recently used first, unless keys cycle through more than it
+//! holds). So state access costs no boundary crossing
 //! per event, and every change is in the host's state before a snapshot.
 //! A state with a time-to-live ([`Ttl`], `with_ttl`) is the exception: the
 //! host judges expiry, so its values are read and written once a call.

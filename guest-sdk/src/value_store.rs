@@ -11,7 +11,9 @@
 //! Changed values go back by key (`set-keyed`) when the host calls `flush`
 //! before a snapshot, or when the instance holds too much
 //! ([`crate::state::RESIDENT_BYTES`]) — the keys used least recently are
-//! forgotten then, and read again when next used. What reaches the host is
+//! forgotten then, and read again when next used (or, when keys cycle
+//! through more than the store holds, a quarter used most recently: see
+//! [`ValueStore::evict_cold`]). What reaches the host is
 //! the JSON the per-batch cache wrote: a snapshot cannot tell the two apart.
 //!
 //! On empty state (`weir.state = empty`) a key the store has not written
