@@ -107,6 +107,28 @@ fn sigkill_at_random_moments_loses_and_duplicates_nothing_rocksdb() {
     chaos("rocksdb", "");
 }
 
+/// Keys cycling through more than the operator's instance holds (a Rust
+/// SDK bound of 2 MiB, ~14 000 counts, for 40 000 keys per subtask) are
+/// written back, forgotten and read again all the time — by the SDK's
+/// eviction for keys that cycle, which keeps those used least recently —
+/// and still count exactly once through SIGKILLs. (The last run logs the
+/// warning of such an operator: ten write-backs and more.)
+#[test]
+fn sigkill_with_more_keys_than_the_instance_holds_loses_and_duplicates_nothing() {
+    let dir = JobDir::new();
+    let job = count_job(&dir, "memory", &plugin("word-count"), "", "");
+    let text = std::fs::read_to_string(&job).unwrap();
+    let many = text
+        .replace("events = 60000\nkeys = 600\nrate = 8000", "events = 960000\nkeys = 80000\nrate = 120000")
+        .replace("key_by = true\n", "key_by = true\nmemory_limit_mb = 16\n");
+    assert_eq!(many.matches("80000").count() + many.matches("memory_limit_mb").count(), 2, "{many}");
+    std::fs::write(&job, many).unwrap();
+    let stderr = run_with_kills(&job, 3);
+    assert!(stderr.contains("resumed from checkpoint"), "the last run resumes: {stderr}");
+    assert_exact_counts(&committed(&dir.path("out")), 960_000, 80_000);
+    assert!(stderr.contains("give the operator a larger memory_limit_mb"), "the keys outgrew the instance: {stderr}");
+}
+
 /// RocksDB at its smallest budgets: no block cache, no write-back layer
 /// (every batch's writes reach the database), 1 MiB memtables (flushed to
 /// files often, between and during checkpoints).
