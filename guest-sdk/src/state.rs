@@ -308,7 +308,7 @@ fn state_error(message: &'static str) -> Error {
 /// [`resident_bytes_of`] the memory limit the host passes as
 /// `weir.memory-limit-mb` ([`Config::resident_bytes`]). This is the bound
 /// when the host does not say: that of its default limit of 512 MiB,
-/// 240 MiB — about 1.7 million counts, or 7 million windows of a numeric
+/// 240 MiB — about 1.7 million counts, or 6 million windows of a numeric
 /// sum over few keys. (Small in the SDK's own tests, so that they cross it
 /// quickly.)
 ///
