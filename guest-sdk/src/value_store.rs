@@ -179,19 +179,26 @@ impl<T: Serialize + DeserializeOwned> ValueStore<T> {
         if self.forgotten.is_some() && self.filter_use.spares_too_little(missing.len(), missing.len() - slots.len()) {
             self.forgotten = None;
         }
-        if slots.is_empty() {
-            return Ok(());
-        }
-        let values = self.raw.get_many(&slots)?;
+        let returned = if slots.is_empty() { 0 } else { self.read(&slots, &entries)? };
+        // Keys known absent, not read, count as missed all the same.
+        self.misses.count(missing.len(), returned);
+        Ok(())
+    }
+
+    /// Reads the values of `slots` from the host into their (new, empty)
+    /// `entries`; returns how many the host had.
+    fn read(&mut self, slots: &[u32], entries: &[u32]) -> Result<usize, Error> {
+        let values = self.raw.get_many(slots)?;
         values.check_answer(slots.len(), format_args!("state `{}`", self.name))?;
-        self.misses.count(missing.len(), (0..slots.len()).filter(|&i| values.value(i).is_some()).count());
+        let mut stored = 0;
         for (i, &entry) in entries.iter().enumerate() {
             if let Some(bytes) = values.value(i) {
+                stored += 1;
                 let value = self.decode(bytes).map(Some);
                 self.held.get_mut(entry).value = value;
             }
         }
-        Ok(())
+        Ok(stored)
     }
 
     /// Encodes `value` of the state `name` as the host holds it.
@@ -627,6 +634,29 @@ mod tests {
         assert_eq!(count(&mut store, &Call::new(&host, &keys)).unwrap(), [2; 30]);
         assert_eq!(host.borrow().reads.len(), 1, "the evicted keys are read again");
         assert_eq!(host.borrow().reads[0].len(), 20, "only those: {:?}", host.borrow().reads);
+    }
+
+    /// New keys a store knows absent count as missed too: after eight of
+    /// them, one forgotten key coming back is not keys cycling, and the
+    /// eviction keeps the keys used last.
+    #[test]
+    fn new_keys_known_absent_count_against_keys_cycling() {
+        let host = Rc::new(RefCell::new(Host::default()));
+        let mut store = ValueStore::new("count", Box::new(Raw(host.clone())), HostStart::Empty, crate::state::RESIDENT_BYTES, false);
+        count(&mut store, &Call::new(&host, &["back"])).unwrap();
+        store.write_back().unwrap();
+        store.evict_cold(0);
+        let new: Vec<String> = (1..=8).map(|k| format!("new{k}")).collect();
+        for key in &new {
+            count(&mut store, &Call::new(&host, &[key.as_str()])).unwrap();
+        }
+        assert!(host.borrow().reads.is_empty(), "new keys are not read");
+        assert_eq!(count(&mut store, &Call::new(&host, &["back"])).unwrap(), [2]);
+        store.write_back().unwrap();
+        store.evict_cold(4);
+        let reads = host.borrow().reads.len();
+        count(&mut store, &Call::new(&host, &["new8"])).unwrap();
+        assert_eq!(host.borrow().reads.len(), reads, "the key used just before is held");
     }
 
     /// Keys cycling through more than a store holds were all forgotten
