@@ -20,10 +20,10 @@ use super::bindings::InputBatch;
 use super::bindings::weir::operator::state::{Host, HostMapState, HostValueState, MapPage, SlotValues, TimeToLive};
 use super::bindings::weir::operator::types::StateError;
 use crate::dataflow::KeyNumbered;
-use crate::prefetch::PREFETCH_AHEAD;
+use crate::prefetch::{Lookahead, PREFETCH_AHEAD};
 use crate::state::{
     HashedKey, KeyGroupRange, KeyedStateBackend, MAP_PREFIX, StateError as BackendError, StateId, StateRegistry, expiry_after,
-    map_entry_key, now_ms, split_expiry, with_expiry,
+    key_hash, map_entry_hash, map_entry_key, map_entry_key_hashed, now_ms, split_expiry, with_expiry,
 };
 
 /// The host's representation of a guest's `value-state` resource.
@@ -354,11 +354,12 @@ impl<'a> KeyedStateView<'a> {
         }
     }
 
-    /// Entry `i`'s key, hashed, if it is in this subtask's key groups: a
-    /// plugin writes by key only the keys the host handed it.
-    fn owned_key<'k>(&self, i: usize, key: &'k [u8]) -> Result<HashedKey<'k>, StateError> {
+    /// Entry `i`'s key, whose [`key_hash`] is `hash`, if it is in this
+    /// subtask's key groups: a plugin writes by key only the keys the host
+    /// handed it.
+    fn owned_key<'k>(&self, i: usize, key: &'k [u8], hash: u64) -> Result<HashedKey<'k>, StateError> {
         let (owned, max_parallelism) = self.owned;
-        let key = HashedKey::new(key, max_parallelism);
+        let key = HashedKey::with_hash(key, hash, max_parallelism);
         if owned.contains(&u32::from(key.group)) {
             Ok(key)
         } else {
@@ -422,7 +423,7 @@ impl HostValueState for KeyedStateView<'_> {
         let mut values = empty_values(slots.len());
         for (i, &slot) in slots.iter().enumerate() {
             if let Some(&ahead) = slots.get(i + PREFETCH_AHEAD) {
-                self.backend.prefetch(open.state, keys.get(ahead as usize));
+                self.backend.prefetch(open.state, keys.get(ahead as usize).hash);
             }
             let read = open.read(self.backend, keys.get(slot as usize), now, &mut values, &mut buffer);
             record_failure(self.failure, read)?;
@@ -441,12 +442,14 @@ impl HostValueState for KeyedStateView<'_> {
         let n = self.check_keyed_write(&keys, &key_offsets, &values)?;
         self.count_held_write_back(open, n, &values);
         let key_at = |i: usize| &keys[key_offsets[i] as usize..key_offsets[i + 1] as usize];
-        let (now, mut buffer) = (now_ms(), Vec::new());
+        let hash_of = |i: usize| key_hash(key_at(i));
+        let (now, mut buffer, mut hashes) = (now_ms(), Vec::new(), Lookahead::new(n, hash_of));
         for i in 0..n {
-            if i + PREFETCH_AHEAD < n {
-                self.backend.prefetch(open.state, HashedKey::new(key_at(i + PREFETCH_AHEAD), self.owned.1));
+            let (hash, later) = hashes.next(i, n, hash_of);
+            if let Some(later) = later {
+                self.backend.prefetch(open.state, later);
             }
-            let key = self.owned_key(i, key_at(i))?;
+            let key = self.owned_key(i, key_at(i), hash)?;
             let written = open.write(self.backend, key, value_at(&values, i), now, &mut buffer);
             record_failure(self.failure, written)?;
         }
@@ -489,12 +492,15 @@ impl HostMapState for KeyedStateView<'_> {
         let entries = EntryKeys::new(keys, &slots, &sub_keys, &sub_key_offsets)?;
         let (now, mut buffer) = (now_ms(), Vec::new());
         let mut values = empty_values(slots.len());
-        let (mut composite, mut ahead) = (Vec::new(), Vec::new());
-        for i in 0..slots.len() {
-            if i + PREFETCH_AHEAD < slots.len() {
-                self.backend.prefetch(open.state, entries.composite(i + PREFETCH_AHEAD, &mut ahead));
+        let (n, mut composite) = (slots.len(), Vec::new());
+        let hash_of = |i: usize| entries.composite_hash(i);
+        let mut hashes = Lookahead::new(n, hash_of);
+        for i in 0..n {
+            let (hash, later) = hashes.next(i, n, hash_of);
+            if let Some(later) = later {
+                self.backend.prefetch(open.state, later);
             }
-            let read = open.read(self.backend, entries.composite(i, &mut composite), now, &mut values, &mut buffer);
+            let read = open.read(self.backend, entries.composite_hashed(i, hash, &mut composite), now, &mut values, &mut buffer);
             record_failure(self.failure, read)?;
         }
         Ok(values)
@@ -535,14 +541,17 @@ impl HostMapState for KeyedStateView<'_> {
         self.count_held_write_back(open, n, &values);
         let key_at = |i: usize| &keys[key_offsets[i] as usize..key_offsets[i + 1] as usize];
         let sub_key_at = |i: usize| &sub_keys[sub_key_offsets[i] as usize..sub_key_offsets[i + 1] as usize];
-        let (now, mut buffer, mut composite, mut ahead) = (now_ms(), Vec::new(), Vec::new(), Vec::new());
+        // The key's hash places it in a key group, the entry's in the table.
+        let hashes_of = |i: usize| (key_hash(key_at(i)), map_entry_hash(key_at(i), sub_key_at(i)));
+        let (now, mut buffer, mut composite) = (now_ms(), Vec::new(), Vec::new());
+        let mut hashes = Lookahead::new(n, hashes_of);
         for i in 0..n {
-            if i + PREFETCH_AHEAD < n {
-                let later = HashedKey::new(key_at(i + PREFETCH_AHEAD), self.owned.1);
-                self.backend.prefetch(open.state, map_entry_key(later, sub_key_at(i + PREFETCH_AHEAD), &mut ahead));
+            let ((key_hash, entry_hash), later) = hashes.next(i, n, hashes_of);
+            if let Some((_, later)) = later {
+                self.backend.prefetch(open.state, later);
             }
-            let key = self.owned_key(i, key_at(i))?;
-            let entry = map_entry_key(key, sub_key_at(i), &mut composite);
+            let key = self.owned_key(i, key_at(i), key_hash)?;
+            let entry = map_entry_key_hashed(key, sub_key_at(i), entry_hash, &mut composite);
             let written = open.write(self.backend, entry, value_at(&values, i), now, &mut buffer);
             record_failure(self.failure, written)?;
         }
@@ -717,8 +726,21 @@ impl<'a> EntryKeys<'a> {
 
     /// Entry `i`'s storage key (see [`map_entry_key`]).
     fn composite<'b>(&self, i: usize, buffer: &'b mut Vec<u8>) -> HashedKey<'b> {
-        let key = self.keys.get(self.slots[i] as usize);
-        map_entry_key(key, &self.sub_keys[self.offsets[i] as usize..self.offsets[i + 1] as usize], buffer)
+        self.composite_hashed(i, self.composite_hash(i), buffer)
+    }
+
+    /// The hash of entry `i`'s storage key ([`map_entry_hash`]).
+    fn composite_hash(&self, i: usize) -> u64 {
+        map_entry_hash(self.keys.get(self.slots[i] as usize).key, self.sub_key(i))
+    }
+
+    /// Entry `i`'s storage key, whose hash [`Self::composite_hash`] gave.
+    fn composite_hashed<'b>(&self, i: usize, hash: u64, buffer: &'b mut Vec<u8>) -> HashedKey<'b> {
+        map_entry_key_hashed(self.keys.get(self.slots[i] as usize), self.sub_key(i), hash, buffer)
+    }
+
+    fn sub_key(&self, i: usize) -> &[u8] {
+        &self.sub_keys[self.offsets[i] as usize..self.offsets[i + 1] as usize]
     }
 }
 

@@ -29,7 +29,7 @@ use super::file::{FileRef, RecordReader, RecordWriter, read_verified};
 use super::map_index::MapIndexes;
 use super::map_keys::push_map_prefix;
 use super::memory_chain::{CHANGES_MAGIC, Chain};
-use super::{BackendKind, Entry, HashedKey, KeyedStateBackend, StateError, StateId, StateSize, StateSnapshot, expired};
+use super::{BackendKind, Entry, HashedKey, KeyedStateBackend, StateError, StateId, StateSize, StateSnapshot, expired, table_hash};
 use crate::prefetch::prefetch;
 
 /// The magic (and version) of a canonical keyed-state file.
@@ -299,9 +299,9 @@ impl KeyedStateBackend for MemoryBackend {
         Ok(table.find(key.table_hash(), |e| e.matches(&key)).map(Slot::value))
     }
 
-    fn prefetch(&self, state: StateId, key: HashedKey<'_>) {
+    fn prefetch(&self, state: StateId, hash: u64) {
         if let Some(table) = self.states.get(state.0 as usize) {
-            prefetch_probe(table, key.table_hash());
+            prefetch_probe(table, table_hash(hash));
         }
     }
 

@@ -40,7 +40,7 @@ pub use key_group::{
     DEFAULT_MAX_PARALLELISM, KeyGroupRange, MAX_PARALLELISM_RANGE, key_group_for, key_group_of_hash, key_group_range,
     key_hash, subtask_for_key_group,
 };
-pub use map_keys::{map_entry_key, split_map_entry};
+pub use map_keys::{map_entry_hash, map_entry_key, map_entry_key_hashed, split_map_entry};
 pub use memory::MemoryBackend;
 pub use rocksdb::RocksDbBackend;
 pub use rocksdb_memory::RocksDbMemory;
@@ -220,8 +220,14 @@ impl<'a> HashedKey<'a> {
     /// each other; the middle bits are free of the group.
     #[inline]
     pub fn table_hash(&self) -> u64 {
-        self.hash.rotate_left(32)
+        table_hash(self.hash)
     }
+}
+
+/// [`HashedKey::table_hash`] of a key whose hash is `hash`.
+#[inline]
+pub fn table_hash(hash: u64) -> u64 {
+    hash.rotate_left(32)
 }
 
 /// A keyed state's name as its operator's registry holds it (and
@@ -285,13 +291,13 @@ pub trait KeyedStateBackend: Send {
     fn put(&mut self, state: StateId, key: HashedKey<'_>, value: &[u8]) -> Result<(), StateError>;
     /// Removes the value of `state` for `key`.
     fn delete(&mut self, state: StateId, key: HashedKey<'_>) -> Result<(), StateError>;
-    /// Starts loading, without waiting, what a lookup of `key` in `state`
-    /// reads first: a caller about to look up many keys hints a few
-    /// ([`PREFETCH_AHEAD`]) ahead, so that their cache misses overlap. Only
-    /// a hint; by default nothing.
+    /// Starts loading, without waiting, what a lookup in `state` of a key
+    /// whose [`HashedKey::hash`] is `hash` reads first: a caller about to
+    /// look up many keys hints a few ([`PREFETCH_AHEAD`]) ahead, so that
+    /// their cache misses overlap. Only a hint; by default nothing.
     ///
     /// [`PREFETCH_AHEAD`]: crate::prefetch::PREFETCH_AHEAD
-    fn prefetch(&self, _state: StateId, _key: HashedKey<'_>) {}
+    fn prefetch(&self, _state: StateId, _hash: u64) {}
     /// One key's entries of map state `state` (stored as
     /// [`map_keys`] lays them out), in byte order of their sub-keys: those
     /// whose sub-key sorts after `after` (all when `None`), at most
