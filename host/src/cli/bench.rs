@@ -9,6 +9,7 @@ use anyhow::{Context as _, bail};
 use clap::ValueEnum;
 use weir::job::{self, NodeKind, Overrides};
 use weir::dataflow::{Role, TaskSummary};
+use weir::plugin::Limits;
 use weir::{PluginEngine, dataflow};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -68,6 +69,12 @@ pub struct BenchArgs {
     /// it, and reads and writes through the host what does not fit.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=4096))]
     pub memory_limit_mb: Option<u64>,
+    /// The operator's `timer_limit`, as in a job file: the most timers a
+    /// subtask may have pending (default 1000000; 0: no bound). The
+    /// window workload's unaligned sources leave a timer pending for each
+    /// window waiting, more than the default over long runs.
+    #[arg(long)]
+    pub timer_limit: Option<u64>,
     /// Where the built plugins are (default: examples/plugins, then the
     /// wasm32-wasip2 release directory of CARGO_TARGET_DIR or target/).
     #[arg(long)]
@@ -110,12 +117,21 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<()> {
         args.max_drift_ms.map(|ms| format!(", watermarks aligned to {ms} ms")).unwrap_or_default()
     );
     if matches!(args.workload, Workload::Window) && args.parallelism > 1 && args.max_drift_ms.is_none() {
+        let waiting = windows_waiting_per_subtask(args.events, keys, args.parallelism);
         eprintln!(
             "note: the window workload splits its events into {} contiguous ranges, so the later ones run far ahead in \
-             event time and their windows wait in state for the first; --max-drift-ms 1000 aligns the sources \
-             (the Flink harness does not)",
+             event time and their windows wait in state for the first (by the end about {waiting} per operator \
+             subtask, each with a timer); --max-drift-ms 1000 aligns the sources (the Flink harness does not)",
             args.parallelism
         );
+        let limit = args.timer_limit.unwrap_or(Limits::DEFAULT_TIMER_LIMIT as u64);
+        if limit != 0 && waiting > limit {
+            bail!(
+                "this run would leave about {waiting} timers pending in an operator subtask, past its timer_limit of \
+                 {limit}, and fail: align the sources (--max-drift-ms 1000), run fewer events, or lift the bound \
+                 (--timer-limit 0; the host then holds them all, and writes them into every checkpoint)"
+            );
+        }
     }
     // Compiled before the clock starts: a plugin's first run compiles it
     // (seconds); the job then finds it in the engine, as later runs do on disk.
@@ -214,6 +230,9 @@ fn job_file(args: &BenchArgs, plugin: &Path, checkpoint_dir: &Path) -> String {
     if let Some(mb) = args.memory_limit_mb {
         operator += &format!("memory_limit_mb = {mb}\n");
     }
+    if let Some(limit) = args.timer_limit {
+        operator += &format!("timer_limit = {limit}\n");
+    }
     let job = match args.workload {
         Workload::Count => count_job(plugin, args.events, keys(args), &operator),
         Workload::Window => window_job(plugin, args.events, keys(args), args.max_drift_ms, &operator),
@@ -283,6 +302,17 @@ strategy = "none"
     )
 }
 
+/// About how many windows wait, each with its timer, in one operator
+/// subtask by the end of the window workload over `parallelism` unaligned
+/// sources: all those of the ranges after the first (every 1 s window
+/// holds 10 000 events, so up to as many keys) until the first range's
+/// watermark reaches them, at its end; spread over the subtasks by key.
+fn windows_waiting_per_subtask(events: u64, keys: u64, parallelism: u32) -> u64 {
+    let parallelism = u64::from(parallelism);
+    let ahead = events / parallelism * (parallelism - 1);
+    ahead.div_ceil(10 * 1000) * keys.min(10 * 1000) / parallelism
+}
+
 /// One output per key per window: a window's events (10 000 when full)
 /// are consecutive, so they hold as many keys as events, up to `keys`.
 fn window_outputs(events: u64, keys: u64) -> u64 {
@@ -347,6 +377,25 @@ mod tests {
         assert_eq!(window_outputs(25_000, 1000), 1000 + 1000 + 1000);
         assert_eq!(window_outputs(25_000, 100_000), 25_000);
         assert_eq!(window_outputs(25_000, 7), 21);
+    }
+
+    /// A run whose unaligned windows would pass the operator's timer limit
+    /// is refused before it starts, with what to do; `--timer-limit`
+    /// reaches the job.
+    #[test]
+    fn unaligned_windows_past_the_timer_limit_are_refused_up_front() {
+        // 20 M events at P = 2: 1 000 windows ahead of 1 000 keys, half each.
+        assert_eq!(windows_waiting_per_subtask(20_000_000, 1000, 2), 500_000);
+        assert_eq!(windows_waiting_per_subtask(200_000_000, 1000, 2), 5_000_000);
+        let long = Command::parse_from(["bench", "window", "-p", "2", "--events", "200000000", "--native"]);
+        let refused = bench(&long.bench).expect_err("past the limit");
+        let message = format!("{refused:#}");
+        assert!(message.contains("timer_limit of 1000000") && message.contains("--timer-limit 0"), "{message}");
+        let lifted = Command::parse_from(["bench", "window", "-p", "2", "--timer-limit", "0"]).bench;
+        let text = job_file(&lifted, Path::new("native:window-sum"), Path::new("/tmp/c"));
+        let graph = job::parse(&text, Path::new(""), Overrides { parallelism: Some(2) }).expect("the benchmark job parses");
+        let job::NodeKind::Operator(operator) = &graph.nodes[1].kind else { panic!("the second node is the operator") };
+        assert_eq!(operator.limits.max_timers, usize::MAX);
     }
 
     #[test]
