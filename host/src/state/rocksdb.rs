@@ -30,7 +30,7 @@ use rocksdb::compaction_filter::Decision;
 use rocksdb::{BlockBasedOptions, Cache, DB, IteratorMode, Options, WriteBatch, WriteOptions};
 
 use super::file::{FileRef, read_verified, write_verified};
-use super::hot::{HotEntries, HotEntry};
+use super::hot::HotEntries;
 use super::map_keys::push_map_prefix;
 use super::rocksdb_memory::RocksDbMemory;
 use super::{
@@ -135,16 +135,19 @@ impl RocksDbBackend {
         }
         let mut keys = std::mem::take(&mut self.key);
         keys.clear();
-        let mut changes: Vec<(std::ops::Range<usize>, &HotEntry)> = Vec::new();
-        for (state, entry) in self.hot.changes() {
+        let (mut changes, mut value_bytes) = (Vec::new(), 0);
+        for change in self.hot.changes() {
             let start = keys.len();
-            encode_key_onto(&mut keys, entry.group, state, &entry.key);
-            changes.push((start..keys.len(), entry));
+            encode_key_onto(&mut keys, change.group, change.state, change.key);
+            value_bytes += change.value.map_or(0, <[u8]>::len);
+            changes.push((start..keys.len(), change.value));
         }
         changes.sort_unstable_by(|(a, _), (b, _)| keys[a.clone()].cmp(&keys[b.clone()]));
-        let mut batch = WriteBatch::default();
-        for (key, entry) in &changes {
-            match &entry.value {
+        // Room for it all at once (each record adds a tag and two lengths):
+        // grown as it fills, the batch was copied again at every doubling.
+        let mut batch = WriteBatch::with_capacity_bytes(keys.len() + value_bytes + 12 * changes.len() + 12);
+        for (key, value) in &changes {
+            match value {
                 Some(value) => batch.put(&keys[key.clone()], value),
                 None => batch.delete(&keys[key.clone()]),
             }
@@ -272,10 +275,11 @@ fn file_name(file: &FileRef) -> &str {
 impl KeyedStateBackend for RocksDbBackend {
     fn get(&mut self, state: StateId, key: HashedKey<'_>) -> Result<Option<&[u8]>, StateError> {
         if self.hot.get(state, &key).is_none() {
-            self.encode_key(state, &key);
-            let stored = self.db.get(&self.key)?;
+            // Room first: writing the layer out uses the key buffer.
             self.make_room()?;
-            self.hot.remember(state, &key, stored);
+            self.encode_key(state, &key);
+            let stored = self.db.get_pinned(&self.key)?;
+            self.hot.remember(state, &key, stored.as_deref());
         }
         Ok(self.hot.get(state, &key).flatten())
     }
