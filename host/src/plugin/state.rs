@@ -546,11 +546,11 @@ impl HostMapState for KeyedStateView<'_> {
         let (now, mut buffer, mut composite) = (now_ms(), Vec::new(), Vec::new());
         let mut hashes = Lookahead::new(n, hashes_of);
         for i in 0..n {
-            let ((key_hash, entry_hash), later) = hashes.next(i, n, hashes_of);
+            let ((group_hash, entry_hash), later) = hashes.next(i, n, hashes_of);
             if let Some((_, later)) = later {
                 self.backend.prefetch(open.state, later);
             }
-            let key = self.owned_key(i, key_at(i), key_hash)?;
+            let key = self.owned_key(i, key_at(i), group_hash)?;
             let entry = map_entry_key_hashed(key, sub_key_at(i), entry_hash, &mut composite);
             let written = open.write(self.backend, entry, value_at(&values, i), now, &mut buffer);
             record_failure(self.failure, written)?;
