@@ -261,7 +261,8 @@ fn count_job(plugin: &Path, events: u64, keys: u64, operator: &str) -> String {
 /// i / 10 ms, watermarks 100 ms behind; per key, sums over 1 s tumbling
 /// windows.
 fn window_job(plugin: &Path, events: u64, keys: u64, max_drift_ms: Option<u64>, operator: &str) -> String {
-    let mut generator = format!("events = {events}\nkeys = {keys}\nevents_per_ms = 10\nout_of_orderness_ms = 100");
+    let mut generator =
+        format!("events = {events}\nkeys = {keys}\nevents_per_ms = {WINDOW_EVENTS_PER_MS}\nout_of_orderness_ms = 100");
     if let Some(drift) = max_drift_ms {
         generator += &format!("\nwatermark_alignment = {{ max_drift_ms = {drift} }}");
     }
@@ -302,6 +303,11 @@ strategy = "none"
     )
 }
 
+/// The window workload's event time: 10 events a millisecond, so that a
+/// 1 s window holds 10 000 events.
+const WINDOW_EVENTS_PER_MS: u64 = 10;
+const EVENTS_PER_WINDOW: u64 = WINDOW_EVENTS_PER_MS * 1000;
+
 /// About how many windows wait, each with its timer, in one operator
 /// subtask by the end of the window workload over `parallelism` unaligned
 /// sources: all those of the ranges after the first (every 1 s window
@@ -310,13 +316,13 @@ strategy = "none"
 fn windows_waiting_per_subtask(events: u64, keys: u64, parallelism: u32) -> u64 {
     let parallelism = u64::from(parallelism);
     let ahead = events / parallelism * (parallelism - 1);
-    ahead.div_ceil(10 * 1000) * keys.min(10 * 1000) / parallelism
+    ahead.div_ceil(EVENTS_PER_WINDOW) * keys.min(EVENTS_PER_WINDOW) / parallelism
 }
 
 /// One output per key per window: a window's events (10 000 when full)
 /// are consecutive, so they hold as many keys as events, up to `keys`.
 fn window_outputs(events: u64, keys: u64) -> u64 {
-    let per_window = 10 * 1000;
+    let per_window = EVENTS_PER_WINDOW;
     (0..events.div_ceil(per_window)).map(|w| (events - w * per_window).min(per_window).min(keys)).sum()
 }
 
