@@ -56,7 +56,8 @@ class WordCountTest(unittest.TestCase):
         self.assertEqual(h.raw_state("count", "a"), b"3")  # what the Rust ValueState<u64> stores
         self.assertEqual(h.state("count", "b"), 1)
         self.assertIsNone(h.state("count", "c"))
-        self.assertEqual(h.value_fetches, 2, "one get-all per state per batch")
+        self.assertEqual(h.value_fetches, 1, "a and b fetched in one call; a held from then on")
+        self.assertEqual(h.values_fetched, 2)
 
     def test_reads_state_a_rust_version_wrote(self):
         h = Harness(WordCount)
@@ -199,6 +200,122 @@ class WordCountTest(unittest.TestCase):
         with self.assertRaisesRegex(StateError, "cannot encode value state `last`: nan is not a finite number"):
             h.process([("a", "nan")])
         self.assertEqual(h.state("last", "a"), 1.5, "the failed batch wrote nothing")
+
+
+class Holder(Operator):
+    """Sets each key's value to what its event says (``value`` JSON)."""
+
+    def init(self, config):
+        self.v = ValueState("v")
+
+    def process(self, ctx, event):
+        old = self.v.get(ctx)
+        self.v.set(ctx, event.value_json())
+        ctx.emit(event.key, codec.dumps(old))
+
+
+class HeldValueStateTest(unittest.TestCase):
+    """Value state without a time-to-live is held in the instance between
+    calls and written back by key when the host asks (``flush``)."""
+
+    def test_counts_stay_in_the_instance_until_the_host_asks_for_them(self):
+        h = Harness(WordCount, {"weir.state": "fresh"})
+        for _ in range(3):
+            h.process([("a", "x"), ("b", "x"), ("a", "x")])
+        self.assertEqual((h.value_fetches, h.keyed_writes), (0, 0), "a fresh instance reads nothing, writes nothing")
+        self.assertEqual(h._values, {}, "the host has nothing before the flush")
+        h.flush()
+        self.assertEqual(h.keyed_writes, 2, "each changed key written once")
+        self.assertEqual((h.raw_state("count", "a"), h.raw_state("count", "b")), (b"6", b"3"))
+        h.flush()
+        self.assertEqual(h.keyed_writes, 2, "nothing changed since")
+        self.assertEqual(pairs(h.process([("a", "x")])), [("a", "7")])
+
+    def test_many_values_are_written_back_in_several_host_calls(self):
+        h = Harness(WordCount, {"weir.state": "fresh"})
+        keys = [f"k{i}" for i in range(20000)]
+        for start in range(0, len(keys), 8192):
+            h.process([(k, "x") for k in keys[start : start + 8192]])
+        h.flush()
+        self.assertEqual((h.keyed_writes, h.keyed_write_calls), (20000, 2), "at most 16 384 a call")
+        self.assertEqual((h.state("count", "k0"), h.state("count", "k19999")), (1, 1))
+
+    def test_a_restored_instance_fetches_each_key_once_in_one_call_per_batch(self):
+        h = Harness(WordCount, {"weir.state": "restored"})
+        h.values["count"] = {b"a": b"41", b"b": b"1"}
+        self.assertEqual(pairs(h.process([("a", "x"), ("b", "x"), ("c", "x")])), [("a", "42"), ("b", "2"), ("c", "1")])
+        self.assertEqual(pairs(h.process([("c", "x"), ("a", "x")])), [("c", "2"), ("a", "43")])
+        self.assertEqual((h.value_fetches, h.values_fetched), (1, 3))
+
+    def test_past_its_share_of_the_memory_limit_the_instance_writes_back_and_forgets(self):
+        h = Harness(WordCount, {"weir.state": "fresh", "weir.memory-limit-mb": "1"})
+        keys = [f"k{i}" for i in range(3000)]
+        for _ in range(3):
+            for start in range(0, len(keys), 500):
+                h.process([(k, "x") for k in keys[start : start + 500]])
+        self.assertGreater(h.keyed_writes, 0, "written back before any flush")
+        self.assertGreater(h.values_fetched, 0, "forgotten keys fetched again")
+        self.assertLessEqual(len(h.runtime.store.values["count"].held), 1024 + 500)
+        out = h.process([("k0", "x"), ("k2999", "x")])
+        self.assertEqual(pairs(out), [("k0", "4"), ("k2999", "4")], "no count lost or counted twice")
+        self.assertEqual(h.state("count", "k1500"), 3)
+
+    def test_long_values_are_written_back_at_the_end_of_their_call_and_not_held(self):
+        h = Harness(Holder, {"weir.state": "fresh"})
+        long = ["x" * 20] * 20
+        h.process([("a", codec.dumps(long)), ("b", "[1]")])
+        self.assertEqual(h.keyed_writes, 1, "a's long list written back at once, b's short one held")
+        self.assertEqual(h.runtime.store.values["v"].held.keys(), {b"b"})
+        self.assertEqual(pairs(h.process([("a", "2"), ("b", "3")])), [("a", codec.dumps(long)), ("b", "[1]")])
+        self.assertEqual(h.values_fetched, 1, "a fetched back")
+
+    def test_a_list_changed_in_place_and_set_again_is_kept(self):
+        class Appender(Operator):
+            def init(self, config):
+                self.items = ValueState("items")
+
+            def process(self, ctx, event):
+                items = self.items.get(ctx, [])
+                items.append(event.value_str())
+                self.items.set(ctx, items)
+                ctx.emit(event.key, " ".join(items))
+
+        h = Harness(Appender)
+        h.process([("a", "1"), ("a", "2")])
+        self.assertEqual(pairs(h.process([("a", "3")])), [("a", "1 2 3")])
+        self.assertEqual(h.state("items", "a"), ["1", "2", "3"])
+
+    def test_a_value_the_host_cannot_store_fails_the_call_that_set_it(self):
+        h = Harness(Holder)
+        with self.assertRaisesRegex(StateError, "value state `v`"):
+            h.process([("a", "1"), ("b", "1e999")])
+
+        class SetsASet(Operator):
+            def init(self, config):
+                self.v = ValueState("v")
+
+            def process(self, ctx, event):
+                self.v.set(ctx, {1, 2})
+
+        with self.assertRaisesRegex(StateError, "cannot encode value state `v`"):
+            Harness(SetsASet).process([("a", "x")])
+
+    def test_what_a_failed_call_leaves_is_never_written_back(self):
+        class FailsOnB(Operator):
+            def init(self, config):
+                self.count = ValueState("count")
+
+            def process(self, ctx, event):
+                self.count.set(ctx, self.count.get(ctx, 0) + 1)
+                if event.key == b"b":
+                    raise InputError("bad")
+
+        h = Harness(FailsOnB, {"weir.state": "fresh"})
+        h.process([("a", "x")])
+        with self.assertRaises(InputError):
+            h.process([("a", "x"), ("b", "x")])
+        h.flush()
+        self.assertEqual(h._values.get("count", {}), {}, "the task restarts from its last checkpoint instead")
 
 
 class WindowSums(Operator):

@@ -76,6 +76,13 @@ if AVAILABLE:
         def set_many(self, slots, present, data, offsets):
             _call(self.res.set_many, slots, _state.SlotValues(present, data, offsets))
 
+        def get_many(self, slots):
+            v = _call(self.res.get_many, slots)
+            return v.present, v.data, v.offsets
+
+        def set_keyed(self, keys, key_offsets, present, data, offsets):
+            _call(self.res.set_keyed, keys, key_offsets, _state.SlotValues(present, data, offsets))
+
     class _Map:
         __slots__ = ("res",)
 

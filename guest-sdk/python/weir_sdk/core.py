@@ -391,7 +391,7 @@ class Runtime:
         config = Config(pairs)
         if cls.config_keys is not None:
             config.allow_only(*cls.config_keys)
-        self.store = Store(host)
+        self.store = Store(host, config.restored, config.memory_limit_mb)
         self.operator = cls()
         self.operator.init(config)
         self.prepares = type(self.operator).prepare is not Operator.prepare
@@ -403,7 +403,7 @@ class Runtime:
         """Runs the operator over a batch; returns the outputs (name ->
         (data, offsets, timestamps))."""
         store = self.store
-        store.begin()
+        store.begin(data, offsets, key_slots, 2)
         outputs = self._outputs()
         ctx = Context(store, outputs, watermark, processing_time, input)
         process = self.operator.process
@@ -444,7 +444,7 @@ class Runtime:
         """Runs ``on_timer`` for each fired timer; ``event_time[i]`` says
         whether timer ``i`` is an event-time one."""
         store = self.store
-        store.begin()
+        store.begin(data, offsets, key_slots, 1)
         outputs = self._outputs()
         ctx = Context(store, outputs, watermark, processing_time)
         on_timer = self.operator.on_timer
@@ -460,6 +460,10 @@ class Runtime:
             store.discard()
             raise
         return _drain(outputs)
+
+    def flush(self):
+        """Writes back the state held between calls (before a snapshot)."""
+        self.store.write_back_held()
 
 
 def _drain(outputs):

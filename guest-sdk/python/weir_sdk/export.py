@@ -110,8 +110,13 @@ class _Exports:
         return _batches(outputs)
 
     def flush(self):
-        # The SDK writes state back at the end of every call: nothing is held.
-        pass
+        runtime = _exported["runtime"]
+        if runtime is None:  # no init, so nothing held
+            return
+        try:
+            runtime.flush()
+        except BaseException as e:  # noqa: BLE001 (as in process)
+            raise _wit_error(e) from None
 
     def check_state(self, name, kind, stored):
         kinds = _host._operator.StateKind

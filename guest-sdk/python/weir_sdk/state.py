@@ -1,23 +1,37 @@
 """Keyed state over the host's bulk state interface.
 
-The host hands out keyed state per *batch*: ``get-all`` returns the value of
-every distinct key of the batch, ``set-many`` writes changed ones back. As in
-the Rust SDK, a :class:`ValueState` fetches its values on its first use in a
-batch (one host call), keeps them while the operator processes the batch
-event by event, and writes the changed slots back in one call when the batch
-is done. A :class:`MapState` fetches each (key, sub-key) entry on first use
-(or all of a batch's at once with :meth:`MapState.prefetch`) and writes the
-changed entries back in one call. The host takes checkpoints between
-batches, so every checkpoint sees all of a batch's writes or none.
+The host hands out keyed state per *batch*, addressed by the slots of the
+batch's distinct keys. As in the Rust SDK, a :class:`ValueState` without a
+time-to-live is held in the instance between calls: a key's value is
+fetched from the host the first time a call needs it (``get-many``, for all
+of that call's keys not held yet, in one host call), read and written in
+the instance's memory from then on, and written back by key
+(``set-keyed``) when the host asks before a snapshot (``operator.flush``),
+or when the instance holds more than its share of its memory limit.
+Crossing the boundary is what a Python operator pays most for (each list
+element passes through the bindings one by one), so a count read and
+written by every event no longer crosses it twice per event.
+
+A :class:`ValueState` with a time-to-live is fetched per batch (``get-all``,
+on its first use in the batch) and written back at the end of the batch
+(``set-many``): the host judges expiry on every read. A :class:`MapState`
+fetches each (key, sub-key) entry on first use (or all of a batch's at once
+with :meth:`MapState.prefetch`) and writes the changed entries back at the
+end of the batch. The host takes snapshots between calls, after ``flush``,
+so every snapshot sees all of a call's writes or none. A call that fails
+fails the task, which restarts from its last checkpoint with new instances:
+what a failed call left in the instance is never written back.
 
 Values are stored as JSON (written exactly as the Rust SDK's serde_json
 writes them), so a Python and a Rust version of a plugin read each other's
 state: a Rust ``ValueState<u64>`` holding 3 stores ``3``, and so does a
 Python ``ValueState`` set to ``3``.
 
-Values returned by ``get`` are the batch's cached objects: after changing a
-list or dict in place, call ``set`` with it, or the change is lost.
+Values returned by ``get`` may be cached objects: after changing a list or
+dict in place, call ``set`` with it, or the change is lost.
 """
+
+import math
 
 from . import codec
 from .errors import StateError
@@ -42,6 +56,7 @@ class _Sentinel:
 
 _UNREAD = _Sentinel("<unread>")  # fetched, not decoded yet
 _ABSENT = _Sentinel("<absent>")  # the key has no value
+_MISSING = _Sentinel("<missing>")  # not held: the host may have a value
 
 # The kinds of state `check-state` asks about, each a namespace of its own.
 VALUE, MAP, BROADCAST = "value state", "map state", "broadcast state"
@@ -140,7 +155,7 @@ class Store:
     """The states of the operator instance and their caches for the current
     call. One per instance (a component instance is single-threaded)."""
 
-    def __init__(self, host):
+    def __init__(self, host, restored=True, memory_limit_mb=None):
         self.host = host
         self.batch = 0  # counts calls; a cache is valid for one
         self.touched = []  # caches used in this call, to flush
@@ -148,13 +163,38 @@ class Store:
         self.values = {}
         self.maps = {}
         self.mirrors = {}
+        # Whether the host may hold values this instance has not seen: a
+        # fresh instance's keys have none until it writes them back.
+        self.restored = restored
+        self.held_entries = held_entries_of(memory_limit_mb)
+        self._call_keys = None  # (data, offsets, key slots, offsets per key)
+        self._slot_keys = None
 
-    def begin(self):
+    def begin(self, data=b"", offsets=(), key_slots=(), stride=2):
+        """Starts a call over keys ``data[offsets[stride * i] : offsets[stride
+        * i + 1]]``, whose slots are ``key_slots``."""
         self.batch += 1
         self.touched = []
         self.timers = {}
+        self._call_keys = (data, offsets, key_slots, stride)
+        self._slot_keys = None
+
+    def slot_keys(self):
+        """The call's distinct keys (bytes), by slot: slots number a call's
+        keys in order of first appearance."""
+        keys = self._slot_keys
+        if keys is None:
+            data, offsets, key_slots, stride = self._call_keys
+            keys = []
+            for i, slot in enumerate(key_slots):
+                if slot == len(keys):
+                    keys.append(data[offsets[stride * i] : offsets[stride * i + 1]])
+            self._slot_keys = keys
+        return keys
 
     def flush(self):
+        """Ends a call: writes back what the call's caches changed (and the
+        held values past their bound) and the timers it set."""
         for cache in self.touched:
             cache.flush()
         self.touched = []
@@ -162,19 +202,35 @@ class Store:
             changes = [(s, t, ev, d) for (s, t, ev), d in self.timers.items()]
             self.timers = {}
             self.host.update_timers(changes)
+        for cache in self.values.values():
+            if type(cache) is _HeldValues and len(cache.held) > self.held_entries:
+                cache.evict_half()
+
+    def write_back_held(self):
+        """Writes back every held value the host does not have yet (before a
+        snapshot: ``operator.flush``)."""
+        for cache in self.values.values():
+            if type(cache) is _HeldValues:
+                cache.write_back()
 
     def discard(self):
-        """Forgets the writes of a failed call."""
+        """Forgets the writes of a failed call. A failed call fails the task,
+        which restarts from its last checkpoint with new instances, so the
+        values held since the last flush go too: none of them may reach the
+        host after the failure."""
         for cache in self.touched:
             cache.discard()
         self.touched = []
         self.timers = {}
         self.batch += 1
+        for cache in self.values.values():
+            if type(cache) is _HeldValues:
+                cache.forget()
 
     def value_cache(self, name, ttl=None):
         cache = self.values.get(name)
         if cache is None:
-            cache = self.values[name] = _ValueCache(self, name, ttl)
+            cache = self.values[name] = _ValueCache(self, name, ttl) if ttl is not None else _HeldValues(self, name)
         return cache
 
     def map_cache(self, name, ttl=None):
@@ -237,6 +293,182 @@ class _ValueCache:
     def discard(self):
         self.dirty = {}
         self.batch = -1
+
+
+# What a held value is reckoned to take in the instance — a dict slot, the
+# key's and the value's objects — for the bound on how many it holds: a
+# short key and a number take ~150 bytes in CPython; a value held encoded
+# (below) is at most _HELD_ENCODED bytes more.
+_HELD_ENTRY_BYTES = 512
+_HELD_ENCODED = 256
+
+# Entries written back in one host call, as the Rust SDK does: the lists a
+# call builds (and the bindings convert) stay small beside what is held.
+_WRITE_BACK_ENTRIES = 16384
+
+# The instance's memory limit when the host does not say (the host's default).
+_DEFAULT_MEMORY_LIMIT_MB = 512
+
+
+def held_entries_of(memory_limit_mb):
+    """How many values an instance holds between calls under a memory limit
+    of ``memory_limit_mb``: a quarter of the limit's worth (the interpreter,
+    the call's batches and a write-back take their part), as ~500 000 at the
+    host's default of 512 MiB."""
+    limit = (memory_limit_mb or _DEFAULT_MEMORY_LIMIT_MB) << 20
+    return max(1024, limit // 4 // _HELD_ENTRY_BYTES)
+
+
+class _Stored:
+    """A value held as the host stores it (JSON bytes), decoded on reading:
+    one fetched and not read yet, or a container set by the plugin (held
+    encoded, so that what it takes is known and bounded)."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw):
+        self.raw = raw
+
+
+class _HeldValues:
+    """A value state without a time-to-live, held in the instance between
+    calls by key: ``held`` maps a key's bytes to its value, ``_ABSENT``, or
+    a :class:`_Stored` one; ``changed`` lists (as an ordered set) the keys
+    whose held value the host does not have yet."""
+
+    __slots__ = ("store", "name", "raw", "held", "changed", "fetched", "host_may_have")
+
+    def __init__(self, store, name):
+        self.store = store
+        self.name = name
+        self.raw = store.host.open_value(name, None)
+        self.held = {}
+        self.changed = {}
+        self.fetched = -1  # the call whose keys were fetched
+        # Whether the host may hold a value of a key not held: after a
+        # restore, or once held values were evicted.
+        self.host_may_have = store.restored
+
+    def resolve(self, key, value):
+        """The value of ``key`` whose held entry is ``value`` (``_MISSING``
+        or ``_Stored``): fetched or decoded; ``_ABSENT`` for none."""
+        if value is _MISSING:
+            value = self.fetch(key)
+        if type(value) is _Stored:
+            value = _decode("value state", self.name, value.raw)
+            if type(value) in _SCALARS:
+                self.held[key] = value
+        return value
+
+    def fetch(self, key):
+        """Fetches the values of the call's keys not held (one host call,
+        once a call) and returns ``key``'s held entry."""
+        held = self.held
+        store = self.store
+        if not self.host_may_have:
+            held[key] = _ABSENT
+            return _ABSENT
+        if self.fetched != store.batch:
+            self.fetched = store.batch
+            keys = store.slot_keys()
+            slots = [slot for slot, k in enumerate(keys) if k not in held]
+            if slots:
+                present, data, offsets = self.raw.get_many(slots)
+                if len(present) != len(slots) or len(offsets) != len(slots) + 1:
+                    raise StateError(f"host sent malformed values for state `{self.name}`")
+                for i, slot in enumerate(slots):
+                    held[keys[slot]] = _Stored(data[offsets[i] : offsets[i + 1]]) if present[i] else _ABSENT
+        return held.get(key, _ABSENT)
+
+    def write(self, key, value):
+        """Holds ``value`` (``_ABSENT``: none) as ``key``'s, to write back."""
+        t = type(value)
+        if t is float:
+            if not math.isfinite(value):
+                _encode("value state", self.name, value)  # refused, naming the state
+        elif (t not in _SCALARS or t is str and len(value) > _HELD_ENCODED) and value is not _ABSENT:
+            value = self.encoded(value)
+        self.held[key] = value
+        self.changed[key] = None
+
+    def encoded(self, value):
+        """``value`` encoded now, so that a value the host cannot store fails
+        the call that set it; held encoded if short, else written back at
+        the end of the call (``flush``) and not held."""
+        stored = _Stored(_encode("value state", self.name, value))
+        if len(stored.raw) > _HELD_ENCODED and self not in self.store.touched:
+            self.store.touched.append(self)
+        return stored
+
+    def flush(self):
+        """Ends a call that set long values: writes them back, no longer
+        held, so that the instance's memory stays bounded."""
+        long = [k for k in self.changed if type(self.held[k]) is _Stored and len(self.held[k].raw) > _HELD_ENCODED]
+        self.write_back(long)
+        for key in long:
+            del self.held[key]
+        if long:
+            self.host_may_have = True
+
+    def discard(self):
+        pass  # (see Store.discard)
+
+    def forget(self):
+        """Forgets every held value, written back or not."""
+        self.held = {}
+        self.changed = {}
+        self.host_may_have = True
+
+    def write_back(self, keys=None):
+        """Writes back ``keys`` (every changed one if ``None``) by key, in
+        host calls of at most ``_WRITE_BACK_ENTRIES``."""
+        if keys is None:
+            keys = list(self.changed)
+        for start in range(0, len(keys), _WRITE_BACK_ENTRIES):
+            self._write_back(keys[start : start + _WRITE_BACK_ENTRIES])
+
+    def _write_back(self, keys):
+        held = self.held
+        key_offsets, pos = [0], 0
+        for key in keys:
+            pos += len(key)
+            key_offsets.append(pos)
+        present, parts, offsets, pos = [], [], [0], 0
+        for key in keys:
+            value = held[key]
+            t = type(value)
+            if t is int:  # (a count: the most common value, written out here)
+                encoded = str(value).encode()
+            elif t is _Stored:
+                encoded = value.raw
+            elif value is _ABSENT:
+                present.append(False)
+                offsets.append(pos)
+                continue
+            else:
+                encoded = _encode("value state", self.name, value)
+            present.append(True)
+            parts.append(encoded)
+            pos += len(encoded)
+            offsets.append(pos)
+        self.raw.set_keyed(b"".join(keys), key_offsets, present, b"".join(parts), offsets)
+        changed = self.changed
+        for key in keys:
+            del changed[key]
+
+    def evict_half(self):
+        """Writes back the changed values and forgets the half of the held
+        ones held longest: a key evicted is fetched again when next used."""
+        self.write_back()
+        held = self.held
+        for key in list(held)[: len(held) // 2]:
+            del held[key]
+        self.host_may_have = True
+
+
+# Values held as they are: immutable, so a plugin cannot change them behind
+# the state's back, and small (a string's length aside).
+_SCALARS = frozenset((int, float, str, bool, type(None)))
 
 
 _LIST_PAGE = 4096
@@ -434,8 +666,28 @@ class ValueState:
             cache.load()
         return cache
 
+    def _held(self, ctx):
+        """The instance's held values of this state (no time-to-live)."""
+        if ctx._slot is None:
+            raise StateError(_NOT_KEYED)
+        store = ctx._store
+        if self._store is not store:
+            self._cache = store.value_cache(self.name, self._ttl)
+            self._store = store
+        return self._cache
+
+    # `get` and `set` run for every event: a held value's path is written
+    # out in them rather than in calls, which cost the interpreter most.
     def get(self, ctx, default=None):
         """The current key's value, or ``default`` if it has none."""
+        if self._ttl is None:
+            cache = self._cache
+            if self._store is not ctx._store or ctx._slot is None:
+                cache = self._held(ctx)
+            value = cache.held.get(ctx.key, _MISSING)
+            if type(value) is _Stored or value is _MISSING:
+                value = cache.resolve(ctx.key, value)
+            return default if value is _ABSENT else value
         slot = ctx._slot
         if slot is None:
             raise StateError(_NOT_KEYED)
@@ -450,6 +702,17 @@ class ValueState:
     def set(self, ctx, value):
         """Sets the current key's value (any JSON-encodable value; ``None``
         is stored as JSON ``null``, use :meth:`clear` to remove)."""
+        if self._ttl is None:
+            cache = self._cache
+            if self._store is not ctx._store or ctx._slot is None:
+                cache = self._held(ctx)
+            if type(value) is int:
+                key = ctx.key
+                cache.held[key] = value
+                cache.changed[key] = None
+            else:
+                cache.write(ctx.key, value)
+            return
         slot = ctx._slot
         if slot is None:
             raise StateError(_NOT_KEYED)
@@ -461,6 +724,9 @@ class ValueState:
 
     def clear(self, ctx):
         """Removes the current key's value."""
+        if self._ttl is None:
+            self._held(ctx).write(ctx.key, _ABSENT)
+            return
         self._loaded(ctx).write(_slot(ctx), _ABSENT)
 
     def update(self, ctx, f, default=None):

@@ -71,7 +71,7 @@ class _Value:
         h = self.h
         h._check_keyed()
         h.value_fetches += 1
-        store = h.values.setdefault(self.name, {})
+        store = h._values.setdefault(self.name, {})
         present, parts, offsets, pos = [], [], [0], 0
         for key in h._keys:
             if h.expiries.expired_on_read(("v", self.name, key, b""), self.ttl):
@@ -87,10 +87,38 @@ class _Value:
     def set_many(self, slots, present, data, offsets):
         h = self.h
         h._check_keyed()
-        store = h.values.setdefault(self.name, {})
-        for i, slot in enumerate(slots):
-            key = h._key(slot)
-            h.expiries.written(("v", self.name, key, b""), self.ttl, present[i])
+        self._write([h._key(slot) for slot in slots], present, data, offsets)
+
+    def get_many(self, slots):
+        h = self.h
+        h._check_keyed()
+        h.value_fetches += 1
+        h.values_fetched += len(slots)
+        store = h._values.setdefault(self.name, {})
+        values = [store.get(h._key(slot)) for slot in slots]
+        present = [v is not None for v in values]
+        data = b"".join(v for v in values if v is not None)
+        offsets = [0]
+        for v in values:
+            offsets.append(offsets[-1] + (len(v) if v is not None else 0))
+        return present, data, offsets
+
+    def set_keyed(self, keys, key_offsets, present, data, offsets):
+        """Writes by key, as the host allows in any call: only keys the
+        harness has handed the instance."""
+        h = self.h
+        keys = [bytes(keys[key_offsets[i] : key_offsets[i + 1]]) for i in range(len(key_offsets) - 1)]
+        for key in keys:
+            if key not in h._handed:
+                raise StateError(f"malformed state write: key {key!r} was never handed to this instance")
+        h.keyed_writes += len(keys)
+        h.keyed_write_calls += 1
+        self._write(keys, present, data, offsets)
+
+    def _write(self, keys, present, data, offsets):
+        store = self.h._values.setdefault(self.name, {})
+        for i, key in enumerate(keys):
+            self.h.expiries.written(("v", self.name, key, b""), self.ttl, present[i])
             if present[i]:
                 store[key] = bytes(data[offsets[i] : offsets[i + 1]])
             else:
@@ -207,14 +235,18 @@ class Harness:
     """
 
     def __init__(self, cls, config=(), broadcast_inputs=()):
-        self.values = {}  # state name -> {key: bytes}
+        self._values = {}  # state name -> {key: bytes}
         self.maps = {}  # state name -> {(key, sub-key): bytes}
         self.broadcast = {}  # map name -> {key: bytes}
         self.timers = set()  # (key, timestamp, event_time)
         self.expiries = _Expiries(self)
         self.watermark = NO_TIMESTAMP
         self.processing_time = 0
-        self.value_fetches = 0
+        self.value_fetches = 0  # host calls that read value state
+        self.values_fetched = 0  # values they read by slot (get-many)
+        self.keyed_writes = 0  # values written back by key (set-keyed)
+        self.keyed_write_calls = 0
+        self._handed = set()  # every key handed to the instance
         self.map_fetches = 0
         self.broadcast_inputs = set(broadcast_inputs)
         self._keys = None
@@ -235,6 +267,18 @@ class Harness:
         if slot >= len(self._keys):
             raise StateError(f"slot {slot} is outside the current batch")
         return self._keys[slot]
+
+    @property
+    def values(self):
+        """Value state as the host holds it — state name -> {key: bytes} —
+        after the instance wrote back what it held, as before a snapshot."""
+        self.flush()
+        return self._values
+
+    def flush(self):
+        """Has the instance write back the state it holds between calls, as
+        the host does before every snapshot (``operator.flush``)."""
+        self.runtime.flush()
 
     # -- driving the operator --------------------------------------------
     def process(self, events, input=0, keyed=True):
@@ -258,6 +302,7 @@ class Harness:
                     keys.append(key)
                 slots.append(index[key])
         self._keys = keys if keyed else None
+        self._handed.update(keys)
         self._input = input
         try:
             out = self.runtime.process(
@@ -308,6 +353,7 @@ class Harness:
             data += key
             offsets.append(len(data))
         self._keys = keys
+        self._handed.update(keys)
         try:
             out = self.runtime.on_timers(
                 bytes(data),
@@ -325,11 +371,12 @@ class Harness:
     # -- looking at state -------------------------------------------------
     def state(self, name, key):
         """The decoded value of value state ``name`` for ``key``, or None."""
-        raw = self.values.get(name, {}).get(codec.encode(key))
+        raw = self.raw_state(name, key)
         return None if raw is None else codec.loads(raw)
 
     def raw_state(self, name, key):
-        """The stored bytes of value state ``name`` for ``key``, or None."""
+        """The stored bytes of value state ``name`` for ``key``, or None
+        (after a flush, as a snapshot would hold them)."""
         return self.values.get(name, {}).get(codec.encode(key))
 
     def map_entry(self, name, key, sub_key):
