@@ -202,8 +202,9 @@ class Store:
             changes = [(s, t, ev, d) for (s, t, ev), d in self.timers.items()]
             self.timers = {}
             self.host.update_timers(changes)
-        for cache in self.values.values():
-            if type(cache) is _HeldValues and len(cache.held) > self.held_entries:
+        held = [cache for cache in self.values.values() if type(cache) is _HeldValues]
+        if sum(len(cache.held) for cache in held) > self.held_entries:
+            for cache in held:
                 cache.evict_half()
 
     def write_back_held(self):
