@@ -1,4 +1,5 @@
-//! Checkpoints and recovery: exactly-once results under SIGKILL, plugin
+//! Checkpoints and recovery: exactly-once results under SIGKILL (Rust and
+//! Python operators), plugin
 //! traps and corrupt checkpoints, for both state backends; alignment of a
 //! multi-input operator; RocksDB with millions of keys in a small memory
 //! budget, checkpointed incrementally.
@@ -12,8 +13,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{
-    Host, JobDir, amplifier_job, committed_lines, complete_checkpoints, discarded_count_job, plugin, run_job,
-    run_with_kills, spawn_quiet, toml_path, weir_binary,
+    Host, JobDir, amplifier_job, committed_lines, complete_checkpoints, discarded_count_job, plugin, python_plugin,
+    run_job, run_with_kills, spawn_quiet, toml_path, weir_binary,
 };
 
 /// A keyed count (`plugin`, with `config`) over `events` generated events
@@ -127,6 +128,29 @@ fn sigkill_with_more_keys_than_the_instance_holds_loses_and_duplicates_nothing()
     assert!(stderr.contains("resumed from checkpoint"), "the last run resumes: {stderr}");
     assert_exact_counts(&committed(&dir.path("out")), 960_000, 80_000);
     assert!(stderr.contains("give the operator a larger memory_limit_mb"), "the keys outgrew the instance: {stderr}");
+}
+
+/// The Python SDK holds its counts in the instance between calls, writes
+/// them back when the host flushes before a checkpoint, and, past its
+/// share of a 64 MiB memory limit (~32 000 values, for 50 000 keys per
+/// subtask), writes back and forgets half and fetches them again. With a
+/// checkpoint a second (~25 000 counts changed per subtask in between),
+/// the half forgotten holds changes no checkpoint has yet. Through SIGKILLs
+/// every count still comes exactly once.
+#[test]
+fn sigkill_with_a_python_operator_holding_its_counts_loses_and_duplicates_nothing() {
+    let dir = JobDir::new();
+    let job = count_job(&dir, "memory", &python_plugin("word-count"), "", "");
+    let text = std::fs::read_to_string(&job).unwrap();
+    let python = text
+        .replace("events = 60000\nkeys = 600\nrate = 8000", "events = 300000\nkeys = 100000\nrate = 50000")
+        .replace("checkpoint_interval_ms = 150\n", "checkpoint_interval_ms = 1000\n")
+        .replace("key_by = true\n", "key_by = true\nmemory_limit_mb = 64\n");
+    assert_eq!(python.matches("100000").count() + python.matches("= 1000\n").count() + python.matches("memory_limit_mb").count(), 3, "{python}");
+    std::fs::write(&job, python).unwrap();
+    let stderr = run_with_kills(&job, 3);
+    assert!(stderr.contains("resumed from checkpoint"), "the last run resumes: {stderr}");
+    assert_exact_counts(&committed(&dir.path("out")), 300_000, 100_000);
 }
 
 /// RocksDB at its smallest budgets: no block cache, no write-back layer

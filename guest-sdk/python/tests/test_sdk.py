@@ -219,7 +219,7 @@ class HeldValueStateTest(unittest.TestCase):
     calls and written back by key when the host asks (``flush``)."""
 
     def test_counts_stay_in_the_instance_until_the_host_asks_for_them(self):
-        h = Harness(WordCount, {"weir.state": "fresh"})
+        h = Harness(WordCount, {"weir.state": "empty"})
         for _ in range(3):
             h.process([("a", "x"), ("b", "x"), ("a", "x")])
         self.assertEqual((h.value_fetches, h.keyed_writes), (0, 0), "a fresh instance reads nothing, writes nothing")
@@ -232,7 +232,7 @@ class HeldValueStateTest(unittest.TestCase):
         self.assertEqual(pairs(h.process([("a", "x")])), [("a", "7")])
 
     def test_many_values_are_written_back_in_several_host_calls(self):
-        h = Harness(WordCount, {"weir.state": "fresh"})
+        h = Harness(WordCount, {"weir.state": "empty"})
         keys = [f"k{i}" for i in range(20000)]
         for start in range(0, len(keys), 8192):
             h.process([(k, "x") for k in keys[start : start + 8192]])
@@ -248,7 +248,7 @@ class HeldValueStateTest(unittest.TestCase):
         self.assertEqual((h.value_fetches, h.values_fetched), (1, 3))
 
     def test_past_its_share_of_the_memory_limit_the_instance_writes_back_and_forgets(self):
-        h = Harness(WordCount, {"weir.state": "fresh", "weir.memory-limit-mb": "1"})
+        h = Harness(WordCount, {"weir.state": "empty", "weir.memory-limit-mb": "1"})
         keys = [f"k{i}" for i in range(3000)]
         for _ in range(3):
             for start in range(0, len(keys), 500):
@@ -261,7 +261,7 @@ class HeldValueStateTest(unittest.TestCase):
         self.assertEqual(h.state("count", "k1500"), 3)
 
     def test_long_values_are_written_back_at_the_end_of_their_call_and_not_held(self):
-        h = Harness(Holder, {"weir.state": "fresh"})
+        h = Harness(Holder, {"weir.state": "empty"})
         long = ["x" * 20] * 20
         h.process([("a", codec.dumps(long)), ("b", "[1]")])
         self.assertEqual(h.keyed_writes, 1, "a's long list written back at once, b's short one held")
@@ -310,7 +310,7 @@ class HeldValueStateTest(unittest.TestCase):
                 if event.key == b"b":
                     raise InputError("bad")
 
-        h = Harness(FailsOnB, {"weir.state": "fresh"})
+        h = Harness(FailsOnB, {"weir.state": "empty"})
         h.process([("a", "x")])
         with self.assertRaises(InputError):
             h.process([("a", "x"), ("b", "x")])
