@@ -1,8 +1,7 @@
 //! Checkpoints and recovery: exactly-once results under SIGKILL (Rust and
-//! Python operators), plugin
-//! traps and corrupt checkpoints, for both state backends; alignment of a
-//! multi-input operator; RocksDB with millions of keys in a small memory
-//! budget, checkpointed incrementally.
+//! Python operators), plugin traps and corrupt checkpoints, for both state
+//! backends; alignment of a multi-input operator; RocksDB with millions of
+//! keys in a small memory budget, checkpointed incrementally.
 
 mod common;
 
