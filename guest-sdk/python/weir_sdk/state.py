@@ -32,6 +32,7 @@ dict in place, call ``set`` with it, or the change is lost.
 """
 
 import math
+from itertools import accumulate
 
 from . import codec
 from .errors import StateError
@@ -429,30 +430,15 @@ class _HeldValues:
             self._write_back(keys[start : start + _WRITE_BACK_ENTRIES])
 
     def _write_back(self, keys):
-        held = self.held
-        key_offsets, pos = [0], 0
-        for key in keys:
-            pos += len(key)
-            key_offsets.append(pos)
-        present, parts, offsets, pos = [], [], [0], 0
-        for key in keys:
-            value = held[key]
-            t = type(value)
-            if t is int:  # (a count: the most common value, written out here)
-                encoded = str(value).encode()
-            elif t is _Stored:
-                encoded = value.raw
-            elif value is _ABSENT:
-                present.append(False)
-                offsets.append(pos)
-                continue
-            else:
-                encoded = _encode("value state", self.name, value)
-            present.append(True)
-            parts.append(encoded)
-            pos += len(encoded)
-            offsets.append(pos)
-        self.raw.set_keyed(b"".join(keys), key_offsets, present, b"".join(parts), offsets)
+        values = [self.held[key] for key in keys]
+        # Built with comprehensions and `accumulate` (loops in C, not in the
+        # interpreter): a checkpoint writes back every count changed since
+        # the last one.
+        encoded = [_held_encoded(self.name, value) for value in values]
+        present = [value is not _ABSENT for value in values]
+        key_offsets = list(accumulate(map(len, keys), initial=0))
+        offsets = list(accumulate(map(len, encoded), initial=0))
+        self.raw.set_keyed(b"".join(keys), key_offsets, present, b"".join(encoded), offsets)
         changed = self.changed
         for key in keys:
             del changed[key]
@@ -465,6 +451,18 @@ class _HeldValues:
         for key in list(held)[: len(held) // 2]:
             del held[key]
         self.host_may_have = True
+
+
+def _held_encoded(name, value):
+    """A held value as the host stores it (empty for ``_ABSENT``)."""
+    t = type(value)
+    if t is int:  # (a count: the most common value, written out here)
+        return str(value).encode()
+    if t is _Stored:
+        return value.raw
+    if value is _ABSENT:
+        return b""
+    return _encode("value state", name, value)
 
 
 # Values held as they are: immutable, so a plugin cannot change them behind
