@@ -188,7 +188,9 @@ class Store:
             data, offsets, key_slots, stride = self._call_keys
             keys = []
             for i, slot in enumerate(key_slots):
-                if slot == len(keys):
+                if slot >= len(keys):
+                    if slot > len(keys):
+                        raise StateError(f"the host numbered key slots out of order (slot {slot} at #{i}, expected {len(keys)})")
                     keys.append(data[offsets[stride * i] : offsets[stride * i + 1]])
             self._slot_keys = keys
         return keys
