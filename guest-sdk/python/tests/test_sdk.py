@@ -300,6 +300,19 @@ class HeldValueStateTest(unittest.TestCase):
         with self.assertRaisesRegex(StateError, "cannot encode value state `v`"):
             Harness(SetsASet).process([("a", "x")])
 
+        class SetsASurrogate(Operator):
+            def init(self, config):
+                self.v = ValueState("v")
+
+            def process(self, ctx, event):
+                self.v.set(ctx, "caf\u00e9 \ud800")
+
+        with self.assertRaisesRegex(StateError, "cannot encode value state `v`"):
+            Harness(SetsASurrogate).process([("a", "x")])
+        h = Harness(Holder)
+        h.process([("a", '"caf\u00e9"')])
+        self.assertEqual(h.state("v", "a"), "caf\u00e9", "text beyond ASCII is held too")
+
     def test_what_a_failed_call_leaves_is_never_written_back(self):
         class FailsOnB(Operator):
             def init(self, config):

@@ -317,7 +317,7 @@ _DEFAULT_MEMORY_LIMIT_MB = 512
 def held_entries_of(memory_limit_mb):
     """How many values an instance holds between calls under a memory limit
     of ``memory_limit_mb``: a quarter of the limit's worth (the interpreter,
-    the call's batches and a write-back take their part), as ~500 000 at the
+    the call's batches and a write-back take their part): 262 144 at the
     host's default of 512 MiB."""
     limit = (memory_limit_mb or _DEFAULT_MEMORY_LIMIT_MB) << 20
     return max(1024, limit // 4 // _HELD_ENTRY_BYTES)
@@ -340,7 +340,7 @@ class _HeldValues:
     a :class:`_Stored` one; ``changed`` lists (as an ordered set) the keys
     whose held value the host does not have yet."""
 
-    __slots__ = ("store", "name", "raw", "held", "changed", "fetched", "host_may_have")
+    __slots__ = ("store", "name", "raw", "held", "changed", "fetched", "host_may_have", "long")
 
     def __init__(self, store, name):
         self.store = store
@@ -352,6 +352,7 @@ class _HeldValues:
         # Whether the host may hold a value of a key not held: after a
         # restore, or once held values were evicted.
         self.host_may_have = store.restored
+        self.long = []  # keys set to long values in this call
 
     def resolve(self, key, value):
         """The value of ``key`` whose held entry is ``value`` (``_MISSING``
@@ -385,32 +386,35 @@ class _HeldValues:
         return held.get(key, _ABSENT)
 
     def write(self, key, value):
-        """Holds ``value`` (``_ABSENT``: none) as ``key``'s, to write back."""
+        """Holds ``value`` (``_ABSENT``: none) as ``key``'s, to write back.
+        A value that is not a number, a boolean, ``None`` or a short ASCII
+        string is encoded now, so that one the host cannot store fails the
+        call that set it; held encoded if short, else written back at the
+        end of the call (:meth:`flush`) and not held."""
         t = type(value)
         if t is float:
             if not math.isfinite(value):
                 _encode("value state", self.name, value)  # refused, naming the state
-        elif (t not in _SCALARS or t is str and len(value) > _HELD_ENCODED) and value is not _ABSENT:
-            value = self.encoded(value)
+        elif value is not _ABSENT and (
+            t not in _SCALARS or t is str and (len(value) > _HELD_ENCODED or not value.isascii())
+        ):
+            value = _Stored(_encode("value state", self.name, value))
+            if len(value.raw) > _HELD_ENCODED:
+                if not self.long:
+                    self.store.touched.append(self)
+                self.long.append(key)
         self.held[key] = value
         self.changed[key] = None
 
-    def encoded(self, value):
-        """``value`` encoded now, so that a value the host cannot store fails
-        the call that set it; held encoded if short, else written back at
-        the end of the call (``flush``) and not held."""
-        stored = _Stored(_encode("value state", self.name, value))
-        if len(stored.raw) > _HELD_ENCODED and self not in self.store.touched:
-            self.store.touched.append(self)
-        return stored
-
     def flush(self):
-        """Ends a call that set long values: writes them back, no longer
-        held, so that the instance's memory stays bounded."""
-        long = [k for k in self.changed if type(self.held[k]) is _Stored and len(self.held[k].raw) > _HELD_ENCODED]
+        """Ends a call that set long values: writes those still long back,
+        no longer held, so that the instance's memory stays bounded."""
+        held = self.held
+        long = [k for k in dict.fromkeys(self.long) if type(held[k]) is _Stored and len(held[k].raw) > _HELD_ENCODED]
+        self.long = []
         self.write_back(long)
         for key in long:
-            del self.held[key]
+            del held[key]
         if long:
             self.host_may_have = True
 
@@ -421,6 +425,7 @@ class _HeldValues:
         """Forgets every held value, written back or not."""
         self.held = {}
         self.changed = {}
+        self.long = []
         self.host_may_have = True
 
     def write_back(self, keys=None):
