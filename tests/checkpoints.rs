@@ -107,6 +107,32 @@ fn sigkill_at_random_moments_loses_and_duplicates_nothing_rocksdb() {
     chaos("rocksdb", "");
 }
 
+/// A count job (memory backend) over more keys than its operator's
+/// instances hold under `memory_limit_mb`.
+struct ManyKeys {
+    events: u64,
+    keys: u64,
+    rate: u64,
+    memory_limit_mb: u64,
+    checkpoint_interval_ms: u64,
+}
+
+impl ManyKeys {
+    fn count_job(&self, dir: &JobDir, plugin: &Path) -> PathBuf {
+        let ManyKeys { events, keys, rate, memory_limit_mb, checkpoint_interval_ms } = self;
+        let job = count_job(dir, "memory", plugin, "", "");
+        let text = std::fs::read_to_string(&job).unwrap();
+        let many = text
+            .replace("events = 60000\nkeys = 600\nrate = 8000", &format!("events = {events}\nkeys = {keys}\nrate = {rate}"))
+            .replace("checkpoint_interval_ms = 150\n", &format!("checkpoint_interval_ms = {checkpoint_interval_ms}\n"))
+            .replace("key_by = true\n", &format!("key_by = true\nmemory_limit_mb = {memory_limit_mb}\n"));
+        let wanted = [format!("keys = {keys}\n"), format!("memory_limit_mb = {memory_limit_mb}\n"), format!("_ms = {checkpoint_interval_ms}\n")];
+        assert!(wanted.iter().all(|line| many.contains(line.as_str())), "{many}");
+        std::fs::write(&job, many).unwrap();
+        job
+    }
+}
+
 /// Keys cycling through more than the operator's instance holds (a Rust
 /// SDK bound of 2 MiB, ~14 000 counts, for 40 000 keys per subtask) are
 /// written back, forgotten and read again all the time — by the SDK's
@@ -116,13 +142,8 @@ fn sigkill_at_random_moments_loses_and_duplicates_nothing_rocksdb() {
 #[test]
 fn sigkill_with_more_keys_than_the_instance_holds_loses_and_duplicates_nothing() {
     let dir = JobDir::new();
-    let job = count_job(&dir, "memory", &plugin("word-count"), "", "");
-    let text = std::fs::read_to_string(&job).unwrap();
-    let many = text
-        .replace("events = 60000\nkeys = 600\nrate = 8000", "events = 960000\nkeys = 80000\nrate = 120000")
-        .replace("key_by = true\n", "key_by = true\nmemory_limit_mb = 16\n");
-    assert_eq!(many.matches("80000").count() + many.matches("memory_limit_mb").count(), 2, "{many}");
-    std::fs::write(&job, many).unwrap();
+    let many = ManyKeys { events: 960_000, keys: 80_000, rate: 120_000, memory_limit_mb: 16, checkpoint_interval_ms: 150 };
+    let job = many.count_job(&dir, &plugin("word-count"));
     let stderr = run_with_kills(&job, 3);
     assert!(stderr.contains("resumed from checkpoint"), "the last run resumes: {stderr}");
     assert_exact_counts(&committed(&dir.path("out")), 960_000, 80_000);
@@ -139,14 +160,8 @@ fn sigkill_with_more_keys_than_the_instance_holds_loses_and_duplicates_nothing()
 #[test]
 fn sigkill_with_a_python_operator_holding_its_counts_loses_and_duplicates_nothing() {
     let dir = JobDir::new();
-    let job = count_job(&dir, "memory", &python_plugin("word-count"), "", "");
-    let text = std::fs::read_to_string(&job).unwrap();
-    let python = text
-        .replace("events = 60000\nkeys = 600\nrate = 8000", "events = 300000\nkeys = 100000\nrate = 50000")
-        .replace("checkpoint_interval_ms = 150\n", "checkpoint_interval_ms = 1000\n")
-        .replace("key_by = true\n", "key_by = true\nmemory_limit_mb = 64\n");
-    assert_eq!(python.matches("100000").count() + python.matches("= 1000\n").count() + python.matches("memory_limit_mb").count(), 3, "{python}");
-    std::fs::write(&job, python).unwrap();
+    let many = ManyKeys { events: 300_000, keys: 100_000, rate: 50_000, memory_limit_mb: 64, checkpoint_interval_ms: 1000 };
+    let job = many.count_job(&dir, &python_plugin("word-count"));
     let stderr = run_with_kills(&job, 3);
     assert!(stderr.contains("resumed from checkpoint"), "the last run resumes: {stderr}");
     assert_exact_counts(&committed(&dir.path("out")), 300_000, 100_000);
