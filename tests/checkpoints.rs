@@ -118,6 +118,7 @@ struct ManyKeys {
 }
 
 impl ManyKeys {
+    /// The job file, written into `dir`.
     fn count_job(&self, dir: &JobDir, plugin: &Path) -> PathBuf {
         let ManyKeys { events, keys, rate, memory_limit_mb, checkpoint_interval_ms } = self;
         let job = count_job(dir, "memory", plugin, "", "");
@@ -131,6 +132,16 @@ impl ManyKeys {
         std::fs::write(&job, many).unwrap();
         job
     }
+
+    /// Runs the count with `plugin` through three SIGKILLs and a last run
+    /// that resumes, asserts every count came exactly once, and returns the
+    /// last run's stderr.
+    fn count_through_kills(&self, dir: &JobDir, plugin: &Path) -> String {
+        let stderr = run_with_kills(&self.count_job(dir, plugin), 3);
+        assert!(stderr.contains("resumed from checkpoint"), "the last run resumes: {stderr}");
+        assert_exact_counts(&committed(&dir.path("out")), self.events, self.keys);
+        stderr
+    }
 }
 
 /// Keys cycling through more than the operator's instance holds (a Rust
@@ -143,10 +154,7 @@ impl ManyKeys {
 fn sigkill_with_more_keys_than_the_instance_holds_loses_and_duplicates_nothing() {
     let dir = JobDir::new();
     let many = ManyKeys { events: 960_000, keys: 80_000, rate: 120_000, memory_limit_mb: 16, checkpoint_interval_ms: 150 };
-    let job = many.count_job(&dir, &plugin("word-count"));
-    let stderr = run_with_kills(&job, 3);
-    assert!(stderr.contains("resumed from checkpoint"), "the last run resumes: {stderr}");
-    assert_exact_counts(&committed(&dir.path("out")), 960_000, 80_000);
+    let stderr = many.count_through_kills(&dir, &plugin("word-count"));
     assert!(stderr.contains("give the operator a larger memory_limit_mb"), "the keys outgrew the instance: {stderr}");
 }
 
@@ -161,10 +169,7 @@ fn sigkill_with_more_keys_than_the_instance_holds_loses_and_duplicates_nothing()
 fn sigkill_with_a_python_operator_holding_its_counts_loses_and_duplicates_nothing() {
     let dir = JobDir::new();
     let many = ManyKeys { events: 300_000, keys: 100_000, rate: 50_000, memory_limit_mb: 64, checkpoint_interval_ms: 1000 };
-    let job = many.count_job(&dir, &python_plugin("word-count"));
-    let stderr = run_with_kills(&job, 3);
-    assert!(stderr.contains("resumed from checkpoint"), "the last run resumes: {stderr}");
-    assert_exact_counts(&committed(&dir.path("out")), 300_000, 100_000);
+    many.count_through_kills(&dir, &python_plugin("word-count"));
 }
 
 /// RocksDB at its smallest budgets: no block cache, no write-back layer
