@@ -27,6 +27,7 @@ mod memory_chain;
 mod rocksdb;
 mod rocksdb_memory;
 mod size;
+mod timer_key;
 mod timers;
 mod ttl;
 
@@ -46,6 +47,7 @@ pub use rocksdb::RocksDbBackend;
 pub use rocksdb_memory::RocksDbMemory;
 pub use size::{StateSize, StateSizeGauge};
 pub use ttl::{ExpiringStates, TTL_PREFIX, expired, expiry_after, split_expiry, with_expiry};
+pub use timer_key::TimerKey;
 pub use timers::{FiredTimer, FiringBudget, FiringCall, TimeDomain, TimerService, now_ms, processing_timers_due_at};
 
 /// A state of one operator, by index into its [`StateRegistry`].

@@ -18,8 +18,10 @@ use std::collections::btree_map::Entry;
 use hashbrown::HashSet;
 use rustc_hash::FxBuildHasher;
 
+use super::TimerKey;
+
 /// A timestamp's keys, found by hash.
-type KeySet = HashSet<Vec<u8>, FxBuildHasher>;
+type KeySet = HashSet<TimerKey, FxBuildHasher>;
 
 /// The latest time of the processing-time timers due when the clock reads
 /// `now` (ms): those set for a millisecond that has passed. A timer fires
@@ -47,7 +49,7 @@ pub enum TimeDomain {
 /// A timer that fired.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FiredTimer {
-    pub key: Vec<u8>,
+    pub key: TimerKey,
     pub timestamp: i64,
     pub domain: TimeDomain,
 }
@@ -146,7 +148,7 @@ impl Timeline {
     fn register(&mut self, timestamp: i64, key: &[u8]) -> bool {
         let added = match self.due.entry(timestamp) {
             Entry::Vacant(vacant) => {
-                vacant.insert(Keys::One(key.to_vec()));
+                vacant.insert(Keys::One(key.into()));
                 true
             }
             Entry::Occupied(mut keys) => keys.get_mut().insert(key, &mut self.spare),
@@ -175,7 +177,7 @@ impl Timeline {
         let mut fired: Vec<FiredTimer> = Vec::new();
         // The keys fired at the batch's earlier timestamps (a timestamp's
         // own keys are distinct): built only for a batch of several.
-        let mut earlier = HashSet::<Vec<u8>, FxBuildHasher>::default();
+        let mut earlier = KeySet::default();
         'timestamps: while fired.len() < max {
             let Some(mut first) = self.due.first_entry() else { break };
             let timestamp = *first.key();
@@ -189,7 +191,7 @@ impl Timeline {
             while fired.len() < max
                 && let Some(key) = firing.last()
             {
-                if earlier.contains(key.as_slice()) {
+                if earlier.contains(key) {
                     break 'timestamps;
                 }
                 let key = firing.pop().expect("just looked at");
@@ -241,11 +243,11 @@ enum Keys {
     /// timeout after the key's last event) costs no hash set (a host with
     /// a million such timers peaked at 213 MiB, where it took 320 with a
     /// set for each).
-    One(Vec<u8>),
+    One(TimerKey),
     /// Not firing yet: in no order.
     Waiting(KeySet),
     /// Firing: sorted in descending order, the next to fire last.
-    Firing(Vec<Vec<u8>>),
+    Firing(Vec<TimerKey>),
 }
 
 impl Keys {
@@ -257,20 +259,20 @@ impl Keys {
             Keys::One(held) => {
                 let mut set = std::mem::take(spare);
                 set.insert(std::mem::take(held));
-                set.insert(key.to_vec());
+                set.insert(key.into());
                 *self = Keys::Waiting(set);
                 true
             }
             Keys::Waiting(set) => {
                 // One probe; the key is copied only if it is new.
                 let before = set.len();
-                set.get_or_insert_with(key, <[u8]>::to_vec);
+                set.get_or_insert_with(key, |key| TimerKey::from(key));
                 set.len() > before
             }
-            Keys::Firing(sorted) => match sorted.binary_search_by(|held| key.cmp(held)) {
+            Keys::Firing(sorted) => match sorted.binary_search_by(|held| key.cmp(held.as_slice())) {
                 Ok(_) => false,
                 Err(at) => {
-                    sorted.insert(at, key.to_vec());
+                    sorted.insert(at, key.into());
                     true
                 }
             },
@@ -286,7 +288,7 @@ impl Keys {
             }
             Keys::One(_) => false,
             Keys::Waiting(set) => set.remove(key),
-            Keys::Firing(sorted) => match sorted.binary_search_by(|held| key.cmp(held)) {
+            Keys::Firing(sorted) => match sorted.binary_search_by(|held| key.cmp(held.as_slice())) {
                 Ok(at) => {
                     sorted.remove(at);
                     true
@@ -306,7 +308,7 @@ impl Keys {
 
     /// The keys sorted for firing (sorting them the first time, and
     /// leaving their emptied set in `spare` if it has none).
-    fn firing(&mut self, spare: &mut KeySet) -> &mut Vec<Vec<u8>> {
+    fn firing(&mut self, spare: &mut KeySet) -> &mut Vec<TimerKey> {
         if let Keys::One(key) = self {
             *self = Keys::Firing(vec![std::mem::take(key)]);
         }
@@ -327,17 +329,17 @@ impl Keys {
     fn iter(&self) -> Box<dyn Iterator<Item = &[u8]> + '_> {
         match self {
             Keys::One(key) => Box::new(std::iter::once(key.as_slice())),
-            Keys::Waiting(set) => Box::new(set.iter().map(Vec::as_slice)),
-            Keys::Firing(sorted) => Box::new(sorted.iter().map(Vec::as_slice)),
+            Keys::Waiting(set) => Box::new(set.iter().map(TimerKey::as_slice)),
+            Keys::Firing(sorted) => Box::new(sorted.iter().map(TimerKey::as_slice)),
         }
     }
 
     fn ascending(&self) -> Vec<&[u8]> {
         match self {
             Keys::One(key) => vec![key.as_slice()],
-            Keys::Waiting(set) => in_byte_order(set.iter().map(Vec::as_slice)),
+            Keys::Waiting(set) => in_byte_order(set.iter().map(TimerKey::as_slice)),
             // Already sorted, in descending order.
-            Keys::Firing(sorted) => sorted.iter().rev().map(Vec::as_slice).collect(),
+            Keys::Firing(sorted) => sorted.iter().rev().map(TimerKey::as_slice).collect(),
         }
     }
 }
@@ -468,7 +470,7 @@ mod tests {
     }
 
     fn fired(times: &[(i64, &str)]) -> Vec<FiredTimer> {
-        times.iter().map(|&(timestamp, key)| FiredTimer { key: key.into(), timestamp, domain: TimeDomain::EventTime }).collect()
+        times.iter().map(|&(timestamp, key)| FiredTimer { key: key.as_bytes().into(), timestamp, domain: TimeDomain::EventTime }).collect()
     }
 
     /// Timers set for the time firing (or earlier) are taken from the
@@ -516,7 +518,7 @@ mod tests {
             let mut unordered: Vec<Vec<u8>> = timers.unordered().map(|(_, _, key)| key.to_vec()).collect();
             unordered.sort();
             proptest::prop_assert_eq!(&unordered, &expected, "a checkpoint lists the same timers");
-            let fired: Vec<Vec<u8>> = timers.pop_due(TimeDomain::EventTime, 7, usize::MAX).into_iter().map(|t| t.key).collect();
+            let fired: Vec<Vec<u8>> = timers.pop_due(TimeDomain::EventTime, 7, usize::MAX).into_iter().map(|t| t.key.to_vec()).collect();
             proptest::prop_assert_eq!(fired, expected);
         }
     }
