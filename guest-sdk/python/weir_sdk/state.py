@@ -32,6 +32,7 @@ dict in place, call ``set`` with it, or the change is lost.
 """
 
 import math
+from functools import partial
 from itertools import accumulate
 
 from . import codec
@@ -136,20 +137,15 @@ def _encode(kind, name, value):
         raise StateError(f"cannot encode {kind} `{name}`: {e}") from None
 
 
-def _slot_values(kind, name, values):
-    """Values (``_ABSENT`` for none) as the WIT ``slot-values``: presence
-    flags, the encoded values back to back, and their offsets."""
-    present, parts, offsets, pos = [], [], [0], 0
-    for value in values:
-        if value is _ABSENT:
-            present.append(False)
-        else:
-            encoded = _encode(kind, name, value)
-            present.append(True)
-            parts.append(encoded)
-            pos += len(encoded)
-        offsets.append(pos)
-    return present, b"".join(parts), offsets
+def _slot_values(values, encode):
+    """``values`` (a list; ``_ABSENT`` for none) as the WIT ``slot-values``:
+    presence flags, the values ``encode`` gives back to back, and their
+    offsets. Built with comprehensions and ``accumulate`` (loops in C, not
+    in the interpreter): a checkpoint writes back every value held and
+    changed since the last one."""
+    encoded = [b"" if value is _ABSENT else encode(value) for value in values]
+    present = [value is not _ABSENT for value in values]
+    return present, b"".join(encoded), list(accumulate(map(len, encoded), initial=0))
 
 
 class Store:
@@ -290,7 +286,8 @@ class _ValueCache:
         if not self.dirty:
             return
         slots = list(self.dirty)
-        present, data, offsets = _slot_values("value state", self.name, (self.values[slot] for slot in slots))
+        values = [self.values[slot] for slot in slots]
+        present, data, offsets = _slot_values(values, lambda value: _encode("value state", self.name, value))
         self.dirty = {}
         self.raw.set_many(slots, present, data, offsets)
 
@@ -438,14 +435,9 @@ class _HeldValues:
 
     def _write_back(self, keys):
         values = [self.held[key] for key in keys]
-        # Built with comprehensions and `accumulate` (loops in C, not in the
-        # interpreter): a checkpoint writes back every count changed since
-        # the last one.
-        encoded = [_held_encoded(self.name, value) for value in values]
-        present = [value is not _ABSENT for value in values]
+        present, data, offsets = _slot_values(values, partial(_held_encoded, self.name))
         key_offsets = list(accumulate(map(len, keys), initial=0))
-        offsets = list(accumulate(map(len, encoded), initial=0))
-        self.raw.set_keyed(b"".join(keys), key_offsets, present, b"".join(encoded), offsets)
+        self.raw.set_keyed(b"".join(keys), key_offsets, present, data, offsets)
         changed = self.changed
         for key in keys:
             del changed[key]
@@ -461,14 +453,12 @@ class _HeldValues:
 
 
 def _held_encoded(name, value):
-    """A held value as the host stores it (empty for ``_ABSENT``)."""
+    """A held value (not ``_ABSENT``) as the host stores it."""
     t = type(value)
     if t is int:  # (a count: the most common value, written out here)
         return str(value).encode()
     if t is _Stored:
         return value.raw
-    if value is _ABSENT:
-        return b""
     return _encode("value state", name, value)
 
 
@@ -550,7 +540,8 @@ class _MapCache:
             sub_keys.append(sub_key)
             spos += len(sub_key)
             sub_offsets.append(spos)
-        present, data, offsets = _slot_values("map state", self.name, (self.entries[e] for e in entries))
+        values = [self.entries[e] for e in entries]
+        present, data, offsets = _slot_values(values, lambda value: _encode("map state", self.name, value))
         self.dirty = {}
         self.raw.set_many(slots, b"".join(sub_keys), sub_offsets, present, data, offsets)
 

@@ -63,26 +63,32 @@ class _Expiries:
             self.at.pop(where, None)
 
 
+def _slot_values(values):
+    """Stored values (bytes, or ``None`` for none) as the host sends them:
+    presence flags, the values back to back, and their offsets."""
+    present = [v is not None for v in values]
+    offsets = [0]
+    for v in values:
+        offsets.append(offsets[-1] + (len(v) if v is not None else 0))
+    return present, b"".join(v for v in values if v is not None), offsets
+
+
 class _Value:
     def __init__(self, h, name, ttl):
         self.h, self.name, self.ttl = h, name, ttl
+
+    def _read(self, key):
+        """The stored value of ``key``, or None (an expired one forgotten)."""
+        store = self.h._values.setdefault(self.name, {})
+        if self.h.expiries.expired_on_read(("v", self.name, key, b""), self.ttl):
+            store.pop(key, None)
+        return store.get(key)
 
     def get_all(self):
         h = self.h
         h._check_keyed()
         h.value_fetches += 1
-        store = h._values.setdefault(self.name, {})
-        present, parts, offsets, pos = [], [], [0], 0
-        for key in h._keys:
-            if h.expiries.expired_on_read(("v", self.name, key, b""), self.ttl):
-                store.pop(key, None)
-            v = store.get(key)
-            present.append(v is not None)
-            if v is not None:
-                parts.append(v)
-                pos += len(v)
-            offsets.append(pos)
-        return present, b"".join(parts), offsets
+        return _slot_values([self._read(key) for key in h._keys])
 
     def set_many(self, slots, present, data, offsets):
         h = self.h
@@ -94,14 +100,7 @@ class _Value:
         h._check_keyed()
         h.value_fetches += 1
         h.values_fetched += len(slots)
-        store = h._values.setdefault(self.name, {})
-        values = [store.get(h._key(slot)) for slot in slots]
-        present = [v is not None for v in values]
-        data = b"".join(v for v in values if v is not None)
-        offsets = [0]
-        for v in values:
-            offsets.append(offsets[-1] + (len(v) if v is not None else 0))
-        return present, data, offsets
+        return _slot_values([self._read(h._key(slot)) for slot in slots])
 
     def set_keyed(self, keys, key_offsets, present, data, offsets):
         """Writes by key, as the host allows in any call: only keys the
@@ -144,15 +143,8 @@ class _Map:
         h = self.h
         h._check_keyed()
         h.map_fetches += 1
-        present, parts, out, pos = [], [], [0], 0
-        for i, slot in enumerate(slots):
-            v = self._lookup((h._key(slot), bytes(sub_keys[offsets[i] : offsets[i + 1]])))
-            present.append(v is not None)
-            if v is not None:
-                parts.append(v)
-                pos += len(v)
-            out.append(pos)
-        return present, b"".join(parts), out
+        entries = [(h._key(slot), bytes(sub_keys[offsets[i] : offsets[i + 1]])) for i, slot in enumerate(slots)]
+        return _slot_values([self._lookup(entry) for entry in entries])
 
     def set_many(self, slots, sub_keys, sub_offsets, present, data, offsets):
         h = self.h
