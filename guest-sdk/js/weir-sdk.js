@@ -959,6 +959,7 @@ class StateStore {
     this.caches = new Map();
     this.maps = new Map();
     this.mirrors = new Map();
+    this.windowCaches = new Map(); // Windows -> WindowCache
     this.batch = 0;
     this.timerChanges = new Map();
   }
@@ -972,6 +973,10 @@ class StateStore {
   mirror(name) {
     return getOrMake(this.mirrors, name, () => new Mirror(name));
   }
+  /** The windows `windows` holds in this call. */
+  windowCache(windows) {
+    return getOrMake(this.windowCaches, windows, () => new WindowCache(windows, this));
+  }
   begin() {
     this.batch += 1; // caches loaded for an earlier batch reload on use
     this.timerChanges.clear();
@@ -982,6 +987,7 @@ class StateStore {
     this.timerChanges.set(key, { slot, timestamp, domain, delete: del });
   }
   flush() {
+    for (const windows of this.windowCaches.values()) windows.writeBack();
     for (const cache of this.caches.values()) {
       if (cache.batch === this.batch) cache.flush();
     }
@@ -1001,6 +1007,7 @@ class StateStore {
   abort() {
     for (const cache of this.caches.values()) cache.abort();
     for (const cache of this.maps.values()) cache.abort();
+    for (const windows of this.windowCaches.values()) windows.abort();
     this.timerChanges.clear();
   }
 }
@@ -1636,37 +1643,61 @@ export class Windows {
   add(ctx, event, input) {
     const timestamp = this._time(ctx, event);
     const watermark = this.eventTime && ctx.watermark !== null ? ctx.watermark : -Infinity;
-    const { aggregate, state } = this;
-    const updated = [];
+    const { size, slide, offset } = this;
+    const open = ctx._states.windowCache(this);
+    const slot = ctx._slot();
+    if (slide === size) {
+      // Tumbling: one window, found without making arrays (every object
+      // costs in an interpreter).
+      const start = timestamp - floorMod(timestamp - offset, size);
+      if (this.eventTime && start + size - 1 + this.lateness <= watermark) {
+        this._late(ctx, event, timestamp, watermark);
+        return NONE_UPDATED;
+      }
+      return this._addTo(ctx, open.window(slot, start), input, watermark, NONE_UPDATED);
+    }
+    let updated = NONE_UPDATED;
     let placed = false;
     // Latest start first, as Flink assigns sliding windows: a late event
     // re-fires the windows it updates in that order.
-    for (const [start, end] of this.assign(timestamp).reverse()) {
+    const windows = this.assign(timestamp);
+    for (let i = windows.length - 1; i >= 0; i--) {
+      const [start, end] = windows[i];
       if (this.eventTime && end - 1 + this.lateness <= watermark) continue; // its window is gone
       placed = true;
-      const entry = state.get(ctx, start);
-      let acc, fired;
-      if (entry === undefined) {
-        this._registerTimers(ctx, end);
-        acc = aggregate.create();
-        fired = false;
-      } else {
-        [, acc, fired] = entry;
-      }
-      acc = aggregate.add(acc, input);
-      if (end - 1 <= watermark) {
-        // Late, within the allowed lateness: the result changes now.
-        fired = true;
-        updated.push({ start, end, value: aggregate.result(acc) });
-      }
-      state.set(ctx, start, [end, acc, fired]);
+      updated = this._addTo(ctx, open.window(slot, start), input, watermark, updated);
     }
-    // An event in no window (between hopping windows) is not late unless
-    // the watermark has passed it: it is dropped, as in time.
-    if (!placed && this.lateOutput !== null && this.eventTime && timestamp + this.lateness <= watermark) {
+    if (!placed) this._late(ctx, event, timestamp, watermark);
+    return updated;
+  }
+
+  /** Adds `input` to `window`; returns `updated`, with the window's new
+   *  result added when it had fired already (a late event). */
+  _addTo(ctx, window, input, watermark, updated) {
+    const aggregate = this.aggregate;
+    if (!window.present) {
+      this._registerTimers(ctx, window.end);
+      window.acc = aggregate.create();
+      window.fired = false;
+      window.present = true;
+    }
+    window.acc = aggregate.add(window.acc, input);
+    window.changed = true;
+    if (window.end - 1 > watermark) return updated;
+    // Late, within the allowed lateness: the result changes now.
+    window.fired = true;
+    const result = { start: window.start, end: window.end, value: aggregate.result(window.acc) };
+    if (updated === NONE_UPDATED) return [result];
+    updated.push(result);
+    return updated;
+  }
+
+  /** An event in no window: sent to the late output if the watermark has
+   *  passed it (between hopping windows it is dropped, as in time). */
+  _late(ctx, event, timestamp, watermark) {
+    if (this.lateOutput !== null && this.eventTime && timestamp + this.lateness <= watermark) {
       ctx.emitTo(this.lateOutput, event.key, event.value);
     }
-    return updated;
   }
 
   _registerTimers(ctx, end) {
@@ -1682,27 +1713,114 @@ export class Windows {
   onTimer(ctx, timer) {
     if (timer.domain !== this.domain) return [];
     const time = timer.timestamp;
-    const { state, size, lateness } = this;
+    const { size, lateness } = this;
+    const open = ctx._states.windowCache(this);
+    const slot = ctx._slot();
     const results = [];
-    const start = time + 1 - size;
-    const entry = state.get(ctx, start);
-    if (entry !== undefined && entry[0] - 1 === time && !entry[2]) {
-      const [end, acc] = entry;
-      results.push({ start, end, value: this.aggregate.result(acc) });
-      if (lateness === 0) state.remove(ctx, start);
+    const window = open.window(slot, time + 1 - size);
+    if (window.present && window.end - 1 === time && !window.fired) {
+      results.push({ start: window.start, end: window.end, value: this.aggregate.result(window.acc) });
+      if (lateness === 0) window.remove();
       else {
-        state.set(ctx, start, [end, acc, true]);
+        window.fired = true;
+        window.changed = true;
         // Again: a window opened before an upgrade that raised the lateness
         // has no timer to forget it by (one per key and time).
-        ctx.registerTimer(end - 1 + lateness, this.domain);
+        ctx.registerTimer(window.end - 1 + lateness, this.domain);
       }
     }
     if (lateness > 0) {
-      const expired = time + 1 - lateness - size;
-      const old = state.get(ctx, expired);
-      if (old !== undefined && old[0] - 1 + lateness === time) state.remove(ctx, expired);
+      const old = open.window(slot, time + 1 - lateness - size);
+      if (old.present && old.end - 1 + lateness === time) old.remove();
     }
     return results;
+  }
+}
+
+/** What `Windows.add` returns when no fired window changed (never written to). */
+const NONE_UPDATED = Object.freeze([]);
+
+/** One window of a key, as `WindowCache` holds it in a call. */
+class OpenWindow {
+  constructor(slot, start, end, stored) {
+    this.slot = slot;
+    this.start = start;
+    this.present = stored !== undefined;
+    this.end = this.present ? stored[0] : end;
+    this.acc = this.present ? stored[1] : undefined;
+    this.fired = this.present ? stored[2] : false;
+    this.changed = false;
+  }
+  remove() {
+    this.present = false;
+    this.acc = undefined;
+    this.changed = true;
+  }
+}
+
+/**
+ * The windows one `Windows` used in the current call, by key slot and
+ * start: each read from its map state on first use, changed in place by
+ * every event after, and written back into the map state's entries once,
+ * when the call ends (`StateStore.flush` calls `writeBack` before map
+ * states flush; a failed call drops it all). The interpreter pays for every
+ * object and string it makes, and reading and writing the map state per
+ * event made several: an event whose window is held here makes none.
+ */
+class WindowCache {
+  constructor(windows, store) {
+    this.windows = windows;
+    this.store = store;
+    this.batch = -1;
+    this.bySlot = new Map(); // slot -> Map(start -> OpenWindow)
+  }
+
+  /** The window of `slot` starting at `start` (present or not). */
+  window(slot, start) {
+    if (this.batch !== this.store.batch) {
+      this.bySlot.clear();
+      this.batch = this.store.batch;
+    }
+    let starts = this.bySlot.get(slot);
+    if (starts === undefined) {
+      starts = new Map();
+      this.bySlot.set(slot, starts);
+    }
+    let window = starts.get(start);
+    if (window === undefined) {
+      const stored = this._mapCache().get(slot, encodeKey(start));
+      window = new OpenWindow(slot, start, start + this.windows.size, stored);
+      starts.set(start, window);
+    }
+    return window;
+  }
+
+  _mapCache() {
+    const state = this.windows.state;
+    const cache = this.store.mapCache(state.name, state.ttl);
+    if (cache.batch !== this.store.batch) cache.begin();
+    return cache;
+  }
+
+  /** Puts this call's changed windows into the map state's entries. */
+  writeBack() {
+    if (this.batch !== this.store.batch) return;
+    const what = this.windows.state.what;
+    let cache = null;
+    for (const starts of this.bySlot.values()) {
+      for (const window of starts.values()) {
+        if (!window.changed) continue;
+        cache ??= this._mapCache();
+        const bytes = window.present ? encodeValue([window.end, window.acc, window.fired], what) : null;
+        cache.put(window.slot, encodeKey(window.start), bytes);
+        window.changed = false;
+      }
+    }
+  }
+
+  abort() {
+    this.bySlot.clear();
+    this.batch = -1;
   }
 }
 

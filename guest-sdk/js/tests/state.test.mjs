@@ -92,6 +92,31 @@ test("a late event re-fires the sliding windows it updates latest start first, a
   assert.deepEqual(out.map(({ start, end }) => [start, end]), [[500, 1500], [0, 1000]]);
 });
 
+test("tumbling windows sum within and across calls, store [end, sum, fired] once a call, and drop a failed call's sums", () => {
+  resetHost();
+  class Tumbling extends Operator {
+    init() {
+      this.windows = Windows.tumbling("t", 1000, SUM, { lateness: 5000 });
+    }
+    process(ctx, event) {
+      if (event.valueString() === "fail") throw new Error("refused");
+      for (const result of this.windows.add(ctx, event, Number(event.valueString()))) ctx.emit(event.key, JSON.stringify(result));
+    }
+  }
+  const tumbling = exportOperator(Tumbling);
+  tumbling.init([]);
+  assert.deepEqual(run(tumbling, [["a", "1", 100], ["b", "10", 200], ["a", "2", 900], ["a", "4", 1000]]), []);
+  assert.deepEqual(storedMap("t"), { a: { 0: "[1000,3,false]", 1000: "[2000,4,false]" }, b: { 0: "[1000,10,false]" } });
+  assert.throws(() => run(tumbling, [["a", "8", 300], ["a", "fail", 300]]), /refused/);
+  assert.deepEqual(storedMap("t").a, { 0: "[1000,3,false]", 1000: "[2000,4,false]" }, "the failed call stored nothing");
+  run(tumbling, [["a", "16", 500], ["b", "20", 1500]]);
+  assert.deepEqual(storedMap("t"), { a: { 0: "[1000,19,false]", 1000: "[2000,4,false]" }, b: { 0: "[1000,10,false]", 1000: "[2000,20,false]" } });
+  // Past the watermark (1500), within the lateness: the window's result changes now.
+  const late = run(tumbling, [["a", "32", 700], ["a", "64", 800]], 1500).map(([, value]) => JSON.parse(value));
+  assert.deepEqual(late, [{ start: 0, end: 1000, value: 51 }, { start: 0, end: 1000, value: 115 }]);
+  assert.equal(storedMap("t").a[0], "[1000,115,true]");
+});
+
 test("states with a time-to-live open the host's expiring states, with the WIT's record", () => {
   resetHost();
   dedup.init([["ttl_ms", "1500"]]);
