@@ -3,11 +3,11 @@
 #
 #   scripts/build-js-plugin.sh SRC.js OUT.wasm
 #
-# 1. scripts/js-tools.sh installs (once) jco, componentize-js and esbuild.
+# 1. scripts/js-tools.sh installs (once) componentize-js and esbuild.
 # 2. esbuild bundles SRC.js with the SDK (`import ... from "weir-sdk"` is
 #    guest-sdk/js/weir-sdk.js) into one ES module; the WIT imports
 #    (`weir:operator/...`) stay external — componentize-js binds them.
-# 3. `jco componentize` builds the component against wit/, world `plugin`,
+# 3. `componentize-js` builds the component against wit/, world `plugin`,
 #    with the WASI features the host does not need (outgoing HTTP, the
 #    fetch event) disabled; stdio stays so that errors reach stderr (the host
 #    keeps stderr for error reports), random and clocks stay for Math.random
@@ -28,8 +28,8 @@ out=$2
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 [[ -f $src ]] || { echo "build-js-plugin: no such file: $src" >&2; exit 1; }
 
-jco="$("$root/scripts/js-tools.sh")"
-esbuild="$(dirname "$jco")/esbuild"
+componentize="$("$root/scripts/js-tools.sh")"
+esbuild="$(dirname "$componentize")/esbuild"
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
@@ -57,12 +57,12 @@ const sources = map.sources.map((source) => path.resolve(path.dirname(bundle), s
 fs.appendFileSync(bundle, `\nglobalThis.__weirSourceMap = ${JSON.stringify({ sources, mappings: map.mappings })};\n`);
 ' "$work/plugin.js"
 
-args=(componentize "$work/plugin.js" --wit "$root/wit" --world-name plugin
+args=("$work/plugin.js" --wit "$root/wit" --world-name plugin
       --disable http fetch-event -o "$work/plugin.wasm")
-if [[ ${WEIR_JS_AOT:-0} == 1 ]]; then args+=(--aot); fi
+if [[ ${WEIR_JS_AOT:-0} == 1 ]]; then args+=(--aot ${WEIR_WEVAL:+--weval-bin "$WEIR_WEVAL"}); fi
 
-echo "build-js-plugin: componentizing (jco ${args[*]:1})" >&2
-"$jco" "${args[@]}" >&2
+echo "build-js-plugin: componentizing (componentize-js ${args[*]})" >&2
+"$componentize" "${args[@]}" >&2
 mkdir -p "$(dirname "$out")"
 mv "$work/plugin.wasm" "$out"
 echo "build-js-plugin: wrote $out ($(du -h "$out" | cut -f1))" >&2

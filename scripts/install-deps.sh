@@ -2,8 +2,8 @@
 # Installs the system packages and Rust target the build needs, if missing:
 # the wasm32-wasip2 target (plugins), libclang (RocksDB's bindings), cmake and
 # the headers librdkafka is built against (Kafka connectors); the toolchains
-# of Python and JavaScript plugins (componentize-py in a virtualenv, jco with
-# npm) under ~/.cache/weir-tools; and the Kafka-protocol test broker (tansu).
+# of Python and JavaScript plugins (componentize-py in a virtualenv,
+# componentize-js with npm) under ~/.cache/weir-tools; and the Kafka-protocol test broker (tansu).
 #
 #   scripts/install-deps.sh
 set -euo pipefail

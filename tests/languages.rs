@@ -1,5 +1,5 @@
 //! Operators in Python and JavaScript: built from source with their SDKs
-//! (componentize-py, jco), run by the same host, agreeing with Rust — down
+//! (componentize-py, componentize-js), run by the same host, agreeing with Rust — down
 //! to each other's state.
 
 mod common;
@@ -33,7 +33,7 @@ fn a_python_plugin_with_a_syntax_error_fails_its_build_naming_the_line() {
 
 /// A Python or JavaScript plugin that fails fails the job with a
 /// traceback naming its own files and lines: not the mount componentize-py
-/// built it from (`/1/app.py`), nor the bundle jco was given (`plugin.js:842`,
+/// built it from (`/1/app.py`), nor the bundle componentize-js was given (`plugin.js:842`,
 /// a file the build deleted). The build scripts record where the sources
 /// were (for JavaScript, the bundle's source map), and the SDKs read it.
 /// The frames through which the SDK and the runtime called the plugin are
