@@ -3,13 +3,18 @@
 #   @bytecodealliance/componentize-js  (SpiderMonkey-based ESM -> component,
 #                                       CLI `componentize-js`)
 #   esbuild                            (bundles guest-sdk/js with a plugin)
-# into ${WEIR_TOOLS:-$HOME/.cache/weir-tools}/js with `npm install --prefix`.
+# into ${WEIR_TOOLS:-$HOME/.cache/weir-tools}/js with `npm install --prefix`;
+# with the argument `weval`, the Weval partial evaluator instead, built with
+# `cargo install` from crates.io into ${WEIR_TOOLS:-…}/weval (a few minutes,
+# once): componentize-js's `--aot` needs it, and its npm package would
+# download it from GitHub, which Weir's build machines cannot reach.
 #
 # Idempotent: does nothing when the pinned versions are already there.
-# Prints the path of the componentize-js executable on stdout; logs go to
-# stderr. The esbuild executable is next to it (same directory).
+# Prints the path of the executable on stdout; logs go to stderr. The
+# esbuild executable is next to componentize-js (same directory).
 #
 # Usage: scripts/js-tools.sh            -> prints .../node_modules/.bin/componentize-js
+#        scripts/js-tools.sh weval      -> prints .../weval/bin/weval
 set -euo pipefail
 
 # Pinned versions. componentize-js 0.23 rather than jco 1.35's `jco
@@ -19,13 +24,31 @@ set -euo pipefail
 # map-state read per window, 34.7 s -> 19.0 s for a million events).
 COMPONENTIZE_JS_VERSION=0.23.0
 ESBUILD_VERSION=0.28.2
+# The Weval componentize-js 0.23 is made for (its npm dependency: ^0.5.0).
+WEVAL_VERSION=0.5.1
 
 log() { echo "js-tools: $*" >&2; }
 
 command -v node >/dev/null || { log "node is required (Node.js >= 18)"; exit 1; }
 command -v npm >/dev/null || { log "npm is required"; exit 1; }
 
-prefix="${WEIR_TOOLS:-$HOME/.cache/weir-tools}/js"
+tools="${WEIR_TOOLS:-$HOME/.cache/weir-tools}"
+
+if [[ ${1:-} == weval ]]; then
+    weval="$tools/weval/bin/weval"
+    if [[ -x $weval && $("$weval" --version 2>/dev/null) == "weval $WEVAL_VERSION" ]]; then
+        log "weval $WEVAL_VERSION already in $tools/weval"
+    else
+        command -v cargo >/dev/null || { log "cargo is required to build weval (https://rustup.rs)"; exit 1; }
+        log "building weval $WEVAL_VERSION with cargo into $tools/weval (a few minutes, once)"
+        # Its own target directory (a temporary one), not the project's.
+        env -u CARGO_TARGET_DIR cargo install weval --version "$WEVAL_VERSION" --locked --root "$tools/weval" >&2
+    fi
+    echo "$weval"
+    exit 0
+fi
+
+prefix="$tools/js"
 bin="$prefix/node_modules/.bin"
 componentize="$bin/componentize-js"
 

@@ -7,7 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{JobDir, build_plugin as build, js_plugin, plugin, python_plugin, run_job, stopped_with_savepoint, toml_path, weir, workspace};
+use common::{JobDir, build_plugin as build, js_plugin, js_plugin_interpreted, plugin, python_plugin, run_job, stopped_with_savepoint, toml_path, weir, workspace};
 
 /// A Python plugin that does not compile fails its build naming its own
 /// file and line, without a Rust backtrace: componentize-py names it by
@@ -315,12 +315,20 @@ fn sorted_output(dir: &Path) -> Vec<String> {
     common::committed_lines(dir, None)
 }
 
+/// JavaScript built both ways: compiled ahead of time (the default) and for
+/// the engine's plain interpreter (`WEIR_JS_AOT=0`).
 #[test]
 fn word_count_gives_identical_results_in_rust_python_and_javascript() {
     let dir = JobDir::new();
     dir.write("in.jsonl", &words(5_000));
     let mut outputs = Vec::new();
-    for (language, plugin) in [("rust", plugin("word-count")), ("python", python_plugin("word-count")), ("js", js_plugin("word-count"))] {
+    let languages = [
+        ("rust", plugin("word-count")),
+        ("python", python_plugin("word-count")),
+        ("js", js_plugin("word-count")),
+        ("js-interpreted", js_plugin_interpreted("word-count")),
+    ];
+    for (language, plugin) in languages {
         weir(&["plugin", "check", plugin.to_str().unwrap()]).success();
         run_job(&count_job(&dir, language, &plugin, ""), &[]).success();
         outputs.push((language, sorted_output(&dir.path(&format!("out-{language}")))));

@@ -210,6 +210,11 @@ input = "amplifier"
 /// Builds a Python or JavaScript plugin with its build script (once per
 /// test binary and output name) into the test build directory.
 pub fn build_plugin(script: &str, source: &Path, name: &str) -> PathBuf {
+    build_plugin_with_env(script, source, name, &[])
+}
+
+/// [`build_plugin`] with environment variables `env` set for the script.
+pub fn build_plugin_with_env(script: &str, source: &Path, name: &str, env: &[(&str, &str)]) -> PathBuf {
     static BUILT: OnceLock<Mutex<Vec<String>>> = OnceLock::new();
     let out = target_dir().join("other-languages").join(format!("{name}.wasm"));
     let built = BUILT.get_or_init(Mutex::default);
@@ -219,6 +224,7 @@ pub fn build_plugin(script: &str, source: &Path, name: &str) -> PathBuf {
             .arg(workspace().join("scripts").join(script))
             .arg(source)
             .arg(&out)
+            .envs(env.iter().copied())
             .status()
             .expect("run a plugin build script");
         assert!(status.success(), "{script} {} failed", source.display());
@@ -236,6 +242,13 @@ pub fn python_plugin(name: &str) -> PathBuf {
 pub fn js_plugin(name: &str) -> PathBuf {
     let source = workspace().join("plugins/js").join(name).join(format!("{name}.js"));
     build_plugin("build-js-plugin.sh", &source, &format!("{name}-js"))
+}
+
+/// [`js_plugin`] built without ahead-of-time compilation (`WEIR_JS_AOT=0`):
+/// the engine's plain interpreter runs the plugin.
+pub fn js_plugin_interpreted(name: &str) -> PathBuf {
+    let source = workspace().join("plugins/js").join(name).join(format!("{name}.js"));
+    build_plugin_with_env("build-js-plugin.sh", &source, &format!("{name}-js-interpreted"), &[("WEIR_JS_AOT", "0")])
 }
 
 /// A `weir run` in the background, with its control API.
