@@ -362,6 +362,39 @@ function decodeUtf8(bytes, what) {
  *  `1e3`): not JavaScript's hex, octal, binary or padding with spaces. */
 const DECIMAL = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/;
 
+/** Exact powers of ten, for `readDecimal`. */
+const POWERS_OF_TEN = Array.from({ length: 16 }, (_, k) => 10 ** k);
+
+/**
+ * `data[start, end)` as `decodeNumber` reads it, without making a string for
+ * the common case — an optional sign, digits, an optional point and digits,
+ * 15 digits at most — which is read as an integer divided by a power of
+ * ten: both exact in a double, so the quotient is rounded once, exactly as
+ * `Number` rounds the text. Anything else goes through `decodeNumber`.
+ */
+function readDecimal(data, start, end, what) {
+  let i = start;
+  let negative = false;
+  if (i < end && (data[i] === 45 || data[i] === 43)) negative = data[i++] === 45; // '-' or '+'
+  let mantissa = 0;
+  let digits = 0;
+  let point = -1; // digits seen when the point came
+  for (; i < end; i++) {
+    const d = data[i] - 48;
+    if (d >= 0 && d <= 9) {
+      mantissa = mantissa * 10 + d;
+      digits++;
+    } else if (d === -2 && point < 0) {
+      point = digits; // '.'
+    } else {
+      break;
+    }
+  }
+  if (i !== end || digits === 0 || digits > 15) return decodeNumber(data.subarray(start, end), what);
+  const value = point < 0 ? mantissa : mantissa / POWERS_OF_TEN[digits - point];
+  return negative ? -value : value;
+}
+
 function decodeNumber(bytes, what) {
   const text = decodeUtf8(bytes, what);
   const n = Number(text);
@@ -415,9 +448,15 @@ export class Event {
   /** The value as UTF-8 text (`invalid-input` if it is not). */
   valueString() { return decodeUtf8(this.value, "value"); }
   /** The value as a number written in decimal text. */
-  valueNumber() { return decodeNumber(this.value, "value"); }
+  valueNumber() {
+    const o = this._offsets, i = 2 * this._i;
+    return readDecimal(this._data, o[i + 1], o[i + 2], "value");
+  }
   /** The key as a number written in decimal text. */
-  keyNumber() { return decodeNumber(this.key, "key"); }
+  keyNumber() {
+    const o = this._offsets, i = 2 * this._i;
+    return readDecimal(this._data, o[i], o[i + 1], "key");
+  }
   /** The value parsed as JSON. */
   valueJson() { return decodeJson(this.value, "value"); }
 }

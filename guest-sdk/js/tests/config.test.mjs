@@ -93,6 +93,36 @@ test("event numbers are decimal text, as in Rust", () => {
   }
 });
 
+test("event numbers read without a string are the numbers their text gives", () => {
+  const texts = ["0", "-0", "+7", "007", "5.", ".5", "12.345", "-0.1", "0.3", "999999999999999", "1234567.89012345", "9007199254740993",
+    "0.1234567890123456789", "1e-7", "-.5e2"];
+  for (let seed = 1; texts.length < 2000; seed = (seed * 48271) % 2147483647) {
+    const digits = (String(seed).padStart(10, "0") + String((seed * 16807) % 2147483647).padStart(10, "0")).slice(0, 1 + (seed % 18));
+    const at = seed % (digits.length + 1);
+    texts.push(`${seed % 3 === 0 ? "-" : ""}${digits.slice(0, at)}.${digits.slice(at)}`.replace(/^(-?)\.$/, "$10"));
+  }
+  const bad = ["", "-", ".", "+.", "1.2.3", "1-2", "--1", "1 ", "١٢"];
+  const all = [...texts, ...bad];
+  // Each text as the key and as the value of an event.
+  const data = utf8.encode(all.map((text) => text + text).join(""));
+  const offsets = [0];
+  for (const text of all) {
+    const length = utf8.encode(text).length;
+    offsets.push(offsets.at(-1) + length, offsets.at(-1) + 2 * length);
+  }
+  const event = new Event(data, Uint32Array.from(offsets), 0);
+  texts.forEach((text, i) => {
+    event._i = i;
+    assert.ok(Object.is(event.valueNumber(), Number(text)), `${text}: ${event.valueNumber()} is not ${Number(text)}`);
+    assert.ok(Object.is(event.keyNumber(), Number(text)), `${text} as a key`);
+  });
+  bad.forEach((text, j) => {
+    event._i = texts.length + j;
+    refuses(() => event.valueNumber(), "invalid-input", /^expected a (number|UTF-8) /);
+    refuses(() => event.keyNumber(), "invalid-input", /^expected a (number|UTF-8) /);
+  });
+});
+
 test("an error's stack is shown short: a recursion folded, at most 12 frames", () => {
   const deep = ["boom@/src/op.js:3:5", ...Array(400).fill("recurse@/src/op.js:7:3"), "process@/src/op.js:12:9"];
   assert.equal(shortStack(deep.join("\n")), "boom@/src/op.js:3:5\nrecurse@/src/op.js:7:3 (×400)\nprocess@/src/op.js:12:9");
