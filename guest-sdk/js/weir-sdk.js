@@ -538,15 +538,20 @@ class OutputBuffer {
   }
   // The hot path of every emit. The JS engine runs as an interpreter inside
   // Wasm, where every operation counts: the common cases (bytes, short
-  // ASCII strings, non-negative integers) avoid allocations and calls.
+  // ASCII strings, integers a double holds exactly — timestamps too) avoid
+  // allocations and calls.
   _write(x) {
     const type = typeof x;
-    if (type === "number" && (x > 0 || Object.is(x, 0)) && x <= 0xffffffff && x % 1 === 0) {
-      this._reserve(10);
+    if (type === "number" && x % 1 === 0 && x <= Number.MAX_SAFE_INTEGER && x >= -Number.MAX_SAFE_INTEGER && (x !== 0 || 1 / x > 0)) {
+      this._reserve(17);
       const data = this.data;
       let len = this.len;
-      const start = len;
       let v = x;
+      if (v < 0) {
+        data[len++] = 45; // '-'
+        v = -v;
+      }
+      const start = len;
       do {
         data[len++] = 48 + (v % 10);
         v = (v - (v % 10)) / 10;
@@ -1812,6 +1817,8 @@ class WindowCache {
     this.store = store;
     this.batch = -1;
     this.bySlot = new Map(); // slot -> Map(start -> OpenWindow)
+    this.subKeys = new OutputBuffer(""); // reused by writeBack
+    this.values = new OutputBuffer("");
   }
 
   /** The window of `slot` starting at `start` (present or not). */
@@ -1841,20 +1848,53 @@ class WindowCache {
     return cache;
   }
 
-  /** Puts this call's changed windows into the map state's entries. */
+  /** Writes this call's changed windows back with one `set-many` of the map
+   *  state, their starts and `[end, acc, fired]` written straight into two
+   *  buffers (as `MapState.set` would encode them, without its strings). */
   writeBack() {
     if (this.batch !== this.store.batch) return;
-    const what = this.windows.state.what;
-    let cache = null;
+    const { subKeys, values } = this;
+    subKeys.len = 0;
+    values.len = 0;
+    const slots = [], present = [], subKeyOffsets = [0], valueOffsets = [0];
     for (const starts of this.bySlot.values()) {
       for (const window of starts.values()) {
         if (!window.changed) continue;
-        cache ??= this._mapCache();
-        const bytes = window.present ? encodeValue([window.end, window.acc, window.fired], what) : null;
-        cache.put(window.slot, encodeKey(window.start), bytes);
         window.changed = false;
+        slots.push(window.slot);
+        subKeys._write(window.start);
+        subKeyOffsets.push(subKeys.len);
+        present.push(window.present);
+        if (window.present) this._writeEntry(window);
+        valueOffsets.push(values.len);
       }
     }
+    if (slots.length === 0) return;
+    const host = this._mapCache().host;
+    try {
+      host.setMany(Uint32Array.from(slots), subKeys.data.subarray(0, subKeys.len), Uint32Array.from(subKeyOffsets), {
+        present,
+        data: values.data.subarray(0, values.len),
+        offsets: Uint32Array.from(valueOffsets),
+      });
+    } catch (e) {
+      throw OperatorError.state(stateErrorMessage(e));
+    }
+  }
+
+  /** `[end, acc, fired]` as JSON into `values`: a finite number as Rust
+   *  writes it (as `ValueState` stores numbers), anything else as
+   *  `JSON.stringify` writes it. */
+  _writeEntry(window) {
+    const values = this.values;
+    const acc = window.acc;
+    values._write("[");
+    values._write(window.end);
+    values._write(",");
+    // `null` where JSON has no value (undefined, NaN), as in an array.
+    if (typeof acc === "number" && Number.isFinite(acc)) values._write(acc);
+    else values._write(JSON.stringify(acc) ?? "null");
+    values._write(window.fired ? ",true]" : ",false]");
   }
 
   abort() {

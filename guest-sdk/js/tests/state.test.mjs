@@ -117,6 +117,21 @@ test("tumbling windows sum within and across calls, store [end, sum, fired] once
   assert.equal(storedMap("t").a[0], "[1000,115,true]");
 });
 
+test("integers are emitted as their digits, negative and past 32 bits too", () => {
+  resetHost();
+  const numbers = [0, -0, 7, -5, 4294967295, 4294967296, 1700000000123, -1700000000123, 2 ** 53 - 1, -(2 ** 53 - 1), 2 ** 53, 1e21, 0.5];
+  class Numbers extends Operator {
+    process(ctx) {
+      for (const n of numbers) ctx.emit(n, n);
+    }
+  }
+  const op = exportOperator(Numbers);
+  op.init([]);
+  const expected = ["0", "-0", "7", "-5", "4294967295", "4294967296", "1700000000123", "-1700000000123", "9007199254740991",
+    "-9007199254740991", "9007199254740992", "1000000000000000000000", "0.5"];
+  assert.deepEqual(run(op, [["k", "x"]]), expected.map((text) => [text, text]));
+});
+
 test("states with a time-to-live open the host's expiring states, with the WIT's record", () => {
   resetHost();
   dedup.init([["ttl_ms", "1500"]]);
