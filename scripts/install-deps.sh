@@ -2,9 +2,9 @@
 # Installs the system packages and Rust target the build needs, if missing:
 # the wasm32-wasip2 target (plugins), libclang (RocksDB's bindings), cmake and
 # the headers librdkafka is built against (Kafka connectors); the toolchains
-# of Python and JavaScript plugins (componentize-py in a virtualenv;
-# componentize-js with npm, weval with cargo) under ~/.cache/weir-tools; and
-# the Kafka-protocol test broker (tansu).
+# of Python and JavaScript plugins (componentize-py in a virtualenv,
+# componentize-js with npm) under ~/.cache/weir-tools; and the Kafka-protocol
+# test broker (tansu).
 #
 #   scripts/install-deps.sh
 set -euo pipefail
@@ -33,6 +33,5 @@ cd "$(dirname "$0")/.."
 log "checking the Python and JavaScript plugin toolchains"
 bash scripts/python-tools.sh >/dev/null
 bash scripts/js-tools.sh >/dev/null
-bash scripts/js-tools.sh weval >/dev/null
 log "checking the Kafka test broker"
 bash scripts/kafka-broker.sh path >/dev/null

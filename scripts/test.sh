@@ -7,6 +7,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
+# The JavaScript plugins the tests build are compiled ahead of time by Weval,
+# which is built once with cargo (a few minutes; the demo does not need it).
+bash scripts/js-tools.sh weval >/dev/null
 printf '\033[1m==> %s\033[0m\n' "the Python SDK's unit tests" >&2
 python3 -m unittest discover -s guest-sdk/python/tests
 printf '\033[1m==> %s\033[0m\n' "the JavaScript SDK's unit tests" >&2
