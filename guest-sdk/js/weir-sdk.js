@@ -1155,6 +1155,32 @@ class MapCache {
     return bytes === null ? undefined : decodeValue(bytes, this.what);
   }
 
+  /** Fetches the entries `(slots[i], subKeys[i])` this call has not used
+   *  yet with one `get-many`, so that their first `get` makes no host call. */
+  prefetch(slots, subKeys) {
+    const wanted = new Map(); // id -> index
+    for (let i = 0; i < slots.length; i++) {
+      const id = `${slots[i]}:${bytesKey(subKeys[i])}`;
+      if (!this.entries.has(id) && !wanted.has(id)) wanted.set(id, i);
+    }
+    if (wanted.size === 0) return;
+    const picked = [...wanted.values()];
+    const keys = flatten(picked.map((i) => subKeys[i]));
+    let fetched;
+    try {
+      fetched = this.host.getMany(Uint32Array.from(picked, (i) => slots[i]), keys.data, keys.offsets);
+    } catch (e) {
+      throw OperatorError.state(stateErrorMessage(e));
+    }
+    const { present, data, offsets } = fetched;
+    let n = 0;
+    for (const [id, i] of wanted) {
+      const bytes = present[n] ? data.slice(offsets[n], offsets[n + 1]) : null;
+      this.entries.set(id, { slot: slots[i], subKey: subKeys[i], bytes, dirty: false });
+      n++;
+    }
+  }
+
   put(slot, subKey, bytes) {
     const id = `${slot}:${bytesKey(subKey)}`;
     this.entries.set(id, { slot, subKey, bytes, dirty: true });
@@ -1841,6 +1867,25 @@ class WindowCache {
     return window;
   }
 
+  /** Fetches the windows the timers of a call (the WIT `timers`) may fire
+   *  or forget — the starts `Windows.onTimer` reads — with one host call,
+   *  before they run. */
+  prefetchTimers({ timestamps, domains, keySlots }) {
+    const { size, lateness, domain } = this.windows;
+    const slots = [], subKeys = [];
+    for (let i = 0; i < timestamps.length; i++) {
+      if (domains[i] !== domain) continue;
+      const time = Number(timestamps[i]);
+      slots.push(keySlots[i]);
+      subKeys.push(encodeKey(time + 1 - size));
+      if (lateness > 0) {
+        slots.push(keySlots[i]);
+        subKeys.push(encodeKey(time + 1 - lateness - size));
+      }
+    }
+    if (slots.length > 0) this._mapCache().prefetch(slots, subKeys);
+  }
+
   _mapCache() {
     const state = this.windows.state;
     const cache = this.store.mapCache(state.name, state.ttl);
@@ -2101,6 +2146,7 @@ class Runtime {
     const op = this.operator;
     const ctx = new Context(states, this.outputs, fromS64(timers.watermark), fromS64(timers.processingTime));
     return this.call(() => {
+      for (const windows of states.windowCaches.values()) windows.prefetchTimers(timers);
       for (let i = 0; i < timestamps.length; i++) {
         const timestamp = Number(timestamps[i]);
         ctx.slot = keySlots[i];

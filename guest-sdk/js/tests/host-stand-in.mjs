@@ -7,7 +7,7 @@
 const textDecoder = new TextDecoder();
 
 /** The keys of the call under way, by slot, and the stored state. */
-const host = { callKeys: [], values: new Map(), maps: new Map(), timers: [], opened: [] };
+const host = { callKeys: [], values: new Map(), maps: new Map(), timers: [], opened: [], mapGets: 0, mapGetManys: 0 };
 
 /** Starts a call whose keys are `keys` (strings), slot by slot. */
 export function beginCall(keys) {
@@ -16,7 +16,12 @@ export function beginCall(keys) {
 
 /** Forgets all state and timers (a new test). */
 export function resetHost() {
-  Object.assign(host, { callKeys: [], values: new Map(), maps: new Map(), timers: [], opened: [] });
+  Object.assign(host, { callKeys: [], values: new Map(), maps: new Map(), timers: [], opened: [], mapGets: 0, mapGetManys: 0 });
+}
+
+/** How many map-state reads the plugin made: `{ gets, getManys }`. */
+export function mapReads() {
+  return { gets: host.mapGets, getManys: host.mapGetManys };
 }
 
 /** The states opened with a time-to-live, as `{ kind, name, ttl }`, in order. */
@@ -105,7 +110,15 @@ export class MapState {
   }
 
   get(slot, subKey) {
+    host.mapGets += 1;
     return this.entriesOf(slot).get(subKeyText(subKey));
+  }
+
+  getMany(slots, subKeys, subKeyOffsets) {
+    host.mapGetManys += 1;
+    const values = Array.from(slots, (slot, i) => this.entriesOf(slot).get(subKeyText(subKeys.slice(subKeyOffsets[i], subKeyOffsets[i + 1]))));
+    const { data, offsets } = flat(values.map((value) => value ?? new Uint8Array(0)));
+    return { present: values.map((value) => value !== undefined), data, offsets };
   }
 
   setMany(slots, subKeys, subKeyOffsets, values) {

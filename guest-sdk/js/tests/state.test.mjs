@@ -13,7 +13,7 @@ import assert from "node:assert/strict";
 
 register("./host-hooks.mjs", import.meta.url);
 const { ListState, Operator, SUM, ValueState, Windows, exportOperator } = await import("../weir-sdk.js");
-const { beginCall, openedExpiring, resetHost, storedMap, storedValue } = await import("./host-stand-in.mjs");
+const { beginCall, mapReads, openedExpiring, resetHost, storedMap, storedValue } = await import("./host-stand-in.mjs");
 const cart = (await import("../../../plugins/js/shopping-cart/shopping-cart.js")).operator;
 const countWindow = (await import("../../../plugins/js/count-window/count-window.js")).operator;
 const dedup = (await import("../../../plugins/js/dedup/dedup.js")).operator;
@@ -132,6 +132,31 @@ test("integers are emitted as their digits, negative and past 32 bits too", () =
   assert.deepEqual(run(op, [["k", "x"]]), expected.map((text) => [text, text]));
 });
 
+test("a call of timers reads the windows they fire with one get-many, and fires and forgets them", () => {
+  resetHost();
+  class Tumbling extends Operator {
+    init() {
+      this.windows = Windows.tumbling("t", 1000, SUM, { lateness: 500 });
+    }
+    process(ctx, event) {
+      this.windows.add(ctx, event, Number(event.valueString()));
+    }
+    onTimer(ctx, timer) {
+      for (const result of this.windows.onTimer(ctx, timer)) ctx.emit(timer.key, JSON.stringify(result));
+    }
+  }
+  const tumbling = exportOperator(Tumbling);
+  tumbling.init([]);
+  run(tumbling, [["a", "1", 100], ["b", "2", 200], ["c", "4", 300], ["a", "8", 1100]]);
+  const before = mapReads();
+  const fired = fireAll(tumbling, [["a", 999], ["b", 999], ["c", 999]], 999);
+  assert.deepEqual(fired, [1, 2, 4].map((value) => ({ start: 0, end: 1000, value })));
+  assert.deepEqual(mapReads(), { gets: before.gets, getManys: before.getManys + 1 }, "one get-many, no get");
+  assert.deepEqual(storedMap("t").a, { 0: "[1000,1,true]", 1000: "[2000,8,false]" }, "fired, kept for the lateness");
+  assert.deepEqual(fireAll(tumbling, [["a", 1499], ["b", 1499]], 1499), []);
+  assert.deepEqual(storedMap("t"), { a: { 1000: "[2000,8,false]" }, b: {}, c: { 0: "[1000,4,true]" } }, "forgotten past the lateness");
+});
+
 test("states with a time-to-live open the host's expiring states, with the WIT's record", () => {
   resetHost();
   dedup.init([["ttl_ms", "1500"]]);
@@ -175,14 +200,22 @@ class Sessions extends Operator {
 
 /** Fires the event-time timer of `key` at `timestamp` in `operator`; returns what it emitted. */
 function fire(operator, key, timestamp, watermark) {
-  beginCall([key]);
-  const data = utf8.encode(key);
+  return fireAll(operator, [[key, timestamp]], watermark);
+}
+
+/** Fires the event-time timers `[key, timestamp]` in `operator` in one call; returns what it emitted. */
+function fireAll(operator, fired, watermark) {
+  const keys = [...new Set(fired.map(([key]) => key))];
+  beginCall(keys);
+  const parts = fired.map(([key]) => utf8.encode(key));
+  const offsets = new Uint32Array(parts.length + 1);
+  parts.forEach((part, i) => (offsets[i + 1] = offsets[i] + part.length));
   const timers = {
-    data,
-    offsets: Uint32Array.from([0, data.length]),
-    timestamps: BigInt64Array.from([BigInt(timestamp)]),
-    domains: ["event-time"],
-    keySlots: Uint32Array.from([0]),
+    data: Uint8Array.from(parts.flatMap((part) => [...part])),
+    offsets,
+    timestamps: BigInt64Array.from(fired, ([, timestamp]) => BigInt(timestamp)),
+    domains: fired.map(() => "event-time"),
+    keySlots: Uint32Array.from(fired, ([key]) => keys.indexOf(key)),
     watermark: BigInt(watermark),
     processingTime: 0n,
   };
