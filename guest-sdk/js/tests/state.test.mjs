@@ -92,19 +92,29 @@ test("a late event re-fires the sliding windows it updates latest start first, a
   assert.deepEqual(out.map(({ start, end }) => [start, end]), [[500, 1500], [0, 1000]]);
 });
 
-test("tumbling windows sum within and across calls, store [end, sum, fired] once a call, and drop a failed call's sums", () => {
-  resetHost();
+/** Sums per key in tumbling windows `t` of 1 s with `lateness` ms, emitting
+ *  results (late firings too) as JSON; an event "fail" fails its call. */
+function tumblingSums(lateness) {
   class Tumbling extends Operator {
     init() {
-      this.windows = Windows.tumbling("t", 1000, SUM, { lateness: 5000 });
+      this.windows = Windows.tumbling("t", 1000, SUM, { lateness });
     }
     process(ctx, event) {
       if (event.valueString() === "fail") throw new Error("refused");
       for (const result of this.windows.add(ctx, event, Number(event.valueString()))) ctx.emit(event.key, JSON.stringify(result));
     }
+    onTimer(ctx, timer) {
+      for (const result of this.windows.onTimer(ctx, timer)) ctx.emit(timer.key, JSON.stringify(result));
+    }
   }
   const tumbling = exportOperator(Tumbling);
   tumbling.init([]);
+  return tumbling;
+}
+
+test("tumbling windows sum within and across calls, store [end, sum, fired] once a call, and drop a failed call's sums", () => {
+  resetHost();
+  const tumbling = tumblingSums(5000);
   assert.deepEqual(run(tumbling, [["a", "1", 100], ["b", "10", 200], ["a", "2", 900], ["a", "4", 1000]]), []);
   assert.deepEqual(storedMap("t"), { a: { 0: "[1000,3,false]", 1000: "[2000,4,false]" }, b: { 0: "[1000,10,false]" } });
   assert.throws(() => run(tumbling, [["a", "8", 300], ["a", "fail", 300]]), /refused/);
@@ -134,19 +144,7 @@ test("integers are emitted as their digits, negative and past 32 bits too", () =
 
 test("a call of timers reads the windows they fire with one get-many, and fires and forgets them", () => {
   resetHost();
-  class Tumbling extends Operator {
-    init() {
-      this.windows = Windows.tumbling("t", 1000, SUM, { lateness: 500 });
-    }
-    process(ctx, event) {
-      this.windows.add(ctx, event, Number(event.valueString()));
-    }
-    onTimer(ctx, timer) {
-      for (const result of this.windows.onTimer(ctx, timer)) ctx.emit(timer.key, JSON.stringify(result));
-    }
-  }
-  const tumbling = exportOperator(Tumbling);
-  tumbling.init([]);
+  const tumbling = tumblingSums(500);
   run(tumbling, [["a", "1", 100], ["b", "2", 200], ["c", "4", 300], ["a", "8", 1100]]);
   const before = mapReads();
   const fired = fireAll(tumbling, [["a", 999], ["b", 999], ["c", 999]], 999);
