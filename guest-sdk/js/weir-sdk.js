@@ -1099,6 +1099,11 @@ function bytesKey(bytes) {
   return key;
 }
 
+/** How a map cache names the entry of `slot` under `subKey` (bytes). */
+function entryId(slot, subKey) {
+  return `${slot}:${bytesKey(subKey)}`;
+}
+
 /** Concatenated byte strings and their offsets, as the WIT lists take them. */
 function flatten(parts) {
   const offsets = new Uint32Array(parts.length + 1);
@@ -1135,7 +1140,7 @@ class MapCache {
   }
 
   entry(slot, subKey) {
-    const id = `${slot}:${bytesKey(subKey)}`;
+    const id = entryId(slot, subKey);
     let entry = this.entries.get(id);
     if (!entry) {
       let bytes;
@@ -1160,7 +1165,7 @@ class MapCache {
   prefetch(slots, subKeys) {
     const wanted = new Map(); // id -> index
     for (let i = 0; i < slots.length; i++) {
-      const id = `${slots[i]}:${bytesKey(subKeys[i])}`;
+      const id = entryId(slots[i], subKeys[i]);
       if (!this.entries.has(id) && !wanted.has(id)) wanted.set(id, i);
     }
     if (wanted.size === 0) return;
@@ -1182,7 +1187,7 @@ class MapCache {
   }
 
   put(slot, subKey, bytes) {
-    const id = `${slot}:${bytesKey(subKey)}`;
+    const id = entryId(slot, subKey);
     this.entries.set(id, { slot, subKey, bytes, dirty: true });
   }
 
@@ -1775,6 +1780,16 @@ export class Windows {
     if (this.lateness > 0) ctx.registerTimer(end - 1 + this.lateness, this.domain);
   }
 
+  /** The start of the window a timer at `time` fires (its end - 1). */
+  _firedStart(time) {
+    return time + 1 - this.size;
+  }
+
+  /** The start of the window a timer at `time` forgets (its end - 1 + the lateness). */
+  _expiredStart(time) {
+    return time + 1 - this.lateness - this.size;
+  }
+
   /**
    * Handles a fired timer: returns the results of the key's windows that
    * end with it and forgets windows past their allowed lateness. Timers
@@ -1783,11 +1798,11 @@ export class Windows {
   onTimer(ctx, timer) {
     if (timer.domain !== this.domain) return [];
     const time = timer.timestamp;
-    const { size, lateness } = this;
+    const lateness = this.lateness;
     const open = ctx._states.windowCache(this);
     const slot = ctx._slot();
     const results = [];
-    const window = open.window(slot, time + 1 - size);
+    const window = open.window(slot, this._firedStart(time));
     if (window.present && window.end - 1 === time && !window.fired) {
       results.push({ start: window.start, end: window.end, value: this.aggregate.result(window.acc) });
       if (lateness === 0) window.remove();
@@ -1800,7 +1815,7 @@ export class Windows {
       }
     }
     if (lateness > 0) {
-      const old = open.window(slot, time + 1 - lateness - size);
+      const old = open.window(slot, this._expiredStart(time));
       if (old.present && old.end - 1 + lateness === time) old.remove();
     }
     return results;
@@ -1871,16 +1886,16 @@ class WindowCache {
    *  or forget — the starts `Windows.onTimer` reads — with one host call,
    *  before they run. */
   prefetchTimers({ timestamps, domains, keySlots }) {
-    const { size, lateness, domain } = this.windows;
+    const windows = this.windows;
     const slots = [], subKeys = [];
     for (let i = 0; i < timestamps.length; i++) {
-      if (domains[i] !== domain) continue;
+      if (domains[i] !== windows.domain) continue;
       const time = Number(timestamps[i]);
       slots.push(keySlots[i]);
-      subKeys.push(encodeKey(time + 1 - size));
-      if (lateness > 0) {
+      subKeys.push(encodeKey(windows._firedStart(time)));
+      if (windows.lateness > 0) {
         slots.push(keySlots[i]);
-        subKeys.push(encodeKey(time + 1 - lateness - size));
+        subKeys.push(encodeKey(windows._expiredStart(time)));
       }
     }
     if (slots.length > 0) this._mapCache().prefetch(slots, subKeys);
