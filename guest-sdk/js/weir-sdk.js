@@ -503,6 +503,48 @@ function formatNumber(x) {
   return `${sign}0.${"0".repeat(-whole)}${digits}`;
 }
 
+const MAX_SAFE = Number.MAX_SAFE_INTEGER;
+
+/** Writes the 32-bit integer `v` as decimal digits into `data` at `at`
+ *  (room for 11 bytes), returning where they end. */
+function writeInt32(data, at, v) {
+  if (v < 0) {
+    data[at++] = 45; // '-'
+    v = -v; // -2^31 becomes 2^31: still exact, and `/ 10 | 0` still right
+  }
+  if (v < 10) {
+    data[at] = 48 + v;
+    return at + 1;
+  }
+  let end = at + 1;
+  for (let rest = v; rest >= 10; rest = (rest / 10) | 0) end++;
+  let i = end;
+  do {
+    const q = (v / 10) | 0;
+    data[--i] = 48 + v - 10 * q;
+    v = q;
+  } while (v > 0);
+  return end;
+}
+
+/** Writes the safe integer `v` (not -0) as decimal digits into `data` at
+ *  `at` (room for 17 bytes), returning where they end. */
+function writeSafeInteger(data, at, v) {
+  if (v < 0) {
+    data[at++] = 45; // '-'
+    v = -v;
+  }
+  let end = at + 1;
+  for (let rest = v; rest >= 10; rest = (rest - (rest % 10)) / 10) end++;
+  let i = end;
+  do {
+    const digit = v % 10;
+    data[--i] = 48 + digit;
+    v = (v - digit) / 10;
+  } while (v > 0);
+  return end;
+}
+
 /** A WIT s64 time as a number, or null for the sentinel. (jco hands a
  *  scalar s64 over as its 64 bits read unsigned — i64::MIN, the host's "no
  *  watermark", as 2^63 — so it is read back as signed first.) */
@@ -537,58 +579,52 @@ class OutputBuffer {
     }
   }
   // The hot path of every emit. The JS engine runs as an interpreter inside
-  // Wasm, where every operation counts: the common cases (bytes, short
-  // ASCII strings, integers a double holds exactly — timestamps too) avoid
-  // allocations and calls.
+  // Wasm (compiled ahead of time, but still paying for every operation and
+  // every call): the common cases — small integers, short byte keys, short
+  // ASCII strings — are tested first and written without allocations or
+  // calls; integers a double holds exactly (timestamps, window starts) are
+  // written as digits too.
   _write(x) {
-    const type = typeof x;
-    if (type === "number" && x % 1 === 0 && x <= Number.MAX_SAFE_INTEGER && x >= -Number.MAX_SAFE_INTEGER && (x !== 0 || 1 / x > 0)) {
-      this._reserve(17);
+    if (typeof x === "number") {
+      // Integers of 32 bits (-0 is not one: it is written "-0").
+      if ((x | 0) === x && (x !== 0 || 1 / x > 0)) {
+        if (this.len + 11 > this.data.length) this._reserve(11);
+        this.len = writeInt32(this.data, this.len, x);
+        return;
+      }
+      if (x % 1 === 0 && x <= MAX_SAFE && x >= -MAX_SAFE && x !== 0) {
+        this._reserve(17);
+        this.len = writeSafeInteger(this.data, this.len, x);
+        return;
+      }
+      return this._writeText(formatNumber(x));
+    }
+    if (x instanceof Uint8Array) {
+      const n = x.length;
+      if (this.len + n > this.data.length) this._reserve(n);
       const data = this.data;
       let len = this.len;
-      let v = x;
-      if (v < 0) {
-        data[len++] = 45; // '-'
-        v = -v;
+      if (n <= 16) {
+        // A loop beats `set`, a call into the engine, for a short key.
+        for (let i = 0; i < n; i++) data[len++] = x[i];
+        this.len = len;
+      } else {
+        data.set(x, len);
+        this.len = len + n;
       }
-      const start = len;
-      do {
-        data[len++] = 48 + (v % 10);
-        v = (v - (v % 10)) / 10;
-      } while (v > 0);
-      // Digits were written least significant first: reverse them.
-      for (let a = start, b = len - 1; a < b; a++, b--) {
-        const t = data[a];
-        data[a] = data[b];
-        data[b] = t;
-      }
-      this.len = len;
       return;
     }
-    let text;
-    if (type === "string") {
-      text = x;
-    } else if (type === "number") {
-      text = formatNumber(x);
-    } else if (type === "bigint" || type === "boolean") {
-      text = String(x);
-    } else if (x === undefined || x === null) {
-      return; // empty bytes
-    } else if (x instanceof Uint8Array) {
-      this._reserve(x.length);
-      this.data.set(x, this.len);
-      this.len += x.length;
-      return;
-    } else if (ArrayBuffer.isView(x)) {
-      return this._write(new Uint8Array(x.buffer, x.byteOffset, x.byteLength));
-    } else if (x instanceof ArrayBuffer) {
-      return this._write(new Uint8Array(x));
-    } else {
-      text = JSON.stringify(x);
-    }
+    if (typeof x === "string") return this._writeText(x);
+    if (typeof x === "bigint" || typeof x === "boolean") return this._writeText(String(x));
+    if (x === undefined || x === null) return; // empty bytes
+    if (ArrayBuffer.isView(x)) return this._write(new Uint8Array(x.buffer, x.byteOffset, x.byteLength));
+    if (x instanceof ArrayBuffer) return this._write(new Uint8Array(x));
+    return this._writeText(JSON.stringify(x));
+  }
+  _writeText(text) {
     const n = text.length;
     // UTF-8 takes at most 3 bytes per UTF-16 unit.
-    this._reserve(n * 3);
+    if (this.len + 3 * n > this.data.length) this._reserve(3 * n);
     if (n <= 16) {
       const data = this.data;
       let len = this.len;
@@ -608,26 +644,34 @@ class OutputBuffer {
   push(key, value, timestamp) {
     // Checked first, where the plugin gave it ("abc" went out as no
     // timestamp), and before anything is written.
-    const time = timestamp === null || timestamp === undefined ? NaN : Number(toS64(timestamp, "an event's timestamp"));
-    const n = this.count;
-    if (n === this.times.length) {
-      // Room for twice as many events: their times and their 2n + 1
-      // offsets together (sized apart, the times ran out first, at the
-      // 513th event, whose time was lost).
-      const times = new Float64Array(2 * n);
-      times.set(this.times);
-      this.times = times;
-      const grown = new Uint32Array(2 * times.length + 1);
-      grown.set(this.offsets);
-      this.offsets = grown;
+    let time = NaN;
+    if (typeof timestamp === "number" && timestamp % 1 === 0 && timestamp <= MAX_SAFE && timestamp >= -MAX_SAFE) {
+      time = timestamp;
+    } else if (timestamp !== null && timestamp !== undefined) {
+      time = Number(toS64(timestamp, "an event's timestamp"));
     }
+    const n = this.count;
+    if (n === this.times.length) this._grow();
     this._write(key);
-    this.offsets[2 * n + 1] = this.len;
+    const offsets = this.offsets;
+    offsets[2 * n + 1] = this.len;
     this._write(value);
-    this.offsets[2 * n + 2] = this.len;
+    offsets[2 * n + 2] = this.len;
     this.times[n] = time;
-    if (!Number.isNaN(time)) this.anyTime = true;
+    if (time === time) this.anyTime = true; // not NaN
     this.count = n + 1;
+  }
+  /** Room for twice as many events: their times and their 2n + 1 offsets
+   *  together (sized apart, the times ran out first, at the 513th event,
+   *  whose time was lost). */
+  _grow() {
+    const n = this.count;
+    const times = new Float64Array(2 * n);
+    times.set(this.times);
+    this.times = times;
+    const grown = new Uint32Array(2 * times.length + 1);
+    grown.set(this.offsets);
+    this.offsets = grown;
   }
   /** The WIT `output-batch`, or null when nothing was emitted; resets. */
   take() {
@@ -730,6 +774,7 @@ class SlotCache {
     this.rawOffsets = null;
     this.dirty = new Uint8Array(0);
     this.dirtySlots = [];
+    this.out = new OutputBuffer("");
   }
 
   load(batch) {
@@ -845,7 +890,8 @@ class SlotCache {
   flush() {
     const count = this.dirtySlots.length;
     if (count === 0) return;
-    const out = new OutputBuffer(""); // reuses its JSON/number writer
+    const out = this.out; // its JSON/number writer, and its room, reused
+    out.len = 0;
     const slots = new Uint32Array(count);
     const present = new Array(count);
     const offsets = new Uint32Array(count + 1);
@@ -938,13 +984,34 @@ export class ValueState {
     return cache;
   }
 
+  // `get` and `set` first test inline whether the cache is loaded for this
+  // call and holds the current key's slot, and serve the common cases
+  // there: in the interpreter each call costs about as much as the work.
+
   /** The current key's value, or undefined when it has none. */
   get(ctx) {
+    const cache = this.cache, store = ctx._states, slot = ctx.slot;
+    if (cache !== null && cache.store === store && cache.batch === store.batch && slot >= 0 && slot < cache.slots) {
+      const kind = cache.kind[slot];
+      if (kind === PRIM) return cache.prims[slot];
+      if (kind === RAW) return cache.parseRaw(slot);
+    }
     return this._loaded(ctx).get(ctx._slot());
   }
 
   /** Sets the current key's value (anything `JSON.stringify` accepts). */
   set(ctx, value) {
+    const cache = this.cache, store = ctx._states, slot = ctx.slot;
+    // A finite number into a loaded slot: the common case, inline.
+    if (typeof value === "number" && value - value === 0 && cache !== null && cache.store === store && cache.batch === store.batch && slot >= 0 && slot < cache.slots) {
+      cache.kind[slot] = PRIM;
+      cache.prims[slot] = value;
+      if (cache.dirty[slot] === 0) {
+        cache.dirty[slot] = 1;
+        cache.dirtySlots.push(slot);
+      }
+      return;
+    }
     this._loaded(ctx).set(ctx._slot(), value);
   }
 

@@ -127,9 +127,10 @@ test("tumbling windows sum within and across calls, store [end, sum, fired] once
   assert.equal(storedMap("t").a[0], "[1000,115,true]");
 });
 
-test("integers are emitted as their digits, negative and past 32 bits too", () => {
+test("integers are emitted as their digits, negative, at the 32-bit bounds and past them too", () => {
   resetHost();
-  const numbers = [0, -0, 7, -5, 4294967295, 4294967296, 1700000000123, -1700000000123, 2 ** 53 - 1, -(2 ** 53 - 1), 2 ** 53, 1e21, 0.5];
+  const numbers = [0, -0, 7, -5, 9, 10, 99, 100, -10, 2147483647, -2147483648, 2147483648, -2147483649, 4294967295, 4294967296,
+    1700000000123, -1700000000123, 2 ** 53 - 1, -(2 ** 53 - 1), 2 ** 53, 1e21, 0.5];
   class Numbers extends Operator {
     process(ctx) {
       for (const n of numbers) ctx.emit(n, n);
@@ -137,9 +138,29 @@ test("integers are emitted as their digits, negative and past 32 bits too", () =
   }
   const op = exportOperator(Numbers);
   op.init([]);
-  const expected = ["0", "-0", "7", "-5", "4294967295", "4294967296", "1700000000123", "-1700000000123", "9007199254740991",
+  const expected = ["0", "-0", "7", "-5", "9", "10", "99", "100", "-10", "2147483647", "-2147483648", "2147483648", "-2147483649", "4294967295", "4294967296", "1700000000123", "-1700000000123", "9007199254740991",
     "-9007199254740991", "9007199254740992", "1000000000000000000000", "0.5"];
   assert.deepEqual(run(op, [["k", "x"]]), expected.map((text) => [text, text]));
+});
+
+test("a value state takes finite numbers (the fast path) and refuses others; bytes of any length are emitted as they are", () => {
+  resetHost();
+  const long = utf8.encode("a key longer than sixteen bytes");
+  class Values extends Operator {
+    init() {
+      this.v = new ValueState("v");
+    }
+    process(ctx, event) {
+      for (const bad of [NaN, Infinity, -Infinity]) assert.throws(() => this.v.set(ctx, bad), /value state `v`: .* cannot be stored as JSON/);
+      this.v.set(ctx, (this.v.get(ctx) ?? 0) + 2.5);
+      ctx.emit(event.key, this.v.get(ctx));
+      ctx.emit(long, event.key);
+    }
+  }
+  const op = exportOperator(Values);
+  op.init([]);
+  assert.deepEqual(run(op, [["k", "x"], ["k", "y"]]), [["k", "2.5"], [text.decode(long), "k"], ["k", "5"], [text.decode(long), "k"]]);
+  assert.equal(text.decode(storedValue("v", "k")), "5", "the last finite value stored");
 });
 
 test("a call of timers reads the windows they fire with one get-many, and fires and forgets them", () => {
