@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use common::{
-    Host, JobDir, committed_lines, complete_checkpoints, plugin, run_job, stopped_with_savepoint, toml_path, weir,
+    Host, JobDir, committed_lines, complete_checkpoints, js_plugin, plugin, run_job, stopped_with_savepoint, toml_path,
+    weir,
 };
 
 /// A job of one keyed operator `uid` running `plugin` over the source
@@ -1216,6 +1217,11 @@ fn a_savepoint_of_rocksdb_state_restores_into_the_memory_backend_at_another_para
 /// The sensors demo (30 s of readings at 5× speed, one source subtask) in
 /// 1 s event-time windows — map state and timers — into part files in `out`.
 fn windows_job(dir: &JobDir, name: &str, out: &str) -> PathBuf {
+    windows_job_of(dir, name, out, &plugin("sensor-window"))
+}
+
+/// [`windows_job`] with the sensor-window `plugin` of another language.
+fn windows_job_of(dir: &JobDir, name: &str, out: &str, plugin: &Path) -> PathBuf {
     dir.write(
         &format!("{name}.toml"),
         &format!(
@@ -1247,7 +1253,7 @@ type = "files"
 input = "windows"
 path = "{out}"
 "#,
-            plugin = toml_path(&plugin("sensor-window"))
+            plugin = toml_path(plugin)
         ),
     )
 }
@@ -1270,6 +1276,57 @@ fn open_windows_and_their_timers_survive_a_stop_and_a_restore_at_another_paralle
     assert!(inspect.contains("(map)") && inspect.contains("(event-time timers)"), "{inspect}");
     run_job(&job, &["--from-savepoint", savepoint.to_str().unwrap(), "-p", "3"]).success();
     assert_eq!(committed_lines(&dir.path("out"), None), expected);
+}
+
+/// The JavaScript SDK holds its windows in the instance between calls: the
+/// stop's savepoint has the open ones only because the host's `flush` had
+/// them written back. Restored into the JavaScript operator (which reads
+/// each key's windows from the host when it first sees the key) and into
+/// the Rust one (the same state layout), every window's sum is the
+/// uninterrupted Rust run's — compared as numbers: JavaScript writes `3`
+/// where Rust writes `3.0`.
+#[test]
+fn javascript_windows_held_between_calls_reach_the_savepoint_and_restore_in_javascript_and_rust() {
+    let dir = JobDir::new();
+    run_job(&windows_job(&dir, "uninterrupted", "expected"), &["-p", "2"]).success();
+    let expected = window_sums(&committed_lines(&dir.path("expected"), None));
+    assert_eq!(expected.len(), 90, "30 one-second windows of 3 sensors");
+    let javascript = js_plugin("sensor-window");
+    for (then, name) in [(&javascript, "js-then-js"), (&plugin("sensor-window"), "js-then-rust")] {
+        let job = windows_job_of(&dir, name, &format!("out-{name}"), &javascript);
+        let host = Host::start(&job, &[]);
+        host.wait_for_records(name, 3_000);
+        let savepoint = dir.path(&format!("sp-{name}"));
+        host.stop_with_savepoint(name, &savepoint);
+        let (status, stderr) = host.wait();
+        assert!(status.success(), "{stderr}");
+        let inspect = weir(&["savepoint", "inspect", savepoint.to_str().unwrap(), "--entries"]).success().stdout();
+        assert!(inspect.contains("(map)"), "open windows in the savepoint: {inspect}");
+        let text = std::fs::read_to_string(&job).unwrap();
+        let switched = dir.write(&format!("{name}-restored.toml"), &text.replace(&toml_path(&javascript), &toml_path(then)));
+        run_job(&switched, &["--from-savepoint", savepoint.to_str().unwrap(), "-p", "3"]).success();
+        let sums = window_sums(&committed_lines(&dir.path(&format!("out-{name}")), None));
+        assert_eq!(sums.len(), expected.len(), "{name}: every window once");
+        for ((window, sum), (expected_window, expected_sum)) in sums.iter().zip(&expected) {
+            assert_eq!(window, expected_window, "{name}");
+            assert!((sum - expected_sum).abs() <= 1e-9 * expected_sum.abs().max(1.0), "{name}: {window:?} sums to {sum}, not {expected_sum}");
+        }
+    }
+}
+
+/// `key<TAB>{"start", "end", "value"}` lines as ((key, start, end), value), sorted.
+fn window_sums(lines: &[String]) -> Vec<((String, i64, i64), f64)> {
+    let mut sums: Vec<_> = lines
+        .iter()
+        .map(|line| {
+            let (key, json) = line.split_once('\t').unwrap_or_else(|| panic!("a key and a window: {line}"));
+            let window: serde_json::Value = serde_json::from_str(json).unwrap();
+            let field = |name: &str| window[name].as_i64().unwrap_or_else(|| panic!("{name} in {line}"));
+            ((key.to_owned(), field("start"), field("end")), window["value"].as_f64().unwrap())
+        })
+        .collect();
+    sums.sort_by(|a, b| a.0.cmp(&b.0));
+    sums
 }
 
 /// Windows are found by the start their size gives, so windows stored
