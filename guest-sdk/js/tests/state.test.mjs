@@ -173,6 +173,39 @@ test("integers are emitted as their digits, negative, at the 32-bit bounds and p
   assert.deepEqual(run(op, [["k", "x"]]), expected.map((text) => [text, text]));
 });
 
+test("events' timestamps are read exactly from the host's 64-bit times: negative, past 32 bits, and none", () => {
+  resetHost();
+  class Times extends Operator {
+    process(ctx, event) {
+      ctx.emit(event.key, String(event.timestamp));
+    }
+  }
+  const op = exportOperator(Times);
+  op.init([]);
+  const times = [0, -1, 4294967295, 4294967296, -4294967297, 1700000000123, 2 ** 53 - 1, -(2 ** 53 - 1)];
+  const events = times.map((t, i) => [`k${i}`, "x", t]);
+  events.push(["none", "x", -9223372036854775808n]);
+  assert.deepEqual(run(op, events), [...times.map((t, i) => [`k${i}`, String(t)]), ["none", "null"]]);
+});
+
+test("Windows.add returns an empty frozen array when no fired window changed, iterable like any other", () => {
+  resetHost();
+  class Probe extends Operator {
+    init() {
+      this.windows = Windows.tumbling("p", 1000, SUM);
+    }
+    process(ctx, event) {
+      const updated = this.windows.add(ctx, event, 1);
+      let looped = 0;
+      for (const _ of updated) looped++;
+      ctx.emit(event.key, JSON.stringify([updated.length, Array.isArray(updated), Object.isFrozen(updated), [...updated].length, looped]));
+    }
+  }
+  const op = exportOperator(Probe);
+  op.init([]);
+  assert.deepEqual(run(op, [["a", "1", 100], ["a", "1", 200]]), [["a", "[0,true,true,0,0]"], ["a", "[0,true,true,0,0]"]]);
+});
+
 test("a value state takes finite numbers (the fast path) and refuses others; bytes of any length are emitted as they are", () => {
   resetHost();
   const long = utf8.encode("a key longer than sixteen bytes");
