@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use common::{
-    Host, JobDir, committed_lines, complete_checkpoints, js_plugin, plugin, run_job, stopped_with_savepoint, toml_path,
-    weir,
+    Host, JobDir, committed_lines, complete_checkpoints, js_plugin, plugin, python_plugin, run_job, stopped_with_savepoint,
+    toml_path, weir,
 };
 
 /// A job of one keyed operator `uid` running `plugin` over the source
@@ -1278,22 +1278,28 @@ fn open_windows_and_their_timers_survive_a_stop_and_a_restore_at_another_paralle
     assert_eq!(committed_lines(&dir.path("out"), None), expected);
 }
 
-/// The JavaScript SDK holds its windows in the instance between calls: the
-/// stop's savepoint has the open ones only because the host's `flush` had
-/// them written back. Restored into the JavaScript operator (which reads
-/// each key's windows from the host when it first sees the key) and into
-/// the Rust one (the same state layout), every window's sum is the
+/// The JavaScript and Python SDKs hold their windows in the instance
+/// between calls: the stop's savepoint has the open ones only because the
+/// host's `flush` had them written back. Restored into the same language
+/// (which reads each key's windows from the host when it first sees the
+/// key) and into Rust (the same state layout), every window's sum is the
 /// uninterrupted Rust run's — compared as numbers: JavaScript writes `3`
 /// where Rust writes `3.0`.
 #[test]
-fn javascript_windows_held_between_calls_reach_the_savepoint_and_restore_in_javascript_and_rust() {
+fn windows_held_between_calls_in_javascript_and_python_reach_the_savepoint_and_restore() {
     let dir = JobDir::new();
     run_job(&windows_job(&dir, "uninterrupted", "expected"), &["-p", "2"]).success();
     let expected = window_sums(&committed_lines(&dir.path("expected"), None));
     assert_eq!(expected.len(), 90, "30 one-second windows of 3 sensors");
-    let javascript = js_plugin("sensor-window");
-    for (then, name) in [(&javascript, "js-then-js"), (&plugin("sensor-window"), "js-then-rust")] {
-        let job = windows_job_of(&dir, name, &format!("out-{name}"), &javascript);
+    let (javascript, python, rust) = (js_plugin("sensor-window"), python_plugin("sensor-window"), plugin("sensor-window"));
+    let handovers = [
+        (&javascript, &javascript, "js-then-js"),
+        (&javascript, &rust, "js-then-rust"),
+        (&python, &python, "python-then-python"),
+        (&python, &rust, "python-then-rust"),
+    ];
+    for (first, then, name) in handovers {
+        let job = windows_job_of(&dir, name, &format!("out-{name}"), first);
         let host = Host::start(&job, &[]);
         host.wait_for_records(name, 3_000);
         let savepoint = dir.path(&format!("sp-{name}"));
@@ -1303,7 +1309,7 @@ fn javascript_windows_held_between_calls_reach_the_savepoint_and_restore_in_java
         let inspect = weir(&["savepoint", "inspect", savepoint.to_str().unwrap(), "--entries"]).success().stdout();
         assert!(inspect.contains("(map)"), "open windows in the savepoint: {inspect}");
         let text = std::fs::read_to_string(&job).unwrap();
-        let switched = dir.write(&format!("{name}-restored.toml"), &text.replace(&toml_path(&javascript), &toml_path(then)));
+        let switched = dir.write(&format!("{name}-restored.toml"), &text.replace(&toml_path(first), &toml_path(then)));
         run_job(&switched, &["--from-savepoint", savepoint.to_str().unwrap(), "-p", "3"]).success();
         let sums = window_sums(&committed_lines(&dir.path(&format!("out-{name}")), None));
         assert_eq!(sums.len(), expected.len(), "{name}: every window once");

@@ -415,7 +415,7 @@ class SensorWindowTest(unittest.TestCase):
     def test_sums_each_sensor_per_window_like_the_rust_plugin(self):
         h = Harness(SensorWindow)
         h.process([("p", "0.5", 1000), ("p", "-0.25", 1999), ("t", "20", 1500)])
-        self.assertEqual(h.map_fetches, 1, "the batch's windows are fetched in one call")
+        self.assertEqual((h.map_fetches, h.map_listings), (0, 2), "each key's windows listed once (restored: the host may have some)")
         self.assertEqual(h.advance_watermark(1998), [])
         self.assertEqual(
             pairs(h.advance_watermark(1999)),
@@ -426,7 +426,77 @@ class SensorWindowTest(unittest.TestCase):
     def test_state_layout_is_the_rust_one(self):
         h = Harness(SensorWindow)
         h.process([("p", "1.5", 1000)])
+        h.flush()
         self.assertEqual(h.maps["sums"], {(b"p", b"1000"): b"[2000,1.5,false]"})
+
+    def test_windows_stay_in_the_instance_until_the_host_asks_for_them(self):
+        h = Harness(SensorWindow, {"weir.state": "empty", "lateness_ms": 500})
+        h.process([("a", "1", 100), ("b", "2", 200), ("a", "4", 1100)])
+        h.process([("a", "8", 300)])
+        self.assertEqual((h.map_fetches, h.map_listings, h.keyed_writes), (0, 0, 0), "a fresh instance reads nothing, writes nothing")
+        self.assertEqual(h.maps, {}, "the host has nothing before the flush")
+        h.flush()
+        self.assertEqual(
+            h.maps["sums"],
+            {(b"a", b"0"): b"[1000,9.0,false]", (b"a", b"1000"): b"[2000,4.0,false]", (b"b", b"0"): b"[1000,2.0,false]"},
+        )
+        h.flush()
+        self.assertEqual(h.keyed_writes, 3, "nothing changed since: nothing written again")
+        self.assertEqual(pairs(h.advance_watermark(999)), [("a", '{"start":0,"end":1000,"value":9.0}'), ("b", '{"start":0,"end":1000,"value":2.0}')])
+        self.assertEqual(h.map_listings, 0, "timers fire held windows")
+        h.flush()
+        self.assertEqual(h.maps["sums"][(b"a", b"0")], b"[1000,9.0,true]", "fired, kept for the lateness")
+        h.advance_watermark(1499)
+        h.flush()
+        self.assertEqual(h.maps["sums"], {(b"a", b"1000"): b"[2000,4.0,false]"}, "forgotten past the lateness, on the host too")
+
+    def test_a_window_opened_and_fired_between_flushes_never_reaches_the_host(self):
+        h = Harness(SensorWindow, {"weir.state": "empty"})
+        h.process([("a", "1", 100), ("a", "2", 1100)])
+        self.assertEqual(pairs(h.advance_watermark(999)), [("a", '{"start":0,"end":1000,"value":1.0}')])
+        h.flush()
+        self.assertEqual((h.maps["sums"], h.keyed_writes), ({(b"a", b"1000"): b"[2000,2.0,false]"}, 1))
+        self.assertEqual(pairs(h.advance_watermark(1999)), [("a", '{"start":1000,"end":2000,"value":2.0}')])
+        h.flush()
+        self.assertEqual((h.maps["sums"], h.keyed_writes), ({}, 2), "a window the host had is removed from it")
+
+    def test_a_restored_instance_lists_each_key_once_and_a_failed_call_forgets_what_it_held(self):
+        class Failing(SensorWindow):
+            def process(self, ctx, event):
+                if event.value == b"fail":
+                    raise ValueError("refused")
+                super().process(ctx, event)
+
+        h = Harness(Failing, {"weir.state": "restored"})
+        h.maps["sums"] = {(b"a", b"0"): b"[1000,1.0,false]"}  # restored, with its timer
+        h.timers.add((b"a", 999, True))
+        h.process([("a", "2", 100), ("b", "4", 200)])
+        h.process([("a", "8", 300)])
+        self.assertEqual(h.map_listings, 2, "a and b listed once each")
+        h.flush()
+        self.assertEqual(h.maps["sums"], {(b"a", b"0"): b"[1000,11.0,false]", (b"b", b"0"): b"[1000,4.0,false]"})
+        h.process([("a", "16", 400)])
+        with self.assertRaisesRegex(Exception, "refused"):
+            h.process([("a", "32", 500), ("a", "fail", 500)])
+        h.flush()
+        self.assertEqual(h.maps["sums"][(b"a", b"0")], b"[1000,11.0,false]", "the failed call, and the unflushed call before it, forgotten")
+        h.process([("a", "64", 600)])
+        self.assertEqual(h.map_listings, 3, "a read again after the failure")
+        self.assertEqual(pairs(h.advance_watermark(999)), [("a", '{"start":0,"end":1000,"value":75.0}'), ("b", '{"start":0,"end":1000,"value":4.0}')])
+
+    def test_past_its_share_of_the_memory_limit_the_instance_writes_windows_back_and_forgets(self):
+        h = Harness(SensorWindow, {"weir.state": "empty", "weir.memory-limit-mb": "1"})  # 1 024 keys and windows
+        keys = [f"k{i}" for i in range(600)]
+        h.process([(k, "1", 100) for k in keys[:500]])
+        self.assertEqual((h.keyed_writes, h.map_listings), (0, 0), "1 000 held: within the bound")
+        h.process([(k, "2", 200) for k in keys])
+        self.assertEqual((h.keyed_writes, h.map_listings), (600, 0), "1 200 held: written back and forgotten")
+        self.assertEqual(h.maps["sums"][(b"k0", b"0")], b"[1000,3.0,false]")
+        h.process([("k0", "4", 300), ("k599", "8", 300)])
+        self.assertEqual(h.map_listings, 2, "forgotten keys are read again")
+        fired = dict(pairs(h.advance_watermark(999)))
+        self.assertEqual(len(fired), 600, "every window once")
+        self.assertEqual((fired["k0"], fired["k599"]), ('{"start":0,"end":1000,"value":7.0}', '{"start":0,"end":1000,"value":10.0}'))
 
     def test_check_state_refuses_windows_stored_under_another_size(self):
         h = Harness(SensorWindow)
@@ -503,11 +573,13 @@ class SensorWindowTest(unittest.TestCase):
     def test_windows_opened_before_the_lateness_was_raised_still_leave(self):
         before = Harness(SensorWindow)
         before.process([("a", "1", 100)])
+        before.flush()  # as the host does before the snapshot the job restores from
         h = Harness(SensorWindow, {"lateness_ms": 500})  # restored from `before`'s state
         h.maps, h.timers, h.watermark = before.maps, before.timers, before.watermark
         self.assertEqual(pairs(h.advance_watermark(999)), [("a", '{"start":0,"end":1000,"value":1.0}')])
         self.assertEqual(pairs(h.process([("a", "2", 200)])), [("a", '{"start":0,"end":1000,"value":3.0}')])
         self.assertEqual(h.advance_watermark(1499), [])
+        h.flush()
         self.assertEqual(h.maps["sums"], {}, "forgotten at its end plus the lateness")
 
     def test_processing_time_windows(self):

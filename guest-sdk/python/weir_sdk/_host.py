@@ -102,6 +102,9 @@ if AVAILABLE:
         def set_many(self, slots, sub_keys, sub_key_offsets, present, data, offsets):
             _call(self.res.set_many, slots, sub_keys, sub_key_offsets, _state.SlotValues(present, data, offsets))
 
+        def set_keyed(self, keys, key_offsets, sub_keys, sub_key_offsets, present, data, offsets):
+            _call(self.res.set_keyed, keys, key_offsets, sub_keys, sub_key_offsets, _state.SlotValues(present, data, offsets))
+
         def entries(self, slot, after, limit):
             """Up to ``limit`` (sub-key, value) pairs of the slot's key after
             sub-key ``after`` (``None``: from the first), and whether more follow."""

@@ -160,6 +160,7 @@ class Store:
         self.values = {}
         self.maps = {}
         self.mirrors = {}
+        self.held_windows = {}  # Windows -> its windows held between calls
         # Whether the host may hold values this instance has not seen: a
         # fresh instance's keys have none until it writes them back.
         self.restored = restored
@@ -205,6 +206,8 @@ class Store:
         if sum(len(cache.held) for cache in held) > self.held_entries:
             for cache in held:
                 cache.evict_half()
+        for windows in self.held_windows.values():
+            windows.end_call()
 
     def write_back_held(self):
         """Writes back every held value the host does not have yet (before a
@@ -212,6 +215,8 @@ class Store:
         for cache in self.values.values():
             if type(cache) is _HeldValues:
                 cache.write_back()
+        for windows in self.held_windows.values():
+            windows.write_back()
 
     def discard(self):
         """Forgets the writes of a failed call. A failed call fails the task,
@@ -226,12 +231,22 @@ class Store:
         for cache in self.values.values():
             if type(cache) is _HeldValues:
                 cache.forget()
+        for windows in self.held_windows.values():
+            windows.forget()
 
     def value_cache(self, name, ttl=None):
         cache = self.values.get(name)
         if cache is None:
             cache = self.values[name] = _ValueCache(self, name, ttl) if ttl is not None else _HeldValues(self, name)
         return cache
+
+    def windows_held(self, windows, make):
+        """What ``windows`` hold between calls (``make(store)`` the first time:
+        see ``weir_sdk.windows``)."""
+        held = self.held_windows.get(windows)
+        if held is None:
+            held = self.held_windows[windows] = make(self)
+        return held
 
     def map_cache(self, name, ttl=None):
         """The cache of map state ``name`` (the first opening's ``ttl``

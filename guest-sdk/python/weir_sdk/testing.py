@@ -158,10 +158,29 @@ class _Map:
             else:
                 store.pop(entry, None)
 
+    def set_keyed(self, keys, key_offsets, sub_keys, sub_offsets, present, data, offsets):
+        """Writes by key, as the host allows in any call: only keys the
+        harness has handed the instance."""
+        h = self.h
+        store = h.maps.setdefault(self.name, {})
+        h.keyed_write_calls += 1
+        for i in range(len(key_offsets) - 1):
+            key = bytes(keys[key_offsets[i] : key_offsets[i + 1]])
+            if key not in h._handed:
+                raise StateError(f"malformed state write: key {key!r} was never handed to this instance")
+            h.keyed_writes += 1
+            entry = (key, bytes(sub_keys[sub_offsets[i] : sub_offsets[i + 1]]))
+            h.expiries.written(("m", self.name) + entry, self.ttl, present[i])
+            if present[i]:
+                store[entry] = bytes(data[offsets[i] : offsets[i + 1]])
+            else:
+                store.pop(entry, None)
+
     def entries(self, slot, after, limit):
         h = self.h
         h._check_keyed()
         key = h._key(slot)
+        h.map_listings += 1
         listed = sorted(
             (sub_key, value)
             for (k, sub_key), value in h.maps.setdefault(self.name, {}).items()
@@ -239,7 +258,8 @@ class Harness:
         self.keyed_writes = 0  # values written back by key (set-keyed)
         self.keyed_write_calls = 0
         self._handed = set()  # every key handed to the instance
-        self.map_fetches = 0
+        self.map_fetches = 0  # map-state get-many calls
+        self.map_listings = 0  # map-state entries calls
         self.broadcast_inputs = set(broadcast_inputs)
         self._keys = None
         self._input = 0

@@ -19,8 +19,6 @@ output.
     class Sums(Operator):
         def init(self, config):
             self.windows = Windows.tumbling("sums", 1000, SUM, late_output="late")
-        def prepare(self, batch):
-            self.windows.prefetch(batch)          # one host call per batch
         def process(self, ctx, event):
             for result in self.windows.add(ctx, event, event.value_float()):
                 # {"start":…,"end":…,"value":…}, at the window's end - 1
@@ -28,6 +26,14 @@ output.
         def on_timer(self, ctx, timer):
             for result in self.windows.on_timer(ctx, timer):
                 ctx.emit(timer.key, result)
+
+:class:`Windows` hold their windows in the instance between calls, by key,
+as the Rust SDK does (:class:`_HeldWindows`): a key's windows are read
+from the host (one listing) the first time a call needs the key — never in
+an instance whose state started empty — and written back by key when the
+host asks before a snapshot (``operator.flush``); a window opened and fired
+between two snapshots never crosses into the host. ``prefetch`` has
+nothing left to fetch and is kept for plugins that call it.
 
 Windows start at multiples of their size (slide) from the epoch, as Flink's;
 ``offset`` shifts them, as Flink's window offset does: with a size of one
@@ -42,9 +48,23 @@ aggregate for them needs ``merge``.
 
 from collections import namedtuple
 
+from itertools import accumulate
+
 from .core import NO_TIMESTAMP, TimeDomain, _domain
-from .errors import InputError
-from .state import MAP, MapState, ValueState, _constrain
+from .errors import InputError, StateError
+from .state import (
+    _ABSENT,
+    _LIST_PAGE,
+    _WRITE_BACK_ENTRIES,
+    MAP,
+    MapState,
+    ValueState,
+    _constrain,
+    _decode,
+    _encode,
+    _slot,
+    _slot_values,
+)
 
 __all__ = ["Aggregate", "SUM", "COUNT", "Windows", "SessionWindows"]
 
@@ -165,19 +185,16 @@ class Windows:
         return timestamp
 
     def prefetch(self, batch):
-        """Fetches the accumulators of every window the batch's events fall
-        in, in one host call: call it from ``Operator.prepare``."""
-        wanted = {}  # (slot, start), without repeats
-        for slot, event in batch.events():
-            if self.event_time:
-                if event.timestamp is None:
-                    continue  # `add` reports it
-                t = event.timestamp
-            else:
-                t = batch.processing_time
-            for start, _ in self.assign(t):
-                wanted[(slot, start)] = None
-        self.state.prefetch(batch, wanted)
+        """Nothing: the windows are held between calls, and a key's are read
+        from the host the first time it is used. (Plugins written when
+        windows were fetched per batch call this from ``Operator.prepare``.)"""
+
+    def _held(self, ctx):
+        """The windows held for these windows in the instance's state."""
+        return ctx._store.windows_held(self, self._hold)
+
+    def _hold(self, store):
+        return _HeldWindows(store, self)
 
     def add(self, ctx, event, input):
         """Adds ``event`` (with ``input`` for the aggregate) to its windows.
@@ -186,7 +203,9 @@ class Windows:
         "end", "value"}``."""
         timestamp = self._time(ctx, event.timestamp)
         watermark = ctx._watermark if self.event_time else NO_TIMESTAMP
-        aggregate, state = self.aggregate, self.state
+        aggregate = self.aggregate
+        held = self._held(ctx)
+        key, windows = held.key(_slot(ctx))
         updated = []
         placed = False
         # Latest start first, as Flink assigns sliding windows: a late event
@@ -195,18 +214,16 @@ class Windows:
             if self.event_time and end - 1 + self.lateness <= watermark:
                 continue  # its window is gone
             placed = True
-            entry = state.get(ctx, start)
-            if entry is None:
+            window = windows.get(start)
+            if window is None:
                 self._register_timers(ctx, end)
-                acc, fired = aggregate.create(), False
-            else:
-                acc, fired = entry[1], entry[2]
-            acc = aggregate.add(acc, input)
+                window = held.open(windows, start, end, aggregate.create())
+            window[1] = aggregate.add(window[1], input)
             if end - 1 <= watermark:
                 # Late, within the allowed lateness: the result changes now.
-                fired = True
-                updated.append({"start": start, "end": end, "value": aggregate.result(acc)})
-            state.set(ctx, start, [end, acc, fired])
+                window[2] = True
+                updated.append({"start": start, "end": end, "value": aggregate.result(window[1])})
+            held.changed[(key, start)] = None
         # An event in no window (between hopping windows) is not late
         # unless the watermark has passed it: it is dropped, as in time.
         if not placed and self.late_output and self.event_time and timestamp + self.lateness <= watermark:
@@ -226,26 +243,157 @@ class Windows:
             return []
         time = timer.timestamp
         lateness = self.lateness if self.event_time else 0
-        state, size = self.state, self.size
+        held = self._held(ctx)
+        key, windows = held.key(_slot(ctx))
         results = []
-        start = time + 1 - size
-        entry = state.get(ctx, start)
-        if entry is not None and entry[0] - 1 == time and not entry[2]:
-            end, acc = entry[0], entry[1]
-            results.append({"start": start, "end": end, "value": self.aggregate.result(acc)})
+        start = time + 1 - self.size
+        window = windows.get(start)
+        if window is not None and window[0] - 1 == time and not window[2]:
+            end = window[0]
+            results.append({"start": start, "end": end, "value": self.aggregate.result(window[1])})
             if lateness == 0:
-                state.remove(ctx, start)
+                held.remove(key, windows, start)
             else:
-                state.set(ctx, start, [end, acc, True])
+                window[2] = True
+                held.changed[(key, start)] = None
                 # Again: a window opened before an upgrade that raised the
                 # lateness has no timer to forget it by (one per key and time).
                 ctx.register_timer(end - 1 + lateness, self.domain)
         if lateness > 0:
-            expired = time + 1 - lateness - size
-            entry = state.get(ctx, expired)
-            if entry is not None and entry[0] - 1 + lateness == time:
-                state.remove(ctx, expired)
+            expired = time + 1 - lateness - self.size
+            window = windows.get(expired)
+            if window is not None and window[0] - 1 + lateness == time:
+                held.remove(key, windows, expired)
         return results
+
+
+class _HeldWindows:
+    """The windows of one :class:`Windows`, held in the instance between
+    calls by key, as the Rust SDK holds them: ``by_key`` maps a key's bytes
+    to all its windows, ``{start: [end, acc, fired, stored]}`` (``stored``:
+    the host may have it). A key's windows are listed from the host the
+    first time a call needs the key — not at all while the host cannot have
+    any (an instance whose state started empty, until it forgets) — and
+    changed in place from then on; ``changed`` lists (as an ordered set) the
+    ``(key, start)`` whose latest state the host lacks, written back by key
+    (``set-keyed``) when the host asks before a snapshot, or at the end of
+    a call once more than the instance's share of its memory limit is held
+    (then every key is forgotten, and read again as it comes). A window
+    opened and removed between two write-backs never reaches the host.
+    Crossing into the host is what a Python operator pays most for (each
+    list element through the bindings), and reading and writing each
+    window every batch was most of a window operator's time.
+
+    A failed call fails the task, which restarts from its last checkpoint
+    with new instances: what was held is forgotten, never written back."""
+
+    __slots__ = ("store", "windows", "map", "by_key", "held", "changed", "host_may_have", "batch", "slot_keys")
+
+    def __init__(self, store, windows):
+        self.store = store
+        self.windows = windows
+        self.map = store.map_cache(windows.state.name)  # its `raw`: the host's map state
+        self.by_key = {}
+        self.held = 0  # keys and windows, against `store.held_entries`
+        self.changed = {}
+        self.host_may_have = store.restored
+        self.batch = -1
+        self.slot_keys = {}  # this call's slot -> (key, its windows)
+
+    def key(self, slot):
+        """``(key, windows)`` of the key in ``slot`` of this call."""
+        store = self.store
+        if self.batch != store.batch:
+            self.batch = store.batch
+            self.slot_keys = {}
+        found = self.slot_keys.get(slot)
+        if found is None:
+            key = bytes(store.slot_keys()[slot])
+            windows = self.by_key.get(key)
+            if windows is None:
+                windows = self._read(slot) if self.host_may_have else {}
+                self.by_key[key] = windows
+                self.held += 1 + len(windows)
+            found = self.slot_keys[slot] = (key, windows)
+        return found
+
+    def _read(self, slot):
+        """Every window of the key in ``slot``, from the host, a page at a time."""
+        name = self.windows.state.name
+        windows, after = {}, None
+        while True:
+            pairs, more = self.map.raw.entries(slot, after, _LIST_PAGE)
+            for sub_key, raw in pairs:
+                entry = _decode("map state", name, raw)
+                try:
+                    start = int(bytes(sub_key).decode())
+                except ValueError:
+                    start = None
+                if start is None or not _valid_entry(entry):
+                    raise StateError(f"map state `{name}` holds an entry that is not a window's (sub-key {bytes(sub_key)!r})")
+                windows[start] = [entry[0], entry[1], entry[2], True]
+            if not more or not pairs:
+                break
+            after = bytes(pairs[-1][0])
+        return windows
+
+    def open(self, windows, start, end, acc):
+        """Opens the window ``start`` (to ``end``) in a key's ``windows``."""
+        window = windows[start] = [end, acc, False, False]
+        self.held += 1
+        return window
+
+    def remove(self, key, windows, start):
+        """Removes a window: written back as absent if the host may have it,
+        else forgotten at once."""
+        window = windows.pop(start)
+        self.held -= 1
+        if window[3]:
+            self.changed[(key, start)] = None
+        else:
+            self.changed.pop((key, start), None)
+
+    def end_call(self):
+        """Past the bound, writes everything back and forgets it."""
+        if self.held > self.store.held_entries:
+            self.write_back()
+            self.forget()
+
+    def write_back(self):
+        """Writes the changed windows back by key, in host calls of at most
+        ``_WRITE_BACK_ENTRIES``. A failure leaves them all changed (sent
+        again by the next write-back; the snapshot is abandoned)."""
+        changed = list(self.changed)
+        for first in range(0, len(changed), _WRITE_BACK_ENTRIES):
+            self._write_keyed(changed[first : first + _WRITE_BACK_ENTRIES])
+        by_key = self.by_key
+        for key, start in changed:
+            window = by_key[key].get(start)
+            if window is not None:
+                window[3] = True
+        self.changed = {}
+
+    def _write_keyed(self, changed):
+        name = self.windows.state.name
+        by_key = self.by_key
+        keys = [key for key, _ in changed]
+        sub_keys = [str(start).encode() for _, start in changed]
+        values = []
+        for key, start in changed:
+            window = by_key[key].get(start)
+            values.append(_ABSENT if window is None else window[:3])
+        present, data, offsets = _slot_values(values, lambda value: _encode("map state", name, value))
+        key_offsets = list(accumulate(map(len, keys), initial=0))
+        sub_offsets = list(accumulate(map(len, sub_keys), initial=0))
+        self.map.raw.set_keyed(b"".join(keys), key_offsets, b"".join(sub_keys), sub_offsets, present, data, offsets)
+
+    def forget(self):
+        """Forgets every held window, written back or not."""
+        self.by_key = {}
+        self.held = 0
+        self.changed = {}
+        self.slot_keys = {}
+        self.host_may_have = True
 
 
 def _valid_sessions(sessions):

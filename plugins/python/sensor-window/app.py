@@ -40,10 +40,6 @@ class SensorWindow(Operator):
         else:
             self.windows = Windows.session("sums", _positive(config, "gap_ms", 1), SUM, **options)
 
-    def prepare(self, batch):
-        # One host call for all the batch's windows, not one per event.
-        self.windows.prefetch(batch)
-
     def process(self, ctx, event):
         reading = event.value_float()
         for updated in self.windows.add(ctx, event, reading):
