@@ -1278,15 +1278,17 @@ fn open_windows_and_their_timers_survive_a_stop_and_a_restore_at_another_paralle
     assert_eq!(committed_lines(&dir.path("out"), None), expected);
 }
 
-/// The JavaScript and Python SDKs hold their windows in the instance
-/// between calls: the stop's savepoint has the open ones only because the
-/// host's `flush` had them written back. Restored into the same language
-/// (which reads each key's windows from the host when it first sees the
-/// key) and into Rust (the same state layout), every window's sum is the
-/// uninterrupted Rust run's — compared as numbers: JavaScript writes `3`
-/// where Rust writes `3.0`.
+/// Windows of the JavaScript and Python SDKs reach a savepoint and restore:
+/// the Python SDK holds its windows in the instance between calls, so the
+/// stop's savepoint has the open ones only because the host's `flush` had
+/// them written back (the JavaScript SDK writes its windows back every
+/// call). Restored into the same language (the Python SDK reads each
+/// key's windows from the host when it first sees the key) and into Rust
+/// (the same state layout), every window's sum is the uninterrupted Rust
+/// run's — compared as numbers: JavaScript writes `3` where Rust writes
+/// `3.0`.
 #[test]
-fn windows_held_between_calls_in_javascript_and_python_reach_the_savepoint_and_restore() {
+fn javascript_and_python_windows_reach_the_savepoint_and_restore_in_their_language_and_in_rust() {
     let dir = JobDir::new();
     run_job(&windows_job(&dir, "uninterrupted", "expected"), &["-p", "2"]).success();
     let expected = window_sums(&committed_lines(&dir.path("expected"), None));
