@@ -8,6 +8,9 @@
 #    guest-sdk/js/weir-sdk.js) into one ES module; the WIT imports
 #    (`weir:operator/...`) stay external — componentize-js binds them.
 # 3. `componentize-js` builds the component against wit/, world `plugin`,
+#    with the engine of scripts/js-tools.sh engine (componentize-js's own
+#    without its 32 MiB heap cap: the instance's memory limit bounds the
+#    plugin, see scripts/patch-js-engine.mjs),
 #    with the WASI features the host does not need (outgoing HTTP, the
 #    fetch event) disabled; stdio stays so that errors reach stderr (the host
 #    keeps stderr for error reports), random and clocks stay for Math.random
@@ -59,11 +62,14 @@ const sources = map.sources.map((source) => path.resolve(path.dirname(bundle), s
 fs.appendFileSync(bundle, `\nglobalThis.__weirSourceMap = ${JSON.stringify({ sources, mappings: map.mappings })};\n`);
 ' "$work/plugin.js"
 
+engines="$("$root/scripts/js-tools.sh" engine)"
 args=("$work/plugin.js" --wit "$root/wit" --world-name plugin
       --disable http fetch-event -o "$work/plugin.wasm")
 if [[ ${WEIR_JS_AOT:-1} != 0 ]]; then
     weval="$("$root/scripts/js-tools.sh" weval)"
-    args+=(--aot --weval-bin "$weval")
+    args+=(--aot --weval-bin "$weval" --engine "$engines/starlingmonkey_embedding_weval.wasm")
+else
+    args+=(--engine "$engines/starlingmonkey_embedding.wasm")
 fi
 
 echo "build-js-plugin: componentizing (componentize-js ${args[*]})" >&2

@@ -9,11 +9,18 @@
 # once): componentize-js's `--aot` needs it, and its npm package would
 # download it from GitHub, which Weir's build machines cannot reach.
 #
+# With the argument `engine`, it also writes (once) copies of componentize-js's
+# JavaScript engines without the engine's own 32 MiB heap cap, so that a
+# plugin is bounded by its instance's memory limit (scripts/patch-js-engine.mjs
+# says why and how), and prints their directory; scripts/build-js-plugin.sh
+# builds with them.
+#
 # Idempotent: does nothing when the pinned versions are already there.
 # Prints the path of the executable on stdout; logs go to stderr. The
 # esbuild executable is next to componentize-js (same directory).
 #
 # Usage: scripts/js-tools.sh            -> prints .../node_modules/.bin/componentize-js
+#        scripts/js-tools.sh engine     -> prints .../js/engine (the patched engines)
 #        scripts/js-tools.sh weval      -> prints .../weval/bin/weval
 set -euo pipefail
 
@@ -72,6 +79,14 @@ else
         "@bytecodealliance/componentize-js@$COMPONENTIZE_JS_VERSION" \
         "esbuild@$ESBUILD_VERSION" >&2
     [[ -x $componentize ]] || { log "npm install finished but $componentize is missing"; exit 1; }
+fi
+
+if [[ ${1:-} == engine ]]; then
+    engines="$prefix/engine"
+    node "$(dirname "${BASH_SOURCE[0]}")/patch-js-engine.mjs" \
+        "$prefix/node_modules/@bytecodealliance/componentize-js/lib" "$engines"
+    echo "$engines"
+    exit 0
 fi
 
 echo "$componentize"

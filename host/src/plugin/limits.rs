@@ -113,6 +113,7 @@ impl ResourceLimiter for MemoryLimiter {
             return Ok(false);
         }
         self.memory_bytes = total;
+        tracing::trace!(from_kib = current >> 10, to_kib = desired >> 10, total_mib = total >> 20, "plugin memory grows");
         Ok(true)
     }
 
