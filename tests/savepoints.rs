@@ -1279,10 +1279,9 @@ fn open_windows_and_their_timers_survive_a_stop_and_a_restore_at_another_paralle
 }
 
 /// Windows of the JavaScript and Python SDKs reach a savepoint and restore:
-/// the Python SDK holds its windows in the instance between calls, so the
+/// both SDKs hold their windows in the instance between calls, so the
 /// stop's savepoint has the open ones only because the host's `flush` had
-/// them written back (the JavaScript SDK writes its windows back every
-/// call). Restored into the same language (the Python SDK reads each
+/// them written back. Restored into the same language (each SDK reads a
 /// key's windows from the host when it first sees the key) and into Rust
 /// (the same state layout), every window's sum is the uninterrupted Rust
 /// run's — compared as numbers: JavaScript writes `3` where Rust writes

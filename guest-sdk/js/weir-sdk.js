@@ -546,6 +546,20 @@ function writeSafeInteger(data, at, v) {
   return end;
 }
 
+/** A `BigInt64Array` of times as 32-bit halves (low, high: Wasm is
+ *  little-endian): an element of the `BigInt64Array` is made a bigint when
+ *  read, an allocation per event; its halves are plain numbers. */
+function int64Halves(times) {
+  return new Int32Array(times.buffer, times.byteOffset, 2 * times.length);
+}
+
+/** Time `i` of `int64Halves(times)` as a number (rounded past 2^53, as
+ *  `Number` rounds a bigint), or null for the WIT's "no time" (i64::MIN). */
+function timeAt(halves, i) {
+  const low = halves[2 * i], high = halves[2 * i + 1];
+  return high === -2147483648 && low === 0 ? null : high * 4294967296 + (low >>> 0);
+}
+
 /** A WIT s64 time as a number, or null for the sentinel. (jco hands a
  *  scalar s64 over as its 64 bits read unsigned — i64::MIN, the host's "no
  *  watermark", as 2^63 — so it is read back as signed first.) */
@@ -1067,7 +1081,12 @@ function getOrMake(map, name, make) {
 
 /** The states of one instance and their per-batch caches. */
 class StateStore {
-  constructor() {
+  /** `restored`: whether the host may hold state this instance has not
+   *  seen (config's `restored`); `memoryLimitMb`: the instance's limit, or
+   *  null (the host's default). */
+  constructor(restored = true, memoryLimitMb = null) {
+    this.restored = restored;
+    this.heldBound = heldWindowsOf(memoryLimitMb);
     this.caches = new Map();
     this.maps = new Map();
     this.mirrors = new Map();
@@ -1085,7 +1104,7 @@ class StateStore {
   mirror(name) {
     return getOrMake(this.mirrors, name, () => new Mirror(name));
   }
-  /** The windows `windows` holds in this call. */
+  /** The windows `windows` holds. */
   windowCache(windows) {
     return getOrMake(this.windowCaches, windows, () => new WindowCache(windows, this));
   }
@@ -1099,7 +1118,7 @@ class StateStore {
     this.timerChanges.set(key, { slot, timestamp, domain, delete: del });
   }
   flush() {
-    for (const windows of this.windowCaches.values()) windows.writeBack();
+    for (const windows of this.windowCaches.values()) windows.endCall();
     for (const cache of this.caches.values()) {
       if (cache.batch === this.batch) cache.flush();
     }
@@ -1116,10 +1135,14 @@ class StateStore {
       }
     }
   }
+  /** Writes back what is held between calls (`operator.flush`, before a snapshot). */
+  writeBackHeld() {
+    for (const windows of this.windowCaches.values()) windows.writeBack();
+  }
   abort() {
     for (const cache of this.caches.values()) cache.abort();
     for (const cache of this.maps.values()) cache.abort();
-    for (const windows of this.windowCaches.values()) windows.abort();
+    for (const windows of this.windowCaches.values()) windows.forget();
     this.timerChanges.clear();
   }
 }
@@ -1162,8 +1185,13 @@ function decodeValue(bytes, what) {
 
 /** Bytes as a string that can key a JS Map (one char per byte). */
 function bytesKey(bytes) {
+  return bytesKeyOf(bytes, 0, bytes.length);
+}
+
+/** `bytesKey` of `data[from..to]`, without a view of it. */
+function bytesKeyOf(data, from, to) {
   let key = "";
-  for (let i = 0; i < bytes.length; i++) key += String.fromCharCode(bytes[i]);
+  for (let i = from; i < to; i++) key += String.fromCharCode(data[i]);
   return key;
 }
 
@@ -1226,32 +1254,6 @@ class MapCache {
   get(slot, subKey) {
     const { bytes } = this.entry(slot, subKey);
     return bytes === null ? undefined : decodeValue(bytes, this.what);
-  }
-
-  /** Fetches the entries `(slots[i], subKeys[i])` this call has not used
-   *  yet with one `get-many`, so that their first `get` makes no host call. */
-  prefetch(slots, subKeys) {
-    const wanted = new Map(); // id -> index
-    for (let i = 0; i < slots.length; i++) {
-      const id = entryId(slots[i], subKeys[i]);
-      if (!this.entries.has(id) && !wanted.has(id)) wanted.set(id, i);
-    }
-    if (wanted.size === 0) return;
-    const picked = [...wanted.values()];
-    const keys = flatten(picked.map((i) => subKeys[i]));
-    let fetched;
-    try {
-      fetched = this.host.getMany(Uint32Array.from(picked, (i) => slots[i]), keys.data, keys.offsets);
-    } catch (e) {
-      throw OperatorError.state(stateErrorMessage(e));
-    }
-    const { present, data, offsets } = fetched;
-    let n = 0;
-    for (const [id, i] of wanted) {
-      const bytes = present[n] ? data.slice(offsets[n], offsets[n + 1]) : null;
-      this.entries.set(id, { slot: slots[i], subKey: subKeys[i], bytes, dirty: false });
-      n++;
-    }
   }
 
   put(slot, subKey, bytes) {
@@ -1713,6 +1715,19 @@ export class Windows {
     this.lateOutput = lateOutput;
     this.state = new MapState(name, { check: validEntry });
     this.state.checkEntry = (subKey, entry) => this._checkStored(subKey, entry);
+    this._open = null; // its WindowCache in the instance's state store
+  }
+
+  /** The windows held for these `Windows` (kept here: a lookup in the
+   *  store per event would make a closure each time). */
+  _held(ctx) {
+    const store = ctx._states;
+    let open = this._open;
+    if (open === null || open.store !== store) {
+      open = store.windowCache(this);
+      this._open = open;
+    }
+    return open;
   }
 
   /**
@@ -1787,8 +1802,9 @@ export class Windows {
     const timestamp = this._time(ctx, event);
     const watermark = this.eventTime && ctx.watermark !== null ? ctx.watermark : -Infinity;
     const { size, slide, offset } = this;
-    const open = ctx._states.windowCache(this);
-    const slot = ctx._slot();
+    const open = this._held(ctx);
+    const offsets = event._offsets, i = 2 * event._i;
+    const key = open.key(ctx._slot(), event._data, offsets[i], offsets[i + 1]);
     if (slide === size) {
       // Tumbling: one window, found without making arrays (every object
       // costs in an interpreter).
@@ -1797,7 +1813,7 @@ export class Windows {
         this._late(ctx, event, timestamp, watermark);
         return NONE_UPDATED;
       }
-      return this._addTo(ctx, open.window(slot, start), input, watermark, NONE_UPDATED);
+      return this._addTo(ctx, open, open.window(key, start), input, watermark, NONE_UPDATED);
     }
     let updated = NONE_UPDATED;
     let placed = false;
@@ -1808,7 +1824,7 @@ export class Windows {
       const [start, end] = windows[i];
       if (this.eventTime && end - 1 + this.lateness <= watermark) continue; // its window is gone
       placed = true;
-      updated = this._addTo(ctx, open.window(slot, start), input, watermark, updated);
+      updated = this._addTo(ctx, open, open.window(key, start), input, watermark, updated);
     }
     if (!placed) this._late(ctx, event, timestamp, watermark);
     return updated;
@@ -1816,7 +1832,7 @@ export class Windows {
 
   /** Adds `input` to `window`; returns `updated`, with the window's new
    *  result added when it had fired already (a late event). */
-  _addTo(ctx, window, input, watermark, updated) {
+  _addTo(ctx, open, window, input, watermark, updated) {
     const aggregate = this.aggregate;
     if (!window.present) {
       this._registerTimers(ctx, window.end);
@@ -1825,7 +1841,7 @@ export class Windows {
       window.present = true;
     }
     window.acc = aggregate.add(window.acc, input);
-    window.changed = true;
+    open.changedWindow(window);
     if (window.end - 1 > watermark) return updated;
     // Late, within the allowed lateness: the result changes now.
     window.fired = true;
@@ -1867,106 +1883,214 @@ export class Windows {
     if (timer.domain !== this.domain) return [];
     const time = timer.timestamp;
     const lateness = this.lateness;
-    const open = ctx._states.windowCache(this);
-    const slot = ctx._slot();
+    const open = this._held(ctx);
+    const key = open.key(ctx._slot(), timer.key, 0, timer.key.length);
     const results = [];
-    const window = open.window(slot, this._firedStart(time));
-    if (window.present && window.end - 1 === time && !window.fired) {
+    const window = key.windows.get(this._firedStart(time));
+    if (window !== undefined && window.present && window.end - 1 === time && !window.fired) {
       results.push({ start: window.start, end: window.end, value: this.aggregate.result(window.acc) });
-      if (lateness === 0) window.remove();
+      if (lateness === 0) open.remove(window);
       else {
         window.fired = true;
-        window.changed = true;
+        open.changedWindow(window);
         // Again: a window opened before an upgrade that raised the lateness
         // has no timer to forget it by (one per key and time).
         ctx.registerTimer(window.end - 1 + lateness, this.domain);
       }
     }
     if (lateness > 0) {
-      const old = open.window(slot, this._expiredStart(time));
-      if (old.present && old.end - 1 + lateness === time) old.remove();
+      const old = key.windows.get(this._expiredStart(time));
+      if (old !== undefined && old.present && old.end - 1 + lateness === time) open.remove(old);
     }
     return results;
   }
 }
 
-/** What `Windows.add` returns when no fired window changed (never written to). */
-const NONE_UPDATED = Object.freeze([]);
+/** The iterator of `NONE_UPDATED`: already done, and shared. */
+const DONE = Object.freeze({ done: true, value: undefined });
+const NOTHING_LEFT = Object.freeze({ next: () => DONE, [Symbol.iterator]() { return this; } });
 
-/** One window of a key, as `WindowCache` holds it in a call. */
+/**
+ * What `Windows.add` returns when no fired window changed — nearly always:
+ * an empty array, frozen, whose own iterator is one shared object. A plugin
+ * iterates over it for every event (`for (const r of windows.add(…))`), and
+ * the engine's array iterator, made afresh and run as interpreted code of
+ * its own, cost ~0.9 µs an event.
+ */
+const NONE_UPDATED = Object.freeze(Object.defineProperty([], Symbol.iterator, { value: () => NOTHING_LEFT }));
+
+/** One window of a key, as `WindowCache` holds it. */
 class OpenWindow {
-  constructor(slot, start, end, stored) {
-    this.slot = slot;
+  constructor(key, start, end, stored) {
+    this.key = key; // its HeldKey
     this.start = start;
     this.present = stored !== undefined;
     this.end = this.present ? stored[0] : end;
     this.acc = this.present ? stored[1] : undefined;
     this.fired = this.present ? stored[2] : false;
+    /** Whether the host may have it (read from it, or written back). */
+    this.stored = this.present;
+    /** Whether the host lacks its latest state (listed in `changed`). */
     this.changed = false;
-  }
-  remove() {
-    this.present = false;
-    this.acc = undefined;
-    this.changed = true;
   }
 }
 
+/** A key whose windows are held: all of them, by start. */
+class HeldKey {
+  constructor(name, bytes) {
+    this.name = name; // its key in `WindowCache.byKey`
+    this.bytes = bytes;
+    this.windows = new Map(); // start -> OpenWindow
+    this.listed = true; // in `WindowCache.byKey`
+  }
+}
+
+/** Windows (and keys) held per instance when the host does not say its
+ *  memory limit: a quarter of the host's default of 512 MiB, at ~512 bytes
+ *  each (a window object, its accumulator and its map entry). */
+const HELD_WINDOW_BYTES = 512;
+/** Windows written back in one host call: the lists a call builds (and the
+ *  bindings convert element by element) stay small. */
+const WRITE_BACK_WINDOWS = 16384;
+
+/** How many windows and keys an instance holds under a memory limit of
+ *  `memoryLimitMb` (null: the host's default, 512): a quarter of it. */
+function heldWindowsOf(memoryLimitMb) {
+  return Math.max(1024, Math.floor(((memoryLimitMb ?? 512) * 1048576) / 4 / HELD_WINDOW_BYTES));
+}
+
 /**
- * The windows one `Windows` used in the current call, by key slot and
- * start: each read from its map state on first use, changed in place by
- * every event after, and written back into the map state's entries once,
- * when the call ends (`StateStore.flush` calls `writeBack` before map
- * states flush; a failed call drops it all). The interpreter pays for every
- * object and string it makes, and reading and writing the map state per
- * event made several: an event whose window is held here makes none.
+ * The windows of one `Windows`, held in the instance between calls by key,
+ * as the Rust SDK holds them: each key's windows are read from the map
+ * state (one listing) the first time a call needs the key — not at all in
+ * an instance whose state started empty, until it evicts — and changed in
+ * place from then on. The host gets them back by key (`set-keyed`) when it
+ * asks before a snapshot (`operator.flush`), or when the instance holds
+ * more than its memory limit allows (then it forgets them all and reads
+ * keys again as they come). A window opened and removed between two
+ * snapshots never reaches the host. Crossing into the host costs the
+ * interpreter microseconds per value (the bindings convert lists element by
+ * element), and reading each window and writing it back every call was
+ * most of a window operator's time.
+ *
+ * A call that fails fails the task, which restarts from its last
+ * checkpoint with new instances: what this one held is forgotten, never
+ * written back.
  */
 class WindowCache {
   constructor(windows, store) {
     this.windows = windows;
     this.store = store;
+    this.byKey = new Map(); // key (one char per byte) -> HeldKey
+    this.held = 0; // keys and windows held, against `store.heldBound`
+    this.changed = new Set(); // OpenWindows whose latest state the host lacks
+    // Whether the host may have windows of a key not held: after a
+    // restore, or once held keys were forgotten.
+    this.hostMayHave = store.restored;
     this.batch = -1;
-    this.bySlot = new Map(); // slot -> Map(start -> OpenWindow)
-    this.subKeys = new OutputBuffer(""); // reused by writeBack
+    this.slotKeys = []; // this call's key slot -> HeldKey
+    this.keys = new OutputBuffer(""); // reused by writeBack
+    this.subKeys = new OutputBuffer("");
     this.values = new OutputBuffer("");
   }
 
-  /** The window of `slot` starting at `start` (present or not). */
-  window(slot, start) {
+  /** The held key in `slot` of this call, whose bytes are
+   *  `data[from..to]`: read from the host the first time it is needed. */
+  key(slot, data, from, to) {
     if (this.batch !== this.store.batch) {
-      this.bySlot.clear();
+      this.slotKeys.length = 0;
       this.batch = this.store.batch;
     }
-    let starts = this.bySlot.get(slot);
-    if (starts === undefined) {
-      starts = new Map();
-      this.bySlot.set(slot, starts);
+    let held = this.slotKeys[slot];
+    if (held === undefined) {
+      const name = bytesKeyOf(data, from, to);
+      held = this.byKey.get(name);
+      if (held === undefined) {
+        held = new HeldKey(name, data.slice(from, to));
+        if (this.hostMayHave) this._read(slot, held);
+        this.byKey.set(name, held);
+        this.held += 1 + held.windows.size;
+      }
+      this.slotKeys[slot] = held;
     }
-    let window = starts.get(start);
+    return held;
+  }
+
+  /** Reads every window of the key in `slot` from the host, a page at a time. */
+  _read(slot, held) {
+    const cache = this._mapCache();
+    const what = cache.what;
+    let after;
+    for (;;) {
+      const { entries, more } = cache.page(slot, after, LIST_PAGE);
+      for (const [subKey, bytes] of entries) {
+        const start = Number(decodeState(subKey, what));
+        const stored = decodeValue(bytes, what);
+        if (!Number.isSafeInteger(start) || !validEntry(stored)) {
+          throw OperatorError.state(`${what} holds an entry that is not a window's (sub-key ${preview(decodeState(subKey, what))})`);
+        }
+        held.windows.set(start, new OpenWindow(held, start, start + this.windows.size, stored));
+      }
+      if (!more || entries.length === 0) break;
+      after = entries[entries.length - 1][0];
+    }
+  }
+
+  /** The window of `held` starting at `start`, opened (absent) if it has none. */
+  window(held, start) {
+    let window = held.windows.get(start);
     if (window === undefined) {
-      const stored = this._mapCache().get(slot, encodeKey(start));
-      window = new OpenWindow(slot, start, start + this.windows.size, stored);
-      starts.set(start, window);
+      window = new OpenWindow(held, start, start + this.windows.size, undefined);
+      held.windows.set(start, window);
+      this.held += 1;
+      if (!held.listed) this._relist(held);
     }
     return window;
   }
 
-  /** Fetches the windows the timers of a call (the WIT `timers`) may fire
-   *  or forget — the starts `Windows.onTimer` reads — with one host call,
-   *  before they run. */
-  prefetchTimers({ timestamps, domains, keySlots }) {
-    const windows = this.windows;
-    const slots = [], subKeys = [];
-    for (let i = 0; i < timestamps.length; i++) {
-      if (domains[i] !== windows.domain) continue;
-      const time = Number(timestamps[i]);
-      slots.push(keySlots[i]);
-      subKeys.push(encodeKey(windows._firedStart(time)));
-      if (windows.lateness > 0) {
-        slots.push(keySlots[i]);
-        subKeys.push(encodeKey(windows._expiredStart(time)));
+  /** Holds again a key let go of while this call still had it by slot. */
+  _relist(held) {
+    held.listed = true;
+    this.byKey.set(held.name, held);
+    this.held += 1;
+  }
+
+  /** Marks `window` as changed: the host gets it at the next write-back. */
+  changedWindow(window) {
+    if (!window.changed) {
+      window.changed = true;
+      this.changed.add(window);
+    }
+  }
+
+  /** Removes `window`: written back as absent if the host may have it,
+   *  else dropped at once. */
+  remove(window) {
+    window.present = false;
+    window.acc = undefined;
+    if (window.stored) {
+      this.changedWindow(window);
+    } else {
+      this._drop(window);
+      if (window.changed) {
+        window.changed = false;
+        this.changed.delete(window);
       }
     }
-    if (slots.length > 0) this._mapCache().prefetch(slots, subKeys);
+  }
+
+  _drop(window) {
+    const held = window.key;
+    held.windows.delete(window.start);
+    this.held -= 1;
+    // A key left without windows is let go of when the host has none of it
+    // either (an instance that started empty and never forgot): a key seen
+    // once a window would otherwise stay held until the bound.
+    if (held.windows.size === 0 && !this.hostMayHave && held.listed) {
+      held.listed = false;
+      this.byKey.delete(held.name);
+      this.held -= 1;
+    }
   }
 
   _mapCache() {
@@ -1976,34 +2100,53 @@ class WindowCache {
     return cache;
   }
 
-  /** Writes this call's changed windows back with one `set-many` of the map
-   *  state, their starts and `[end, acc, fired]` written straight into two
-   *  buffers (as `MapState.set` would encode them, without its strings). */
+  /** Ends a call: past the bound, writes back and forgets every key. */
+  endCall() {
+    if (this.held <= this.store.heldBound) return;
+    this.writeBack();
+    this.forget();
+  }
+
+  /** Writes the changed windows back by key (`set-keyed`), in host calls of
+   *  at most `WRITE_BACK_WINDOWS`; their starts and `[end, acc, fired]`
+   *  straight into reused buffers. A failure leaves them all changed (the
+   *  next write-back sends them again; the snapshot is abandoned). */
   writeBack() {
-    if (this.batch !== this.store.batch) return;
-    const { subKeys, values } = this;
-    subKeys.len = 0;
-    values.len = 0;
-    const slots = [], present = [], subKeyOffsets = [0], valueOffsets = [0];
-    for (const starts of this.bySlot.values()) {
-      for (const window of starts.values()) {
-        if (!window.changed) continue;
-        window.changed = false;
-        slots.push(window.slot);
-        subKeys._write(window.start);
-        subKeyOffsets.push(subKeys.len);
-        present.push(window.present);
-        if (window.present) this._writeEntry(window);
-        valueOffsets.push(values.len);
-      }
+    if (this.changed.size === 0) return;
+    const windows = [...this.changed];
+    for (let from = 0; from < windows.length; from += WRITE_BACK_WINDOWS) {
+      this._writeKeyed(windows.slice(from, from + WRITE_BACK_WINDOWS));
     }
-    if (slots.length === 0) return;
+    for (const window of windows) {
+      window.changed = false;
+      if (window.present) window.stored = true;
+      else this._drop(window);
+    }
+    this.changed.clear();
+  }
+
+  _writeKeyed(windows) {
+    const { keys, subKeys, values } = this;
+    keys.len = subKeys.len = values.len = 0;
+    const n = windows.length;
+    const keyOffsets = new Uint32Array(n + 1), subKeyOffsets = new Uint32Array(n + 1), valueOffsets = new Uint32Array(n + 1);
+    const present = new Array(n);
+    for (let i = 0; i < n; i++) {
+      const window = windows[i];
+      keys._write(window.key.bytes);
+      keyOffsets[i + 1] = keys.len;
+      subKeys._write(window.start);
+      subKeyOffsets[i + 1] = subKeys.len;
+      present[i] = window.present;
+      if (window.present) this._writeEntry(window);
+      valueOffsets[i + 1] = values.len;
+    }
     const host = this._mapCache().host;
     try {
-      host.setMany(Uint32Array.from(slots), subKeys.data.subarray(0, subKeys.len), Uint32Array.from(subKeyOffsets), {
+      host.setKeyed(keys.data.subarray(0, keys.len), keyOffsets, subKeys.data.subarray(0, subKeys.len), subKeyOffsets, {
         present,
         data: values.data.subarray(0, values.len),
-        offsets: Uint32Array.from(valueOffsets),
+        offsets: valueOffsets,
       });
     } catch (e) {
       throw OperatorError.state(stateErrorMessage(e));
@@ -2025,9 +2168,13 @@ class WindowCache {
     values._write(window.fired ? ",true]" : ",false]");
   }
 
-  abort() {
-    this.bySlot.clear();
-    this.batch = -1;
+  /** Forgets every held key and window, written back or not. */
+  forget() {
+    this.byKey.clear();
+    this.held = 0;
+    this.changed.clear();
+    this.slotKeys.length = 0;
+    this.hostMayHave = true;
   }
 }
 
@@ -2175,9 +2322,9 @@ export class Operator {
 
 /** Runs one operator instance over batches. */
 class Runtime {
-  constructor(operator) {
+  constructor(operator, config) {
     this.operator = operator;
-    this.states = new StateStore();
+    this.states = new StateStore(config.restored, config.memoryLimitMb);
     this.outputs = new Outputs();
   }
 
@@ -2196,10 +2343,12 @@ class Runtime {
         throw OperatorError.invalidInput("the host sent a malformed batch");
       }
       const event = new Event(data, offsets, input);
+      const times = stamped ? int64Halves(timestamps) : null;
       for (let i = 0; i < n; i++) {
         if (stamped) {
-          const t = timestamps[i];
-          ctx.timestamp = event.timestamp = t === NO_TIME ? null : Number(t);
+          // As `timeAt` reads it, inline: a call per event costs.
+          const low = times[2 * i], high = times[2 * i + 1];
+          ctx.timestamp = event.timestamp = high === -2147483648 && low === 0 ? null : high * 4294967296 + (low >>> 0);
         }
         if (keyed) ctx.slot = keySlots[i];
         event._i = i;
@@ -2229,9 +2378,9 @@ class Runtime {
     const op = this.operator;
     const ctx = new Context(states, this.outputs, fromS64(timers.watermark), fromS64(timers.processingTime));
     return this.call(() => {
-      for (const windows of states.windowCaches.values()) windows.prefetchTimers(timers);
+      const times = int64Halves(timestamps);
       for (let i = 0; i < timestamps.length; i++) {
-        const timestamp = Number(timestamps[i]);
+        const timestamp = timeAt(times, i);
         ctx.slot = keySlots[i];
         ctx.timestamp = timestamp;
         op.onTimer(ctx, new Timer(data.subarray(offsets[i], offsets[i + 1]), timestamp, domains[i]));
@@ -2268,7 +2417,7 @@ export function exportOperator(OperatorClass) {
         const op = new OperatorClass();
         op.init(config);
         config._rejectUnread();
-        runtime = new Runtime(op);
+        runtime = new Runtime(op, config);
       });
     },
     process(batch) {
@@ -2283,8 +2432,13 @@ export function exportOperator(OperatorClass) {
         return runtime.onTimer(timers);
       });
     },
-    // The SDK writes state back at the end of every call: nothing is held.
-    flush() {},
+    // Windows are held between calls; everything else is written back at
+    // the end of each call.
+    flush() {
+      guarded(() => {
+        if (runtime !== null) runtime.states.writeBackHeld();
+      });
+    },
     checkState(name, kind, stored) {
       // Opened as the plugin will open it, with its time-to-live or
       // without: the host refuses (a trap naming the state) a choice other

@@ -7,7 +7,7 @@
 const textDecoder = new TextDecoder();
 
 /** The keys of the call under way, by slot, and the stored state. */
-const host = { callKeys: [], values: new Map(), maps: new Map(), timers: [], opened: [], mapGets: 0, mapGetManys: 0 };
+const host = { callKeys: [], values: new Map(), maps: new Map(), timers: [], opened: [], mapGets: 0, mapGetManys: 0, mapListings: 0, mapKeyedWrites: 0 };
 
 /** Starts a call whose keys are `keys` (strings), slot by slot. */
 export function beginCall(keys) {
@@ -16,12 +16,17 @@ export function beginCall(keys) {
 
 /** Forgets all state and timers (a new test). */
 export function resetHost() {
-  Object.assign(host, { callKeys: [], values: new Map(), maps: new Map(), timers: [], opened: [], mapGets: 0, mapGetManys: 0 });
+  Object.assign(host, { callKeys: [], values: new Map(), maps: new Map(), timers: [], opened: [], mapGets: 0, mapGetManys: 0, mapListings: 0, mapKeyedWrites: 0 });
 }
 
-/** How many map-state reads the plugin made: `{ gets, getManys }`. */
+/** How many map-state reads the plugin made: `{ gets, getManys, listings }` (`entries` calls). */
 export function mapReads() {
-  return { gets: host.mapGets, getManys: host.mapGetManys };
+  return { gets: host.mapGets, getManys: host.mapGetManys, listings: host.mapListings };
+}
+
+/** How many map entries the plugin wrote by key (`set-keyed`). */
+export function mapKeyedWrites() {
+  return host.mapKeyedWrites;
 }
 
 /** The states opened with a time-to-live, as `{ kind, name, ttl }`, in order. */
@@ -130,7 +135,21 @@ export class MapState {
     });
   }
 
+  /** By key: `keys` are UTF-8 here, as the tests' keys are strings. */
+  setKeyed(keys, keyOffsets, subKeys, subKeyOffsets, values) {
+    for (let i = 0; i + 1 < keyOffsets.length; i++) {
+      host.mapKeyedWrites += 1;
+      const key = textDecoder.decode(keys.slice(keyOffsets[i], keyOffsets[i + 1]));
+      if (!this.store.has(key)) this.store.set(key, new Map());
+      const subKey = subKeyText(subKeys.slice(subKeyOffsets[i], subKeyOffsets[i + 1]));
+      const value = valueAt(values, i);
+      if (value === null) this.store.get(key).delete(subKey);
+      else this.store.get(key).set(subKey, value);
+    }
+  }
+
   entries(slot, after, limit) {
+    host.mapListings += 1;
     const from = after === undefined ? null : subKeyText(after);
     const sorted = [...this.entriesOf(slot)].filter(([k]) => from === null || k > from).sort(([a], [b]) => (a < b ? -1 : 1));
     const page = sorted.slice(0, Math.min(limit, 4096));

@@ -13,7 +13,7 @@ import assert from "node:assert/strict";
 
 register("./host-hooks.mjs", import.meta.url);
 const { ListState, Operator, SUM, ValueState, Windows, exportOperator } = await import("../weir-sdk.js");
-const { beginCall, mapReads, openedExpiring, resetHost, storedMap, storedValue } = await import("./host-stand-in.mjs");
+const { beginCall, mapKeyedWrites, mapReads, openedExpiring, resetHost, storedMap, storedValue } = await import("./host-stand-in.mjs");
 const cart = (await import("../../../plugins/js/shopping-cart/shopping-cart.js")).operator;
 const countWindow = (await import("../../../plugins/js/count-window/count-window.js")).operator;
 const dedup = (await import("../../../plugins/js/dedup/dedup.js")).operator;
@@ -112,19 +112,65 @@ function tumblingSums(lateness) {
   return tumbling;
 }
 
-test("tumbling windows sum within and across calls, store [end, sum, fired] once a call, and drop a failed call's sums", () => {
+test("tumbling windows sum within and across calls, held between calls, written back by key when the host flushes; a failed call's sums never reach it", () => {
   resetHost();
-  const tumbling = tumblingSums(5000);
+  const tumbling = tumblingSums(5000); // no `weir.state`: restored, so each key's windows are read once
   assert.deepEqual(run(tumbling, [["a", "1", 100], ["b", "10", 200], ["a", "2", 900], ["a", "4", 1000]]), []);
-  assert.deepEqual(storedMap("t"), { a: { 0: "[1000,3,false]", 1000: "[2000,4,false]" }, b: { 0: "[1000,10,false]" } });
+  assert.deepEqual(mapReads(), { gets: 0, getManys: 0, listings: 2 }, "a and b listed once each");
+  assert.deepEqual(storedMap("t"), { a: {}, b: {} }, "held, not written yet");
+  tumbling.flush();
+  const written = { a: { 0: "[1000,3,false]", 1000: "[2000,4,false]" }, b: { 0: "[1000,10,false]" } };
+  assert.deepEqual(storedMap("t"), written);
+  tumbling.flush();
+  assert.equal(mapKeyedWrites(), 3, "nothing changed since: nothing written again");
+  run(tumbling, [["a", "1", 150]]);
+  assert.deepEqual(mapReads().listings, 2, "a is held");
   assert.throws(() => run(tumbling, [["a", "8", 300], ["a", "fail", 300]]), /refused/);
-  assert.deepEqual(storedMap("t").a, { 0: "[1000,3,false]", 1000: "[2000,4,false]" }, "the failed call stored nothing");
+  tumbling.flush();
+  assert.deepEqual(storedMap("t"), written, "the failed call forgot what it held, the sum of its earlier call too (the task restarts from its checkpoint)");
   run(tumbling, [["a", "16", 500], ["b", "20", 1500]]);
+  assert.deepEqual(mapReads().listings, 4, "a and b read again after the failure");
+  tumbling.flush();
   assert.deepEqual(storedMap("t"), { a: { 0: "[1000,19,false]", 1000: "[2000,4,false]" }, b: { 0: "[1000,10,false]", 1000: "[2000,20,false]" } });
   // Past the watermark (1500), within the lateness: the window's result changes now.
   const late = run(tumbling, [["a", "32", 700], ["a", "64", 800]], 1500).map(([, value]) => JSON.parse(value));
   assert.deepEqual(late, [{ start: 0, end: 1000, value: 51 }, { start: 0, end: 1000, value: 115 }]);
+  tumbling.flush();
   assert.equal(storedMap("t").a[0], "[1000,115,true]");
+});
+
+test("an instance that starts empty reads no window from the host; past its bound it writes back, forgets, and reads keys again", () => {
+  resetHost();
+  const tumbling = tumblingSums(0);
+  tumbling.init([["weir.state", "empty"], ["weir.memory-limit-mb", "1"]]); // holds up to 1 024 keys and windows
+  const keys = Array.from({ length: 600 }, (_, i) => `k${i}`);
+  run(tumbling, keys.slice(0, 500).map((key) => [key, "1", 100]));
+  assert.deepEqual(mapReads(), { gets: 0, getManys: 0, listings: 0 });
+  assert.deepEqual(storedMap("t"), {}, "1 000 held: within the bound");
+  run(tumbling, keys.map((key) => [key, "2", 200]));
+  assert.equal(mapReads().listings, 0, "the 100 new keys are new to the host too");
+  assert.equal(Object.keys(storedMap("t")).length, 600, "1 200 held: written back and forgotten");
+  assert.equal(storedMap("t").k0[0], "[1000,3,false]");
+  run(tumbling, [["k0", "4", 300], ["k599", "8", 300]]);
+  assert.equal(mapReads().listings, 2, "forgotten keys are read again");
+  tumbling.flush();
+  assert.deepEqual([storedMap("t").k0, storedMap("t").k599], [{ 0: "[1000,7,false]" }, { 0: "[1000,10,false]" }]);
+});
+
+test("an instance that started empty lets go of a key whose windows fired: a key seen once a window is not held until the bound", () => {
+  resetHost();
+  const tumbling = tumblingSums(0);
+  tumbling.init([["weir.state", "empty"], ["weir.memory-limit-mb", "1"]]); // holds up to 1 024 keys and windows
+  const first = Array.from({ length: 400 }, (_, i) => `k${i}`);
+  const second = Array.from({ length: 400 }, (_, i) => `m${i}`);
+  run(tumbling, first.map((key) => [key, "1", 100]));
+  assert.equal(fireAll(tumbling, first.map((key) => [key, 999]), 999).length, 400);
+  run(tumbling, second.map((key) => [key, "2", 1100]));
+  assert.deepEqual(storedMap("t"), {}, "800 held, not 1 200: nothing written back");
+  run(tumbling, [["k0", "4", 1200]]);
+  assert.equal(mapReads().listings, 0, "a key let go of is new to the host too");
+  tumbling.flush();
+  assert.deepEqual([storedMap("t").k0, storedMap("t").m0, storedMap("t").k1], [{ 1000: "[2000,4,false]" }, { 1000: "[2000,2,false]" }, undefined]);
 });
 
 test("integers are emitted as their digits, negative, at the 32-bit bounds and past them too", () => {
@@ -141,6 +187,39 @@ test("integers are emitted as their digits, negative, at the 32-bit bounds and p
   const expected = ["0", "-0", "7", "-5", "9", "10", "99", "100", "-10", "2147483647", "-2147483648", "2147483648", "-2147483649", "4294967295", "4294967296", "1700000000123", "-1700000000123", "9007199254740991",
     "-9007199254740991", "9007199254740992", "1000000000000000000000", "0.5"];
   assert.deepEqual(run(op, [["k", "x"]]), expected.map((text) => [text, text]));
+});
+
+test("events' timestamps are read exactly from the host's 64-bit times: negative, past 32 bits, and none", () => {
+  resetHost();
+  class Times extends Operator {
+    process(ctx, event) {
+      ctx.emit(event.key, String(event.timestamp));
+    }
+  }
+  const op = exportOperator(Times);
+  op.init([]);
+  const times = [0, -1, 4294967295, 4294967296, -4294967297, 1700000000123, 2 ** 53 - 1, -(2 ** 53 - 1)];
+  const events = times.map((t, i) => [`k${i}`, "x", t]);
+  events.push(["none", "x", -9223372036854775808n]);
+  assert.deepEqual(run(op, events), [...times.map((t, i) => [`k${i}`, String(t)]), ["none", "null"]]);
+});
+
+test("Windows.add returns an empty frozen array when no fired window changed, iterable like any other", () => {
+  resetHost();
+  class Probe extends Operator {
+    init() {
+      this.windows = Windows.tumbling("p", 1000, SUM);
+    }
+    process(ctx, event) {
+      const updated = this.windows.add(ctx, event, 1);
+      let looped = 0;
+      for (const _ of updated) looped++;
+      ctx.emit(event.key, JSON.stringify([updated.length, Array.isArray(updated), Object.isFrozen(updated), [...updated].length, looped]));
+    }
+  }
+  const op = exportOperator(Probe);
+  op.init([]);
+  assert.deepEqual(run(op, [["a", "1", 100], ["a", "1", 200]]), [["a", "[0,true,true,0,0]"], ["a", "[0,true,true,0,0]"]]);
 });
 
 test("a value state takes finite numbers (the fast path) and refuses others; bytes of any length are emitted as they are", () => {
@@ -163,17 +242,31 @@ test("a value state takes finite numbers (the fast path) and refuses others; byt
   assert.equal(text.decode(storedValue("v", "k")), "5", "the last finite value stored");
 });
 
-test("a call of timers reads the windows they fire with one get-many, and fires and forgets them", () => {
+test("timers fire and forget held windows without reading the host; a window opened and fired between flushes never reaches it", () => {
   resetHost();
   const tumbling = tumblingSums(500);
   run(tumbling, [["a", "1", 100], ["b", "2", 200], ["c", "4", 300], ["a", "8", 1100]]);
   const before = mapReads();
   const fired = fireAll(tumbling, [["a", 999], ["b", 999], ["c", 999]], 999);
   assert.deepEqual(fired, [1, 2, 4].map((value) => ({ start: 0, end: 1000, value })));
-  assert.deepEqual(mapReads(), { gets: before.gets, getManys: before.getManys + 1 }, "one get-many, no get");
+  assert.deepEqual(mapReads(), before, "held: no read");
+  tumbling.flush();
   assert.deepEqual(storedMap("t").a, { 0: "[1000,1,true]", 1000: "[2000,8,false]" }, "fired, kept for the lateness");
   assert.deepEqual(fireAll(tumbling, [["a", 1499], ["b", 1499]], 1499), []);
+  tumbling.flush();
   assert.deepEqual(storedMap("t"), { a: { 1000: "[2000,8,false]" }, b: {}, c: { 0: "[1000,4,true]" } }, "forgotten past the lateness");
+
+  resetHost();
+  const noLateness = tumblingSums(0);
+  run(noLateness, [["a", "1", 100], ["a", "2", 1100]]);
+  assert.deepEqual(fireAll(noLateness, [["a", 999]], 999), [{ start: 0, end: 1000, value: 1 }]);
+  noLateness.flush();
+  assert.deepEqual(storedMap("t"), { a: { 1000: "[2000,2,false]" } });
+  assert.equal(mapKeyedWrites(), 1, "only the window still open");
+  assert.deepEqual(fireAll(noLateness, [["a", 1999]], 1999), [{ start: 1000, end: 2000, value: 2 }]);
+  noLateness.flush();
+  assert.deepEqual(storedMap("t"), { a: {} }, "a window the host had is removed from it");
+  assert.equal(mapKeyedWrites(), 2);
 });
 
 test("states with a time-to-live open the host's expiring states, with the WIT's record", () => {
