@@ -1188,6 +1188,24 @@ function bytesKey(bytes) {
   return bytesKeyOf(bytes, 0, bytes.length);
 }
 
+/**
+ * What `WindowCache.byKey` keys `data[from..to]` by: a key of up to six
+ * bytes as a number (its bytes in base 256 after a leading 1, so that
+ * lengths differ too: exact below 2^53), made without an allocation; a
+ * longer one as a string of one char per byte, made in one call. A key's
+ * name is made for each call that sees the key, so over many keys these
+ * are most of what a held window operator allocates.
+ */
+function heldKeyOf(data, from, to) {
+  if (to - from <= 6) {
+    let name = 1;
+    for (let i = from; i < to; i++) name = name * 256 + data[i];
+    return name;
+  }
+  // (A call's arguments are bounded: a long key char by char.)
+  return to - from <= 4096 ? String.fromCharCode.apply(null, data.subarray(from, to)) : bytesKeyOf(data, from, to);
+}
+
 /** `bytesKey` of `data[from..to]`, without a view of it. */
 function bytesKeyOf(data, from, to) {
   let key = "";
@@ -1938,7 +1956,7 @@ class OpenWindow {
 /** A key whose windows are held: all of them, by start. */
 class HeldKey {
   constructor(name, bytes) {
-    this.name = name; // its key in `WindowCache.byKey`
+    this.name = name; // its key in `WindowCache.byKey` (`heldKeyOf`)
     this.bytes = bytes;
     this.windows = new Map(); // start -> OpenWindow
     this.listed = true; // in `WindowCache.byKey`
@@ -1981,7 +1999,7 @@ class WindowCache {
   constructor(windows, store) {
     this.windows = windows;
     this.store = store;
-    this.byKey = new Map(); // key (one char per byte) -> HeldKey
+    this.byKey = new Map(); // heldKeyOf(key) -> HeldKey
     this.held = 0; // keys and windows held, against `store.heldBound`
     this.changed = new Set(); // OpenWindows whose latest state the host lacks
     // Whether the host may have windows of a key not held: after a
@@ -2003,7 +2021,7 @@ class WindowCache {
     }
     let held = this.slotKeys[slot];
     if (held === undefined) {
-      const name = bytesKeyOf(data, from, to);
+      const name = heldKeyOf(data, from, to);
       held = this.byKey.get(name);
       if (held === undefined) {
         held = new HeldKey(name, data.slice(from, to));

@@ -173,6 +173,18 @@ test("an instance that started empty lets go of a key whose windows fired: a key
   assert.deepEqual([storedMap("t").k0, storedMap("t").m0, storedMap("t").k1], [{ 1000: "[2000,4,false]" }, { 1000: "[2000,2,false]" }, undefined]);
 });
 
+test("held windows tell keys apart by all their bytes: short ones that differ in length only, and long ones", () => {
+  resetHost();
+  const tumbling = tumblingSums(0);
+  tumbling.init([["weir.state", "empty"]]);
+  const long = "x".repeat(5000);
+  const keys = ["a", "\u0000a", "\u0000\u0000a", "abcdef", "abcdefg", "abcdefh", `${long}1`, `${long}2`];
+  run(tumbling, keys.map((key, i) => [key, String(2 ** i), 100]));
+  run(tumbling, keys.map((key, i) => [key, String(2 ** i), 200]));
+  tumbling.flush();
+  assert.deepEqual(keys.map((key) => storedMap("t")[key]), keys.map((_, i) => ({ 0: `[1000,${2 * 2 ** i},false]` })));
+});
+
 test("integers are emitted as their digits, negative, at the 32-bit bounds and past them too", () => {
   resetHost();
   const numbers = [0, -0, 7, -5, 9, 10, 99, 100, -10, 2147483647, -2147483648, 2147483648, -2147483649, 4294967295, 4294967296,
