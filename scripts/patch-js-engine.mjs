@@ -75,7 +75,7 @@ function patchEngine(libDir, outDir, engine) {
   }
   const target = path.join(outDir, engine.file);
   const wanted = patched(bytes, engine);
-  if (existsSync(target) && sha256(readFileSync(target)) === sha256(wanted)) return false;
+  if (existsSync(target) && readFileSync(target).equals(wanted)) return false;
   const temporary = `${target}.${process.pid}.tmp`;
   writeFileSync(temporary, wanted);
   renameSync(temporary, target);

@@ -26,7 +26,9 @@
 // first use in the batch (one `get-all` per state), kept in a local cache
 // while the batch is processed, and the changed slots are written back with
 // one `set-many` per state when the batch is done; timer changes go in one
-// `timers.update`. Emitted events are collected in flat buffers and returned
+// `timers.update`. `Windows` hold their windows between calls instead, and
+// write them back by key when the host calls `flush` before a snapshot
+// (`WindowCache`). Emitted events are collected in flat buffers and returned
 // in one piece. If the operator throws, nothing is written back and the
 // host fails the call.
 //
